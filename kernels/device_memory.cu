@@ -1,0 +1,39 @@
+#include <cuda_runtime.h>
+
+#include "kernels/device_memory.h"
+
+namespace shardplan::kernels {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error so later calls start clean
+    return 0;
+  }
+  return n;
+}
+
+bool cuda_allocate(size_t bytes, int device, void** out, std::string* error) {
+  if (device >= 0) {
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+      *error = std::string("cudaSetDevice(") + std::to_string(device) + "): " + cudaGetErrorString(e);
+      return false;
+    }
+  }
+  const cudaError_t e = cudaMalloc(out, bytes);
+  if (e != cudaSuccess) {
+    *error = "cudaMalloc(" + std::to_string(bytes) + " bytes) on cuda:" + std::to_string(device) +
+             ": " + cudaGetErrorString(e);
+    *out = nullptr;
+    return false;
+  }
+  return true;
+}
+
+void cuda_free(void* ptr, int device) {
+  if (device >= 0) cudaSetDevice(device);
+  cudaFree(ptr);  // a failure here cannot be acted on in a destructor; memory is lost either way
+}
+
+}  // namespace shardplan::kernels

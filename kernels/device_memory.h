@@ -1,0 +1,18 @@
+// Device memory for materialized storages on cuda (built only with SHARDPLAN_HAVE_CUDA).
+// Errors come back as text so this layer needs no project headers; tensor/ turns them into errors.
+//   void* p = nullptr; std::string err;
+//   if (!cuda_allocate(bytes, /*device=*/0, &p, &err)) report(err);
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace shardplan::kernels {
+
+// Number of visible CUDA devices; 0 when there is no driver or no GPU (never fails).
+int cuda_device_count();
+// cudaMalloc on `device` (-1: the current one). On failure returns false and says why in *error.
+bool cuda_allocate(size_t bytes, int device, void** out, std::string* error);
+void cuda_free(void* ptr, int device);
+
+}  // namespace shardplan::kernels

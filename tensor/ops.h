@@ -1,0 +1,195 @@
+// The op set on meta tensors, with PyTorch's output sizes, strides, storage offsets, dtypes,
+// view/non-view behaviour and errors (bad input throws shardplan::Error naming op and values).
+// Ops compute metadata only: views and factories work on any device; ops that would compute data
+// accept meta tensors only (tensor/ops/common.h says why).
+//   Tensor x = randn({2, 16, 64});
+//   Tensor y = softmax(matmul(x, transpose(x, -2, -1)), -1);   // [2, 16, 16]
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "tensor/dim_vector.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace shardplan::tensor {
+
+struct TensorOptions {
+  std::optional<DType> dtype;  // unset: float32 (or inferred, for full)
+  Device device = Device::meta();
+  bool requires_grad = false;
+};
+
+// A tensor or a Python-number operand of a pointwise op.
+struct Operand {
+  Tensor tensor;
+  Scalar scalar;
+  bool is_scalar = false;
+  Operand(Tensor t) : tensor(std::move(t)) {}                   // NOLINT: implicit by design
+  Operand(Scalar s) : scalar(s), is_scalar(true) {}             // NOLINT
+  Operand(double v) : scalar(v), is_scalar(true) {}             // NOLINT
+  Operand(int v) : scalar(v), is_scalar(true) {}                // NOLINT
+  Operand(int64_t v) : scalar(v), is_scalar(true) {}            // NOLINT
+  Operand(bool v) : scalar(v), is_scalar(true) {}               // NOLINT
+};
+
+// ---- Factories (any device) ----
+Tensor empty(const DimVector& size, const TensorOptions& opts = {});
+Tensor empty_strided(const DimVector& size, const DimVector& stride, const TensorOptions& opts = {});
+Tensor zeros(const DimVector& size, const TensorOptions& opts = {});
+Tensor ones(const DimVector& size, const TensorOptions& opts = {});
+// dtype, when unset, is inferred from the value as PyTorch does: bool, int64, float32, complex64.
+Tensor full(const DimVector& size, Scalar value, const TensorOptions& opts = {});
+Tensor randn(const DimVector& size, const TensorOptions& opts = {});
+// preserve_format: the same strides when `t` is non-overlapping and dense, else dense strides in
+// `t`'s memory order. The way to real memory: empty_like(meta_t, {}, Device::cpu()).
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {}, std::optional<Device> device = {});
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype = {});
+
+// ---- Views (share storage; metadata only) ----
+Tensor view(const Tensor& t, const DimVector& size);
+// A view when the strides allow, else a contiguous copy (not a view), as PyTorch.
+Tensor reshape(const Tensor& t, const DimVector& size);
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
+Tensor t(const Tensor& t);
+Tensor permute(const Tensor& t, const DimVector& dims);
+Tensor expand(const Tensor& t, const DimVector& size);
+Tensor expand_as(const Tensor& t, const Tensor& other);
+Tensor squeeze(const Tensor& t);
+Tensor squeeze(const Tensor& t, int64_t dim);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& t, int64_t dim, const DimVector& sizes);
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+// t[start:end:step] along `dim`; start/end clamp like Python slicing; step must be positive.
+Tensor slice(const Tensor& t, int64_t dim = 0, std::optional<int64_t> start = {},
+             std::optional<int64_t> end = {}, int64_t step = 1);
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split_with_sizes(const Tensor& t, const DimVector& sizes, int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& t, int64_t dim = 0);
+Tensor as_strided(const Tensor& t, const DimVector& size, const DimVector& stride,
+                  std::optional<int64_t> storage_offset = {});
+// Returns `t` itself when already contiguous, else a contiguous copy.
+Tensor contiguous(const Tensor& t);
+// complex [..] -> real [.., 2] sharing storage.
+Tensor view_as_real(const Tensor& t);
+Tensor view_as_complex(const Tensor& t);
+
+// ---- Pointwise (broadcasting, type promotion, TensorIterator output strides) ----
+enum class UnaryOp {
+  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kReciprocal,
+  kSquare, kLogicalNot, kSign, kFloor, kCeil, kRound, kErf, kBitwiseNot, kIsnan
+};
+Tensor unary(UnaryOp op, const Tensor& t);
+Tensor neg(const Tensor& t);
+Tensor abs(const Tensor& t);
+Tensor exp(const Tensor& t);
+Tensor log(const Tensor& t);
+Tensor sqrt(const Tensor& t);
+Tensor rsqrt(const Tensor& t);
+Tensor sin(const Tensor& t);
+Tensor cos(const Tensor& t);
+Tensor tanh(const Tensor& t);
+Tensor sigmoid(const Tensor& t);
+Tensor relu(const Tensor& t);
+Tensor reciprocal(const Tensor& t);
+Tensor square(const Tensor& t);
+
+enum class BinaryOp {
+  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kEq, kNe, kLt, kLe, kGt, kGe,
+  kLogicalAnd, kLogicalOr, kBitwiseAnd, kBitwiseOr, kRemainder, kFloorDivide, kAtan2
+};
+// `alpha` scales b for add/sub (a + alpha * b).
+Tensor binary(BinaryOp op, const Operand& a, const Operand& b, Scalar alpha = Scalar(int64_t{1}));
+// In place: self keeps its shape and dtype; `other` must broadcast to self and the result type
+// must be castable to self's dtype. Returns self.
+Tensor& binary_(BinaryOp op, Tensor& self, const Operand& other, Scalar alpha = Scalar(int64_t{1}));
+Tensor add(const Operand& a, const Operand& b, Scalar alpha = Scalar(int64_t{1}));
+Tensor sub(const Operand& a, const Operand& b, Scalar alpha = Scalar(int64_t{1}));
+Tensor mul(const Operand& a, const Operand& b);
+Tensor div(const Operand& a, const Operand& b);
+Tensor pow(const Operand& a, const Operand& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Operand& a, const Operand& b);
+Tensor ne(const Operand& a, const Operand& b);
+Tensor lt(const Operand& a, const Operand& b);
+Tensor le(const Operand& a, const Operand& b);
+Tensor gt(const Operand& a, const Operand& b);
+Tensor ge(const Operand& a, const Operand& b);
+Tensor& add_(Tensor& self, const Operand& other, Scalar alpha = Scalar(int64_t{1}));
+Tensor& sub_(Tensor& self, const Operand& other, Scalar alpha = Scalar(int64_t{1}));
+Tensor& mul_(Tensor& self, const Operand& other);
+Tensor& div_(Tensor& self, const Operand& other);
+Tensor where(const Tensor& condition, const Operand& a, const Operand& b);
+// Same dtype (and copy=false): returns `t` itself, as PyTorch.
+Tensor to(const Tensor& t, DType dtype, bool copy = false);
+// Result shape of broadcasting, or an error naming both shapes.
+DimVector broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const char* op);
+
+// ---- Reductions (contiguous outputs) ----
+// `dims` empty = all dims, as PyTorch's sum(x, dim=[]) in 1.13.
+Tensor sum(const Tensor& t, const DimVector& dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = {});
+Tensor mean(const Tensor& t, const DimVector& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = {});
+Tensor amax(const Tensor& t, const DimVector& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& t, const DimVector& dims = {}, bool keepdim = false);
+// dim unset: over the flattened tensor.
+Tensor argmax(const Tensor& t, std::optional<int64_t> dim = {}, bool keepdim = false);
+// dims unset: all dims. correction 1 = unbiased.
+Tensor var(const Tensor& t, std::optional<DimVector> dims = {}, double correction = 1,
+           bool keepdim = false);
+
+// ---- Matrix products (2·m·n·k FLOPs) ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, Scalar beta = Scalar(int64_t{1}),
+             Scalar alpha = Scalar(int64_t{1}));
+Tensor baddbmm(const Tensor& bias, const Tensor& a, const Tensor& b,
+               Scalar beta = Scalar(int64_t{1}), Scalar alpha = Scalar(int64_t{1}));
+// x [.., in] @ weight[out, in]^T (+ bias[out]).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- Joining ----
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// ---- Neural-network ops ----
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor layer_norm(const Tensor& x, const DimVector& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const DimVector& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = {});
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+// approximate: "none" or "tanh".
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor dropout(const Tensor& x, double p, bool train);
+// q [.., Hq, L, E], k [.., Hkv, S, E], v [.., Hkv, S, Ev] -> [.., Hq, L, Ev]. enable_gqa lets Hq be
+// a multiple of Hkv (PyTorch 2.5+).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0,
+                                    bool is_causal = false, std::optional<double> scale = {},
+                                    bool enable_gqa = false);
+// reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                     std::string_view reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+
+// ---- Data-dependent ops: their output shape needs data, so on meta they fail clearly ----
+Tensor nonzero(const Tensor& t);
+Scalar item(const Tensor& t);
+// x[mask] with a boolean mask.
+Tensor index_with_mask(const Tensor& t, const Tensor& mask);
+// Copies out of a tensor into host memory: "Cannot copy out of meta tensor; no data!" on meta.
+Tensor to_device(const Tensor& t, Device device);
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,25 @@
+#include "tensor/ops/common.h"
+
+namespace shardplan::tensor {
+namespace detail {
+
+thread_local TraceSink* g_trace_sink = nullptr;
+
+void emit_op(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+             double flops, double matmul_flops, bool is_view) {
+  OpEvent e;
+  e.op = op;
+  e.inputs = inputs;
+  e.outputs = outputs;
+  e.flops = flops;
+  e.matmul_flops = matmul_flops;
+  e.is_view = is_view;
+  if (!is_view) {
+    for (const Tensor& t : inputs) e.bytes_read += t.nbytes();
+    for (const Tensor& t : outputs) e.bytes_written += t.nbytes();
+  }
+  g_trace_sink->on_op(e);
+}
+
+}  // namespace detail
+}  // namespace shardplan::tensor

@@ -1,0 +1,61 @@
+#include "tensor/storage.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "tensor/error.h"
+
+#if SHARDPLAN_HAVE_CUDA
+#include "kernels/device_memory.h"
+#endif
+
+namespace shardplan::tensor {
+namespace {
+
+std::atomic<int64_t> g_next_storage_id{1};
+
+// 64 bytes: a cache line, and enough for any vector load of the element types we hold.
+constexpr size_t kCpuAlignment = 64;
+
+}  // namespace
+
+StorageImpl::StorageImpl(int64_t nbytes, Device device)
+    : id_(g_next_storage_id.fetch_add(1, std::memory_order_relaxed)),
+      nbytes_(nbytes),
+      device_(device) {
+  SP_ASSERT(nbytes >= 0);
+  if (device.is_meta() || nbytes == 0) return;
+  if (device.is_cpu()) {
+    const size_t rounded = (static_cast<size_t>(nbytes) + kCpuAlignment - 1) / kCpuAlignment *
+                           kCpuAlignment;
+    data_ = std::aligned_alloc(kCpuAlignment, rounded);
+    SP_CHECK(data_ != nullptr, "out of memory allocating ", nbytes, " bytes on cpu");
+    return;
+  }
+#if SHARDPLAN_HAVE_CUDA
+  std::string why;
+  SP_CHECK(kernels::cuda_allocate(static_cast<size_t>(nbytes), device.index, &data_, &why),
+           "cannot allocate ", nbytes, " bytes on ", device, ": ", why);
+#else
+  SP_FAIL("cannot allocate on ", device, ": shardplan was built without CUDA");
+#endif
+}
+
+StorageImpl::~StorageImpl() {
+  if (data_ == nullptr) return;
+  if (device_.is_cpu()) {
+    std::free(data_);
+    return;
+  }
+#if SHARDPLAN_HAVE_CUDA
+  kernels::cuda_free(data_, device_.index);
+#endif
+}
+
+StoragePtr make_storage(int64_t nbytes, Device device) {
+  SP_CHECK(nbytes >= 0, "storage size must be non-negative, got ", nbytes, " bytes");
+  return std::make_shared<StorageImpl>(nbytes, device);
+}
+
+}  // namespace shardplan::tensor
