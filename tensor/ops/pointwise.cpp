@@ -148,6 +148,21 @@ BinaryTypes binary_types(BinaryOp op, const Operand& a, const Operand& b, const 
       // True division: integer (and bool) operands give the default float type.
       if (is_integral(common, true)) common = kDefaultFloat;
       break;
+    case BinaryOp::kLt:
+    case BinaryOp::kLe:
+    case BinaryOp::kGt:
+    case BinaryOp::kGe:
+      SP_CHECK(!is_complex(common), name, ": ordering comparisons are not defined for complex "
+               "tensors (got ", common, ")");
+      break;
+    case BinaryOp::kPow:
+      // The one value check PyTorch makes before computing: an integer base cannot take a
+      // negative integer exponent given as a number.
+      SP_CHECK(!(is_integral(common, true) && b.is_scalar && b.scalar.kind == Scalar::Kind::kInt &&
+                 b.scalar.i < 0),
+               name, ": Integers to negative integer powers are not allowed (exponent ", b.scalar.i,
+               ")");
+      break;
     case BinaryOp::kMaximum:
     case BinaryOp::kMinimum:
     case BinaryOp::kRemainder:
@@ -227,7 +242,12 @@ Tensor unary(UnaryOp op, const Tensor& x) {
                "supported, got ", x.dtype());
       break;
     case UnaryOp::kAbs:
+      SP_CHECK(x.dtype() != DType::kBool, "abs: \"abs\" not implemented for bool tensors");
+      [[fallthrough]];
     case UnaryOp::kRelu:
+      SP_CHECK(x.dtype() != DType::kBool || op != UnaryOp::kRelu,
+               "relu: Boolean inputs not supported for relu");
+      [[fallthrough]];
     case UnaryOp::kSign:
     case UnaryOp::kFloor:
     case UnaryOp::kCeil:
@@ -285,6 +305,16 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Operand& other, Scalar alpha) {
       broadcast_shapes(self.sizes(), other.is_scalar ? kScalarDims : other.tensor.sizes(), name);
   SP_CHECK(shape == self.sizes(), name, "_: output with shape ", self.sizes(),
            " doesn't match the broadcast shape ", shape);
+  // PyTorch's assert_no_internal_overlap: writing through a stride-0 (expanded) dim would write
+  // one memory location several times.
+  if (!compute_non_overlapping_and_dense(self.sizes(), self.strides())) {
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      SP_CHECK(self.sizes()[d] <= 1 || self.strides()[d] != 0, name, "_: unsupported operation: "
+               "more than one element of the written-to tensor (sizes ", self.sizes(),
+               ", strides ", self.strides(), ") refers to a single memory location. Please "
+               "clone() the tensor before performing the operation.");
+    }
+  }
   detail::propagate_grad(self, {other.is_scalar ? nullptr : &other.tensor});
   if (active_trace_sink() != nullptr) {
     std::vector<Tensor> ins{self};
