@@ -1429,6 +1429,76 @@ def corpus_data_dependent():
     case("transposed", "cpu", [tr(2, 3)], cpu_check=False)
 
 
+def corpus_layout_edges():
+    """Adversarial layouts: size-1 dims with arbitrary strides, mixed memory orders, overlap."""
+    odd1 = T([2, 1, 3], [1, 7, 2])          # size-1 dim with a stride nobody would pick
+    case("size1_odd_strides_plus_contig", "add", [odd1, T([2, 1, 3])])
+    case("contig_plus_size1_odd_strides", "add", [T([2, 1, 3]), odd1])
+    case("permuted_plus_bcast_col", "add", [perm_of([3, 4, 5], [2, 1, 0]), T([5, 1, 1])])
+    case("bcast_col_plus_permuted", "add", [T([5, 1, 1]), perm_of([3, 4, 5], [2, 1, 0])])
+    case("two_different_permutations", "add", [perm_of([2, 3, 4], [2, 0, 1]),
+                                               perm_of([4, 2, 3], [0, 1, 2])])
+    case("expanded_both_ways", "add", [expanded([3, 4], [3, 1]), expanded([3, 4], [4])])
+    case("channels_last_plus_permuted", "add", [cl(2, 3, 2, 2), perm_of([2, 2, 3, 2],
+                                                                        [0, 2, 3, 1])])
+    case("ambiguous_1x1_channels_last", "mul", [cl(2, 3, 1, 1), T([2, 3, 1, 1])])
+    case("stepped_offset_both", "mul", [stepped([2, 3], [2, 2], offset=1),
+                                        stepped([2, 3], [1, 2], offset=2)])
+    case("rank3_bcast_transposed_lhs", "sub", [perm_of([2, 4, 3], [0, 2, 1]), T([1, 4])])
+    case("three_layouts", "where", [T([3, 4], dtype="bool"), tr(3, 4), stepped([3, 4], [1, 2])])
+    case("permuted_cond", "where", [perm_of([2, 3, 4], [2, 0, 1], dtype="bool"),
+                                    T([4, 2, 3]), S(1.0)])
+    case("cmp_permuted_vs_scalar", "gt", [perm_of([2, 3, 4], [1, 2, 0]), S(0)])
+    case("inplace_permuted_self_contig_other", "mul_", [perm_of([2, 3, 4], [2, 0, 1]),
+                                                        T([4, 2, 3])])
+    case("inplace_self_bcast_other_transposed", "add_", [T([3, 4]), tr(1, 4)])
+
+    case("permuted_offset", "exp", [perm_of([2, 3, 4], [1, 2, 0], offset=5)])
+    case("size1_odd_strides", "neg", [odd1])
+    case("overlapping_expanded_3d", "sigmoid", [expanded([2, 3, 4], [1, 4])])
+    case("zero_size_permuted", "abs", [perm_of([0, 3, 2], [2, 0, 1])])
+
+    case("size1_odd_strides", "empty_like", [odd1])
+    case("overlap_stride0_and_permuted", "empty_like", [T([3, 4], [0, 3], storage_numel=10)])
+    case("permuted_offset_4d", "empty_like", [perm_of([2, 3, 4, 5], [3, 1, 0, 2], offset=7)])
+    case("dtype_change_channels_last", "empty_like", [cl(2, 3, 4, 5)], {"dtype": "float16"})
+
+    case("size1_odd_strides_to_6_err", "view", [odd1], {"size": [6]})
+    case("insert_ones_stepped", "view", [stepped([4, 3], [2, 2])], {"size": [4, 1, 3, 1]})
+    case("drop_ones_transposed", "view", [T([3, 1, 4], [1, 9, 3])], {"size": [3, 4]})
+    case("all_stride0_merge", "view", [expanded([3, 4], [1])], {"size": [12]})
+    case("zero_size_noncontig", "view", [T([0, 4], [1, 0])], {"size": [2, 0, 2]})
+    case("permuted_split_last", "view", [perm_of([4, 6], [1, 0])], {"size": [3, 2, 4]})
+    case("permuted_merge_err", "view", [perm_of([2, 3, 4], [0, 2, 1])], {"size": [2, 12]})
+    case("all_stride0_expanded", "reshape", [expanded([3, 4], [1])], {"size": [2, 6]})
+    case("zero_size_transposed", "reshape", [perm_of([3, 0], [1, 0])], {"size": [-1]})
+    case("size1_odd_strides", "reshape", [odd1], {"size": [3, 2]})
+    case("stepped_compatible_view", "reshape", [stepped([4, 6], [2, 1])], {"size": [4, 2, 3]})
+    case("stride0_keeps_view", "unsqueeze", [expanded([3, 4], [4])], {"dim": 1})
+    case("zero_size_all", "squeeze", [T([0, 1, 3], [3, 3, 1])])
+    case("size1_odd_strides", "squeeze", [odd1], {"dim": 1})
+    case("size1_odd_strides", "contiguous", [odd1])
+    case("permuted_3d", "to", [perm_of([2, 3, 4], [2, 0, 1])], {"dtype": "float64"})
+    case("size1_odd_strides", "to", [odd1], {"dtype": "int32"})
+
+    case("permuted_keepdim_last", "sum", [perm_of([2, 3, 4], [1, 2, 0])],
+         {"dim": [2], "keepdim": True})
+    case("expanded_all", "mean", [expanded([3, 4], [4])])
+    case("channels_last_dim1", "amax", [cl(2, 3, 4, 5)], {"dim": [1], "keepdim": True})
+    case("channels_last_input", "softmax", [cl(2, 3, 2, 2)], {"dim": 1})
+    case("permuted_input", "dropout", [perm_of([2, 3, 4], [2, 0, 1])], {"p": 0.3, "train": True})
+    case("channels_last_and_contig", "cat", [cl(2, 3, 2, 2), T([2, 3, 2, 2])], {"dim": 0})
+    case("contig_and_channels_last", "cat", [T([2, 3, 2, 2]), cl(2, 3, 2, 2)], {"dim": 0})
+    case("permuted_inputs_dim1", "cat", [perm_of([2, 3, 4], [2, 0, 1]),
+                                         perm_of([2, 3, 4], [2, 0, 1])], {"dim": 1})
+    case("channels_last_inputs", "stack", [cl(1, 3, 2, 2), cl(1, 3, 2, 2)], {"dim": 0})
+    case("expanded_inputs", "matmul", [expanded([4, 2, 3], [2, 3]), expanded([4, 3, 5], [3, 5])])
+    case("batch_bcast_transposed_lhs", "matmul", [perm_of([3, 2, 4], [0, 2, 1]),
+                                                  T([2, 1, 2, 5])])
+    case("expanded_batch", "bmm", [expanded([4, 2, 3], [2, 3]), T([4, 3, 5])])
+    case("channels_last_input", "gelu", [cl(1, 2, 3, 3)], {"approximate": "tanh"})
+
+
 def build_corpus():
     corpus_factories()
     corpus_views()
@@ -1437,6 +1507,7 @@ def build_corpus():
     corpus_linalg()
     corpus_join()
     corpus_nn()
+    corpus_layout_edges()
     corpus_data_dependent()
 
 
@@ -1454,6 +1525,8 @@ def main():
     ids = [c["id"] for c in CASES]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, f"duplicate case ids: {sorted(dup)}"
+    safe = [re.sub(r"[^A-Za-z0-9]", "_", i) for i in ids]
+    assert len(set(safe)) == len(safe), "case ids collide once made gtest-safe"
 
     out_cases, n_meta_diff = [], 0
     for c in CASES:
