@@ -1,0 +1,90 @@
+#include "planner/cli/cli_common.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "tensor/error.h"
+
+namespace shardplan::cli {
+
+CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
+                   const std::string& description) {
+  CLI::App* cmd = app.add_subcommand(name, description);
+  // Bound to the same bool as the top-level flag, so `shardplan --json env` and `shardplan env
+  // --json` both work and the verb's --help lists it.
+  cmd->add_flag("--json", ctx.json, "Print one JSON document on stdout instead of text");
+  return *cmd;
+}
+
+namespace {
+
+std::string os_error(const std::string& what, const std::filesystem::path& path) {
+  return what + " '" + path.string() + "': " + std::strerror(errno);
+}
+
+// Owns the temporary file until it is renamed into place; removes it on every early exit.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& target) {
+    const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+    std::random_device entropy;
+    // O_EXCL makes a collision (another writer, a stale file) fail instead of sharing the file; a
+    // few fresh names are plenty. Mode 0666 lets the umask decide, as for any newly created file.
+    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+      path_ = dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                     std::to_string(entropy()));
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0) throw RuntimeFailure(os_error("cannot create a temporary file for", target));
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write_all(std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw RuntimeFailure(os_error("cannot write", path_));
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
+  // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
+  void commit(const std::filesystem::path& target) {
+    if (::fsync(fd_) != 0) throw RuntimeFailure(os_error("cannot flush", path_));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw RuntimeFailure(os_error("cannot close", path_));
+    if (std::rename(path_.c_str(), target.c_str()) != 0) {
+      throw RuntimeFailure(os_error("cannot replace", target));
+    }
+    committed_ = true;
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
+  SP_CHECK(path.has_filename(), "output path '", path.string(),
+           "' names a directory, expected a file");
+  TempFile temp(path);
+  temp.write_all(contents);
+  temp.commit(path);
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,52 @@
+// Shared plumbing of the shardplan CLI: the context every verb sees, the exit-code convention, and
+// the output helpers. Each verb lives in planner/cli/cmd_<verb>.cpp and is listed in main.cpp:
+//   void register_env(CLI::App& app, CliContext& ctx) {
+//     CLI::App& cmd = add_verb(app, ctx, "env", "Print how this binary was built");
+//     cmd.callback([&ctx] { ctx.json ? print_json() : print_text(); });
+//   }
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace shardplan::cli {
+
+// The process exit status (DESIGN.md "Contracts"). Only main() turns errors into these.
+enum class ExitCode : int {
+  kOk = 0,
+  // The input was fine but running failed (I/O, a backend); also internal errors (bugs).
+  kRuntimeFailure = 1,
+  // shardplan::Error or a command-line parse error: the user can fix it.
+  kBadInput = 2,
+};
+
+// A failure that is neither the user's input nor a bug: a file that cannot be written, a backend
+// that fails at run time. main() prints "shardplan: error: <what>" and exits with kRuntimeFailure.
+class RuntimeFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// State shared by all verbs; main() owns it and it outlives the parse, so callbacks may capture it.
+struct CliContext {
+  // --json: exactly one JSON document on stdout, nothing else.
+  bool json = false;
+  // A verb may set it (say, a verification found a mismatch) instead of throwing.
+  ExitCode exit_code = ExitCode::kOk;
+};
+
+// Adds the subcommand `name` with the flags every verb has (--json), and returns it for more
+// options.
+CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
+                   const std::string& description);
+
+// Writes `contents` to a temporary file in the directory of `path`, flushes it to disk, then
+// renames it over `path`: readers see the old file or the complete new one, never a partial one.
+// Throws RuntimeFailure (naming the path and the OS error) and leaves no temporary file behind on
+// failure.
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
+
+}  // namespace shardplan::cli
