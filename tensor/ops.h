@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/dim_vector.h"
@@ -35,8 +36,12 @@ struct Operand {
   Operand(bool v) : scalar(v), is_scalar(true) {}               // NOLINT
 };
 
+// PyTorch's memory_format argument. Channels-last exists for 4-d tensors only (NHWC order).
+enum class MemoryFormat { kPreserve, kContiguous, kChannelsLast };
+
 // ---- Factories (any device) ----
-Tensor empty(const DimVector& size, const TensorOptions& opts = {});
+Tensor empty(const DimVector& size, const TensorOptions& opts = {},
+             MemoryFormat format = MemoryFormat::kContiguous);
 Tensor empty_strided(const DimVector& size, const DimVector& stride, const TensorOptions& opts = {});
 Tensor zeros(const DimVector& size, const TensorOptions& opts = {});
 Tensor ones(const DimVector& size, const TensorOptions& opts = {});
@@ -45,7 +50,8 @@ Tensor full(const DimVector& size, Scalar value, const TensorOptions& opts = {})
 Tensor randn(const DimVector& size, const TensorOptions& opts = {});
 // preserve_format: the same strides when `t` is non-overlapping and dense, else dense strides in
 // `t`'s memory order. The way to real memory: empty_like(meta_t, {}, Device::cpu()).
-Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {}, std::optional<Device> device = {});
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {}, std::optional<Device> device = {},
+                  MemoryFormat format = MemoryFormat::kPreserve);
 Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {});
 Tensor ones_like(const Tensor& t, std::optional<DType> dtype = {});
 
@@ -74,8 +80,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& t, const DimVector& sizes, in
 std::vector<Tensor> unbind(const Tensor& t, int64_t dim = 0);
 Tensor as_strided(const Tensor& t, const DimVector& size, const DimVector& stride,
                   std::optional<int64_t> storage_offset = {});
-// Returns `t` itself when already contiguous, else a contiguous copy.
-Tensor contiguous(const Tensor& t);
+// Returns `t` itself when already contiguous in `format`, else a copy in that format.
+Tensor contiguous(const Tensor& t, MemoryFormat format = MemoryFormat::kContiguous);
 // complex [..] -> real [.., 2] sharing storage.
 Tensor view_as_real(const Tensor& t);
 Tensor view_as_complex(const Tensor& t);
@@ -113,6 +119,8 @@ Tensor add(const Operand& a, const Operand& b, Scalar alpha = Scalar(int64_t{1})
 Tensor sub(const Operand& a, const Operand& b, Scalar alpha = Scalar(int64_t{1}));
 Tensor mul(const Operand& a, const Operand& b);
 Tensor div(const Operand& a, const Operand& b);
+// rounding_mode "trunc" or "floor": integer operands keep their integer result type.
+Tensor div(const Operand& a, const Operand& b, std::string_view rounding_mode);
 Tensor pow(const Operand& a, const Operand& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
@@ -145,6 +153,10 @@ Tensor argmax(const Tensor& t, std::optional<int64_t> dim = {}, bool keepdim = f
 // dims unset: all dims. correction 1 = unbiased.
 Tensor var(const Tensor& t, std::optional<DimVector> dims = {}, double correction = 1,
            bool keepdim = false);
+
+// Both of var and mean in one pass: {var, mean}.
+std::pair<Tensor, Tensor> var_mean(const Tensor& t, std::optional<DimVector> dims = {},
+                                   double correction = 1, bool keepdim = false);
 
 // ---- Matrix products (2·m·n·k FLOPs) ----
 Tensor matmul(const Tensor& a, const Tensor& b);

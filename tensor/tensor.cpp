@@ -133,6 +133,17 @@ bool compute_non_overlapping_and_dense(std::span<const int64_t> sizes,
   return true;
 }
 
+DimVector channels_last_strides(std::span<const int64_t> sizes) {
+  SP_CHECK(sizes.size() == 4, "required rank 4 tensor to use channels_last format, got shape ",
+           sizes);
+  DimVector s(4);
+  s[1] = 1;
+  s[3] = sizes[1];
+  s[2] = s[3] * sizes[3];
+  s[0] = s[2] * sizes[2];
+  return s;
+}
+
 bool compute_channels_last_contiguous_2d(std::span<const int64_t> sizes,
                                          std::span<const int64_t> strides) {
   if (sizes.size() != 4) return false;

@@ -93,6 +93,8 @@ int64_t required_storage_elements(std::span<const int64_t> sizes, std::span<cons
 bool compute_contiguous(std::span<const int64_t> sizes, std::span<const int64_t> strides);
 bool compute_non_overlapping_and_dense(std::span<const int64_t> sizes,
                                        std::span<const int64_t> strides);
+// NHWC strides of a 4-d shape (c10's get_channels_last_strides_2d).
+DimVector channels_last_strides(std::span<const int64_t> sizes);
 bool compute_channels_last_contiguous_2d(std::span<const int64_t> sizes,
                                          std::span<const int64_t> strides);
 // Dense strides that keep the memory order of `strides` (c10's infer_dense_strides, used by

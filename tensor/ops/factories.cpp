@@ -41,7 +41,14 @@ DType inferred_dtype(const Scalar& v) {
 
 }  // namespace
 
-Tensor empty(const DimVector& size, const TensorOptions& opts) {
+Tensor empty(const DimVector& size, const TensorOptions& opts, MemoryFormat format) {
+  SP_CHECK(format != MemoryFormat::kPreserve, "empty: memory format preserve is only valid for "
+           "*_like factories");
+  if (format == MemoryFormat::kChannelsLast) {
+    checked_numel(size, "empty");
+    const DimVector strides = channels_last_strides(size);
+    return new_tensor(size, &strides, opts.dtype.value_or(kDefaultFloat), opts, "empty");
+  }
   return new_tensor(size, nullptr, opts.dtype.value_or(kDefaultFloat), opts, "empty");
 }
 
@@ -77,11 +84,19 @@ Tensor randn(const DimVector& size, const TensorOptions& opts) {
   return new_tensor(size, nullptr, dtype, opts, "randn");
 }
 
-Tensor empty_like(const Tensor& t, std::optional<DType> dtype, std::optional<Device> device) {
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype, std::optional<Device> device,
+                  MemoryFormat format) {
   // preserve_format: keep the strides of a dense tensor; else dense strides in its memory order.
-  DimVector strides = compute_non_overlapping_and_dense(t.sizes(), t.strides())
-                          ? t.strides()
-                          : infer_dense_strides(t.sizes(), t.strides());
+  DimVector strides;
+  if (format == MemoryFormat::kContiguous) {
+    strides = contiguous_strides(t.sizes());
+  } else if (format == MemoryFormat::kChannelsLast) {
+    strides = channels_last_strides(t.sizes());
+  } else {
+    strides = compute_non_overlapping_and_dense(t.sizes(), t.strides())
+                  ? t.strides()
+                  : infer_dense_strides(t.sizes(), t.strides());
+  }
   TensorOptions opts{dtype.value_or(t.dtype()), device.value_or(t.device()), false};
   return new_tensor(t.sizes(), &strides, *opts.dtype, opts, "empty_like");
 }

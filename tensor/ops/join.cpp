@@ -46,12 +46,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   checked_numel(shape, "cat");
   // Output memory format: channels-last only when every input is; else contiguous.
   DimVector strides = contiguous_strides(shape);
-  if (all_channels_last && shape.size() == 4) {
-    strides[1] = 1;
-    strides[3] = shape[1];
-    strides[2] = strides[3] * shape[3];
-    strides[0] = strides[2] * shape[2];
-  }
+  if (all_channels_last && shape.size() == 4) strides = channels_last_strides(shape);
   Tensor out = make_fresh(shape, std::move(strides), dtype, ref->device(), "cat");
   for (const Tensor& t : tensors) detail::propagate_grad(out, {&t});
   if (active_trace_sink() != nullptr) detail::emit_op("cat", tensors, {&out, 1}, 0, 0, false);
@@ -61,14 +56,24 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   SP_CHECK(!tensors.empty(), "stack: stack expects a non-empty TensorList");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
-  std::vector<Tensor> parts;
-  parts.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     SP_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack: stack expects each tensor to be "
              "equal size, but got ", tensors[0].sizes(), " at entry 0 and ", tensors[i].sizes(),
              " at entry ", i);
-    parts.push_back(unsqueeze(tensors[i], d));
   }
+  if (d < tensors[0].dim()) {
+    // PyTorch cats along an existing dim and splits it: the output keeps cat's memory format
+    // (channels-last inputs give a channels-last-like result) and is not a view.
+    const Tensor joined = cat(tensors, d);
+    Tensor split_view = unflatten(joined, d, {static_cast<int64_t>(tensors.size()), -1});
+    Tensor out = make_on_storage(joined.storage(), split_view.sizes(), split_view.strides(), 0,
+                                 joined.dtype(), "stack");
+    detail::propagate_grad(out, {&joined});
+    return out;
+  }
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
   return cat(parts, d);
 }
 

@@ -332,6 +332,12 @@ Tensor sub(const Operand& a, const Operand& b, Scalar alpha) {
 }
 Tensor mul(const Operand& a, const Operand& b) { return binary(BinaryOp::kMul, a, b); }
 Tensor div(const Operand& a, const Operand& b) { return binary(BinaryOp::kDiv, a, b); }
+Tensor div(const Operand& a, const Operand& b, std::string_view rounding_mode) {
+  SP_CHECK(rounding_mode == "trunc" || rounding_mode == "floor", "div: div expected rounding_mode "
+           "to be one of None, 'trunc', or 'floor' but found '", rounding_mode, "'");
+  // A rounded quotient is typed like floor_divide: no promotion to float, no complex.
+  return binary(BinaryOp::kFloorDivide, a, b);
+}
 Tensor pow(const Operand& a, const Operand& b) { return binary(BinaryOp::kPow, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMaximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMinimum, a, b); }

@@ -108,4 +108,14 @@ Tensor var(const Tensor& x, std::optional<DimVector> dims, double correction, bo
   return reduction_out(x, r, to_real(x.dtype()), "var", kVarFlopsPerElement);
 }
 
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, std::optional<DimVector> dims,
+                                   double correction, bool keepdim) {
+  Tensor v = var(x, dims, correction, keepdim);
+  const Reduced r = reduce_shape(x, dims.value_or(DimVector{}), keepdim, "var_mean");
+  // The mean keeps the input's dtype (complex stays complex); var is real.
+  Tensor m = detail::new_contiguous(r.shape, x.dtype(), x.device(), "var_mean");
+  detail::propagate_grad(m, {&x});
+  return {v, m};
+}
+
 }  // namespace shardplan::tensor

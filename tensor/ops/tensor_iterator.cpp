@@ -40,14 +40,7 @@ DimVector pointwise_output_strides(const DimVector& shape, const std::vector<Ite
       dense &= compute_non_overlapping_and_dense(*o.sizes, *o.strides);
     }
     if (contiguous) return contiguous_strides(shape);
-    if (channels_last) {
-      DimVector s(4);
-      s[1] = 1;
-      s[3] = shape[1];
-      s[2] = s[3] * shape[3];
-      s[0] = s[2] * shape[2];
-      return s;
-    }
+    if (channels_last) return channels_last_strides(shape);
     if (dense) {
       bool equal = true;
       for (const auto& o : ops) equal &= (*o.strides == *ops.back().strides);

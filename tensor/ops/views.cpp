@@ -404,7 +404,18 @@ Tensor as_strided(const Tensor& t, const DimVector& size, const DimVector& strid
   return out;
 }
 
-Tensor contiguous(const Tensor& t) {
+Tensor contiguous(const Tensor& t, MemoryFormat format) {
+  SP_CHECK(format != MemoryFormat::kPreserve, "contiguous: preserve memory format is unsupported "
+           "by the contiguous operator");
+  if (format == MemoryFormat::kChannelsLast) {
+    const DimVector strides = channels_last_strides(t.sizes());
+    if (compute_channels_last_contiguous_2d(t.sizes(), t.strides())) return t;
+    detail::require_meta(t, "contiguous");
+    Tensor out = make_fresh(t.sizes(), strides, t.dtype(), t.device(), "contiguous");
+    detail::propagate_grad(out, {&t});
+    detail::trace_op("contiguous", {t}, out, 0);
+    return out;
+  }
   if (t.is_contiguous()) return t;
   detail::require_meta(t, "contiguous");
   Tensor out = detail::new_contiguous(t.sizes(), t.dtype(), t.device(), "contiguous");

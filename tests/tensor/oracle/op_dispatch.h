@@ -183,7 +183,16 @@ inline TensorOptions options(Args& a) {
   return o;
 }
 
-// empty/zeros/ones/randn(size, dtype=, memory_format=): the C++ factories make contiguous tensors.
+// torch's memory_format names -> MemoryFormat.
+inline MemoryFormat memory_format(Args& a, const std::string& def) {
+  const std::string f = a.s("memory_format", def);
+  if (f == "contiguous_format") return MemoryFormat::kContiguous;
+  if (f == "channels_last") return MemoryFormat::kChannelsLast;
+  if (f == "preserve_format") return MemoryFormat::kPreserve;
+  throw Unsupported("memory_format=" + f + " is not in the C++ API");
+}
+
+// zeros/ones/randn(size, dtype=, memory_format=): the C++ factories make contiguous tensors.
 inline OpFn factory(Tensor (*fn)(const DimVector&, const TensorOptions&)) {
   return [fn](Inputs&, Args& a) {
     const DimVector size = a.dims("size");
@@ -253,7 +262,13 @@ inline const OpTable& op_table() {
   static const OpTable table = [] {
     OpTable tab;
     // ---- factories ----
-    tab["empty"] = factory(+[](const DimVector& s, const TensorOptions& o) { return empty(s, o); });
+    tab["empty"] = [](Inputs&, Args& a) {
+      const DimVector size = a.dims("size");
+      const TensorOptions o = options(a);
+      const MemoryFormat f = memory_format(a, "contiguous_format");
+      a.finish();
+      return one(empty(size, o, f));
+    };
     tab["zeros"] = factory(&zeros);
     tab["ones"] = factory(&ones);
     tab["randn"] = factory(&randn);
@@ -272,9 +287,9 @@ inline const OpTable& op_table() {
     };
     tab["empty_like"] = [](Inputs& in, Args& a) {
       const auto dt = a.dtype();
-      a.only_default("memory_format", {"preserve_format"}, "empty_like memory_format");
+      const MemoryFormat f = memory_format(a, "preserve_format");
       a.finish();
-      return one(empty_like(tensor_at(in, 0), dt));
+      return one(empty_like(tensor_at(in, 0), dt, {}, f));
     };
     // ---- views ----
     tab["view"] = [](Inputs& in, Args& a) {
@@ -364,9 +379,9 @@ inline const OpTable& op_table() {
       return one(as_strided(tensor_at(in, 0), size, stride, offset));
     };
     tab["contiguous"] = [](Inputs& in, Args& a) {
-      a.only_default("memory_format", {"contiguous_format"}, "contiguous memory_format");
+      const MemoryFormat f = memory_format(a, "contiguous_format");
       a.finish();
-      return one(contiguous(tensor_at(in, 0)));
+      return one(contiguous(tensor_at(in, 0), f));
     };
     tab["view_as_real"] = unary_fn(&view_as_real);
     // ---- pointwise ----
@@ -390,15 +405,10 @@ inline const OpTable& op_table() {
     tab["sub"] = binary_fn(BinaryOp::kSub, true);
     tab["mul"] = binary_fn(BinaryOp::kMul, false);
     tab["div"] = [](Inputs& in, Args& a) {
-      // torch.div(a, b, rounding_mode="floor") is torch.floor_divide(a, b) (same dtype rule:
-      // int / int stays int); "trunc" has no C++ counterpart.
       const std::string mode = a.s("rounding_mode", "");
       a.finish();
       if (mode.empty()) return one(div(operand_at(in, 0), operand_at(in, 1)));
-      if (mode == "floor") {
-        return one(binary(BinaryOp::kFloorDivide, operand_at(in, 0), operand_at(in, 1)));
-      }
-      throw Unsupported("div rounding_mode='" + mode + "' is not in the C++ API");
+      return one(div(operand_at(in, 0), operand_at(in, 1), mode));
     };
     tab["pow"] = binary_fn(BinaryOp::kPow, false);
     tab["maximum"] = tensor_pair(&maximum);
@@ -454,8 +464,15 @@ inline const OpTable& op_table() {
       a.finish();
       return one(var(tensor_at(in, 0), dims, correction, keepdim));
     };
-    tab["var_mean"] = [](Inputs&, Args&) -> std::vector<Tensor> {
-      throw Unsupported("var_mean is not in the C++ API");
+    tab["var_mean"] = [](Inputs& in, Args& a) {
+      std::optional<DimVector> dims;
+      if (a.has("dim")) dims = a.dim_list("dim");
+      double correction = a.b("unbiased", true) ? 1.0 : 0.0;
+      correction = a.d("correction", correction);
+      const bool keepdim = a.b("keepdim", false);
+      a.finish();
+      auto [v, m] = var_mean(tensor_at(in, 0), dims, correction, keepdim);
+      return std::vector<Tensor>{v, m};
     };
     // ---- matrix products ----
     tab["matmul"] = tensor_pair(&matmul);
