@@ -37,7 +37,7 @@ SHARDPLAN_HD SHARDPLAN_INLINE uint32_t round_magnitude_rne(uint32_t a) {
     e = 1;  // float subnormal: same scale as exponent 1, no hidden bit
   }
   const int shift = kDrop + (1 - kBias) - (e - 127);  // >= 24 - kManBits >= 1
-  if (shift > 24) return 0;                          // below half the smallest subnormal
+  if (shift > 24) return 0;                           // below half the smallest subnormal
   const uint32_t q = m >> shift;
   const uint32_t rest = m & ((1u << shift) - 1u);
   const uint32_t half = 1u << (shift - 1);

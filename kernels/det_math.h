@@ -31,8 +31,8 @@ SHARDPLAN_HD SHARDPLAN_INLINE float log_scaled_f32(uint32_t m, int pow2) {
   const uint32_t b = fp::bits(static_cast<float>(m));  // exact for m <= 2^24
   int e = static_cast<int>(b >> 23) - 127;
   float s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F800000u);  // [1, 2)
-  if (s > 0x1.6a09e6p+0f) {                                       // float(sqrt 2)
-    s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F000000u);       // [0.707, 1)
+  if (s > 0x1.6a09e6p+0f) {                                      // float(sqrt 2)
+    s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F000000u);      // [0.707, 1)
     e += 1;
   }
   const float z = fp::div(s - 1.0f, s + 1.0f);  // s - 1 is exact (Sterbenz)
@@ -129,10 +129,14 @@ SHARDPLAN_HD SHARDPLAN_INLINE double sin_quarter_f64(double f, double f2) {
 template <class T>
 SHARDPLAN_HD SHARDPLAN_INLINE T by_quadrant(unsigned q, T cos_f, T sin_f) {
   switch (q & 3u) {
-    case 0: return cos_f;
-    case 1: return -sin_f;
-    case 2: return -cos_f;
-    default: return sin_f;
+    case 0:
+      return cos_f;
+    case 1:
+      return -sin_f;
+    case 2:
+      return -cos_f;
+    default:
+      return sin_f;
   }
 }
 

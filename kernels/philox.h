@@ -1,5 +1,6 @@
 // Philox4x32-10, the counter-based random number generator of Salmon, Moraes, Dror and Shaw,
-// "Parallel Random Numbers: As Easy as 1, 2, 3" (SC11). Output is a pure function of (counter, key):
+// "Parallel Random Numbers: As Easy as 1, 2, 3" (SC11). The output is a pure function of the
+// counter and the key:
 //   Uint4x32 r = philox4x32_10({{i_lo, i_hi, tensor_lo, tensor_hi}}, {{seed_lo, seed_hi}});
 // No state, so any element can be generated alone, on any rank, CPU or GPU.
 #pragma once

@@ -11,6 +11,7 @@
 #include <string>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SHARDPLAN_TEST_F16C 1
 #endif
@@ -109,19 +110,19 @@ TEST(ConvertBFloat16, HandValues) {
 TEST(ConvertFloat16, HandValues) {
   EXPECT_EQ(float_to_fp16_bits(1.0f), 0x3C00);
   EXPECT_EQ(float_to_fp16_bits(-2.0f), 0xC000);
-  EXPECT_EQ(float_to_fp16_bits(65504.0f), 0x7BFF);                          // largest finite
-  EXPECT_EQ(float_to_fp16_bits(std::nextafter(65520.0f, 0.0f)), 0x7BFF);    // below the tie
+  EXPECT_EQ(float_to_fp16_bits(65504.0f), 0x7BFF);                        // largest finite
+  EXPECT_EQ(float_to_fp16_bits(std::nextafter(65520.0f, 0.0f)), 0x7BFF);  // below the tie
   EXPECT_EQ(float_to_fp16_bits(65520.0f), 0x7C00);  // tie between 65504 (odd) and 2^16 -> inf
   EXPECT_EQ(float_to_fp16_bits(-1e10f), 0xFC00);
   EXPECT_EQ(float_to_fp16_bits(kInf), 0x7C00);
   EXPECT_EQ(float_to_fp16_bits(kNaN), 0x7E00);
   EXPECT_EQ(float_to_fp16_bits(-kNaN), 0xFE00);
-  EXPECT_EQ(float_to_fp16_bits(0x1p-14f), 0x0400);                         // smallest normal
-  EXPECT_EQ(float_to_fp16_bits(0x1p-24f), 0x0001);                         // smallest subnormal
-  EXPECT_EQ(float_to_fp16_bits(0x1p-25f), 0x0000);                         // tie -> even 0
+  EXPECT_EQ(float_to_fp16_bits(0x1p-14f), 0x0400);  // smallest normal
+  EXPECT_EQ(float_to_fp16_bits(0x1p-24f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_fp16_bits(0x1p-25f), 0x0000);  // tie -> even 0
   EXPECT_EQ(float_to_fp16_bits(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
-  EXPECT_EQ(float_to_fp16_bits(0x1.8p-24f), 0x0002);                       // tie 1|2 -> 2
-  EXPECT_EQ(float_to_fp16_bits(-bits_to_float(1u)), 0x8000);               // sign kept
+  EXPECT_EQ(float_to_fp16_bits(0x1.8p-24f), 0x0002);          // tie 1|2 -> 2
+  EXPECT_EQ(float_to_fp16_bits(-bits_to_float(1u)), 0x8000);  // sign kept
   EXPECT_EQ(fp16_bits_to_float(0x3555), 0x1.554p-2f);
   EXPECT_EQ(fp16_bits_to_float(0x0001), 0x1p-24f);
 }
@@ -138,11 +139,11 @@ TEST(ConvertFloat8E4M3FN, HandValues) {
   EXPECT_EQ(float_to_fp8e4m3fn_bits(kInf), 0x7F);
   EXPECT_EQ(float_to_fp8e4m3fn_bits(-kInf), 0xFF);
   EXPECT_EQ(float_to_fp8e4m3fn_bits(kNaN), 0x7F);
-  EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1p-6f), 0x08);    // smallest normal
-  EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1p-9f), 0x01);    // smallest subnormal
-  EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1p-10f), 0x00);   // tie -> even 0
+  EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1p-6f), 0x08);   // smallest normal
+  EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1p-9f), 0x01);   // smallest subnormal
+  EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1p-10f), 0x00);  // tie -> even 0
   EXPECT_EQ(float_to_fp8e4m3fn_bits(0x1.8p-10f), 0x01);
-  EXPECT_EQ(float_to_fp8e4m3fn_bits(0.3f), 0x2A);       // 0.3 ~ 1.2 * 2^-2 -> 1.25 * 2^-2 = 0.3125
+  EXPECT_EQ(float_to_fp8e4m3fn_bits(0.3f), 0x2A);  // 0.3 ~ 1.2 * 2^-2 -> 1.25 * 2^-2 = 0.3125
   EXPECT_EQ(fp8e4m3fn_bits_to_float(0x2A), 0.3125f);
   EXPECT_TRUE(std::isnan(fp8e4m3fn_bits_to_float(0x7F)));
   EXPECT_TRUE(std::isnan(fp8e4m3fn_bits_to_float(0xFF)));
@@ -158,8 +159,8 @@ TEST(ConvertFloat8E5M2, HandValues) {
   EXPECT_EQ(float_to_fp8e5m2_bits(kInf), 0x7C);
   EXPECT_EQ(float_to_fp8e5m2_bits(kNaN), 0x7F);
   EXPECT_EQ(float_to_fp8e5m2_bits(-kNaN), 0xFF);
-  EXPECT_EQ(float_to_fp8e5m2_bits(0x1p-16f), 0x01);   // smallest subnormal
-  EXPECT_EQ(float_to_fp8e5m2_bits(0x1p-17f), 0x00);   // tie -> even 0
+  EXPECT_EQ(float_to_fp8e5m2_bits(0x1p-16f), 0x01);  // smallest subnormal
+  EXPECT_EQ(float_to_fp8e5m2_bits(0x1p-17f), 0x00);  // tie -> even 0
   EXPECT_EQ(fp8e5m2_bits_to_float(0x7C), kInf);
   EXPECT_TRUE(std::isnan(fp8e5m2_bits_to_float(0x7D)));
 }
@@ -195,6 +196,11 @@ TEST(ConvertDecode, MatchesFieldFormula) {
 }
 
 #if defined(SHARDPLAN_TEST_F16C)
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;  // CPUID.1:ECX.F16C
+}
+
 __attribute__((target("f16c"))) uint16_t f16c_convert(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
@@ -202,7 +208,7 @@ __attribute__((target("f16c"))) uint16_t f16c_convert(float f) {
 // The hardware conversion is IEEE RNE: compare on every 251st float pattern plus every float in the
 // fp16 subnormal/normal boundary region (about 50 million values in all).
 TEST(ConvertFloat16, MatchesF16CHardware) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "CPU has no F16C";
+  if (!cpu_has_f16c()) GTEST_SKIP() << "CPU has no F16C";
   uint64_t mismatches = 0;
   auto check = [&](uint32_t u) {
     const float f = bits_to_float(u);

@@ -26,10 +26,14 @@ long double cos_turns_reference(uint64_t n, int bits) {
   }
   const long double x = kHalfPi * f;
   switch (q & 3) {
-    case 0: return std::cos(x);
-    case 1: return -std::sin(x);
-    case 2: return -std::cos(x);
-    default: return std::sin(x);
+    case 0:
+      return std::cos(x);
+    case 1:
+      return -std::sin(x);
+    case 2:
+      return -std::cos(x);
+    default:
+      return std::sin(x);
   }
 }
 
@@ -44,7 +48,7 @@ double ulp_error(T got, long double exact) {
 }
 
 TEST(DetMath, LogF32WithinTwoUlpsForEveryDraw) {
-  // Every value Box-Muller can feed: m * 2^-24 for m in [1, 2^24]; every m below 4096, then every 7th.
+  // The values Box-Muller feeds: m * 2^-24, m in [1, 2^24]; all m below 4096, then every 7th.
   double worst = 0;
   for (uint32_t m = 1; m <= (1u << 24); m += (m < 4096 ? 1 : 7)) {
     if (m == (1u << 24)) continue;
@@ -60,7 +64,7 @@ TEST(DetMath, LogF64WithinThreeUlps) {
   uint64_t m = 1;
   for (int i = 0; i < 2000000; ++i) {
     m = m * 6364136223846793005u + 1442695040888963407u;  // Knuth's MMIX LCG, for spread only
-    const uint64_t x = (m >> 11) + 1;                        // [1, 2^53]
+    const uint64_t x = (m >> 11) + 1;                     // [1, 2^53]
     worst = std::max(worst, ulp_error(log_scaled_f64(x, -53), std::log(std::ldexp(1.0L * x, -53))));
   }
   for (uint64_t x = 1; x < 100000; ++x) {
@@ -78,8 +82,8 @@ TEST(DetMath, CosTurnsF32WithinTwoUlpsForEveryDraw) {
   }
   EXPECT_LE(worst, 2.0);
   EXPECT_EQ(cos_turns_f32(0), 1.0f);
-  EXPECT_EQ(cos_turns_f32(1u << 22), 0.0f);    // quarter turn: exactly 0 (sin poly times f = 0)
-  EXPECT_EQ(cos_turns_f32(1u << 23), -1.0f);   // half turn
+  EXPECT_EQ(cos_turns_f32(1u << 22), 0.0f);   // quarter turn: exactly 0 (sin poly times f = 0)
+  EXPECT_EQ(cos_turns_f32(1u << 23), -1.0f);  // half turn
 }
 
 TEST(DetMath, CosTurnsF64WithinTwoUlps) {

@@ -1,9 +1,12 @@
 // Philox4x32-10 against the published known-answer vectors.
 // Source: Random123 (D. E. Shaw Research), file tests/kat_vectors, the three "philox4x32 10" lines;
-// each line is counter[4] key[2] -> result[4], hex:
-//   philox4x32 10 00000000 00000000 00000000 00000000 00000000 00000000  6627e8d5 e169c58d bc57ac4c 9b00dbd8
-//   philox4x32 10 ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff  408f276d 41c83b0e a20bc7c6 6d5451fd
-//   philox4x32 10 243f6a88 85a308d3 13198a2e 03707344 a4093822 299f31d0  d16cfe09 94fdcceb 5001e420 24126ea1
+// each line is counter[4] key[2] -> result[4], hex (split here to fit the column limit):
+//   ctr 00000000 00000000 00000000 00000000 key 00000000 00000000
+//     -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8
+//   ctr ffffffff ffffffff ffffffff ffffffff key ffffffff ffffffff
+//     -> 408f276d 41c83b0e a20bc7c6 6d5451fd
+//   ctr 243f6a88 85a308d3 13198a2e 03707344 key a4093822 299f31d0
+//     -> d16cfe09 94fdcceb 5001e420 24126ea1
 #include "kernels/philox.h"
 
 #include <gtest/gtest.h>

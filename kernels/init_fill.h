@@ -1,0 +1,62 @@
+// Initialisation fills addressed by global element index: value = f(seed, tensor key, global
+// index), so a shard filled alone on any rank, CPU or GPU, equals that slice of the whole tensor
+// filled at once (DESIGN.md "Init is keyed on the global element index").
+//   FillSpec spec{FillKind::kNormal, 0.0, 0.02, seed,
+//   tensor_key_from_name("layers.0.attn.q.weight")}; if (auto err =
+//   check_fill_spec(ElementType::kBFloat16, spec)) return error(*err); fill_cpu(local_data,
+//   ElementType::kBFloat16, region, spec);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kernels/element_type.h"
+#include "kernels/region.h"
+
+namespace shardplan::kernels {
+
+enum class FillKind { kConstant, kUniform, kNormal };
+
+// constant: a (b ignored); uniform: [a, b); normal: mean a, standard deviation b.
+// Per element type (Note [Uniform and normal rules] in kernels/random_fill.h for the formulas):
+//  * float64 computes in double; float32/float16/bfloat16/fp8 compute in float and round to
+//    nearest even into storage (fp8 e4m3fn: beyond +-464 gives NaN, PyTorch's rule).
+//  * complex64: element g's real part is the float fill at index 2g and its imaginary part at
+//    2g+1, i.e. exactly the fill of view_as_real(x) (a trailing dim of 2). Normal uses std/sqrt(2)
+//    per part, as torch.Tensor.normal_ does for complex, so E|x - mean(1+i)|^2 = std^2.
+//    Constant is a + 0i.
+//  * integers and bool: constant a (an integer in the type's range; bool: a != 0); uniform draws
+//    integers in [a, b) (a, b integers, a < b, both ends representable), like Tensor.random_(a, b):
+//    a + (64 random bits mod (b - a)), bias < (b - a) / 2^64. Normal is rejected.
+struct FillSpec {
+  FillKind kind;
+  double a;
+  double b;
+  uint64_t seed;
+  uint64_t tensor_key;
+};
+
+// Why a spec is not valid for `type`, naming the values, or nullopt when it is. fill_cpu and
+// fill_cuda treat an invalid spec as a bug (abort), so callers with user input check first.
+std::optional<std::string> check_fill_spec(ElementType type, const FillSpec& spec);
+
+// Fills the box `region` of the global tensor into `dst` (host memory, aligned to the element
+// size; see kernels/region.h). Deterministic: the bytes depend only on (type, spec, global
+// indices), never on the box, the strides or the thread count.
+void fill_cpu(void* dst, ElementType type, const FillRegion& region, const FillSpec& spec);
+
+// FNV-1a 64 of the fully qualified parameter name ("layers.0.attn.q.weight"): stable across runs,
+// ranks and platforms, unlike std::hash. FNV offset basis and prime from the FNV reference
+// (Fowler, Noll, Vo; IETF draft-eastlake-fnv).
+constexpr uint64_t tensor_key_from_name(std::string_view name) {
+  uint64_t hash = 0xCBF29CE484222325u;
+  for (const char c : name) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 0x100000001B3u;
+  }
+  return hash;
+}
+
+}  // namespace shardplan::kernels
