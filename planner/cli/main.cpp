@@ -3,6 +3,7 @@
 //   shardplan::Error, command-line errors -> "shardplan: error: ..."           exit 2 (bad input)
 //   cli::RuntimeFailure                  -> "shardplan: error: ..."           exit 1
 //   any other exception                  -> "shardplan: internal error: ..."  exit 1
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -52,9 +53,7 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
   return std::string(e.what()) + " (see 'shardplan --help')";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using shardplan::cli::ExitCode;
   shardplan::cli::CliContext ctx;
   CLI::App app{"shardplan: plan how to shard a model over a cluster, on meta tensors", "shardplan"};
@@ -74,8 +73,19 @@ int main(int argc, char** argv) {
     return report("error", e.what(), ExitCode::kRuntimeFailure);
   } catch (const std::exception& e) {
     return report("internal error", e.what(), ExitCode::kRuntimeFailure);
-  } catch (...) {
-    return report("internal error", "unknown exception", ExitCode::kRuntimeFailure);
   }
   return static_cast<int>(ctx.exit_code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Last resort, for what escapes run() (a non-std exception, or one thrown while reporting): still
+  // one line and exit 1, never std::terminate's abort.
+  try {
+    return run(argc, argv);
+  } catch (...) {
+    std::fputs("shardplan: internal error: unknown exception\n", stderr);
+    return static_cast<int>(shardplan::cli::ExitCode::kRuntimeFailure);
+  }
 }
