@@ -19,7 +19,7 @@ using testing::TypeAndKind;
 
 const std::vector<int64_t> kShape = {7, 5, 6};
 const std::vector<int64_t> kStrides = testing::contiguous_strides(kShape);  // {30, 6, 1}
-constexpr int64_t kNumel = 7 * 5 * 6;
+constexpr int64_t kNumel = int64_t{7} * 5 * 6;
 
 class FillShards : public ::testing::TestWithParam<TypeAndKind> {
  protected:
@@ -78,9 +78,10 @@ TEST_P(FillShards, NonContiguousDestinationLeavesGapsUntouched) {
   // Box [2:6, 1:4, 3:6] written into a padded buffer with strides {40, 12, 3}.
   Box box = testing::sub_box(kShape, {2, 1, 3}, {4, 3, 3});
   box.dst_strides = {40, 12, 3};
-  auto buffer = testing::make_buffer(type_, 4 * 40, 0xA5);
+  constexpr int64_t kBufferElements = 4 * int64_t{40};
+  auto buffer = testing::make_buffer(type_, kBufferElements, 0xA5);
   fill_cpu(buffer.data(), type_, box.region(), spec_);
-  std::vector<bool> written(4 * 40, false);
+  std::vector<bool> written(kBufferElements, false);
   for (int64_t i = 0; i < 4; ++i) {
     for (int64_t j = 0; j < 3; ++j) {
       for (int64_t k = 0; k < 3; ++k) {

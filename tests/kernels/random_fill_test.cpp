@@ -122,7 +122,7 @@ TEST(FillValues, ConstantsPerType) {
   EXPECT_EQ(fill_vector<float>(ElementType::kFloat32, spec, 3)[2], -0.1f);
   EXPECT_EQ(fill_vector<uint16_t>(ElementType::kBFloat16, spec, 3)[2], 0xBDCD);  // -0.10009765625
   EXPECT_EQ(fill_vector<uint16_t>(ElementType::kFloat16, spec, 3)[2], 0xAE66);   // -0.0999755859375
-  std::vector<float> complex(2 * 3);
+  std::vector<float> complex(6);                                                 // 3 elements
   const Box box{{3}, {1}, {1}, 0};
   fill_cpu(complex.data(), ElementType::kComplex64, box.region(), spec);
   EXPECT_EQ(complex[4], -0.1f);
@@ -262,7 +262,7 @@ TEST(FillStreams, ComplexIsTheRealViewOfTheSameKey) {
   // complex64 element g = (float fill at 2g, float fill at 2g + 1): a complex [3, 4] tensor equals
   // a float [3, 4, 2] tensor with the same seed and key (torch.view_as_real layout).
   const FillSpec spec{FillKind::kUniform, -1, 1, kSeed, kKey};
-  std::vector<float> complex(3 * 4 * 2), real(3 * 4 * 2);
+  std::vector<float> complex(24), real(24);  // 3 * 4 * 2 floats
   const Box c{{3, 4}, {4, 1}, {4, 1}, 0};
   const Box r{{3, 4, 2}, {8, 2, 1}, {8, 2, 1}, 0};
   fill_cpu(complex.data(), ElementType::kComplex64, c.region(), spec);
