@@ -10,17 +10,9 @@
 #include "kernels/element_type.h"
 #include "kernels/host_device.h"
 #include "kernels/region.h"
+#include "kernels/splitmix64.h"
 
 namespace shardplan::kernels {
-
-// Vigna's splitmix64 output function (the golden-ratio increment, then the "mix13"-style finaliser
-// with constants 0xBF58476D1CE4E5B9 and 0x94D049BB133111EB), public domain, prng.di.unimi.it.
-SHARDPLAN_HD SHARDPLAN_INLINE constexpr uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15u;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-  return x ^ (x >> 31);
-}
 
 // Nonlinear in both arguments, so moving a value to another index, or swapping two values, changes
 // the sum (a plain sum of bits would not notice a permutation).

@@ -24,6 +24,10 @@ struct FillParams {
   float f_b;   //                (unused)     | high - low  | std (complex: std / sqrt 2)
   double d_a;  // float64 compute, same meaning
   double d_b;
+  float f_low;  // truncated normal bounds, float and float64 compute
+  float f_high;
+  double d_low;
+  double d_high;
   int64_t i_lo;      // integers: constant value | uniform low
   uint64_t i_range;  //                          | b - a
 };
@@ -49,6 +53,14 @@ inline FillParams make_fill_params(ElementType type, const FillSpec& spec) {
           static_cast<float>(type == ElementType::kComplex64 ? spec.b / std::sqrt(2.0) : spec.b);
       p.d_b = spec.b;
       break;
+    case FillKind::kTruncatedNormal:
+      p.f_b = static_cast<float>(spec.b);
+      p.d_b = spec.b;
+      p.f_low = static_cast<float>(spec.low);
+      p.f_high = static_cast<float>(spec.high);
+      p.d_low = spec.low;
+      p.d_high = spec.high;
+      break;
   }
   if (!is_floating(type)) {
     p.i_lo = type == ElementType::kBool && spec.kind == FillKind::kConstant
@@ -72,6 +84,8 @@ SHARDPLAN_HD SHARDPLAN_INLINE float float_value(const FillParams& p, uint64_t in
       return uniform_f32(element_random_bits(p.seed, p.tensor_key, index), p.f_a, p.f_b);
     case FillKind::kNormal:
       return normal_f32(element_random_bits(p.seed, p.tensor_key, index), p.f_a, p.f_b);
+    case FillKind::kTruncatedNormal:
+      return truncated_normal_f32(p.seed, p.tensor_key, index, p.f_a, p.f_b, p.f_low, p.f_high);
   }
   return 0.0f;
 }
@@ -84,6 +98,8 @@ SHARDPLAN_HD SHARDPLAN_INLINE double double_value(const FillParams& p, uint64_t 
       return uniform_f64(element_random_bits(p.seed, p.tensor_key, index), p.d_a, p.d_b);
     case FillKind::kNormal:
       return normal_f64(element_random_bits(p.seed, p.tensor_key, index), p.d_a, p.d_b);
+    case FillKind::kTruncatedNormal:
+      return truncated_normal_f64(p.seed, p.tensor_key, index, p.d_a, p.d_b, p.d_low, p.d_high);
   }
   return 0.0;
 }

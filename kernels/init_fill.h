@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,9 +18,10 @@
 
 namespace shardplan::kernels {
 
-enum class FillKind { kConstant, kUniform, kNormal };
+enum class FillKind { kConstant, kUniform, kNormal, kTruncatedNormal };
 
-// constant: a (b ignored); uniform: [a, b); normal: mean a, standard deviation b.
+// constant: a (b ignored); uniform: [a, b); normal: mean a, standard deviation b; truncated
+// normal: normal(a, b) restricted to [low, high] (torch.nn.init.trunc_normal_'s mean, std, a, b).
 // Per element type (Note [Uniform and normal rules] in kernels/random_fill.h for the formulas):
 //  * float64 computes in double; float32/float16/bfloat16/fp8 compute in float and round to
 //    nearest even into storage (fp8 e4m3fn: beyond +-464 gives NaN, PyTorch's rule).
@@ -30,12 +32,18 @@ enum class FillKind { kConstant, kUniform, kNormal };
 //  * integers and bool: constant a (an integer in the type's range; bool: a != 0); uniform draws
 //    integers in [a, b) (a, b integers, a < b, both ends representable), like Tensor.random_(a, b):
 //    a + (64 random bits mod (b - a)), bias < (b - a) / 2^64. Normal is rejected.
+//  * truncated normal: floating types except complex64 (PyTorch has no complex erfinv either);
+//    std > 0 and low < high with at least 20% of the normal's mass in [low, high] (Note
+//    [Truncated normal by per-element rejection] in kernels/random_fill.h).
 struct FillSpec {
   FillKind kind;
   double a;
   double b;
   uint64_t seed;
   uint64_t tensor_key;
+  // kTruncatedNormal only (inclusive bounds; infinite means unbounded on that side).
+  double low = -std::numeric_limits<double>::infinity();
+  double high = std::numeric_limits<double>::infinity();
 };
 
 // Why a spec is not valid for `type`, naming the values, or nullopt when it is. fill_cpu and

@@ -18,12 +18,16 @@ namespace {
 std::string describe(ElementType type, const FillSpec& spec) {
   const char* kind = spec.kind == FillKind::kConstant  ? "constant"
                      : spec.kind == FillKind::kUniform ? "uniform"
-                                                       : "normal";
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s fill of %.*s (a=%.17g, b=%.17g)", kind,
-                static_cast<int>(element_type_name(type).size()), element_type_name(type).data(),
-                spec.a, spec.b);
-  return buf;
+                     : spec.kind == FillKind::kNormal  ? "normal"
+                                                       : "truncated normal";
+  char buf[200];
+  const int n = std::snprintf(buf, sizeof buf, "%s fill of %.*s (a=%.17g, b=%.17g", kind,
+                              static_cast<int>(element_type_name(type).size()),
+                              element_type_name(type).data(), spec.a, spec.b);
+  if (spec.kind == FillKind::kTruncatedNormal && n > 0 && n < static_cast<int>(sizeof buf)) {
+    std::snprintf(buf + n, sizeof buf - n, ", low=%.17g, high=%.17g", spec.low, spec.high);
+  }
+  return std::string(buf) + ")";
 }
 
 // Inclusive range of the integer types, as doubles (exact: all are powers of two or 0/1 apart).
@@ -51,6 +55,39 @@ IntRange int_range(ElementType type) {
 
 bool is_integral(double x) { return std::isfinite(x) && std::trunc(x) == x; }
 
+// Share of N(mean, std) inside [low, high]: Phi(beta) - Phi(alpha), Phi(x) = erfc(-x / sqrt 2) / 2.
+// libm is fine here: this only decides whether the spec is accepted, it never feeds a value.
+double normal_mass_between(double mean, double std, double low, double high) {
+  const auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  return phi((high - mean) / std) - phi((low - mean) / std);
+}
+
+// Rejection sampling needs enough acceptance to make the clamp fallback negligible (Note
+// [Truncated normal by per-element rejection]).
+constexpr double kMinTruncatedNormalAcceptance = 0.2;
+
+std::optional<std::string> check_truncated_normal(ElementType type, const FillSpec& spec,
+                                                  double mean, double std) {
+  if (type == ElementType::kComplex64) {
+    return describe(type, spec) + ": truncated normal needs a real floating element type";
+  }
+  if (!std::isfinite(mean) || !std::isfinite(std) || !(std > 0.0)) {
+    return describe(type, spec) + ": expected finite mean a and finite std b > 0";
+  }
+  const bool in_double = type == ElementType::kFloat64;
+  const double low = in_double ? spec.low : static_cast<double>(static_cast<float>(spec.low));
+  const double high = in_double ? spec.high : static_cast<double>(static_cast<float>(spec.high));
+  if (!(low < high)) return describe(type, spec) + ": expected low < high";
+  const double acceptance = normal_mass_between(mean, std, low, high);
+  if (!(acceptance >= kMinTruncatedNormalAcceptance)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ": only %.3g of the normal's mass lies in [low, high]",
+                  acceptance);
+    return describe(type, spec) + buf + ", at least 0.2 is supported";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_floating(ElementType type, const FillSpec& spec) {
   const bool in_double = type == ElementType::kFloat64;
   // The same rounding make_fill_params applies: parameters are cast to the compute precision.
@@ -73,6 +110,8 @@ std::optional<std::string> check_floating(ElementType type, const FillSpec& spec
         return describe(type, spec) + ": expected finite mean a and finite std b >= 0";
       }
       return std::nullopt;
+    case FillKind::kTruncatedNormal:
+      return check_truncated_normal(type, spec, a, b);
   }
   return describe(type, spec) + ": unknown FillKind";
 }
@@ -97,6 +136,7 @@ std::optional<std::string> check_integer(ElementType type, const FillSpec& spec)
       }
       return std::nullopt;
     case FillKind::kNormal:
+    case FillKind::kTruncatedNormal:
       return describe(type, spec) + ": normal needs a floating element type";
   }
   return describe(type, spec) + ": unknown FillKind";

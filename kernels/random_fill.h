@@ -10,6 +10,7 @@
 #include "kernels/fp_ops.h"
 #include "kernels/host_device.h"
 #include "kernels/philox.h"
+#include "kernels/splitmix64.h"
 
 // Note [Element random bits]
 // counter = {lo32(index), hi32(index), lo32(tensor_key), hi32(tensor_key)}, key = {lo32(seed),
@@ -34,6 +35,20 @@
 // Why Box-Muller and not an inverse CDF: one log, one sqrt and one cos, all on integers that make
 // the range reduction exact (Note [Polynomial log and cos]); an inverse normal CDF needs a rational
 // approximation with a tail branch and a log too, and is no more exact.
+//
+// Note [Truncated normal by per-element rejection]
+// Attempt r draws the normal value of the same element with the seed seed_r = seed for r = 0 and
+// seed ^ splitmix64(r) after; the first value inside [low, high] (compared in the compute
+// precision) is kept. Rejection is reproducible here because every attempt is keyed on the
+// element's own global index: no element's draws depend on another element, unlike rejection from
+// one sequential stream. Attempt 0 is the plain normal fill, so bounds that reject nothing give
+// exactly the normal fill. PyTorch's trunc_normal_ instead maps a uniform through erfinv; that
+// needs erf and erfinv reproduced bit for bit, and loses tail accuracy in float. After
+// kTruncatedNormalMaxAttempts rejections the last draw is clamped; check_fill_spec demands an
+// acceptance of at least 0.2, so that happens with probability below 0.8^256 = 1.5e-25 per element.
+// Expected attempts: 1 / acceptance (1.05 for +-2 std). Narrow storage (bf16, fp8) rounds after the
+// bound check, so a stored value may round to just outside a bound that is not representable, as
+// with clamp_.
 
 namespace shardplan::kernels {
 
@@ -84,6 +99,37 @@ SHARDPLAN_HD SHARDPLAN_INLINE float normal_f32(Uint4x32 r, float mean, float std
 
 SHARDPLAN_HD SHARDPLAN_INLINE double normal_f64(Uint4x32 r, double mean, double std) {
   return fp::fma(std, standard_normal_f64(r), mean);
+}
+
+inline constexpr int kTruncatedNormalMaxAttempts = 256;
+
+SHARDPLAN_HD SHARDPLAN_INLINE constexpr uint64_t truncated_normal_attempt_seed(uint64_t seed,
+                                                                               int attempt) {
+  return attempt == 0 ? seed : seed ^ splitmix64(static_cast<uint64_t>(attempt));
+}
+
+SHARDPLAN_HD SHARDPLAN_INLINE float truncated_normal_f32(uint64_t seed, uint64_t tensor_key,
+                                                         uint64_t index, float mean, float std,
+                                                         float low, float high) {
+  float value = mean;
+  for (int attempt = 0; attempt < kTruncatedNormalMaxAttempts; ++attempt) {
+    const uint64_t attempt_seed = truncated_normal_attempt_seed(seed, attempt);
+    value = normal_f32(element_random_bits(attempt_seed, tensor_key, index), mean, std);
+    if (value >= low && value <= high) return value;
+  }
+  return value < low ? low : high;
+}
+
+SHARDPLAN_HD SHARDPLAN_INLINE double truncated_normal_f64(uint64_t seed, uint64_t tensor_key,
+                                                          uint64_t index, double mean, double std,
+                                                          double low, double high) {
+  double value = mean;
+  for (int attempt = 0; attempt < kTruncatedNormalMaxAttempts; ++attempt) {
+    const uint64_t attempt_seed = truncated_normal_attempt_seed(seed, attempt);
+    value = normal_f64(element_random_bits(attempt_seed, tensor_key, index), mean, std);
+    if (value >= low && value <= high) return value;
+  }
+  return value < low ? low : high;
 }
 
 }  // namespace shardplan::kernels

@@ -75,6 +75,10 @@ inline FillSpec test_spec(ElementType type, FillKind kind, uint64_t seed = 0x5EE
       case FillKind::kNormal:
         spec.a = 0.5, spec.b = 2.0;
         break;
+      case FillKind::kTruncatedNormal:
+        // [-1, 3] is mean -0.75 std .. +1.25 std: a third of the draws are redrawn at least once.
+        spec.a = 0.5, spec.b = 2.0, spec.low = -1.0, spec.high = 3.0;
+        break;
     }
     return spec;
   }
@@ -110,14 +114,17 @@ struct TypeAndKind {
   FillKind kind;
 };
 
-// Every pair that check_fill_spec accepts: all kinds for floating types, constant and uniform for
-// integers and bool.
+// Every pair that check_fill_spec accepts: all kinds for floating types (truncated normal except
+// for complex64), constant and uniform for integers and bool.
 inline std::vector<TypeAndKind> all_type_kind_pairs() {
   std::vector<TypeAndKind> pairs;
   for (ElementType type : kAllElementTypes) {
     pairs.push_back({type, FillKind::kConstant});
     pairs.push_back({type, FillKind::kUniform});
     if (is_floating(type)) pairs.push_back({type, FillKind::kNormal});
+    if (is_floating(type) && type != ElementType::kComplex64) {
+      pairs.push_back({type, FillKind::kTruncatedNormal});
+    }
   }
   return pairs;
 }
@@ -125,7 +132,8 @@ inline std::vector<TypeAndKind> all_type_kind_pairs() {
 inline std::string pair_name(const TypeAndKind& p) {
   const char* kind = p.kind == FillKind::kConstant  ? "constant"
                      : p.kind == FillKind::kUniform ? "uniform"
-                                                    : "normal";
+                     : p.kind == FillKind::kNormal  ? "normal"
+                                                    : "truncated_normal";
   return std::string(element_type_name(p.type)) + "_" + kind;
 }
 

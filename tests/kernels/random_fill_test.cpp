@@ -11,6 +11,7 @@
 #include "kernels/convert.h"
 #include "kernels/init_fill.h"
 #include "kernels/philox.h"
+#include "kernels/splitmix64.h"
 #include "tests/kernels/fill_test_support.h"
 
 namespace shardplan::kernels {
@@ -231,6 +232,73 @@ TEST(FillStatistics, ComplexNormalSplitsVarianceBetweenParts) {
   EXPECT_NEAR(std, std::sqrt(0.5), 0.02);
 }
 
+// ---- Truncated normal -------------------------------------------------------------------------
+
+TEST(TruncatedNormal, BoundsThatRejectNothingGiveTheNormalFill) {
+  const FillSpec normal{FillKind::kNormal, 0.1, 0.02, kSeed, kKey};
+  FillSpec truncated{FillKind::kTruncatedNormal, 0.1, 0.02, kSeed, kKey};
+  truncated.low = -1.0;  // 55 std away: the normal fill never goes there (|z| <= 8.6)
+  truncated.high = 1.2;
+  EXPECT_EQ(fill_vector<float>(ElementType::kFloat32, truncated, 5000),
+            fill_vector<float>(ElementType::kFloat32, normal, 5000));
+  EXPECT_EQ(fill_vector<double>(ElementType::kFloat64, truncated, 5000),
+            fill_vector<double>(ElementType::kFloat64, normal, 5000));
+  EXPECT_EQ(fill_vector<uint16_t>(ElementType::kBFloat16, truncated, 5000),
+            fill_vector<uint16_t>(ElementType::kBFloat16, normal, 5000));
+}
+
+TEST(TruncatedNormal, KeepsTheFirstDrawInsideTheBounds) {
+  // Attempt r is the normal fill with seed ^ splitmix64(r) (r >= 1), the documented schedule.
+  FillSpec truncated{FillKind::kTruncatedNormal, 0.0, 1.0, kSeed, kKey};
+  truncated.low = -0.5;
+  truncated.high = 1.5;  // mass 0.625: some elements need several attempts
+  const int n = 2000;
+  const auto got = fill_vector<float>(ElementType::kFloat32, truncated, n);
+  std::vector<std::vector<float>> attempts;
+  for (uint64_t r = 0; r < 40; ++r) {
+    const uint64_t seed = r == 0 ? kSeed : kSeed ^ splitmix64(r);
+    attempts.push_back(
+        fill_vector<float>(ElementType::kFloat32, {FillKind::kNormal, 0.0, 1.0, seed, kKey}, n));
+  }
+  int redrawn = 0;
+  for (int i = 0; i < n; ++i) {
+    size_t r = 0;
+    while (!(attempts[r][i] >= -0.5f && attempts[r][i] <= 1.5f)) ++r;  // 0.375^40: never runs out
+    redrawn += r > 0;
+    ASSERT_EQ(got[i], attempts[r][i]) << "element " << i << " attempt " << r;
+  }
+  EXPECT_NEAR(redrawn, 0.375 * n, 150);  // binomial, standard deviation 22
+}
+
+TEST(TruncatedNormal, MomentsMatchTheClosedForm) {
+  // Standard normal truncated to [alpha, beta] = [-1, 2]: with Z = Phi(beta) - Phi(alpha),
+  // mean = (phi(alpha) - phi(beta)) / Z and
+  // var = 1 + (alpha phi(alpha) - beta phi(beta)) / Z - mean^2 (Johnson, Kotz, Balakrishnan).
+  const double alpha = -1.0, beta = 2.0;
+  const auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
+  const auto cdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  const double z = cdf(beta) - cdf(alpha);
+  const double mean = (phi(alpha) - phi(beta)) / z;
+  const double var = 1 + (alpha * phi(alpha) - beta * phi(beta)) / z - mean * mean;
+  FillSpec spec{FillKind::kTruncatedNormal, 0.0, 1.0, kSeed, kKey};
+  spec.low = alpha;
+  spec.high = beta;
+  for (const ElementType type : {ElementType::kFloat32, ElementType::kFloat64}) {
+    std::vector<double> v(kDraws);
+    if (type == ElementType::kFloat32) {
+      const auto f = fill_vector<float>(type, spec, kDraws);
+      v.assign(f.begin(), f.end());
+    } else {
+      v = fill_vector<double>(type, spec, kDraws);
+    }
+    for (const double x : v) ASSERT_TRUE(x >= alpha && x <= beta) << x;
+    double m = 0, s = 0;
+    mean_and_std(v, &m, &s);
+    EXPECT_NEAR(m, mean, 0.01);  // standard error 0.0024
+    EXPECT_NEAR(s * s, var, 0.01);
+  }
+}
+
 // ---- Streams ----------------------------------------------------------------------------------
 
 int count_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -294,6 +362,11 @@ TEST(FillStreams, StreamsArePinned) {
   EXPECT_EQ(bytes(ElementType::kBFloat16, normal), 15137442936444811319u);
   EXPECT_EQ(bytes(ElementType::kFloat32, uniform), 12695249447595991328u);
   EXPECT_EQ(bytes(ElementType::kFloat64, uniform), 7692051092583655455u);
+  FillSpec truncated{FillKind::kTruncatedNormal, 0.1, 0.02, 42, tensor_key_from_name("w")};
+  truncated.low = 0.08;
+  truncated.high = 0.15;
+  EXPECT_EQ(bytes(ElementType::kFloat32, truncated), 2987074022991166699u);
+  EXPECT_EQ(bytes(ElementType::kFloat64, truncated), 11366073340037355920u);
 }
 
 // ---- Validation and keys ----------------------------------------------------------------------
@@ -312,6 +385,19 @@ TEST(FillSpecCheck, RejectsWhatPyTorchRejects) {
   EXPECT_FALSE(check_fill_spec(ElementType::kUInt8, {FillKind::kUniform, 0, 256, 0, 0}));
   EXPECT_TRUE(check_fill_spec(ElementType::kInt64, {FillKind::kUniform, 3, 3, 0, 0}));
   EXPECT_TRUE(check_fill_spec(ElementType::kBool, {FillKind::kUniform, 0, 3, 0, 0}));
+  const auto truncated = [](double mean, double std, double low, double high) {
+    FillSpec spec{FillKind::kTruncatedNormal, mean, std, 0, 0};
+    spec.low = low;
+    spec.high = high;
+    return spec;
+  };
+  EXPECT_FALSE(check_fill_spec(ElementType::kFloat32, truncated(0, 1, -2, 2)));
+  EXPECT_FALSE(check_fill_spec(ElementType::kFloat32, truncated(0, 1, 0, INFINITY)));  // half
+  EXPECT_TRUE(check_fill_spec(ElementType::kFloat32, truncated(0, 1, 2, 3)));          // mass 0.021
+  EXPECT_TRUE(check_fill_spec(ElementType::kFloat32, truncated(0, 1, 1, 1)));
+  EXPECT_TRUE(check_fill_spec(ElementType::kFloat32, truncated(0, 0, -1, 1)));
+  EXPECT_TRUE(check_fill_spec(ElementType::kComplex64, truncated(0, 1, -2, 2)));
+  EXPECT_TRUE(check_fill_spec(ElementType::kInt32, truncated(0, 1, -2, 2)));
   const auto message = check_fill_spec(ElementType::kBFloat16, {FillKind::kUniform, 5, 1, 0, 0});
   ASSERT_TRUE(message);
   EXPECT_NE(message->find("bfloat16"), std::string::npos) << *message;
