@@ -1,10 +1,10 @@
 // Initialisation fills addressed by global element index: value = f(seed, tensor key, global
 // index), so a shard filled alone on any rank, CPU or GPU, equals that slice of the whole tensor
 // filled at once (DESIGN.md "Init is keyed on the global element index").
-//   FillSpec spec{FillKind::kNormal, 0.0, 0.02, seed,
-//   tensor_key_from_name("layers.0.attn.q.weight")}; if (auto err =
-//   check_fill_spec(ElementType::kBFloat16, spec)) return error(*err); fill_cpu(local_data,
-//   ElementType::kBFloat16, region, spec);
+//   const uint64_t key = tensor_key_from_name("layers.0.attn.q.weight");
+//   const FillSpec spec{FillKind::kNormal, /*mean=*/0.0, /*std=*/0.02, seed, key};
+//   if (auto why = check_fill_spec(ElementType::kBFloat16, spec)) return error(*why);
+//   fill_cpu(local_data, ElementType::kBFloat16, region, spec);
 #pragma once
 
 #include <cstdint>
