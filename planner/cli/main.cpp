@@ -18,6 +18,7 @@ namespace shardplan::cli {
 // The verbs, each defined in planner/cli/cmd_<verb>.cpp. To add one: declare it here and list it in
 // kVerbs below (the CMake glob picks up the new file).
 void register_env(CLI::App& app, CliContext& ctx);
+void register_inspect(CLI::App& app, CliContext& ctx);
 }  // namespace shardplan::cli
 
 namespace {
@@ -25,6 +26,7 @@ namespace {
 using RegisterVerb = void (*)(CLI::App&, shardplan::cli::CliContext&);
 constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_env,
+    &shardplan::cli::register_inspect,
 };
 
 // Errors are one line on stderr (scripts grep them); a message with newlines is folded into one.

@@ -1,0 +1,173 @@
+// `shardplan inspect`: what a set of named meta tensors holds, one row per tensor (shape, dtype,
+// strides, storage, view-of, bytes), then totals with aliasing taken into account (a tied weight
+// is one storage and its parameters count once).
+//   shardplan inspect --description configs/examples/gpt2-small.description.json [--json]
+// The tensors come from exactly one source. Today that is --description (tensor/describe.h); a
+// new source (--model NAME, --checkpoint FILE) is one more entry in sources(): a flag, a value
+// and a loader returning NamedTensors. Everything after loading is shared.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "planner/cli/cli_common.h"
+#include "tensor/describe.h"
+#include "tensor/error.h"
+
+namespace shardplan::cli {
+namespace {
+
+using tensor::NamedTensors;
+
+// The command line of the verb; CLI11 writes into it during parse.
+struct InspectOptions {
+  std::string description;  // --description FILE
+};
+
+// One way of naming the tensors to inspect.
+struct Source {
+  const char* flag;
+  const std::string* value;  // empty: not given
+  std::function<NamedTensors(const std::string&)> load;
+};
+
+std::vector<Source> sources(const InspectOptions& o) {
+  return {
+      {"--description", &o.description,
+       [](const std::string& path) { return tensor::load_description_file(path); }},
+  };
+}
+
+NamedTensors load_source(const InspectOptions& o) {
+  const std::vector<Source> all = sources(o);
+  const Source* chosen = nullptr;
+  std::string flags;
+  for (const Source& s : all) {
+    flags += (flags.empty() ? "" : ", ") + std::string(s.flag);
+    if (s.value->empty()) continue;
+    SP_CHECK(chosen == nullptr, "inspect: ", chosen ? chosen->flag : "", " and ", s.flag,
+             " both name tensors to inspect, expected exactly one");
+    chosen = &s;
+  }
+  SP_CHECK(chosen != nullptr, "inspect: nothing to inspect, expected one of: ", flags);
+  return chosen->load(*chosen->value);
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return digits;
+}
+
+// "474.7 MiB": bytes for a reader; the exact count is printed beside it.
+std::string human_bytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (v >= 1024 && unit + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+std::string dims(const nlohmann::json& list) {
+  std::string out = "[";
+  for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].dump();
+  return out + "]";
+}
+
+// One row per tensor from the description (it carries the stable storage ids and view_of names).
+nlohmann::ordered_json tensor_rows(const NamedTensors& named) {
+  const nlohmann::json d = tensor::describe(named);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < named.size(); ++i) {
+    const nlohmann::json& e = d["tensors"][i];
+    nlohmann::ordered_json row;
+    row["name"] = e["name"];
+    row["shape"] = e["sizes"];
+    row["dtype"] = e["dtype"];
+    row["strides"] = e["strides"];
+    row["storage_offset"] = e["storage_offset"];
+    row["storage"] = e["storage"];
+    row["view_of"] = e["view_of"];
+    row["bytes"] = named[i].second.nbytes();
+    row["is_parameter"] = e["is_parameter"];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void print_text(const nlohmann::ordered_json& rows, const tensor::TensorSetSummary& sum) {
+  const std::vector<std::string> header = {"name",    "shape",   "dtype", "strides",
+                                           "storage", "view_of", "bytes"};
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    table.push_back({r["name"].get<std::string>(), dims(r["shape"]), r["dtype"].get<std::string>(),
+                     dims(r["strides"]), r["storage"].dump(),
+                     r["view_of"].is_null() ? "-" : r["view_of"].get<std::string>(),
+                     with_commas(r["bytes"].get<int64_t>())});
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& row : table) width[c] = std::max(width[c], row[c].size());
+  }
+  // Numbers (storage, bytes) right-aligned, text left-aligned.
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      const bool right = c == 4 || c == 6;
+      line += (c ? "  " : "") + (right ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : ""));
+    }
+    std::cout << line << '\n';
+  };
+  print_row(header);
+  for (const auto& row : table) print_row(row);
+  std::cout << '\n'
+            << "tensors     " << with_commas(sum.tensors) << '\n'
+            << "storages    " << with_commas(sum.storages) << " distinct\n"
+            << "parameters  " << with_commas(sum.parameters) << " (each storage element once)\n"
+            << "bytes       " << with_commas(sum.bytes) << " (" << human_bytes(sum.bytes)
+            << ", distinct storages)\n";
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd = add_verb(app, ctx, "inspect",
+                           "List a set of named meta tensors (shape, dtype, strides, storage "
+                           "aliasing) and their totals");
+  auto opts = std::make_shared<InspectOptions>();
+  cmd.add_option("--description", opts->description,
+                 "A tensor description (JSON, tensor/describe.h), such as "
+                 "configs/examples/gpt2-small.description.json")
+      ->type_name("FILE");
+  cmd.callback([&ctx, opts] {
+    const NamedTensors named = load_source(*opts);
+    const tensor::TensorSetSummary sum = tensor::summarize(named);
+    const nlohmann::ordered_json rows = tensor_rows(named);
+    if (ctx.json) {
+      nlohmann::ordered_json doc;
+      doc["tensors"] = rows;
+      doc["storages"] = sum.storages;
+      doc["parameters"] = sum.parameters;
+      doc["bytes"] = sum.bytes;
+      std::cout << doc.dump(2) << '\n';
+    } else {
+      print_text(rows, sum);
+    }
+  });
+}
+
+}  // namespace shardplan::cli
