@@ -1,0 +1,750 @@
+#include "tensor/training.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensor/error.h"
+#include "tensor/module.h"
+#include "tensor/ops.h"
+#include "tensor/trace.h"
+
+namespace shardplan::tensor {
+namespace {
+
+// ---- Recording: a lean TraceSink (no per-op strings beyond the op name) ----
+
+class StepRecorder : public TraceSink {
+ public:
+  StepRecorder(TrainingStep& step, const std::unordered_set<std::string_view>& block_fqns)
+      : step_(step), block_fqns_(block_fqns) {}
+
+  int64_t tensor_id(const Tensor& t, TensorRole role_if_new) {
+    auto [it, inserted] = ids_.try_emplace(t.impl(), 0);
+    if (!inserted) return it->second;
+    const int64_t id = static_cast<int64_t>(step_.tensors.size());
+    it->second = id;
+    held_.push_back(t);
+    StepTensor st;
+    st.sizes = t.sizes();
+    st.dtype = t.dtype();
+    st.nbytes = t.nbytes();
+    st.role = t.is_parameter() ? TensorRole::kParameter : role_if_new;
+    st.requires_grad = t.requires_grad();
+    auto [bit, new_buffer] = buffer_of_.try_emplace(t.storage().get(), 0);
+    if (new_buffer) {
+      bit->second = static_cast<int64_t>(step_.buffers.size());
+      StepBuffer b;
+      b.bytes = t.storage()->nbytes();
+      // A storage first seen as an op's output is an activation that op created.
+      if (role_if_new == TensorRole::kActivation && !t.is_parameter()) {
+        b.producer = current_op_;
+        b.is_activation = true;
+      }
+      step_.buffers.push_back(b);
+    }
+    st.buffer = bit->second;
+    step_.tensors.push_back(std::move(st));
+    return id;
+  }
+
+  void on_op(const OpEvent& e) override {
+    current_op_ = static_cast<int64_t>(step_.ops.size());
+    TrainingOp op;
+    op.op = std::string(e.op);
+    op.call = open_.empty() ? -1 : open_.back();
+    op.block = open_block_;
+    op.flops = e.flops;
+    op.matmul_flops = e.matmul_flops;
+    op.bytes_read = e.bytes_read;
+    op.bytes_written = e.bytes_written;
+    op.is_view = e.is_view;
+    op.inputs.reserve(e.inputs.size());
+    for (const Tensor& t : e.inputs) {
+      if (t.defined()) op.inputs.push_back(tensor_id(t, TensorRole::kOther));
+    }
+    // Dropout switched off (TraceOptions::dropout): the identity, so its output is its input's
+    // storage for every later op and view.
+    op.skipped = !dropout_ && op.op == "dropout" && !op.inputs.empty();
+    for (const Tensor& t : e.outputs) {
+      if (!t.defined()) continue;
+      if (op.skipped && !ids_.count(t.impl())) {
+        buffer_of_[t.storage().get()] = step_.tensors[static_cast<size_t>(op.inputs[0])].buffer;
+      }
+      const int64_t id = tensor_id(t, TensorRole::kActivation);
+      step_.tensors[static_cast<size_t>(id)].producer = current_op_;  // latest writer (in place)
+      op.outputs.push_back(id);
+    }
+    step_.ops.push_back(std::move(op));
+  }
+
+  void on_module_enter(std::string_view fqn, std::string_view type) override {
+    StepCall c;
+    c.fqn = std::string(fqn);
+    c.type = std::string(type);
+    c.parent = open_.empty() ? -1 : open_.back();
+    c.first_op = static_cast<int64_t>(step_.ops.size());
+    const int id = static_cast<int>(step_.calls.size());
+    // Blocks are outermost: a block inside a block is part of it.
+    if (open_block_ < 0 && block_fqns_.count(fqn) != 0) {
+      open_block_ = static_cast<int>(step_.blocks.size());
+      block_call_ = id;
+      StepBlock b;
+      b.fqn = c.fqn;
+      b.type = c.type;
+      b.first_op = c.first_op;
+      step_.blocks.push_back(std::move(b));
+    }
+    step_.calls.push_back(std::move(c));
+    open_.push_back(id);
+  }
+
+  void on_module_exit(std::string_view fqn) override {
+    SP_ASSERT(!open_.empty(), "module exit '", fqn, "' without an enter");
+    const int id = open_.back();
+    open_.pop_back();
+    step_.calls[static_cast<size_t>(id)].end_op = static_cast<int64_t>(step_.ops.size());
+    if (id == block_call_) {
+      step_.blocks[static_cast<size_t>(open_block_)].end_op =
+          static_cast<int64_t>(step_.ops.size());
+      open_block_ = -1;
+      block_call_ = -1;
+    }
+  }
+
+  void set_dropout(bool on) { dropout_ = on; }
+
+ private:
+  TrainingStep& step_;
+  const std::unordered_set<std::string_view>& block_fqns_;
+  std::unordered_map<const TensorImpl*, int64_t> ids_;
+  std::unordered_map<const StorageImpl*, int64_t> buffer_of_;
+  std::vector<Tensor> held_;  // keeps every seen TensorImpl alive: its address stays its key
+  std::vector<int> open_;
+  int open_block_ = -1;
+  int block_call_ = -1;
+  int64_t current_op_ = -1;
+  bool dropout_ = true;
+};
+
+// ---- Note [Saved-tensor rules] ----
+// What PyTorch's autograd saves for each op's backward (tools/autograd/derivatives.yaml and the
+// fused kernels' forward outputs). Parameters among the saved inputs are saved by reference and
+// are not activation memory (Note [Saved tensors and activation memory]).
+enum class Rule : uint8_t {
+  kNothing,         // backward needs only shapes (or nothing)
+  kInputs,          // all tensor inputs
+  kProduct,         // the two factors of a matrix product (not the added bias)
+  kFirstInput,      // input 0 only
+  kOutput,          // the result
+  kTensorOperands,  // both operands when both are tensors; nothing with a Python-number operand
+  kDropout,         // a 1-byte mask per element
+  kLayerNorm,       // input + fp32 mean and rstd per row
+  kRmsNorm,         // input + fp32 rstd per row
+  kSdpa,            // AttentionImpl decides
+  kCrossEntropy,    // log-probabilities (input's shape and dtype) + target
+  kEmbedding,       // the indices
+  kWhere,           // the boolean condition
+};
+
+const std::unordered_map<std::string_view, Rule>& rule_table() {
+  static const std::unordered_map<std::string_view, Rule> table = {
+      // Matrix products: grad_a = g b^T needs b, grad_b = a^T g needs a (the bias needs nothing).
+      {"linear", Rule::kProduct},   // input and weight (weight is a parameter: not counted)
+      {"matmul", Rule::kProduct},   // both operands (Q K^T saves Q and K)
+      {"mm", Rule::kProduct},       // both operands
+      {"bmm", Rule::kProduct},      // both operands
+      {"addmm", Rule::kProduct},    // mat1, mat2 (the bias input is listed but is a parameter)
+      {"baddbmm", Rule::kProduct},  // batch1, batch2 (and the added tensor, by reference)
+      // Pointwise with a derivative that needs an input.
+      {"gelu", Rule::kFirstInput},     // GeluBackward: self
+      {"silu", Rule::kFirstInput},     // SiluBackward: self
+      {"log", Rule::kFirstInput},      // 1/self
+      {"sin", Rule::kFirstInput},      // cos(self)
+      {"cos", Rule::kFirstInput},      // -sin(self)
+      {"square", Rule::kFirstInput},   // 2 self
+      {"abs", Rule::kFirstInput},      // sign(self)
+      {"pow", Rule::kTensorOperands},  // self (and exponent when it is a tensor)
+      {"mul", Rule::kTensorOperands},  // grad_a = g*b, grad_b = g*a; a Python number saves nothing
+      {"div", Rule::kTensorOperands},  // grad_a = g/b, grad_b = -g*a/b^2
+      {"maximum", Rule::kInputs},      // both, to route the gradient
+      {"minimum", Rule::kInputs},      // both
+      {"atan2", Rule::kInputs},        // both
+      // Pointwise whose derivative is a function of the result.
+      {"relu", Rule::kOutput},         // result > 0
+      {"tanh", Rule::kOutput},         // 1 - result^2
+      {"sigmoid", Rule::kOutput},      // result (1 - result)
+      {"exp", Rule::kOutput},          // result
+      {"sqrt", Rule::kOutput},         // 1 / (2 result)
+      {"rsqrt", Rule::kOutput},        // -result^3 / 2
+      {"reciprocal", Rule::kOutput},   // -result^2
+      {"softmax", Rule::kOutput},      // SoftmaxBackward: result
+      {"log_softmax", Rule::kOutput},  // LogSoftmaxBackward: result
+      // Linear in their inputs: the gradient passes through (or is summed/reshaped).
+      {"add", Rule::kNothing},         // AddBackward: alpha only
+      {"sub", Rule::kNothing},         // SubBackward: alpha only
+      {"neg", Rule::kNothing},         // -g
+      {"sum", Rule::kNothing},         // expand g to the input's shape
+      {"mean", Rule::kNothing},        // expand g / n
+      {"cat", Rule::kNothing},         // split g by the inputs' sizes
+      {"to", Rule::kNothing},          // cast g back
+      {"contiguous", Rule::kNothing},  // a copy: g as is
+      {"reshape", Rule::kNothing},     // (the copying case) view g back
+      {"stack", Rule::kNothing},       // unbind g
+      // Fused or composite kernels with saved forward outputs of their own.
+      {"dropout", Rule::kDropout},       // native_dropout saves its bool mask
+      {"layer_norm", Rule::kLayerNorm},  // native_layer_norm: input, weight, bias, mean, rstd
+      {"rms_norm", Rule::kRmsNorm},  // fused RMSNorm (apex / torch._fused_rms_norm): input, rstd
+      {"scaled_dot_product_attention", Rule::kSdpa},
+      {"cross_entropy", Rule::kCrossEntropy},  // log_softmax result + nll_loss target
+      {"embedding", Rule::kEmbedding},         // EmbeddingBackward: indices (an input: not counted)
+      {"where", Rule::kWhere},                 // the condition (bool)
+      {"amax", Rule::kInputs},                 // self and result, to find the maxima
+      {"amin", Rule::kInputs},
+      {"var", Rule::kFirstInput},  // self (and the mean it recomputes)
+  };
+  return table;
+}
+
+bool is_matmul_op(std::string_view op) {
+  return op == "linear" || op == "matmul" || op == "mm" || op == "bmm" || op == "addmm" ||
+         op == "baddbmm";
+}
+
+// Bytes of one fp32 value per row of a [.., last] tensor (layer-norm statistics, logsumexp).
+int64_t fp32_per_row(const StepTensor& t) {
+  const int64_t last = t.sizes.empty() ? 1 : t.sizes.back();
+  const int64_t rows = last == 0 ? 0 : t.nbytes / itemsize(t.dtype) / last;
+  return rows * 4;
+}
+
+class Deriver {
+ public:
+  explicit Deriver(TrainingStep& s) : s_(s) {}
+
+  void run() {
+    for (size_t i = 0; i < s_.ops.size(); ++i) apply_rule(static_cast<int64_t>(i));
+    mark_recompute();
+    retain_and_attribute();
+    peak();
+    optimizer();
+    sum_totals();
+  }
+
+ private:
+  StepTensor& tensor(int64_t id) { return s_.tensors[static_cast<size_t>(id)]; }
+  StepBuffer& buffer(int64_t id) { return s_.buffers[static_cast<size_t>(id)]; }
+
+  int64_t new_extra(int64_t bytes, int64_t producer) {
+    StepBuffer b;
+    b.bytes = bytes;
+    b.producer = producer;
+    b.is_activation = true;
+    s_.buffers.push_back(b);
+    return static_cast<int64_t>(s_.buffers.size()) - 1;
+  }
+
+  void save(TrainingOp& op, int64_t tensor_id, std::string_view what) {
+    op.saved.push_back({tensor(tensor_id).buffer, tensor_id, what});
+  }
+
+  void apply_rule(int64_t id) {
+    TrainingOp& op = s_.ops[static_cast<size_t>(id)];
+    if (op.is_view || op.skipped) {
+      op.flops = op.matmul_flops = 0;
+      if (op.skipped) op.bytes_read = op.bytes_written = 0;
+      return;
+    }
+    auto it = rule_table().find(op.op);
+    const Rule rule = it == rule_table().end() ? Rule::kInputs : it->second;
+    op.rule_known = it != rule_table().end();
+    const auto& in = op.inputs;
+    switch (rule) {
+      case Rule::kNothing:
+        break;
+      case Rule::kInputs:
+        for (size_t k = 0; k < in.size(); ++k) {
+          if (!op.rule_known && !is_floating(tensor(in[k]).dtype)) continue;
+          save(op, in[k], tensor(in[k]).role == TensorRole::kParameter ? "weight" : "input");
+        }
+        break;
+      case Rule::kProduct:
+        for (size_t k = 0; k < std::min<size_t>(2, in.size()); ++k) {
+          save(op, in[k], tensor(in[k]).role == TensorRole::kParameter ? "weight" : "input");
+        }
+        break;
+      case Rule::kFirstInput:
+        if (!in.empty()) save(op, in[0], "input");
+        break;
+      case Rule::kOutput:
+        if (!op.outputs.empty()) save(op, op.outputs[0], "output");
+        break;
+      case Rule::kTensorOperands:
+        if (in.size() >= 2) {
+          for (int64_t t : in) save(op, t, "input");
+        }
+        break;
+      case Rule::kDropout:
+        // One byte per element (torch.bool), Korthikanti et al. §4.1.
+        if (!op.outputs.empty()) {
+          const StepTensor& o = tensor(op.outputs[0]);
+          op.saved.push_back({new_extra(o.nbytes / itemsize(o.dtype), id), -1, "mask"});
+        }
+        break;
+      case Rule::kLayerNorm:
+      case Rule::kRmsNorm:
+        save(op, in[0], "input");
+        for (size_t k = 1; k < in.size(); ++k) save(op, in[k], "weight");
+        op.saved.push_back(
+            {new_extra((rule == Rule::kLayerNorm ? 2 : 1) * fp32_per_row(tensor(in[0])), id), -1,
+             rule == Rule::kLayerNorm ? "mean_rstd" : "rstd"});
+        break;
+      case Rule::kSdpa:
+        apply_sdpa(op, id);
+        break;
+      case Rule::kCrossEntropy: {
+        const StepTensor& x = tensor(in[0]);
+        op.saved.push_back({new_extra(x.nbytes, id), -1, "log_probs"});
+        if (in.size() > 1) save(op, in[1], "target");
+        break;
+      }
+      case Rule::kEmbedding:
+        if (in.size() > 1) save(op, in[1], "indices");
+        break;
+      case Rule::kWhere:
+        if (!in.empty()) save(op, in[0], "condition");
+        break;
+    }
+    backward_cost(op);
+  }
+
+  // Flash: q, k, v, out, logsumexp (fp32 per query row and head); the dropout mask is regenerated
+  // from the RNG state. Math: softmax(q k^T * scale) [dropout] @ v as separate autograd ops:
+  // q, k, v (repeated to the query heads with GQA), the probabilities, and with dropout its mask
+  // and the dropped probabilities (Korthikanti et al. §4.1: 2as^2b + as^2b + 2as^2b).
+  void apply_sdpa(TrainingOp& op, int64_t id) {
+    const int64_t q = op.inputs[0], k = op.inputs[1], v = op.inputs[2], out = op.outputs[0];
+    const StepTensor& qt = tensor(q);
+    const StepTensor& ot = tensor(out);
+    const int64_t item = itemsize(qt.dtype);
+    const int64_t L = qt.sizes[qt.sizes.size() - 2];
+    const int64_t S = tensor(k).sizes[tensor(k).sizes.size() - 2];
+    const int64_t Ev = ot.sizes.back();
+    const int64_t heads_rows = Ev == 0 ? 0 : ot.nbytes / item / Ev;  // batch * heads * L
+    if (options_attention() == AttentionImpl::kFlash) {
+      for (int64_t t : {q, k, v, out}) save(op, t, t == out ? "output" : "input");
+      op.saved.push_back({new_extra(heads_rows * 4, id), -1, "logsumexp"});
+      // FlashAttention's backward recomputes the scores q k^T (stores none): hardware work.
+      const int64_t E = qt.sizes.back();
+      op.recompute_flops += 2.0 * static_cast<double>(heads_rows) * S * E;
+      return;
+    }
+    save(op, q, "input");
+    // With GQA the math path repeats k and v to the query heads: the repeated copies are saved.
+    for (int64_t t : {k, v}) {
+      const StepTensor& kv = tensor(t);
+      const int64_t kv_heads = kv.sizes.size() >= 3 ? kv.sizes[kv.sizes.size() - 3] : 1;
+      const int64_t q_heads = qt.sizes.size() >= 3 ? qt.sizes[qt.sizes.size() - 3] : 1;
+      if (kv_heads == q_heads) {
+        save(op, t, "input");
+      } else {
+        op.saved.push_back({new_extra(kv.nbytes / kv_heads * q_heads, id), -1, "repeated_kv"});
+      }
+    }
+    const int64_t scores = L == 0 ? 0 : heads_rows / L * L * S;  // batch * heads * L * S
+    op.saved.push_back({new_extra(scores * item, id), -1, "probs"});
+    if (dropout_on()) {
+      op.saved.push_back({new_extra(scores, id), -1, "mask"});
+      op.saved.push_back({new_extra(scores * item, id), -1, "dropped_probs"});
+    }
+  }
+
+  AttentionImpl options_attention() const { return s_.options.attention; }
+  bool dropout_on() const { return s_.options.dropout; }
+
+  // Note [Training FLOPs]. Bytes: backward reads the output gradients and the saved tensors and
+  // writes the gradients of the inputs that require grad.
+  void backward_cost(TrainingOp& op) {
+    if (is_matmul_op(op.op) && op.inputs.size() >= 2) {
+      const bool a = tensor(op.inputs[0]).requires_grad, b = tensor(op.inputs[1]).requires_grad;
+      op.backward_matmul_flops = op.matmul_flops * ((a ? 1 : 0) + (b ? 1 : 0));
+    } else if (op.op == "scaled_dot_product_attention") {
+      // dq, dk, dv, d(probs): four products against the forward's two.
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_matmul_flops = any ? 2 * op.matmul_flops : 0;
+    }
+    op.backward_flops = op.backward_matmul_flops + (op.flops - op.matmul_flops);
+    for (int64_t t : op.outputs) {
+      if (tensor(t).requires_grad) op.backward_bytes_read += tensor(t).nbytes;
+    }
+    for (const SavedTensor& sv : op.saved) {
+      op.backward_bytes_read += sv.tensor >= 0 ? tensor(sv.tensor).nbytes : buffer(sv.buffer).bytes;
+    }
+    for (int64_t t : op.inputs) {
+      if (tensor(t).requires_grad) op.backward_bytes_written += tensor(t).nbytes;
+    }
+  }
+
+  // Recompute regions: [first, last] op ranges whose forward re-runs before their backward.
+  void mark_recompute() {
+    const RecomputePolicy policy = s_.options.recompute;
+    if (policy == RecomputePolicy::kNone) return;
+    for (const StepBlock& b : s_.blocks) {
+      if (policy == RecomputePolicy::kFull) {
+        regions_.push_back({b.first_op, b.end_op - 1});
+        continue;
+      }
+      // Selective: the attention core, from Q K^T to scores x V, or one sdpa op.
+      int64_t open = -1;
+      for (int64_t i = b.first_op; i < b.end_op; ++i) {
+        const TrainingOp& op = s_.ops[static_cast<size_t>(i)];
+        if (op.op == "scaled_dot_product_attention") {
+          regions_.push_back({i, i});
+          continue;
+        }
+        if (!is_matmul_op(op.op) || op.op == "linear" || op.inputs.size() < 2) continue;
+        const bool two_activations = buffer(tensor(op.inputs[0]).buffer).is_activation &&
+                                     buffer(tensor(op.inputs[1]).buffer).is_activation;
+        if (!two_activations) continue;
+        if (open < 0) {
+          open = i;
+        } else {
+          regions_.push_back({open, i});
+          open = -1;
+        }
+      }
+    }
+    for (const auto& [first, last] : regions_) {
+      for (int64_t i = first; i <= last; ++i) {
+        TrainingOp& op = s_.ops[static_cast<size_t>(i)];
+        op.recomputed = true;
+        op.recompute_flops += op.flops;
+      }
+    }
+  }
+
+  // Which saved buffers stay alive from forward to backward, and to which block they count.
+  // release_[b]: the op whose backward frees it (the earliest op that needs it);
+  // remat_[b]: for a recomputed buffer, the last op of its region (when backward re-creates it).
+  void retain_and_attribute() {
+    const size_t nb = s_.buffers.size();
+    release_.assign(nb, -1);
+    remat_.assign(nb, -1);
+    std::vector<int64_t> region_of(s_.ops.size(), -1);
+    for (size_t r = 0; r < regions_.size(); ++r) {
+      for (int64_t i = regions_[r].first; i <= regions_[r].second; ++i) {
+        region_of[static_cast<size_t>(i)] = static_cast<int64_t>(r);
+      }
+    }
+    const bool full = s_.options.recompute == RecomputePolicy::kFull;
+    auto keep = [&](int64_t b, int block, int64_t user) {
+      StepBuffer& buf = buffer(b);
+      if (!buf.is_activation) return;
+      if (!buf.retained) {
+        buf.retained = true;
+        buf.block = block;
+      }
+      const size_t k = static_cast<size_t>(b);
+      release_[k] = release_[k] < 0 ? user : std::min(release_[k], user);
+    };
+    for (int64_t i = 0; i < static_cast<int64_t>(s_.ops.size()); ++i) {
+      const TrainingOp& op = s_.ops[static_cast<size_t>(i)];
+      const int64_t r = region_of[static_cast<size_t>(i)];
+      if (full && r >= 0) {
+        // Full: the block's inputs (activations made before the block) are what it keeps.
+        const int64_t first = regions_[static_cast<size_t>(r)].first;
+        for (int64_t t : op.inputs) {
+          const StepBuffer& buf = buffer(tensor(t).buffer);
+          if (buf.producer >= 0 && buf.producer < first) keep(tensor(t).buffer, op.block, first);
+        }
+      }
+      for (const SavedTensor& sv : op.saved) {
+        const StepBuffer& buf = buffer(sv.buffer);
+        if (!buf.is_activation) continue;
+        if (r >= 0) {
+          const auto [first, last] = regions_[static_cast<size_t>(r)];
+          if (buf.producer >= first && buf.producer <= last) {
+            // Made inside the region: re-created by the recompute, not kept.
+            const size_t k = static_cast<size_t>(sv.buffer);
+            remat_[k] = std::max(remat_[k], last);
+            release_[k] = release_[k] < 0 ? i : std::min(release_[k], i);
+            continue;
+          }
+          if (full) continue;  // made before the block: kept as a block input above
+        }
+        keep(sv.buffer, op.block, i);
+      }
+    }
+    for (size_t k = 0; k < nb; ++k) {
+      if (s_.buffers[k].retained) remat_[k] = -1;  // kept: nothing to re-create
+    }
+  }
+
+  // Note [Peak activation memory]: a sweep over forward then backward, with difference arrays on
+  // the op index. Forward: a buffer lives from its producer to its last forward reader, or to the
+  // end of forward when retained. Backward (ops in reverse): a retained buffer lives until the
+  // backward of the earliest op needing it; a recomputed one from its region's re-run to the same
+  // point; the gradient of an activation lives from the backward of its last reader to that of its
+  // producer.
+  void peak() {
+    const int64_t n = static_cast<int64_t>(s_.ops.size());
+    if (n == 0) return;
+    std::vector<int64_t> last_read(s_.buffers.size(), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t t : s_.ops[static_cast<size_t>(i)].inputs) {
+        last_read[static_cast<size_t>(tensor(t).buffer)] = i;
+      }
+    }
+    std::vector<int64_t> fwd(static_cast<size_t>(n) + 1, 0), bwd(static_cast<size_t>(n) + 1, 0);
+    auto add_range = [](std::vector<int64_t>& d, int64_t lo, int64_t hi, int64_t bytes) {
+      if (lo > hi || bytes == 0) return;
+      d[static_cast<size_t>(lo)] += bytes;
+      d[static_cast<size_t>(hi) + 1] -= bytes;
+    };
+    std::vector<int64_t> grad_bytes(s_.buffers.size(), 0);
+    for (const StepTensor& t : s_.tensors) {
+      if (t.requires_grad && is_floating(t.dtype)) {
+        int64_t& g = grad_bytes[static_cast<size_t>(t.buffer)];
+        g = std::max(g, t.nbytes);
+      }
+    }
+    for (size_t k = 0; k < s_.buffers.size(); ++k) {
+      const StepBuffer& b = s_.buffers[k];
+      if (!b.is_activation || b.producer < 0) continue;
+      const int64_t end = b.retained ? n - 1 : std::max(b.producer, last_read[k]);
+      add_range(fwd, b.producer, end, b.bytes);
+      if (b.retained) add_range(bwd, std::max<int64_t>(release_[k], 0), n - 1, b.bytes);
+      if (remat_[k] >= 0) add_range(bwd, release_[k], remat_[k], b.bytes);
+      if (grad_bytes[k] > 0) {
+        add_range(bwd, b.producer, std::max(b.producer, last_read[k]), grad_bytes[k]);
+      }
+    }
+    int64_t live = 0, best = 0;
+    for (int64_t i = 0; i < n; ++i) best = std::max(best, live += fwd[static_cast<size_t>(i)]);
+    live = 0;
+    for (int64_t i = 0; i < n; ++i) best = std::max(best, live += bwd[static_cast<size_t>(i)]);
+    s_.totals.peak_activation_bytes = best;
+  }
+
+  void optimizer() {
+    // Trainable elements: each parameter storage once (ties and views share one).
+    std::vector<bool> seen(s_.buffers.size(), false);
+    int64_t params = 0;
+    for (const StepTensor& t : s_.tensors) {
+      if (t.role != TensorRole::kParameter || seen[static_cast<size_t>(t.buffer)]) continue;
+      seen[static_cast<size_t>(t.buffer)] = true;
+      params += buffer(t.buffer).bytes / itemsize(t.dtype);
+    }
+    StepTotals& tot = s_.totals;
+    tot.parameters = params;
+    tot.optimizer_flops = adam_flops_per_param() * static_cast<double>(params);
+    // Reads gradient, weights (master copy when there is one), both moments; writes the weights,
+    // moments and, with a master copy, the 16-bit working weights.
+    const MixedPrecision& p = s_.options.precision;
+    const int64_t weights = p.master_bytes > 0 ? p.master_bytes : p.param_bytes;
+    const int64_t per_param = p.grad_bytes + 2 * (weights + p.optimizer_state_bytes) +
+                              (p.master_bytes > 0 ? p.param_bytes : 0);
+    int64_t bytes = 0;
+    SP_CHECK(!__builtin_mul_overflow(params, per_param, &bytes),
+             "trace_training_step: optimizer bytes of ", params, " parameters overflow int64");
+    tot.optimizer_bytes = bytes;
+  }
+
+  void sum_totals() {
+    StepTotals& tot = s_.totals;
+    for (const TrainingOp& op : s_.ops) {
+      if (op.is_view || op.skipped) continue;
+      tot.ops += 1;
+      tot.forward_flops += op.flops;
+      tot.forward_matmul_flops += op.matmul_flops;
+      tot.backward_flops += op.backward_flops;
+      tot.backward_matmul_flops += op.backward_matmul_flops;
+      tot.recompute_flops += op.recompute_flops;
+      tot.forward_bytes += op.bytes_read + op.bytes_written;
+      tot.backward_bytes += op.backward_bytes_read + op.backward_bytes_written;
+      if (op.block >= 0) {
+        StepBlock& b = s_.blocks[static_cast<size_t>(op.block)];
+        b.flops += op.flops;
+        b.recompute_flops += op.recompute_flops;
+      }
+    }
+    for (const StepBuffer& b : s_.buffers) {
+      if (!b.retained) continue;
+      tot.activation_bytes += b.bytes;
+      if (b.block >= 0) {
+        s_.blocks[static_cast<size_t>(b.block)].activation_bytes += b.bytes;
+      } else {
+        tot.activation_bytes_outside_blocks += b.bytes;
+      }
+    }
+  }
+
+  TrainingStep& s_;
+  std::vector<std::pair<int64_t, int64_t>> regions_;
+  std::vector<int64_t> release_;
+  std::vector<int64_t> remat_;
+};
+
+// Children of ModuleList / Sequential modules, outermost only (Note [Blocks and recomputation]).
+void find_blocks(const Module& m, std::vector<std::string>& out) {
+  const bool is_list = m.type_name() == "ModuleList" || m.type_name() == "Sequential";
+  for (const auto& [name, child] : m.named_children()) {
+    if (is_list) {
+      out.push_back(child->fqn());
+    } else {
+      find_blocks(*child, out);
+    }
+  }
+}
+
+}  // namespace
+
+double adam_flops_per_param() {
+  // torch.optim.Adam's update per element: exp_avg.lerp_(g, 1-b1) 3; exp_avg_sq.mul_(b2)
+  // .addcmul_(g, g, 1-b2) 4; denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps 3;
+  // p.addcdiv_(exp_avg, denom, -step_size) 3. Bias corrections are per-step scalars.
+  constexpr double kAdamFlops = 3 + 4 + 3 + 3;
+  return kAdamFlops;
+}
+
+int64_t TrainingStep::max_block_activation_bytes() const {
+  int64_t best = 0;
+  for (const StepBlock& b : blocks) best = std::max(best, b.activation_bytes);
+  return best;
+}
+
+TrainingStep trace_training_step(Module& model, const TraceOptions& options) {
+  SP_CHECK(options.batch >= 1, "trace_training_step: batch must be >= 1, got ", options.batch);
+  SP_CHECK(options.seq >= 1, "trace_training_step: seq must be >= 1, got ", options.seq);
+  model.assign_fqns();
+  TrainingStep step;
+  step.options = options;
+  std::vector<std::string> block_names = options.block_fqns;
+  if (block_names.empty()) {
+    find_blocks(model, block_names);
+  } else {
+    for (const std::string& f : block_names) (void)model.get_submodule(f);  // throws if absent
+  }
+  const std::unordered_set<std::string_view> block_set(block_names.begin(), block_names.end());
+  const Tensor input = options.input.defined()
+                           ? options.input
+                           : empty({options.batch, options.seq}, {DType::kInt64});
+  StepRecorder rec(step, block_set);
+  rec.set_dropout(options.dropout);
+  rec.tensor_id(input, TensorRole::kInput);
+  {
+    TraceScope scope(&rec);
+    Tensor out = model.call(input);
+    if (options.loss && out.defined() && out.dim() >= 2 && is_floating(out.dtype())) {
+      // Next-token loss over every position: logits [.., V] -> [N, V] against N int64 targets.
+      const int64_t classes = out.sizes().back();
+      const int64_t rows = classes == 0 ? 0 : out.numel() / classes;
+      const Tensor targets = empty({rows}, {DType::kInt64});
+      cross_entropy(reshape(out, {rows, classes}), targets);
+    }
+  }
+  for (StepBlock& b : step.blocks) {
+    if (b.end_op < b.first_op) b.end_op = b.first_op;  // a block still open on an error path
+  }
+  Deriver(step).run();
+  return step;
+}
+
+std::string_view to_string(RecomputePolicy p) {
+  switch (p) {
+    case RecomputePolicy::kNone:
+      return "none";
+    case RecomputePolicy::kSelective:
+      return "selective";
+    case RecomputePolicy::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::string_view to_string(AttentionImpl a) {
+  return a == AttentionImpl::kFlash ? "flash" : "math";
+}
+
+RecomputePolicy parse_recompute_policy(std::string_view s) {
+  if (s == "none") return RecomputePolicy::kNone;
+  if (s == "selective") return RecomputePolicy::kSelective;
+  if (s == "full") return RecomputePolicy::kFull;
+  SP_FAIL("recompute policy '", s, "': expected none, selective or full");
+}
+
+AttentionImpl parse_attention_impl(std::string_view s) {
+  if (s == "flash") return AttentionImpl::kFlash;
+  if (s == "math") return AttentionImpl::kMath;
+  SP_FAIL("attention implementation '", s, "': expected flash or math");
+}
+
+std::ostream& operator<<(std::ostream& os, const StepTotals& t) {
+  return os << "StepTotals(ops=" << t.ops << ", forward_flops=" << t.forward_flops
+            << ", backward_flops=" << t.backward_flops << ", recompute_flops=" << t.recompute_flops
+            << ", optimizer_flops=" << t.optimizer_flops << ", parameters=" << t.parameters
+            << ", activation_bytes=" << t.activation_bytes
+            << ", peak_activation_bytes=" << t.peak_activation_bytes << ")";
+}
+
+void to_json(nlohmann::json& j, const StepTotals& t) {
+  j = {{"ops", t.ops},
+       {"forward_flops", t.forward_flops},
+       {"forward_matmul_flops", t.forward_matmul_flops},
+       {"backward_flops", t.backward_flops},
+       {"backward_matmul_flops", t.backward_matmul_flops},
+       {"recompute_flops", t.recompute_flops},
+       {"optimizer_flops", t.optimizer_flops},
+       {"forward_bytes", t.forward_bytes},
+       {"backward_bytes", t.backward_bytes},
+       {"optimizer_bytes", t.optimizer_bytes},
+       {"parameters", t.parameters},
+       {"activation_bytes", t.activation_bytes},
+       {"activation_bytes_outside_blocks", t.activation_bytes_outside_blocks},
+       {"peak_activation_bytes", t.peak_activation_bytes}};
+}
+
+void from_json(const nlohmann::json& j, StepTotals& t) {
+  t.ops = j.at("ops").get<int64_t>();
+  t.forward_flops = j.at("forward_flops").get<double>();
+  t.forward_matmul_flops = j.at("forward_matmul_flops").get<double>();
+  t.backward_flops = j.at("backward_flops").get<double>();
+  t.backward_matmul_flops = j.at("backward_matmul_flops").get<double>();
+  t.recompute_flops = j.at("recompute_flops").get<double>();
+  t.optimizer_flops = j.at("optimizer_flops").get<double>();
+  t.forward_bytes = j.at("forward_bytes").get<int64_t>();
+  t.backward_bytes = j.at("backward_bytes").get<int64_t>();
+  t.optimizer_bytes = j.at("optimizer_bytes").get<int64_t>();
+  t.parameters = j.at("parameters").get<int64_t>();
+  t.activation_bytes = j.at("activation_bytes").get<int64_t>();
+  t.activation_bytes_outside_blocks = j.at("activation_bytes_outside_blocks").get<int64_t>();
+  t.peak_activation_bytes = j.at("peak_activation_bytes").get<int64_t>();
+}
+
+nlohmann::json summary_json(const TrainingStep& step) {
+  const TraceOptions& o = step.options;
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const StepBlock& b : step.blocks) {
+    blocks.push_back({{"fqn", b.fqn},
+                      {"type", b.type},
+                      {"ops", b.end_op - b.first_op},
+                      {"activation_bytes", b.activation_bytes},
+                      {"flops", b.flops},
+                      {"recompute_flops", b.recompute_flops}});
+  }
+  return {{"options",
+           {{"batch", o.batch},
+            {"seq", o.seq},
+            {"recompute", to_string(o.recompute)},
+            {"dropout", o.dropout},
+            {"attention", to_string(o.attention)},
+            {"loss", o.loss},
+            {"precision", o.precision}}},
+          {"totals", step.totals},
+          {"max_block_activation_bytes", step.max_block_activation_bytes()},
+          {"blocks", blocks}};
+}
+
+}  // namespace shardplan::tensor
