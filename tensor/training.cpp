@@ -18,7 +18,16 @@ namespace {
 class StepRecorder : public TraceSink {
  public:
   StepRecorder(TrainingStep& step, const std::unordered_set<std::string_view>& block_fqns)
-      : step_(step), block_fqns_(block_fqns) {}
+      : step_(step), block_fqns_(block_fqns) {
+    // Sized for an 80-layer transformer (~3k ops, ~4k tensors) so the trace does not rehash.
+    constexpr size_t kExpected = 4096;
+    ids_.reserve(kExpected);
+    buffer_of_.reserve(kExpected);
+    held_.reserve(kExpected);
+    step_.ops.reserve(kExpected);
+    step_.tensors.reserve(kExpected);
+    step_.buffers.reserve(kExpected);
+  }
 
   int64_t tensor_id(const Tensor& t, TensorRole role_if_new) {
     auto [it, inserted] = ids_.try_emplace(t.impl(), 0);
