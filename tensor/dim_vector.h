@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
@@ -23,12 +24,14 @@ class DimVector {
   DimVector() = default;
   explicit DimVector(size_t n, int64_t value = 0) { resize(n, value); }
   DimVector(std::initializer_list<int64_t> il) { assign(il.begin(), il.end()); }
-  DimVector(std::span<const int64_t> s) { assign(s.begin(), s.end()); }  // NOLINT: implicit on purpose
+  DimVector(std::span<const int64_t> s) {
+    assign(s.begin(), s.end());
+  }  // NOLINT: implicit on purpose
   DimVector(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }  // NOLINT
-  DimVector(const DimVector& o) { assign(o.begin(), o.end()); }
+  DimVector(const DimVector& o) { copy_from(o); }
   DimVector(DimVector&& o) noexcept { steal(std::move(o)); }
   DimVector& operator=(const DimVector& o) {
-    if (this != &o) assign(o.begin(), o.end());
+    if (this != &o) copy_from(o);
     return *this;
   }
   DimVector& operator=(DimVector&& o) noexcept {
@@ -93,13 +96,26 @@ class DimVector {
 
  private:
   size_t capacity() const { return heap_ ? heap_cap_ : kInline; }
+  // Copies of shapes that fit inline (nearly all) move a fixed kInline words: a constant-size
+  // memcpy compiles to a few vector moves, where a size-dependent loop or memmove call cost more
+  // than the rest of a view op. Reading kInline words is in bounds: inline storage has kInline,
+  // and a heap buffer has more (it is only allocated beyond kInline).
+  void copy_from(const DimVector& o) {
+    if (o.size_ <= kInline) {
+      heap_.reset();
+      std::memcpy(inline_, o.data(), sizeof(inline_));
+      size_ = o.size_;
+      return;
+    }
+    assign(o.begin(), o.end());
+  }
   void steal(DimVector&& o) {
     if (o.heap_) {
       heap_ = std::move(o.heap_);
       heap_cap_ = o.heap_cap_;
     } else {
       heap_.reset();
-      std::copy(o.inline_, o.inline_ + o.size_, inline_);
+      std::memcpy(inline_, o.inline_, sizeof(inline_));
     }
     size_ = o.size_;
     o.size_ = 0;

@@ -15,20 +15,33 @@ namespace {
 
 std::atomic<int64_t> g_next_storage_id{1};
 
+// Ids are handed to each thread in blocks, so creating a storage (once per op output) costs no
+// atomic read-modify-write on a shared cache line. Ids stay process-unique, never reused; only
+// their order across threads is not creation order, which nothing relies on.
+constexpr int64_t kIdBlock = 1024;
+
+int64_t next_storage_id() {
+  thread_local int64_t next = 0;
+  thread_local int64_t end = 0;
+  if (next == end) {
+    next = g_next_storage_id.fetch_add(kIdBlock, std::memory_order_relaxed);
+    end = next + kIdBlock;
+  }
+  return next++;
+}
+
 // 64 bytes: a cache line, and enough for any vector load of the element types we hold.
 constexpr size_t kCpuAlignment = 64;
 
 }  // namespace
 
 StorageImpl::StorageImpl(int64_t nbytes, Device device)
-    : id_(g_next_storage_id.fetch_add(1, std::memory_order_relaxed)),
-      nbytes_(nbytes),
-      device_(device) {
+    : id_(next_storage_id()), nbytes_(nbytes), device_(device) {
   SP_ASSERT(nbytes >= 0);
   if (device.is_meta() || nbytes == 0) return;
   if (device.is_cpu()) {
-    const size_t rounded = (static_cast<size_t>(nbytes) + kCpuAlignment - 1) / kCpuAlignment *
-                           kCpuAlignment;
+    const size_t rounded =
+        (static_cast<size_t>(nbytes) + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     data_ = std::aligned_alloc(kCpuAlignment, rounded);
     SP_CHECK(data_ != nullptr, "out of memory allocating ", nbytes, " bytes on cpu");
     return;

@@ -35,8 +35,7 @@ int64_t Tensor::nbytes() const {
 
 void Tensor::set_requires_grad(bool r) {
   SP_CHECK(!r || is_floating(dtype()) || is_complex(dtype()),
-           "only Tensors of floating point and complex dtype can require gradients, got ",
-           dtype());
+           "only Tensors of floating point and complex dtype can require gradients, got ", dtype());
   impl_->requires_grad = r;
 }
 
@@ -203,7 +202,7 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 
 namespace {
 
-std::shared_ptr<TensorImpl> new_impl(StoragePtr storage, DimVector sizes, DimVector strides,
+std::shared_ptr<TensorImpl> new_impl(StoragePtr storage, DimVector&& sizes, DimVector&& strides,
                                      int64_t offset, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = std::move(sizes);
@@ -213,6 +212,31 @@ std::shared_ptr<TensorImpl> new_impl(StoragePtr storage, DimVector sizes, DimVec
   impl->dtype = dtype;
   impl->refresh_metadata();
   return impl;
+}
+
+// A fresh tensor whose numel and contiguity the caller already computed (they are what
+// refresh_metadata would derive; asserted in debug builds).
+Tensor fresh_tensor(DimVector&& sizes, DimVector&& strides, DType dtype, Device device,
+                    int64_t numel, bool contiguous, const char* op) {
+  const int64_t elems = numel == 0   ? 0
+                        : contiguous ? numel
+                                     : required_storage_elements(sizes, strides, 0, op);
+  int64_t bytes = 0;
+  SP_CHECK(!__builtin_mul_overflow(elems, itemsize(dtype), &bytes), op, ": ", elems,
+           " elements of ", dtype, " overflow int64 bytes");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->storage = make_storage(bytes, device);
+  impl->dtype = dtype;
+  impl->numel = numel;
+  impl->is_contiguous = contiguous;
+#ifndef NDEBUG
+  const int64_t cached_numel = impl->numel;
+  impl->refresh_metadata();
+  SP_ASSERT(impl->numel == cached_numel && impl->is_contiguous == contiguous);
+#endif
+  return Tensor(std::move(impl));
 }
 
 }  // namespace
@@ -231,13 +255,15 @@ Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t
 }
 
 Tensor make_fresh(DimVector sizes, DimVector strides, DType dtype, Device device, const char* op) {
-  checked_numel(sizes, op);
-  const int64_t elems = required_storage_elements(sizes, strides, 0, op);
-  int64_t bytes = 0;
-  SP_CHECK(!__builtin_mul_overflow(elems, itemsize(dtype), &bytes), op, ": ", elems,
-           " elements of ", dtype, " overflow int64 bytes");
-  return Tensor(new_impl(make_storage(bytes, device), std::move(sizes), std::move(strides), 0,
-                         dtype));
+  const int64_t numel = checked_numel(sizes, op);
+  const bool contiguous = compute_contiguous(sizes, strides);
+  return fresh_tensor(std::move(sizes), std::move(strides), dtype, device, numel, contiguous, op);
+}
+
+Tensor make_fresh_contiguous(DimVector sizes, DType dtype, Device device, const char* op) {
+  const int64_t numel = checked_numel(sizes, op);  // first: contiguous_strides relies on it
+  DimVector strides = contiguous_strides(sizes);
+  return fresh_tensor(std::move(sizes), std::move(strides), dtype, device, numel, true, op);
 }
 
 Tensor make_on_storage(StoragePtr storage, DimVector sizes, DimVector strides, int64_t offset,

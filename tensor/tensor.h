@@ -17,8 +17,8 @@
 namespace shardplan::tensor {
 
 struct TensorImpl {
-  DimVector sizes;    // INVARIANT: every size >= 0
-  DimVector strides;  // INVARIANT: same length as sizes; in elements
+  DimVector sizes;             // INVARIANT: every size >= 0
+  DimVector strides;           // INVARIANT: same length as sizes; in elements
   int64_t storage_offset = 0;  // in elements
   int64_t numel = 1;           // INVARIANT: product of sizes, checked against overflow
   StoragePtr storage;          // INVARIANT: non-null, large enough for sizes/strides/offset
@@ -86,8 +86,9 @@ DimVector contiguous_strides(std::span<const int64_t> sizes);
 // Product of sizes, throwing shardplan::Error naming `op` and the shape on int64 overflow or a
 // negative size.
 int64_t checked_numel(std::span<const int64_t> sizes, const char* op);
-// Elements a storage needs to back this view: 0 if numel == 0, else offset + 1 + sum (size-1)*stride;
-// overflow-checked. Negative strides are rejected by the callers that create views.
+// Elements a storage needs to back this view: 0 if numel == 0, else offset + 1 + sum
+// (size-1)*stride; overflow-checked. Negative strides are rejected by the callers that create
+// views.
 int64_t required_storage_elements(std::span<const int64_t> sizes, std::span<const int64_t> strides,
                                   int64_t offset, const char* op);
 bool compute_contiguous(std::span<const int64_t> sizes, std::span<const int64_t> strides);
@@ -108,9 +109,12 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 
 // A new tensor viewing `storage`; records `base` as the view base (its own base if it has one).
 Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t offset);
-Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t offset, DType dtype);
+Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t offset,
+                 DType dtype);
 // A new non-view tensor with its own storage of exactly the bytes its layout needs.
 Tensor make_fresh(DimVector sizes, DimVector strides, DType dtype, Device device, const char* op);
+// make_fresh with row-major strides (the common case, without re-deriving what it knows).
+Tensor make_fresh_contiguous(DimVector sizes, DType dtype, Device device, const char* op);
 // Wraps an existing storage without making a view (loaders, to_empty).
 Tensor make_on_storage(StoragePtr storage, DimVector sizes, DimVector strides, int64_t offset,
                        DType dtype, const char* op);

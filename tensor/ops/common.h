@@ -48,21 +48,24 @@ inline void propagate_grad(Tensor& out, std::initializer_list<const Tensor*> inp
 
 // Note [Ops compute metadata only]: ops that compute values accept meta tensors only.
 inline void require_meta(const Tensor& t, const char* op) {
-  SP_CHECK(t.is_meta(), op, ": shardplan computes shapes, not values; expected a meta tensor, got "
-                        "one on ", t.device(), " (materialize with to_empty and kernels/ fills)");
+  SP_CHECK(t.is_meta(), op,
+           ": shardplan computes shapes, not values; expected a meta tensor, got "
+           "one on ",
+           t.device(), " (materialize with to_empty and kernels/ fills)");
 }
 
 // All tensor operands on one device, as PyTorch requires.
 inline void require_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  SP_CHECK(a.device() == b.device(), op, ": Expected all tensors to be on the same device, but "
-           "found at least two devices, ", a.device(), " and ", b.device(), "!");
+  SP_CHECK(a.device() == b.device(), op,
+           ": Expected all tensors to be on the same device, but "
+           "found at least two devices, ",
+           a.device(), " and ", b.device(), "!");
 }
 
 // A fresh contiguous output.
 inline Tensor new_contiguous(const DimVector& sizes, DType dtype, const Device& device,
                              const char* op) {
-  checked_numel(sizes, op);
-  return make_fresh(sizes, contiguous_strides(sizes), dtype, device, op);
+  return make_fresh_contiguous(sizes, dtype, device, op);
 }
 
 }  // namespace shardplan::tensor::detail

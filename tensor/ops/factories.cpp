@@ -8,11 +8,16 @@ namespace {
 
 Tensor new_tensor(const DimVector& size, const DimVector* stride, DType dtype,
                   const TensorOptions& opts, const char* op) {
+  if (stride == nullptr) {
+    Tensor out = make_fresh_contiguous(size, dtype, opts.device, op);
+    if (opts.requires_grad) out.set_requires_grad(true);
+    return out;
+  }
   checked_numel(size, op);
   DimVector strides;
   if (stride != nullptr) {
-    SP_CHECK(stride->size() == size.size(), op, ": mismatch in length of strides and shape (",
-             size, " vs ", *stride, ")");
+    SP_CHECK(stride->size() == size.size(), op, ": mismatch in length of strides and shape (", size,
+             " vs ", *stride, ")");
     for (int64_t s : *stride) {
       SP_CHECK(s >= 0, op, ": negative strides are not supported, got strides ", *stride);
     }
@@ -42,7 +47,8 @@ DType inferred_dtype(const Scalar& v) {
 }  // namespace
 
 Tensor empty(const DimVector& size, const TensorOptions& opts, MemoryFormat format) {
-  SP_CHECK(format != MemoryFormat::kPreserve, "empty: memory format preserve is only valid for "
+  SP_CHECK(format != MemoryFormat::kPreserve,
+           "empty: memory format preserve is only valid for "
            "*_like factories");
   if (format == MemoryFormat::kChannelsLast) {
     checked_numel(size, "empty");

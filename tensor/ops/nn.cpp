@@ -20,14 +20,16 @@ constexpr double kSiluFlopsPerElement = 4;
 constexpr double kDropoutFlopsPerElement = 2;
 
 void require_float(const Tensor& x, const char* op) {
-  SP_CHECK(is_floating(x.dtype()) || is_complex(x.dtype()), op, ": expected a floating point "
-           "input, got ", x.dtype());
+  SP_CHECK(is_floating(x.dtype()) || is_complex(x.dtype()), op,
+           ": expected a floating point "
+           "input, got ",
+           x.dtype());
 }
 
 // A pointwise-shaped output following x's layout (TensorIterator rules).
 Tensor like_pointwise(const Tensor& x, DType dtype, const char* op) {
   detail::require_meta(x, op);
-  const std::vector<detail::IterOperand> ops{{&x.sizes(), &x.strides()}};
+  const detail::IterOperand ops[] = {{&x.sizes(), &x.strides(), x.is_contiguous()}};
   return make_fresh(x.sizes(), detail::pointwise_output_strides(x.sizes(), ops), dtype, x.device(),
                     op);
 }
@@ -35,23 +37,28 @@ Tensor like_pointwise(const Tensor& x, DType dtype, const char* op) {
 void check_normalized(const Tensor& x, const DimVector& normalized_shape, const Tensor& weight,
                       const Tensor& bias, const char* op) {
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  SP_CHECK(nd >= 1, op, ": Expected normalized_shape to be at least 1-dimensional, i.e., "
-           "containing at least one element, but got normalized_shape = ", normalized_shape);
+  SP_CHECK(nd >= 1, op,
+           ": Expected normalized_shape to be at least 1-dimensional, i.e., "
+           "containing at least one element, but got normalized_shape = ",
+           normalized_shape);
   bool match = x.dim() >= nd;
   for (int64_t i = 0; match && i < nd; ++i) {
     match = x.sizes()[x.dim() - nd + i] == normalized_shape[i];
   }
-  SP_CHECK(match, op, ": Given normalized_shape=", normalized_shape,
-           ", expected input with shape [*", [&] {
-             std::string s;
-             for (int64_t v : normalized_shape) s += ", " + std::to_string(v);
-             return s;
-           }(), "], but got input of size", x.sizes());
+  SP_CHECK(
+      match, op, ": Given normalized_shape=", normalized_shape, ", expected input with shape [*",
+      [&] {
+        std::string s;
+        for (int64_t v : normalized_shape) s += ", " + std::to_string(v);
+        return s;
+      }(),
+      "], but got input of size", x.sizes());
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
-    SP_CHECK(p->sizes() == normalized_shape, op, ": Expected ",
-             p == &weight ? "weight" : "bias", " to be of same shape as normalized_shape, but "
-             "got ", p == &weight ? "weight" : "bias", " of shape ", p->sizes(),
+    SP_CHECK(p->sizes() == normalized_shape, op, ": Expected ", p == &weight ? "weight" : "bias",
+             " to be of same shape as normalized_shape, but "
+             "got ",
+             p == &weight ? "weight" : "bias", " of shape ", p->sizes(),
              " and normalized_shape = ", normalized_shape);
     detail::require_meta(*p, op);
   }
@@ -63,7 +70,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   SP_CHECK(weight.dim() == 2, "embedding: 'weight' must be 2-D, got shape ", weight.sizes());
   SP_CHECK(indices.dtype() == DType::kInt64 || indices.dtype() == DType::kInt32,
            "embedding: Expected tensor for argument #1 'indices' to have one of the following "
-           "scalar types: Long, Int; but got ", indices.dtype(), " instead");
+           "scalar types: Long, Int; but got ",
+           indices.dtype(), " instead");
   detail::require_meta(weight, "embedding");
   detail::require_meta(indices, "embedding");
   DimVector shape = indices.sizes();
@@ -117,8 +125,10 @@ static Tensor softmax_like(const Tensor& x, int64_t dim, std::optional<DType> dt
                            const char* op) {
   wrap_dim(dim, x.dim(), op);
   const DType out_dtype = dtype.value_or(x.dtype());
-  SP_CHECK(is_floating(out_dtype) || is_complex(out_dtype), op, ": expected a floating point "
-           "input or dtype, got ", out_dtype);
+  SP_CHECK(is_floating(out_dtype) || is_complex(out_dtype), op,
+           ": expected a floating point "
+           "input or dtype, got ",
+           out_dtype);
   detail::require_meta(x, op);
   Tensor out = detail::new_contiguous(x.sizes(), out_dtype, x.device(), op);
   detail::propagate_grad(out, {&x});
@@ -153,8 +163,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool train) {
-  SP_CHECK(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ",
-           p);
+  SP_CHECK(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
   // Identity (the input itself) when nothing is dropped, as PyTorch.
   if (!train || p == 0 || x.numel() == 0) return x;
   Tensor out = like_pointwise(x, x.dtype(), "dropout");
@@ -168,28 +177,34 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     std::optional<double> scale, bool enable_gqa) {
   (void)scale;
   const char* op = "scaled_dot_product_attention";
-  SP_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op, ": query, key and value must be at "
-           "least 2-D, got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
-  SP_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op, ": Expected query, key, and "
-           "value to have the same dtype, but got query.dtype: ", q.dtype(), " key.dtype: ",
-           k.dtype(), " and value.dtype: ", v.dtype(), " instead.");
+  SP_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op,
+           ": query, key and value must be at "
+           "least 2-D, got ",
+           q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  SP_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
+           ": Expected query, key, and "
+           "value to have the same dtype, but got query.dtype: ",
+           q.dtype(), " key.dtype: ", k.dtype(), " and value.dtype: ", v.dtype(), " instead.");
   require_float(q, op);
   SP_CHECK(dropout_p >= 0 && dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ", dropout_p);
-  SP_CHECK(!(is_causal && attn_mask.defined()), op, ": Explicit attn_mask should not be set when "
+  SP_CHECK(!(is_causal && attn_mask.defined()), op,
+           ": Explicit attn_mask should not be set when "
            "is_causal=True");
   for (const Tensor* t : {&q, &k, &v}) detail::require_meta(*t, op);
   const int64_t L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
   SP_CHECK(k.size(-1) == E, op, ": key's last dim ", k.size(-1), " must equal query's ", E);
   SP_CHECK(v.size(-2) == S, op, ": value's sequence length ", v.size(-2), " must equal key's ", S);
-  // Batch dims: everything before (heads, seq, dim). Heads are the third-from-last dim when present.
+  // Batch dims: everything before (heads, seq, dim). Heads are the third-from-last dim when
+  // present.
   auto batch_of = [](const Tensor& t) {
     return DimVector(std::span<const int64_t>(t.sizes().data(), t.dim() - 2));
   };
   DimVector qb = batch_of(q), kb = batch_of(k), vb = batch_of(v);
   if (enable_gqa && q.dim() >= 3 && k.dim() >= 3) {
     const int64_t hq = q.size(-3), hk = k.size(-3), hv = v.dim() >= 3 ? v.size(-3) : 1;
-    SP_CHECK(hk > 0 && hq % hk == 0 && hk == hv, op, ": with enable_gqa the number of query heads (",
-             hq, ") must be a multiple of the key/value heads (", hk, ", ", hv, ")");
+    SP_CHECK(hk > 0 && hq % hk == 0 && hk == hv, op,
+             ": with enable_gqa the number of query heads (", hq,
+             ") must be a multiple of the key/value heads (", hk, ", ", hv, ")");
     // Key/value heads are repeated hq/hk times: treat them as hq heads for broadcasting.
     kb.back() = hq;
     vb.back() = hq;
@@ -231,10 +246,12 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
                      std::string_view reduction, int64_t ignore_index, double label_smoothing) {
   (void)ignore_index;
   const char* op = "cross_entropy";
-  SP_CHECK(reduction == "none" || reduction == "mean" || reduction == "sum", op, ": ",
-           reduction, " is not a valid value for reduction (expected none, mean or sum)");
-  SP_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, ": label_smoothing must be between "
-           "0.0 and 1.0. Got: ", label_smoothing);
+  SP_CHECK(reduction == "none" || reduction == "mean" || reduction == "sum", op, ": ", reduction,
+           " is not a valid value for reduction (expected none, mean or sum)");
+  SP_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op,
+           ": label_smoothing must be between "
+           "0.0 and 1.0. Got: ",
+           label_smoothing);
   SP_CHECK(input.dim() >= 1, op, ": input must have a class dimension, got a 0-d tensor");
   require_float(input, op);
   detail::require_meta(input, op);
@@ -242,9 +259,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   const int64_t class_dim = input.dim() == 1 ? 0 : 1;
   const int64_t C = input.sizes()[class_dim];
   if (weight.defined()) {
-    SP_CHECK(weight.dim() == 1 && weight.sizes()[0] == C, op, ": weight tensor should be defined "
-             "either for all ", C, " classes or no classes but got weight tensor of shape: ",
-             weight.sizes());
+    SP_CHECK(weight.dim() == 1 && weight.sizes()[0] == C, op,
+             ": weight tensor should be defined "
+             "either for all ",
+             C, " classes or no classes but got weight tensor of shape: ", weight.sizes());
   }
   DimVector loss_shape;  // input's shape without the class dim
   for (int64_t d = 0; d < input.dim(); ++d) {
@@ -255,8 +273,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
     SP_CHECK(target.sizes() == input.sizes(), op, ": Expected target of shape ", input.sizes(),
              " (class probabilities) but got ", target.sizes());
   } else {
-    SP_CHECK(target.dtype() == DType::kInt64, op, ": expected target of class indices to be int64 "
-             "(Long), got ", target.dtype());
+    SP_CHECK(target.dtype() == DType::kInt64, op,
+             ": expected target of class indices to be int64 "
+             "(Long), got ",
+             target.dtype());
     SP_CHECK(target.sizes() == loss_shape, op, ": Expected input batch_size (",
              input.dim() > 1 ? input.sizes()[0] : 1, ") to match target batch_size (",
              target.dim() > 0 ? target.sizes()[0] : 1, "); input shape ", input.sizes(),

@@ -1,5 +1,8 @@
 // Pointwise ops: broadcasting, PyTorch type promotion, TensorIterator output strides
 // (Note [Pointwise output strides] in tensor_iterator.h). One FLOP per output element.
+#include <array>
+#include <span>
+
 #include "tensor/ops/common.h"
 #include "tensor/ops/tensor_iterator.h"
 
@@ -10,53 +13,94 @@ const DimVector kScalarDims;  // a wrapped number is a 0-dim operand
 
 const char* unary_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::kNeg: return "neg";
-    case UnaryOp::kAbs: return "abs";
-    case UnaryOp::kExp: return "exp";
-    case UnaryOp::kLog: return "log";
-    case UnaryOp::kSqrt: return "sqrt";
-    case UnaryOp::kRsqrt: return "rsqrt";
-    case UnaryOp::kSin: return "sin";
-    case UnaryOp::kCos: return "cos";
-    case UnaryOp::kTanh: return "tanh";
-    case UnaryOp::kSigmoid: return "sigmoid";
-    case UnaryOp::kRelu: return "relu";
-    case UnaryOp::kReciprocal: return "reciprocal";
-    case UnaryOp::kSquare: return "square";
-    case UnaryOp::kLogicalNot: return "logical_not";
-    case UnaryOp::kSign: return "sign";
-    case UnaryOp::kFloor: return "floor";
-    case UnaryOp::kCeil: return "ceil";
-    case UnaryOp::kRound: return "round";
-    case UnaryOp::kErf: return "erf";
-    case UnaryOp::kBitwiseNot: return "bitwise_not";
-    case UnaryOp::kIsnan: return "isnan";
+    case UnaryOp::kNeg:
+      return "neg";
+    case UnaryOp::kAbs:
+      return "abs";
+    case UnaryOp::kExp:
+      return "exp";
+    case UnaryOp::kLog:
+      return "log";
+    case UnaryOp::kSqrt:
+      return "sqrt";
+    case UnaryOp::kRsqrt:
+      return "rsqrt";
+    case UnaryOp::kSin:
+      return "sin";
+    case UnaryOp::kCos:
+      return "cos";
+    case UnaryOp::kTanh:
+      return "tanh";
+    case UnaryOp::kSigmoid:
+      return "sigmoid";
+    case UnaryOp::kRelu:
+      return "relu";
+    case UnaryOp::kReciprocal:
+      return "reciprocal";
+    case UnaryOp::kSquare:
+      return "square";
+    case UnaryOp::kLogicalNot:
+      return "logical_not";
+    case UnaryOp::kSign:
+      return "sign";
+    case UnaryOp::kFloor:
+      return "floor";
+    case UnaryOp::kCeil:
+      return "ceil";
+    case UnaryOp::kRound:
+      return "round";
+    case UnaryOp::kErf:
+      return "erf";
+    case UnaryOp::kBitwiseNot:
+      return "bitwise_not";
+    case UnaryOp::kIsnan:
+      return "isnan";
   }
   return "unary";
 }
 
 const char* binary_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd: return "add";
-    case BinaryOp::kSub: return "sub";
-    case BinaryOp::kMul: return "mul";
-    case BinaryOp::kDiv: return "div";
-    case BinaryOp::kPow: return "pow";
-    case BinaryOp::kMaximum: return "maximum";
-    case BinaryOp::kMinimum: return "minimum";
-    case BinaryOp::kEq: return "eq";
-    case BinaryOp::kNe: return "ne";
-    case BinaryOp::kLt: return "lt";
-    case BinaryOp::kLe: return "le";
-    case BinaryOp::kGt: return "gt";
-    case BinaryOp::kGe: return "ge";
-    case BinaryOp::kLogicalAnd: return "logical_and";
-    case BinaryOp::kLogicalOr: return "logical_or";
-    case BinaryOp::kBitwiseAnd: return "bitwise_and";
-    case BinaryOp::kBitwiseOr: return "bitwise_or";
-    case BinaryOp::kRemainder: return "remainder";
-    case BinaryOp::kFloorDivide: return "floor_divide";
-    case BinaryOp::kAtan2: return "atan2";
+    case BinaryOp::kAdd:
+      return "add";
+    case BinaryOp::kSub:
+      return "sub";
+    case BinaryOp::kMul:
+      return "mul";
+    case BinaryOp::kDiv:
+      return "div";
+    case BinaryOp::kPow:
+      return "pow";
+    case BinaryOp::kMaximum:
+      return "maximum";
+    case BinaryOp::kMinimum:
+      return "minimum";
+    case BinaryOp::kEq:
+      return "eq";
+    case BinaryOp::kNe:
+      return "ne";
+    case BinaryOp::kLt:
+      return "lt";
+    case BinaryOp::kLe:
+      return "le";
+    case BinaryOp::kGt:
+      return "gt";
+    case BinaryOp::kGe:
+      return "ge";
+    case BinaryOp::kLogicalAnd:
+      return "logical_and";
+    case BinaryOp::kLogicalOr:
+      return "logical_or";
+    case BinaryOp::kBitwiseAnd:
+      return "bitwise_and";
+    case BinaryOp::kBitwiseOr:
+      return "bitwise_or";
+    case BinaryOp::kRemainder:
+      return "remainder";
+    case BinaryOp::kFloorDivide:
+      return "floor_divide";
+    case BinaryOp::kAtan2:
+      return "atan2";
   }
   return "binary";
 }
@@ -128,17 +172,20 @@ BinaryTypes binary_types(BinaryOp op, const Operand& a, const Operand& b, const 
   const DType da = dtype_of(a), db = dtype_of(b);
   switch (op) {
     case BinaryOp::kSub:
-      SP_CHECK(da != DType::kBool || db != DType::kBool,
-               "sub: Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-               "`^` or `logical_xor()` operator instead.");
-      SP_CHECK(da != DType::kBool && db != DType::kBool,
-               "sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-               "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+      SP_CHECK(
+          da != DType::kBool || db != DType::kBool,
+          "sub: Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+          "`^` or `logical_xor()` operator instead.");
+      SP_CHECK(
+          da != DType::kBool && db != DType::kBool,
+          "sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+          "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
       [[fallthrough]];
     case BinaryOp::kAdd:
       if (is_integral(common, true)) {
-        SP_CHECK(alpha.kind == Scalar::Kind::kInt || alpha.kind == Scalar::Kind::kBool, name,
-                 ": For integral input tensors, argument alpha must not be a floating point number.");
+        SP_CHECK(
+            alpha.kind == Scalar::Kind::kInt || alpha.kind == Scalar::Kind::kBool, name,
+            ": For integral input tensors, argument alpha must not be a floating point number.");
       }
       SP_CHECK(alpha.kind != Scalar::Kind::kBool || common == DType::kBool, name,
                ": Boolean alpha only supported for Boolean results.");
@@ -152,8 +199,10 @@ BinaryTypes binary_types(BinaryOp op, const Operand& a, const Operand& b, const 
     case BinaryOp::kLe:
     case BinaryOp::kGt:
     case BinaryOp::kGe:
-      SP_CHECK(!is_complex(common), name, ": ordering comparisons are not defined for complex "
-               "tensors (got ", common, ")");
+      SP_CHECK(!is_complex(common), name,
+               ": ordering comparisons are not defined for complex "
+               "tensors (got ",
+               common, ")");
       break;
     case BinaryOp::kPow:
       // The one value check PyTorch makes before computing: an integer base cannot take a
@@ -172,8 +221,10 @@ BinaryTypes binary_types(BinaryOp op, const Operand& a, const Operand& b, const 
       break;
     case BinaryOp::kBitwiseAnd:
     case BinaryOp::kBitwiseOr:
-      SP_CHECK(is_integral(common, true), name, ": only integral and bool tensors are supported, "
-               "got ", common);
+      SP_CHECK(is_integral(common, true), name,
+               ": only integral and bool tensors are supported, "
+               "got ",
+               common);
       break;
     default:
       break;
@@ -181,14 +232,22 @@ BinaryTypes binary_types(BinaryOp op, const Operand& a, const Operand& b, const 
   return {common, is_comparison(op) ? DType::kBool : common};
 }
 
-std::vector<detail::IterOperand> iter_operands(std::initializer_list<const Operand*> ops) {
-  std::vector<detail::IterOperand> out;
-  out.reserve(ops.size());
+// At most three operands (where); a fixed array keeps the per-op path free of heap allocations.
+struct IterOperands {
+  std::array<detail::IterOperand, 3> items;
+  size_t count = 0;
+  std::span<const detail::IterOperand> span() const { return {items.data(), count}; }
+};
+
+IterOperands iter_operands(std::initializer_list<const Operand*> ops) {
+  SP_ASSERT(ops.size() <= 3);
+  IterOperands out;
   for (const Operand* o : ops) {
     if (o->is_scalar) {
-      out.push_back({&kScalarDims, &kScalarDims});
+      out.items[out.count++] = {&kScalarDims, &kScalarDims, true};
     } else {
-      out.push_back({&o->tensor.sizes(), &o->tensor.strides()});
+      out.items[out.count++] = {&o->tensor.sizes(), &o->tensor.strides(),
+                                o->tensor.is_contiguous()};
     }
   }
   return out;
@@ -210,11 +269,11 @@ Device check_tensor_operands(std::initializer_list<const Operand*> ops, const ch
 
 Tensor pointwise_out(std::initializer_list<const Operand*> ops, DType out_dtype, const char* op) {
   const Device device = check_tensor_operands(ops, op);
-  const auto iops = iter_operands(ops);
-  const DimVector shape = detail::broadcast_all(iops, op);
+  const IterOperands iops = iter_operands(ops);
+  DimVector shape = detail::broadcast_all(iops.span(), op);
   checked_numel(shape, op);
-  DimVector strides = detail::pointwise_output_strides(shape, iops);
-  return make_fresh(shape, std::move(strides), out_dtype, device, op);
+  DimVector strides = detail::pointwise_output_strides(shape, iops.span());
+  return make_fresh(std::move(shape), std::move(strides), out_dtype, device, op);
 }
 
 }  // namespace
@@ -225,7 +284,8 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   if (promotes_int_to_float(op) && is_integral(dtype, true)) dtype = kDefaultFloat;
   switch (op) {
     case UnaryOp::kNeg:
-      SP_CHECK(x.dtype() != DType::kBool, "neg: Negation, the `-` operator, on a bool tensor is not "
+      SP_CHECK(x.dtype() != DType::kBool,
+               "neg: Negation, the `-` operator, on a bool tensor is not "
                "supported. If you are trying to invert a mask, use the `~` or `logical_not()` "
                "operator instead.");
       break;
@@ -238,8 +298,10 @@ Tensor unary(UnaryOp op, const Tensor& x) {
       dtype = DType::kBool;
       break;
     case UnaryOp::kBitwiseNot:
-      SP_CHECK(is_integral(x.dtype(), true), "bitwise_not: only integral and bool tensors are "
-               "supported, got ", x.dtype());
+      SP_CHECK(is_integral(x.dtype(), true),
+               "bitwise_not: only integral and bool tensors are "
+               "supported, got ",
+               x.dtype());
       break;
     case UnaryOp::kAbs:
       SP_CHECK(x.dtype() != DType::kBool, "abs: \"abs\" not implemented for bool tensors");
@@ -284,7 +346,8 @@ Tensor binary(BinaryOp op, const Operand& a, const Operand& b, Scalar alpha) {
   const char* name = binary_name(op);
   const BinaryTypes types = binary_types(op, a, b, alpha);
   Tensor out = pointwise_out({&a, &b}, types.out, name);
-  detail::propagate_grad(out, {a.is_scalar ? nullptr : &a.tensor, b.is_scalar ? nullptr : &b.tensor});
+  detail::propagate_grad(out,
+                         {a.is_scalar ? nullptr : &a.tensor, b.is_scalar ? nullptr : &b.tensor});
   if (active_trace_sink() != nullptr) {
     std::vector<Tensor> ins;
     if (!a.is_scalar) ins.push_back(a.tensor);
@@ -309,9 +372,11 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Operand& other, Scalar alpha) {
   // one memory location several times.
   if (!compute_non_overlapping_and_dense(self.sizes(), self.strides())) {
     for (int64_t d = 0; d < self.dim(); ++d) {
-      SP_CHECK(self.sizes()[d] <= 1 || self.strides()[d] != 0, name, "_: unsupported operation: "
-               "more than one element of the written-to tensor (sizes ", self.sizes(),
-               ", strides ", self.strides(), ") refers to a single memory location. Please "
+      SP_CHECK(self.sizes()[d] <= 1 || self.strides()[d] != 0, name,
+               "_: unsupported operation: "
+               "more than one element of the written-to tensor (sizes ",
+               self.sizes(), ", strides ", self.strides(),
+               ") refers to a single memory location. Please "
                "clone() the tensor before performing the operation.");
     }
   }
@@ -333,8 +398,10 @@ Tensor sub(const Operand& a, const Operand& b, Scalar alpha) {
 Tensor mul(const Operand& a, const Operand& b) { return binary(BinaryOp::kMul, a, b); }
 Tensor div(const Operand& a, const Operand& b) { return binary(BinaryOp::kDiv, a, b); }
 Tensor div(const Operand& a, const Operand& b, std::string_view rounding_mode) {
-  SP_CHECK(rounding_mode == "trunc" || rounding_mode == "floor", "div: div expected rounding_mode "
-           "to be one of None, 'trunc', or 'floor' but found '", rounding_mode, "'");
+  SP_CHECK(rounding_mode == "trunc" || rounding_mode == "floor",
+           "div: div expected rounding_mode "
+           "to be one of None, 'trunc', or 'floor' but found '",
+           rounding_mode, "'");
   // A rounded quotient is typed like floor_divide: no promotion to float, no complex.
   return binary(BinaryOp::kFloorDivide, a, b);
 }
@@ -357,8 +424,10 @@ Tensor& mul_(Tensor& self, const Operand& other) { return binary_(BinaryOp::kMul
 Tensor& div_(Tensor& self, const Operand& other) { return binary_(BinaryOp::kDiv, self, other); }
 
 Tensor where(const Tensor& condition, const Operand& a, const Operand& b) {
-  SP_CHECK(condition.dtype() == DType::kBool, "where: where expected condition to be a boolean "
-           "tensor, but got a tensor with dtype ", condition.dtype());
+  SP_CHECK(condition.dtype() == DType::kBool,
+           "where: where expected condition to be a boolean "
+           "tensor, but got a tensor with dtype ",
+           condition.dtype());
   ResultType rt;
   for (const Operand* o : {&a, &b}) {
     if (o->is_scalar) {
@@ -369,7 +438,8 @@ Tensor where(const Tensor& condition, const Operand& a, const Operand& b) {
   }
   const Operand c(condition);
   Tensor out = pointwise_out({&c, &a, &b}, rt.result(), "where");
-  detail::propagate_grad(out, {a.is_scalar ? nullptr : &a.tensor, b.is_scalar ? nullptr : &b.tensor});
+  detail::propagate_grad(out,
+                         {a.is_scalar ? nullptr : &a.tensor, b.is_scalar ? nullptr : &b.tensor});
   if (active_trace_sink() != nullptr) {
     std::vector<Tensor> ins{condition};
     if (!a.is_scalar) ins.push_back(a.tensor);

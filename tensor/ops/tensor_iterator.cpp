@@ -1,5 +1,7 @@
 #include "tensor/ops/tensor_iterator.h"
 
+#include <array>
+
 #include "tensor/ops/common.h"
 
 namespace shardplan::tensor {
@@ -20,26 +22,42 @@ DimVector broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> 
 
 namespace detail {
 
-DimVector broadcast_all(const std::vector<IterOperand>& ops, const char* op) {
+DimVector broadcast_all(std::span<const IterOperand> ops, const char* op) {
+  // The common case, operands of one shape (0-dim ones broadcast to anything), needs no merging.
+  const DimVector* first = nullptr;
+  bool same = true;
+  for (const auto& o : ops) {
+    if (o.sizes->empty()) continue;
+    if (first == nullptr) {
+      first = o.sizes;
+    } else {
+      same &= *o.sizes == *first;
+    }
+  }
+  if (first == nullptr) return {};
+  if (same) return *first;
   DimVector shape;
   for (const auto& o : ops) shape = broadcast_shapes(shape, *o.sizes, op);
   return shape;
 }
 
-DimVector pointwise_output_strides(const DimVector& shape, const std::vector<IterOperand>& ops) {
+DimVector pointwise_output_strides(const DimVector& shape, std::span<const IterOperand> ops) {
   const size_t n = shape.size();
   if (n == 0) return {};
-  // Fast paths (Note [Pointwise output strides], 1).
-  bool same_shape = true;
-  for (const auto& o : ops) same_shape &= (*o.sizes == shape);
+  // Fast paths (Note [Pointwise output strides], 1). As in TensorIterator's compute_shape, a mix
+  // of 0-dim and n-dim operands is not "same shape": it takes the general path.
+  bool same_shape = true, contiguous = true;
+  for (const auto& o : ops) {
+    same_shape &= (*o.sizes == shape);
+    contiguous &= o.contiguous;
+  }
+  if (same_shape && contiguous) return contiguous_strides(shape);
   if (same_shape) {
-    bool contiguous = true, channels_last = true, dense = true;
+    bool channels_last = n == 4, dense = true;
     for (const auto& o : ops) {
-      contiguous &= compute_contiguous(*o.sizes, *o.strides);
-      channels_last &= compute_channels_last_contiguous_2d(*o.sizes, *o.strides);
-      dense &= compute_non_overlapping_and_dense(*o.sizes, *o.strides);
+      channels_last = channels_last && compute_channels_last_contiguous_2d(*o.sizes, *o.strides);
+      dense = dense && compute_non_overlapping_and_dense(*o.sizes, *o.strides);
     }
-    if (contiguous) return contiguous_strides(shape);
     if (channels_last) return channels_last_strides(shape);
     if (dense) {
       bool equal = true;
@@ -48,16 +66,20 @@ DimVector pointwise_output_strides(const DimVector& shape, const std::vector<Ite
     }
   }
   // General path (Note [Pointwise output strides], 2): strides on the broadcast shape.
-  std::vector<DimVector> bstrides;
-  bstrides.reserve(ops.size());
-  for (const auto& o : ops) {
-    DimVector s(n, 0);
+  // Operands are few (where() has three), so their strides live on the stack.
+  constexpr size_t kMaxOperands = 4;
+  SP_ASSERT(ops.size() <= kMaxOperands);
+  std::array<DimVector, kMaxOperands> bstrides_storage;
+  const std::span<DimVector> bstrides(bstrides_storage.data(), ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const IterOperand& o = ops[k];
+    DimVector& s = bstrides[k];
+    s.resize(n, 0);
     const size_t off = n - o.sizes->size();
     for (size_t i = 0; i < o.sizes->size(); ++i) {
       const bool broadcast = (*o.sizes)[i] == 1 && shape[off + i] != 1;
       s[off + i] = broadcast ? 0 : (*o.strides)[i];
     }
-    bstrides.push_back(std::move(s));
   }
   DimVector perm(n);
   for (size_t i = 0; i < n; ++i) perm[i] = static_cast<int64_t>(n - 1 - i);
