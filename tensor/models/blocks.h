@@ -1,0 +1,53 @@
+// Pieces shared by the model families of tensor/models/ (internal to that folder; the public API
+// is tensor/models/models.h): activations by Hugging Face name, rotary embedding as pointwise ops,
+// dropout that exists only in training builds, and meta position ids.
+//   auto rope = std::make_shared<RotaryEmbedding>("LlamaRotaryEmbedding", 128, 500000.0);
+//   auto [cos, sin] = rope->cos_sin(position_ids(4096), DType::kBFloat16);
+//   q = apply_rotary(q, cos, sin);                     // q [B, H, S, D]
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "tensor/module.h"
+#include "tensor/ops.h"
+
+namespace shardplan::tensor::models {
+
+// Hugging Face's ACT2FN names this builds: silu/swish, gelu (erf), gelu_new / gelu_fast /
+// gelu_pytorch_tanh (tanh approximation), relu.
+bool known_activation(std::string_view hf_name);
+const char* known_activations();  // for error messages
+Tensor activation(std::string_view hf_name, const Tensor& x);
+
+// dropout(x, p) when `training` and p > 0, else x itself (no op recorded).
+Tensor maybe_dropout(const Tensor& x, double p, bool training);
+
+// Position ids [1, seq] int64 on meta (Note [What the traced forward counts] in models.h).
+Tensor position_ids(int64_t seq);
+
+// Rotary tables of width `rot_dim` (even) from the non-persistent buffer inv_freq [rot_dim / 2]
+// (float32, as transformers keeps it).
+class RotaryEmbedding : public Module {
+ public:
+  RotaryEmbedding(std::string type_name, int64_t rot_dim, double theta);
+  // {cos, sin}, each [1, S, rot_dim] in `dtype`, from position ids [1, S]: the outer product
+  // position x inv_freq, duplicated (cat), cos and sin, cast to the activations' dtype.
+  std::pair<Tensor, Tensor> cos_sin(const Tensor& position_ids, DType dtype);
+  int64_t rot_dim() const { return rot_dim_; }
+
+ private:
+  int64_t rot_dim_;
+};
+
+// x [B, H, S, D] rotated on its first cos.size(-1) channels (all of D, or GPT-NeoX's rotary_pct
+// part), HF's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1).
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
+// [B, S, H*D] -> [B, H, S, D] (a view), and back ([B, H, S, D] -> [B, S, H*D], a copy as HF's
+// transpose(1, 2).reshape).
+Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim);
+Tensor merge_heads(const Tensor& x);
+
+}  // namespace shardplan::tensor::models

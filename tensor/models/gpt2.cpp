@@ -1,0 +1,151 @@
+// GPT-2 as transformers' modeling_gpt2.py: learned positions, fused qkv, LayerNorm, GeLU MLP, and
+// Conv1D layers whose weight is stored [in, out] (the transpose of nn.Linear's):
+//   transformer.wte.weight [vocab, n_embd], transformer.wpe.weight [n_positions, n_embd]
+//   transformer.h.N.ln_1.{weight,bias}, transformer.h.N.attn.c_attn.{weight [n_embd, 3 n_embd],
+//   bias} transformer.h.N.attn.c_proj.{weight [n_embd, n_embd], bias}, transformer.h.N.ln_2.*
+//   transformer.h.N.mlp.c_fc.{weight [n_embd, n_inner], bias}, mlp.c_proj.{weight [n_inner,
+//   n_embd]} transformer.ln_f.*, lm_head.weight (tied to wte unless tie_word_embeddings is false)
+#include "tensor/error.h"
+#include "tensor/models/blocks.h"
+#include "tensor/models/models_internal.h"
+
+namespace shardplan::tensor::models {
+namespace {
+
+// transformers' Conv1D(nf, nx): y = x @ W + b with W [nx, nf], computed as addmm on the flattened
+// tokens (which is what it runs).
+class Conv1D : public Module {
+ public:
+  Conv1D(int64_t nf, int64_t nx, const TensorOptions& o) : Module("Conv1D"), nf_(nf), nx_(nx) {
+    register_parameter("weight", empty({nx, nf}, o));
+    register_parameter("bias", empty({nf}, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor y = addmm(parameter("bias"), view(x, {-1, nx_}), parameter("weight"));
+    DimVector out = x.sizes();
+    out.back() = nf_;
+    return view(y, out);
+  }
+  // GPT2PreTrainedModel._init_weights: N(0, 0.02) weights, zero bias.
+  void reset_parameters(uint64_t seed) override {
+    init_member_normal("weight", seed, 0.0, 0.02);
+    init_member_constant("bias", 0.0);
+  }
+
+ private:
+  int64_t nf_, nx_;
+};
+
+class Attention : public Module {
+ public:
+  Attention(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPT2Attention"),
+        hidden_(c.hidden_size),
+        heads_(c.num_attention_heads),
+        attn_dropout_(training ? c.attention_dropout : 0.0),
+        resid_dropout_(c.resid_dropout),
+        training_(training) {
+    register_module("c_attn", std::make_shared<Conv1D>(3 * hidden_, hidden_, o));
+    register_module("c_proj", std::make_shared<Conv1D>(hidden_, hidden_, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const std::vector<Tensor> qkv = split(child("c_attn")->call(x), hidden_, 2);
+    const int64_t d = hidden_ / heads_;
+    const Tensor out = scaled_dot_product_attention(
+        split_heads(qkv[0], heads_, d), split_heads(qkv[1], heads_, d),
+        split_heads(qkv[2], heads_, d), Tensor(), attn_dropout_, /*is_causal=*/true);
+    return maybe_dropout(child("c_proj")->call(merge_heads(out)), resid_dropout_, training_);
+  }
+
+ private:
+  int64_t hidden_, heads_;
+  double attn_dropout_, resid_dropout_;
+  bool training_;
+};
+
+class Mlp : public Module {
+ public:
+  Mlp(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPT2MLP"), act_(c.hidden_act), dropout_(c.resid_dropout), training_(training) {
+    register_module("c_fc", std::make_shared<Conv1D>(c.intermediate_size, c.hidden_size, o));
+    register_module("c_proj", std::make_shared<Conv1D>(c.hidden_size, c.intermediate_size, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = activation(act_, child("c_fc")->call(x));
+    return maybe_dropout(child("c_proj")->call(h), dropout_, training_);
+  }
+
+ private:
+  std::string act_;
+  double dropout_;
+  bool training_;
+};
+
+class Block : public Module {
+ public:
+  Block(const ModelConfig& c, const TensorOptions& o, bool training) : Module("GPT2Block") {
+    const DimVector h{c.hidden_size};
+    register_module("ln_1", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
+    register_module("attn", std::make_shared<Attention>(c, o, training));
+    register_module("ln_2", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
+    register_module("mlp", std::make_shared<Mlp>(c, o, training));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = add(x, child("attn")->call(child("ln_1")->call(x)));
+    return add(h, child("mlp")->call(child("ln_2")->call(h)));
+  }
+};
+
+class Gpt2Model : public Module {
+ public:
+  Gpt2Model(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPT2Model"),
+        max_positions_(c.max_position_embeddings),
+        dropout_(c.embd_dropout),
+        training_(training) {
+    register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
+    register_module("wpe",
+                    std::make_shared<Embedding>(c.max_position_embeddings, c.hidden_size, o));
+    auto h = register_module("h", std::make_shared<ModuleList>());
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      h->push_back(std::make_shared<Block>(c, o, training));
+    register_module(
+        "ln_f", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
+  }
+  Tensor forward(const Tensor& ids) override {
+    const int64_t seq = ids.size(1);
+    // Learned positions exist only up to n_positions (HF fails with an index error beyond).
+    SP_CHECK(seq <= max_positions_, "gpt2: sequence length ", seq, " exceeds n_positions ",
+             max_positions_);
+    Tensor h = add(child("wte")->call(ids), child("wpe")->call(position_ids(seq)));
+    h = maybe_dropout(h, dropout_, training_);
+    for (const auto& [name, block] : child("h")->named_children()) h = block->call(h);
+    return child("ln_f")->call(h);
+  }
+
+ private:
+  int64_t max_positions_;
+  double dropout_;
+  bool training_;
+};
+
+class Gpt2LMHeadModel : public Module {
+ public:
+  Gpt2LMHeadModel(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPT2LMHeadModel") {
+    register_module("transformer", std::make_shared<Gpt2Model>(c, o, training));
+    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
+    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "transformer.wte.weight");
+  }
+  Tensor forward(const Tensor& ids) override {
+    return child("lm_head")->call(child("transformer")->call(ids));
+  }
+};
+
+}  // namespace
+
+ModulePtr build_gpt2(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return std::make_shared<Gpt2LMHeadModel>(c, o, training);
+}
+
+}  // namespace shardplan::tensor::models

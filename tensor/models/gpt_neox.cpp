@@ -1,0 +1,144 @@
+// GPT-NeoX (GPT-NeoX-20B, Pythia) as transformers' modeling_gpt_neox.py: fused qkv laid out per
+// head, partial rotary (rotary_pct), LayerNorms with bias, untied embed_out, parallel residual:
+//   gpt_neox.embed_in.weight [vocab, hidden]
+//   gpt_neox.layers.N.{input,post_attention}_layernorm.{weight,bias} [hidden]
+//   gpt_neox.layers.N.attention.query_key_value.{weight [3 hidden, hidden], bias [3 hidden]}
+//   gpt_neox.layers.N.attention.dense.{weight [hidden, hidden], bias}
+//   gpt_neox.layers.N.mlp.dense_h_to_4h.{weight [ffn, hidden], bias}, dense_4h_to_h [hidden, ffn]
+//   gpt_neox.final_layer_norm.{weight,bias}, embed_out.weight [vocab, hidden]
+#include "tensor/error.h"
+#include "tensor/models/blocks.h"
+#include "tensor/models/models_internal.h"
+
+namespace shardplan::tensor::models {
+namespace {
+
+class Attention : public Module {
+ public:
+  Attention(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTNeoXAttention"),
+        heads_(c.num_attention_heads),
+        head_dim_(c.head_dim),
+        dropout_(training ? c.attention_dropout : 0.0) {
+    const int64_t h = c.hidden_size;
+    register_module("query_key_value", std::make_shared<Linear>(h, 3 * h, c.qkv_bias, o));
+    register_module("dense", std::make_shared<Linear>(h, h, c.o_bias, o));
+  }
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+    CallScope scope(*this);
+    const int64_t b = x.size(0), s = x.size(1), d = head_dim_;
+    // [B, S, 3H] -> [B, S, heads, 3 d] -> [B, heads, S, 3 d]: q, k, v interleaved per head.
+    const Tensor qkv =
+        permute(view(child("query_key_value")->call(x), {b, s, heads_, 3 * d}), {0, 2, 1, 3});
+    const Tensor q = apply_rotary(narrow(qkv, -1, 0, d), cos_t, sin_t);
+    const Tensor k = apply_rotary(narrow(qkv, -1, d, d), cos_t, sin_t);
+    const Tensor v = narrow(qkv, -1, 2 * d, d);
+    const Tensor out =
+        scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true);
+    return child("dense")->call(merge_heads(out));
+  }
+
+ private:
+  int64_t heads_, head_dim_;
+  double dropout_;
+};
+
+class Mlp : public Module {
+ public:
+  Mlp(const ModelConfig& c, const TensorOptions& o) : Module("GPTNeoXMLP"), act_(c.hidden_act) {
+    register_module("dense_h_to_4h",
+                    std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, o));
+    register_module("dense_4h_to_h",
+                    std::make_shared<Linear>(c.intermediate_size, c.hidden_size, true, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    return child("dense_4h_to_h")->call(activation(act_, child("dense_h_to_4h")->call(x)));
+  }
+
+ private:
+  std::string act_;
+};
+
+class Layer : public Module {
+ public:
+  Layer(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTNeoXLayer"),
+        parallel_(c.use_parallel_residual),
+        dropout_(c.resid_dropout),
+        training_(training) {
+    const DimVector h{c.hidden_size};
+    register_module("input_layernorm", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
+    register_module("post_attention_layernorm",
+                    std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
+    attention = register_module("attention", std::make_shared<Attention>(c, o, training));
+    register_module("mlp", std::make_shared<Mlp>(c, o));
+  }
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+    CallScope scope(*this);
+    const Tensor a = maybe_dropout(attention->run(child("input_layernorm")->call(x), cos_t, sin_t),
+                                   dropout_, training_);
+    if (parallel_) {
+      // x + attn(ln1(x)) + mlp(ln2(x)) (use_parallel_residual, GPT-NeoX-20B and Pythia).
+      const Tensor m = maybe_dropout(child("mlp")->call(child("post_attention_layernorm")->call(x)),
+                                     dropout_, training_);
+      return add(add(m, a), x);
+    }
+    const Tensor h = add(a, x);
+    return add(maybe_dropout(child("mlp")->call(child("post_attention_layernorm")->call(h)),
+                             dropout_, training_),
+               h);
+  }
+  std::shared_ptr<Attention> attention;
+
+ private:
+  bool parallel_;
+  double dropout_;
+  bool training_;
+};
+
+class NeoXModel : public Module {
+ public:
+  NeoXModel(const ModelConfig& c, const TensorOptions& o, bool training) : Module("GPTNeoXModel") {
+    register_module("embed_in", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
+    auto layers = register_module("layers", std::make_shared<ModuleList>());
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      layers->push_back(std::make_shared<Layer>(c, o, training));
+    }
+    register_module("final_layer_norm", std::make_shared<LayerNorm>(DimVector{c.hidden_size},
+                                                                    c.norm_eps, true, true, o));
+    rotary_emb = register_module(
+        "rotary_emb",
+        std::make_shared<RotaryEmbedding>("GPTNeoXRotaryEmbedding", rotary_dim(c), c.rope_theta));
+  }
+  Tensor forward(const Tensor& ids) override {
+    Tensor h = child("embed_in")->call(ids);
+    const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
+    for (const auto& [name, layer] : child("layers")->named_children()) {
+      h = static_cast<Layer&>(*layer).run(h, cos_t, sin_t);
+    }
+    return child("final_layer_norm")->call(h);
+  }
+  std::shared_ptr<RotaryEmbedding> rotary_emb;
+};
+
+class NeoXForCausalLM : public Module {
+ public:
+  NeoXForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTNeoXForCausalLM") {
+    register_module("gpt_neox", std::make_shared<NeoXModel>(c, o, training));
+    register_module("embed_out", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
+    if (c.tie_word_embeddings)
+      tie_parameters(*this, "embed_out.weight", "gpt_neox.embed_in.weight");
+  }
+  Tensor forward(const Tensor& ids) override {
+    return child("embed_out")->call(child("gpt_neox")->call(ids));
+  }
+};
+
+}  // namespace
+
+ModulePtr build_gpt_neox(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return std::make_shared<NeoXForCausalLM>(c, o, training);
+}
+
+}  // namespace shardplan::tensor::models

@@ -1,0 +1,95 @@
+// The architecture of a decoder-only language model as a plain value, parsed strictly from a
+// Hugging Face config.json. Parsing (JSON) and building (tensor/models/models.h) are separate, so
+// the planner can build models from configs it synthesizes without any JSON.
+//   ModelConfig c = load_model_config(find_config("models", "llama3-70b"));
+//   c.num_hidden_layers = 2;                                   // a smaller variant
+//   auto model = build_model(c);                               // tensor/models/models.h
+//
+// Note [Strict config parsing]
+// Hugging Face's config classes fill every absent field with a default; a planner must not silently
+// plan Llama-2-7B because a field was misspelled. So the fields that fix parameter shapes
+// (vocabulary, hidden, intermediate, layers, heads, experts) are required; the ones Hugging Face
+// documents as optional with a default that depends on the others (num_key_value_heads = heads,
+// head_dim = hidden / heads, tie_word_embeddings, biases, rope) take that default. Wrong JSON
+// types, non-positive sizes and inconsistent values are errors naming the file and the field.
+// Unknown fields (tokenizer ids, dropout of inference configs, ...) are ignored, as HF does.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace shardplan::tensor {
+
+// The model families shardplan builds: Hugging Face's `model_type` values.
+std::vector<std::string> supported_model_types();
+
+// `rope_scaling` of Llama 3.1 and friends (transformers' modeling_rope_utils).
+struct RopeScaling {
+  std::string rope_type;  // "linear", "dynamic", "yarn", "longrope", "llama3"
+  double factor = 1;      // context extension factor, >= 1
+  // llama3 only (transformers' _compute_llama3_parameters):
+  std::optional<double> low_freq_factor;
+  std::optional<double> high_freq_factor;
+  std::optional<int64_t> original_max_position_embeddings;
+  bool operator==(const RopeScaling&) const = default;
+};
+
+struct ModelConfig {
+  std::string model_type;  // one of supported_model_types()
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // MLP width (per expert for MoE)
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // == heads: MHA; 1: MQA; between: GQA
+  int64_t head_dim = 0;             // q/k/v width per head (Gemma: not hidden / heads)
+  int64_t max_position_embeddings = 0;
+  std::string hidden_act;  // HF's name: "silu", "gelu", "gelu_new", "gelu_pytorch_tanh", ...
+  double norm_eps = 1e-5;  // rms_norm_eps or layer_norm_eps / layer_norm_epsilon
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;      // biases of q, k, v projections (Qwen2: true; Llama: attention_bias)
+  bool o_bias = false;        // bias of the output projection (Llama: attention_bias)
+  bool mlp_bias = false;      // biases of MLP projections (Llama mlp_bias; GPT-2/NeoX: always)
+  double rope_theta = 10000;  // rotary base (GPT-NeoX: rotary_emb_base)
+  double partial_rotary_factor = 1;  // fraction of head_dim rotated (GPT-NeoX rotary_pct)
+  std::optional<RopeScaling> rope_scaling;
+  std::optional<int64_t> sliding_window;  // Mistral; attention cost is counted in full regardless
+  int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
+  int64_t num_experts_per_tok = 0;        // top-k of the router
+  bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+  // Dropout probabilities applied when a model is built for training (GPT-2's embd/attn/resid
+  // pdrop; Llama-family attention_dropout).
+  double embd_dropout = 0;
+  double attention_dropout = 0;
+  double resid_dropout = 0;
+  DType torch_dtype = DType::kFloat32;  // parameters' dtype (absent in the file: float32, as HF)
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const ModelConfig& c);
+
+// Checks what parsing checks on a config built in code: positive sizes, heads dividing, a known
+// model_type. `source` names where it came from in the error ("<file>: field 'x': ...").
+void validate(const ModelConfig& c, std::string_view source = "model config");
+
+// Strict parse of a Hugging Face config.json document (Note [Strict config parsing]).
+ModelConfig parse_model_config(const nlohmann::json& j, std::string_view source = "config.json");
+// The Hugging Face config.json fields that describe `c` (what parse_model_config reads back to
+// an equal ModelConfig).
+nlohmann::json to_hf_json(const ModelConfig& c);
+
+// Reads and parses a file; errors name the file.
+ModelConfig load_model_config(const std::filesystem::path& path);
+// By name in configs/models/ or by path to a config.json (tensor/config_paths.h).
+ModelConfig find_model_config(std::string_view name_or_path);
+
+}  // namespace shardplan::tensor

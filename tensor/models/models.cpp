@@ -1,0 +1,95 @@
+#include "tensor/models/models.h"
+
+#include <unordered_map>
+
+#include "tensor/error.h"
+#include "tensor/models/models_internal.h"
+
+namespace shardplan::tensor {
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The kind a module type stands for, "" when it is only a container (a Linear inside attention
+// belongs to the attention). See block_kind.
+std::string_view kind_of_type(std::string_view type) {
+  if (type == "Embedding") return "embedding";
+  if (type == "MixtralBlockSparseTop2MLP") return "experts";
+  if (ends_with(type, "SparseMoeBlock")) return "router";  // its direct parameters: the gate
+  if (ends_with(type, "Attention")) return "attention";
+  if (ends_with(type, "MLP")) return "mlp";
+  if (type.find("Norm") != std::string_view::npos) return "norm";
+  return "";
+}
+
+// Module FQN -> kind, inherited from the innermost ancestor that has one; the output layer (a
+// Linear directly under the root) is "lm_head".
+std::unordered_map<std::string, std::string> module_kinds(const Module& root) {
+  std::unordered_map<std::string, std::string> kinds;
+  for (const NamedModule& nm : root.named_modules()) {
+    std::string_view kind = kind_of_type(nm.module->type_name());
+    if (kind.empty() && !nm.name.empty()) {
+      const size_t dot = nm.name.rfind('.');
+      const std::string parent = dot == std::string::npos ? "" : nm.name.substr(0, dot);
+      kind = kinds[parent];
+      if (kind.empty() && dot == std::string::npos && nm.module->type_name() == "Linear") {
+        kind = "lm_head";
+      }
+    }
+    kinds[nm.name] = std::string(kind);
+  }
+  return kinds;
+}
+
+std::string owner_of(std::string_view fqn) {
+  const size_t dot = fqn.rfind('.');
+  return dot == std::string_view::npos ? "" : std::string(fqn.substr(0, dot));
+}
+
+}  // namespace
+
+ModulePtr build_model(const ModelConfig& cfg, const BuildOptions& opts) {
+  validate(cfg);
+  const TensorOptions o{.dtype = opts.dtype.value_or(cfg.torch_dtype)};
+  SP_CHECK(is_floating(*o.dtype), "build_model: parameters need a floating dtype, got ", *o.dtype);
+  if (cfg.model_type == "gpt2") return models::build_gpt2(cfg, o, opts.training);
+  if (cfg.model_type == "gpt_neox") return models::build_gpt_neox(cfg, o, opts.training);
+  return models::build_llama_like(cfg, o, opts.training);
+}
+
+Tensor token_ids(int64_t batch, int64_t seq) {
+  SP_CHECK(batch > 0 && seq > 0, "token ids need a positive batch and sequence length, got batch ",
+           batch, " and seq ", seq);
+  return empty({batch, seq}, {.dtype = DType::kInt64});
+}
+
+OpGraph trace_model_forward(Module& model, int64_t batch, int64_t seq) {
+  return trace_forward(model, token_ids(batch, seq));
+}
+
+std::string block_kind(const Module& root, std::string_view parameter_fqn) {
+  const auto kinds = module_kinds(root);
+  auto it = kinds.find(owner_of(parameter_fqn));
+  SP_CHECK(it != kinds.end(), "block_kind: no module owns '", parameter_fqn, "'");
+  return it->second.empty() ? "other" : it->second;
+}
+
+std::map<std::string, int64_t> parameters_by_kind(const Module& root) {
+  const auto kinds = module_kinds(root);
+  std::map<std::string, int64_t> out;
+  for (const NamedTensor& p : root.named_parameters()) {
+    const std::string& kind = kinds.at(owner_of(p.name));
+    out[kind.empty() ? "other" : kind] += p.tensor.numel();
+  }
+  return out;
+}
+
+std::string layers_path(const ModelConfig& cfg) {
+  if (cfg.model_type == "gpt2") return "transformer.h";
+  if (cfg.model_type == "gpt_neox") return "gpt_neox.layers";
+  return "model.layers";
+}
+
+}  // namespace shardplan::tensor

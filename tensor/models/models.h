@@ -1,0 +1,71 @@
+// Hugging Face causal language models as Module trees on meta tensors, with exactly the Hugging
+// Face parameter names and shapes (so a safetensors checkpoint lines up by name), and a forward
+// that runs through the tensor ops so a trace (tensor/op_graph.h) records the real FLOPs.
+//   ModelConfig cfg = find_model_config("llama3-70b");
+//   ModulePtr lm = build_model(cfg);                      // meta, cfg.torch_dtype
+//   lm->parameters_numel();                               // 70,553,706,496
+//   OpGraph g = trace_model_forward(*lm, /*batch=*/1, /*seq=*/4096);
+//
+// Families (ModelConfig::model_type): llama (1/2/3/3.1), mistral, mixtral, qwen2, gemma (one
+// rotary decoder, tensor/models/llama.cpp), gpt2 (gpt2.cpp), gpt_neox (gpt_neox.cpp).
+//
+// Note [What the traced forward counts]
+// Attention is one scaled_dot_product_attention op with grouped-query heads (enable_gqa), counted
+// in full (s^2, causal or not, sliding window or not), as Megatron's formulas and PyTorch's FLOP
+// counter do. Rotary embedding is the pointwise ops it is: the cos/sin tables once per forward
+// (position x inv_freq, cat, cos, sin), then per q and k: two halves, neg, cat, two mul, add.
+// Position ids are a free int64 [1, S] tensor (HF's arange, which needs data). Dropout runs only in
+// a model built with BuildOptions::training. Non-persistent buffers (rotary inv_freq) are
+// registered as HF does, so named_buffers(persistent_only) matches a state_dict.
+//
+// Note [Expected-load MoE]
+// Routing is data dependent, so a Mixtral block is traced capacity-free at its expected load: the
+// router (gate Linear + softmax in float32) runs on every token, the top-k weights are the first
+// k probabilities (a view standing in for topk, renormalized as Mixtral does), and EVERY expert
+// runs on ceil(tokens * k / num_experts) tokens, i.e. every token reaches k experts under a
+// perfectly balanced router. The k outputs per token are then weighted and summed. Expert FLOPs
+// are therefore exact in expectation (exact when tokens * k divides by num_experts); real routing
+// imbalance and capacity-factor drops are not modelled.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "tensor/models/model_config.h"
+#include "tensor/module.h"
+#include "tensor/op_graph.h"
+
+namespace shardplan::tensor {
+
+struct BuildOptions {
+  std::optional<DType> dtype;  // parameters' (and activations') dtype; unset: cfg.torch_dtype
+  bool training = false;       // adds the config's dropout ops to the forward
+};
+
+// The model `cfg` describes, on meta; forward(ids [B, S] int64) -> logits [B, S, vocab]. The root
+// is the Hugging Face *ForCausalLM module (type name "LlamaForCausalLM", "GPT2LMHeadModel", ...).
+// Validates `cfg` first (validate(cfg)).
+ModulePtr build_model(const ModelConfig& cfg, const BuildOptions& opts = {});
+
+// Meta token ids [batch, seq] (int64), what a model's forward takes.
+Tensor token_ids(int64_t batch, int64_t seq);
+
+// trace_forward of `model` on token_ids(batch, seq). Throws shardplan::Error for non-positive
+// sizes.
+OpGraph trace_model_forward(Module& model, int64_t batch, int64_t seq);
+
+// What a parameter is part of, from the module types of its ancestors: "embedding" (token and
+// position tables), "attention", "mlp", "router" and "experts" (MoE), "norm", "lm_head" (an
+// untied output layer; a tied one is the embedding and counts there once).
+std::string block_kind(const Module& root, std::string_view parameter_fqn);
+
+// Elements per block kind (keys of block_kind), each parameter once (ties de-duplicated).
+std::map<std::string, int64_t> parameters_by_kind(const Module& root);
+
+// The FQN of the ModuleList holding them ("model.layers",
+// "transformer.h", "gpt_neox.layers"): the planner's repeated block.
+std::string layers_path(const ModelConfig& cfg);
+
+}  // namespace shardplan::tensor
