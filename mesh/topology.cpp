@@ -1,0 +1,417 @@
+#include "mesh/topology.h"
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensor/error.h"
+
+// Note [Topology graph]
+// Vertices: per node, its GPUs, one switch vertex for the intra-node fabric (the NVSwitch plane,
+// or memory for shared_memory) and its NICs; per scalable unit of `nodes_per_leaf` nodes, one
+// leaf switch per rail; per rail, one spine vertex. Edges (undirected, one direction's figure):
+//   GPU - switch   achievable per-GPU bus bandwidth, half the intra-node step latency (so a
+//                  GPU -> GPU path adds up to the file's latency_us)
+//   GPU - NIC      GPU i uses NIC i * nics / gpus (rails); the NIC bandwidth, no latency of its own
+//   NIC - leaf     achievable NIC bandwidth, half the inter-node step latency
+//   leaf - spine   the leaf's downlink total / oversubscription, no latency of its own
+// The file's latencies are NCCL's end-to-end per-step figures, so the switch hops carry none:
+// splitting them further would invent numbers no source gives.
+
+namespace shardplan::mesh {
+
+namespace {
+enum class VertexKind { kGpu, kSwitch, kNic, kLeaf, kSpine };
+struct VertexProp {
+  VertexKind kind = VertexKind::kGpu;
+  int64_t node = -1;  // -1 for leaf/spine
+};
+struct EdgeProp {
+  double bandwidth_gbps = 0;
+  double latency_us = 0;
+};
+using BoostGraph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, VertexProp, EdgeProp>;
+using Vertex = BoostGraph::vertex_descriptor;
+
+constexpr std::pair<std::string_view, LinkClass> kLinkClassNames[] = {
+    {"nvlink", LinkClass::kNvlink},
+    {"shared_memory", LinkClass::kSharedMemory},
+    {"network", LinkClass::kNetwork},
+    {"mixed", LinkClass::kMixed}};
+}  // namespace
+
+struct Topology::Graph {
+  BoostGraph g;
+  std::vector<Vertex> gpu;  // by device id
+};
+
+std::string_view to_string(LinkClass c) {
+  for (const auto& [name, value] : kLinkClassNames) {
+    if (value == c) return name;
+  }
+  SP_ASSERT(false, "LinkClass without a name");
+  return {};
+}
+
+LinkClass parse_link_class(std::string_view s) {
+  std::string expected;
+  for (const auto& [name, value] : kLinkClassNames) {
+    if (s == name) return value;
+    expected += (expected.empty() ? "" : ", ") + std::string(name);
+  }
+  SP_FAIL("unknown link class '", s, "', expected one of: ", expected);
+}
+
+double bottleneck_bandwidth_gbps(const GroupLinks& g) {
+  double bw = std::numeric_limits<double>::infinity();
+  if (g.ranks_per_node > 1) bw = std::min(bw, g.intra_bandwidth_gbps);
+  if (g.nodes > 1) bw = std::min(bw, g.inter_bandwidth_gbps);
+  return std::isinf(bw) ? 0 : bw;
+}
+
+std::ostream& operator<<(std::ostream& os, const GroupLinks& g) {
+  os << "GroupLinks(" << to_string(g.link_class) << ", " << g.group_size << " ranks on " << g.nodes
+     << " node(s), " << g.ranks_per_node << " per node";
+  if (g.ranks_per_node > 1) os << ", intra " << g.intra_bandwidth_gbps << " GB/s";
+  if (g.nodes > 1) {
+    os << ", inter " << g.inter_bandwidth_gbps << " GB/s (" << g.groups_sharing_nics
+       << " group(s) per node's NICs" << (g.crosses_spine ? ", across spines" : "") << ")";
+  }
+  if (g.nvls) os << ", nvls";
+  return os << ")";
+}
+
+nlohmann::ordered_json to_json(const GroupLinks& g) {
+  nlohmann::ordered_json j;
+  j["link_class"] = to_string(g.link_class);
+  j["group_size"] = g.group_size;
+  j["nodes"] = g.nodes;
+  j["ranks_per_node"] = g.ranks_per_node;
+  j["intra_bandwidth_gbps"] = g.intra_bandwidth_gbps;
+  j["intra_latency_us"] = g.intra_latency_us;
+  j["inter_bandwidth_gbps"] = g.inter_bandwidth_gbps;
+  j["nic_bandwidth_gbps"] = g.nic_bandwidth_gbps;
+  j["inter_latency_us"] = g.inter_latency_us;
+  j["groups_sharing_nics"] = g.groups_sharing_nics;
+  j["crosses_spine"] = g.crosses_spine;
+  j["nvls"] = g.nvls;
+  j["nvls_efficiency"] = g.nvls_efficiency;
+  j["arch"] = to_string(g.arch);
+  j["library"] = to_string(g.library);
+  return j;
+}
+
+GroupLinks group_links_from_json(const nlohmann::json& j) {
+  SP_CHECK(j.is_object(), "group links: expected a JSON object, got ", j.dump());
+  auto get = [&](const char* key) -> const nlohmann::json& {
+    SP_CHECK(j.contains(key), "group links: field '", key, "' missing");
+    return j.at(key);
+  };
+  auto num = [&](const char* key) {
+    const nlohmann::json& v = get(key);
+    SP_CHECK(v.is_number() && v.get<double>() >= 0, "group links: field '", key,
+             "': expected a number >= 0, got ", v.dump());
+    return v.get<double>();
+  };
+  auto count = [&](const char* key) {
+    const nlohmann::json& v = get(key);
+    SP_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "group links: field '", key,
+             "': expected an integer >= 0, got ", v.dump());
+    return v.get<int64_t>();
+  };
+  auto text = [&](const char* key) {
+    const nlohmann::json& v = get(key);
+    SP_CHECK(v.is_string(), "group links: field '", key, "': expected a string, got ", v.dump());
+    return v.get<std::string>();
+  };
+  auto flag = [&](const char* key) {
+    const nlohmann::json& v = get(key);
+    SP_CHECK(v.is_boolean(), "group links: field '", key, "': expected true/false, got ", v.dump());
+    return v.get<bool>();
+  };
+  GroupLinks g;
+  g.link_class = parse_link_class(text("link_class"));
+  g.group_size = count("group_size");
+  g.nodes = count("nodes");
+  g.ranks_per_node = count("ranks_per_node");
+  g.intra_bandwidth_gbps = num("intra_bandwidth_gbps");
+  g.intra_latency_us = num("intra_latency_us");
+  g.inter_bandwidth_gbps = num("inter_bandwidth_gbps");
+  g.nic_bandwidth_gbps = num("nic_bandwidth_gbps");
+  g.inter_latency_us = num("inter_latency_us");
+  g.groups_sharing_nics = count("groups_sharing_nics");
+  g.crosses_spine = flag("crosses_spine");
+  g.nvls = flag("nvls");
+  g.nvls_efficiency = num("nvls_efficiency");
+  // The enums round-trip through a throwaway cluster-free lookup.
+  const std::string arch = text("arch");
+  const std::string library = text("library");
+  bool arch_ok = false, library_ok = false;
+  for (Arch a : {Arch::kCpu, Arch::kVolta, Arch::kAmpere, Arch::kHopper, Arch::kBlackwell}) {
+    if (to_string(a) == arch) g.arch = a, arch_ok = true;
+  }
+  for (Library l : {Library::kNccl, Library::kMpi, Library::kDTensorCompat}) {
+    if (to_string(l) == library) g.library = l, library_ok = true;
+  }
+  SP_CHECK(arch_ok, "group links: field 'arch': unknown value '", arch, "'");
+  SP_CHECK(library_ok, "group links: field 'library': unknown value '", library, "'");
+  SP_CHECK(g.group_size >= 1 && g.nodes >= 1 && g.ranks_per_node >= 1 &&
+               g.nodes * g.ranks_per_node >= g.group_size,
+           "group links: group_size ", g.group_size, " does not fit ", g.nodes, " node(s) x ",
+           g.ranks_per_node, " per node");
+  return g;
+}
+
+Topology::Topology(Cluster cluster)
+    : cluster_(std::move(cluster)), graph_(std::make_unique<Graph>()) {
+  const int64_t ppn = gpus_per_node(cluster_);
+  const int64_t nodes = cluster_.nodes;
+  SP_ASSERT(cluster_.gpus >= 1 && cluster_.gpus <= nodes * ppn, "cluster not scaled");
+  BoostGraph& g = graph_->g;
+  const IntraNodeSpec& in = cluster_.intra;
+  const double half_intra = in.latency_us.value / 2;
+  std::vector<std::vector<Vertex>> nics(static_cast<size_t>(nodes));
+  for (int64_t n = 0; n < nodes; ++n) {
+    const Vertex sw = boost::add_vertex(VertexProp{VertexKind::kSwitch, n}, g);
+    const int64_t local = std::min(ppn, cluster_.gpus - n * ppn);  // a partial single node
+    for (int64_t i = 0; i < local; ++i) {
+      const Vertex v = boost::add_vertex(VertexProp{VertexKind::kGpu, n}, g);
+      graph_->gpu.push_back(v);
+      boost::add_edge(v, sw, EdgeProp{in.bus_bandwidth_gbps.value, half_intra}, g);
+    }
+    if (!cluster_.network) continue;
+    const NetworkSpec& net = *cluster_.network;
+    const int64_t nic_count = static_cast<int64_t>(net.nics_per_node.value);
+    for (int64_t k = 0; k < nic_count; ++k) {
+      nics[static_cast<size_t>(n)].push_back(boost::add_vertex(VertexProp{VertexKind::kNic, n}, g));
+    }
+    for (int64_t i = 0; i < local; ++i) {
+      const Vertex nic = nics[static_cast<size_t>(n)][static_cast<size_t>(i * nic_count / ppn)];
+      boost::add_edge(graph_->gpu[static_cast<size_t>(n * ppn + i)], nic,
+                      EdgeProp{net.nic_bandwidth_gbps.value, 0}, g);
+    }
+  }
+  if (cluster_.network && nodes > 1) {
+    const NetworkSpec& net = *cluster_.network;
+    const int64_t nic_count = static_cast<int64_t>(net.nics_per_node.value);
+    const int64_t per_leaf = static_cast<int64_t>(net.nodes_per_leaf.value);
+    const int64_t units = (nodes + per_leaf - 1) / per_leaf;
+    const double half_net = net.latency_us.value / 2;
+    for (int64_t rail = 0; rail < nic_count; ++rail) {
+      const Vertex spine = boost::add_vertex(VertexProp{VertexKind::kSpine, -1}, g);
+      for (int64_t u = 0; u < units; ++u) {
+        const Vertex leaf = boost::add_vertex(VertexProp{VertexKind::kLeaf, -1}, g);
+        const double uplink = static_cast<double>(per_leaf) * net.nic_bandwidth_gbps.value /
+                              net.oversubscription.value;
+        if (units > 1) boost::add_edge(leaf, spine, EdgeProp{uplink, 0}, g);
+        for (int64_t n = u * per_leaf; n < std::min(nodes, (u + 1) * per_leaf); ++n) {
+          boost::add_edge(nics[static_cast<size_t>(n)][static_cast<size_t>(rail)], leaf,
+                          EdgeProp{net.nic_bandwidth_gbps.value, half_net}, g);
+        }
+      }
+    }
+  }
+  // The three pair categories every group is made of (Note [Topology graph]).
+  if (cluster_.gpus >= 2 && ppn >= 2) same_node_ = path(0, 1);
+  if (nodes >= 2) same_leaf_ = path(0, ppn);
+  if (cluster_.network && nodes > static_cast<int64_t>(cluster_.network->nodes_per_leaf.value)) {
+    across_spine_ = path(0, static_cast<int64_t>(cluster_.network->nodes_per_leaf.value) * ppn);
+  }
+}
+
+Topology::~Topology() = default;
+Topology::Topology(Topology&&) noexcept = default;
+Topology& Topology::operator=(Topology&&) noexcept = default;
+
+int64_t Topology::num_vertices() const {
+  return static_cast<int64_t>(boost::num_vertices(graph_->g));
+}
+int64_t Topology::num_edges() const { return static_cast<int64_t>(boost::num_edges(graph_->g)); }
+
+PathInfo Topology::path(int64_t device_a, int64_t device_b) const {
+  SP_CHECK(device_a >= 0 && device_a < num_devices() && device_b >= 0 && device_b < num_devices(),
+           "topology path: devices ", device_a, " and ", device_b, " out of range [0, ",
+           num_devices(), ")");
+  const BoostGraph& g = graph_->g;
+  const Vertex src = graph_->gpu[static_cast<size_t>(device_a)];
+  const Vertex dst = graph_->gpu[static_cast<size_t>(device_b)];
+  std::vector<Vertex> pred(boost::num_vertices(g), boost::graph_traits<BoostGraph>::null_vertex());
+  pred[src] = src;
+  boost::breadth_first_search(g, src,
+                              boost::visitor(boost::make_bfs_visitor(
+                                  boost::record_predecessors(pred.data(), boost::on_tree_edge()))));
+  PathInfo p;
+  if (src == dst) return p;
+  SP_ASSERT(pred[dst] != boost::graph_traits<BoostGraph>::null_vertex(), "disconnected topology");
+  p.bottleneck_gbps = std::numeric_limits<double>::infinity();
+  for (Vertex v = dst; v != src; v = pred[v]) {
+    const auto [e, found] = boost::edge(pred[v], v, g);
+    SP_ASSERT(found);
+    ++p.hops;
+    p.bottleneck_gbps = std::min(p.bottleneck_gbps, g[e].bandwidth_gbps);
+    p.latency_us += g[e].latency_us;
+    p.through_network |= g[v].kind == VertexKind::kNic;
+    p.through_spine |= g[v].kind == VertexKind::kSpine;
+  }
+  return p;
+}
+
+GroupLinks Topology::group_links(std::span<const int64_t> devices, int64_t sharing) const {
+  SP_CHECK(!devices.empty(), "group links: empty group");
+  const int64_t ppn = gpus_per_node(cluster_);
+  std::unordered_map<int64_t, int64_t> per_node;
+  std::unordered_set<int64_t> leaves;
+  for (int64_t d : devices) {
+    SP_CHECK(d >= 0 && d < num_devices(), "group links: device ", d, " out of range [0, ",
+             num_devices(), ") on ", cluster_.name, " with ", cluster_.nodes, " node(s)");
+    const int64_t node = d / ppn;
+    ++per_node[node];
+    if (cluster_.network)
+      leaves.insert(node / static_cast<int64_t>(cluster_.network->nodes_per_leaf.value));
+  }
+  GroupLinks out;
+  out.group_size = static_cast<int64_t>(devices.size());
+  out.nodes = static_cast<int64_t>(per_node.size());
+  for (const auto& [node, count] : per_node)
+    out.ranks_per_node = std::max(out.ranks_per_node, count);
+  out.arch = cluster_.accelerator.arch;
+  out.library = cluster_.library;
+  if (out.ranks_per_node > 1) {
+    out.intra_bandwidth_gbps = same_node_.bottleneck_gbps;
+    out.intra_latency_us = same_node_.latency_us;
+    out.nvls = cluster_.intra.nvls;
+    out.nvls_efficiency =
+        cluster_.intra.nvls_efficiency ? cluster_.intra.nvls_efficiency->value : 0;
+  }
+  if (out.nodes == 1) {
+    out.link_class =
+        cluster_.intra.fabric == Fabric::kNvlink ? LinkClass::kNvlink : LinkClass::kSharedMemory;
+    return out;
+  }
+  SP_CHECK(sharing >= 1, "group links: groups sharing NICs ", sharing, ", expected >= 1");
+  const NetworkSpec& net = *cluster_.network;
+  out.link_class = out.ranks_per_node == 1 ? LinkClass::kNetwork : LinkClass::kMixed;
+  out.crosses_spine = leaves.size() > 1;
+  const PathInfo& p = out.crosses_spine ? across_spine_ : same_leaf_;
+  out.inter_latency_us = p.latency_us;
+  out.groups_sharing_nics = sharing;
+  // A spine crossing leaves each node 1/oversubscription of its NIC bandwidth: the leaf's uplink
+  // (graph edge) is its downlink total divided by the oversubscription.
+  const double nic =
+      p.through_spine
+          ? std::min(p.bottleneck_gbps, net.nic_bandwidth_gbps.value / net.oversubscription.value)
+          : p.bottleneck_gbps;
+  out.inter_bandwidth_gbps = net.nics_per_node.value * nic / static_cast<double>(sharing);
+  // Per rank, at most one NIC: NCCL cannot aggregate NICs for point-to-point traffic such as
+  // alltoall (sjeaugey, NVIDIA/nccl-tests#267; spec 5.2).
+  out.nic_bandwidth_gbps =
+      std::min(nic, out.inter_bandwidth_gbps / static_cast<double>(out.ranks_per_node));
+  return out;
+}
+
+std::vector<int64_t> rank_order_by_dims(std::span<const int64_t> shape,
+                                        std::span<const int64_t> dim_order) {
+  const size_t nd = shape.size();
+  SP_CHECK(dim_order.size() == nd, "mesh dim order has ", dim_order.size(), " entries, expected ",
+           nd, " (one per mesh dim)");
+  std::vector<bool> seen(nd, false);
+  for (int64_t d : dim_order) {
+    SP_CHECK(d >= 0 && d < static_cast<int64_t>(nd) && !seen[static_cast<size_t>(d)],
+             "mesh dim order: dim ", d, " out of range or repeated, expected a permutation of 0..",
+             nd - 1);
+    seen[static_cast<size_t>(d)] = true;
+  }
+  int64_t world = 1;
+  for (int64_t s : shape) {
+    SP_CHECK(s >= 1 && world <= std::numeric_limits<int32_t>::max() / s, "mesh shape: size ", s,
+             " invalid or the mesh is too large");
+    world *= s;
+  }
+  // Device strides: the last dim in dim_order varies fastest over devices.
+  std::vector<int64_t> dev_stride(nd, 1);
+  int64_t acc = 1;
+  for (size_t k = nd; k-- > 0;) {
+    dev_stride[static_cast<size_t>(dim_order[k])] = acc;
+    acc *= shape[static_cast<size_t>(dim_order[k])];
+  }
+  std::vector<int64_t> device(static_cast<size_t>(world));
+  for (int64_t r = 0; r < world; ++r) {
+    int64_t rem = r, dev = 0;
+    for (size_t d = nd; d-- > 0;) {  // row-major rank -> coordinates
+      dev += (rem % shape[d]) * dev_stride[d];
+      rem /= shape[d];
+    }
+    device[static_cast<size_t>(r)] = dev;
+  }
+  return device;
+}
+
+std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int64_t> shape,
+                                       std::span<const int64_t> device_of_rank) {
+  int64_t world = 1;
+  for (int64_t s : shape) {
+    SP_CHECK(s >= 1 && world <= topo.num_devices() / s, "mesh ", std::span<const int64_t>(shape),
+             " needs more devices than the ", topo.num_devices(), " of ", topo.cluster().name,
+             " with ", topo.cluster().nodes, " node(s)");
+    world *= s;
+  }
+  std::vector<int64_t> device(device_of_rank.begin(), device_of_rank.end());
+  if (device.empty()) {
+    for (int64_t r = 0; r < world; ++r) device.push_back(r);
+  }
+  SP_CHECK(static_cast<int64_t>(device.size()) == world, "device order has ", device.size(),
+           " entries, expected ", world, " (one per mesh rank)");
+  std::vector<bool> used(static_cast<size_t>(topo.num_devices()), false);
+  for (int64_t d : device) {
+    SP_CHECK(d >= 0 && d < topo.num_devices() && !used[static_cast<size_t>(d)],
+             "device order: device ", d, " out of range [0, ", topo.num_devices(),
+             ") or used twice");
+    used[static_cast<size_t>(d)] = true;
+  }
+  const int64_t ppn = gpus_per_node(topo.cluster());
+  std::vector<GroupLinks> out;
+  int64_t stride = world;
+  for (size_t dim = 0; dim < shape.size(); ++dim) {
+    const int64_t size = shape[dim];
+    stride /= size;
+    // Groups of this dim: ranks r with coordinate 0 on `dim`, plus k * stride.
+    std::vector<std::vector<int64_t>> groups;
+    for (int64_t r = 0; r < world; ++r) {
+      if ((r / stride) % size != 0) continue;
+      std::vector<int64_t>& members = groups.emplace_back();
+      for (int64_t k = 0; k < size; ++k)
+        members.push_back(device[static_cast<size_t>(r + k * stride)]);
+    }
+    // NIC sharing: per node, the groups spanning nodes that have a member there, all at once.
+    std::unordered_map<int64_t, int64_t> spanning_per_node;
+    for (const auto& members : groups) {
+      std::unordered_set<int64_t> nodes;
+      for (int64_t d : members) nodes.insert(d / ppn);
+      if (nodes.size() > 1) {
+        for (int64_t n : nodes) ++spanning_per_node[n];
+      }
+    }
+    int64_t sharing = 1;
+    for (const auto& [node, count] : spanning_per_node) sharing = std::max(sharing, count);
+    // Report the slowest group: the whole dim's collective finishes when it does.
+    GroupLinks worst;
+    bool first = true;
+    for (const auto& members : groups) {
+      GroupLinks g = topo.group_links(members, sharing);
+      const double bw = bottleneck_bandwidth_gbps(g), worst_bw = bottleneck_bandwidth_gbps(worst);
+      if (first ||
+          (g.group_size > 1 && (bw < worst_bw || (bw == worst_bw && g.nodes > worst.nodes)))) {
+        worst = g;
+        first = false;
+      }
+    }
+    out.push_back(worst);
+  }
+  return out;
+}
+
+}  // namespace shardplan::mesh
