@@ -15,6 +15,7 @@
 
 #include "tensor/error.h"
 #include "tensor/training.h"
+#include "tensor/training_graph.h"
 #include "tests/tensor/training_models.h"
 
 namespace shardplan::tensor {
@@ -63,6 +64,23 @@ BENCHMARK(BM_TraceTrainingStep_Llama3_70B)
     ->Arg(static_cast<int>(RecomputePolicy::kNone))
     ->Arg(static_cast<int>(RecomputePolicy::kSelective))
     ->Arg(static_cast<int>(RecomputePolicy::kFull))
+    ->Unit(benchmark::kMillisecond);
+
+// Trace and build the Boost.Graph of the step (ops as vertices, tensors as edges).
+void BM_TraceAndGraph_Llama3_70B(benchmark::State& state) {
+  auto model = std::make_shared<test::LlamaModel>(test::LlamaConfig{});
+  const TraceOptions o = options(state);
+  TrainingStep last;
+  for (auto _ : state) {
+    TrainingStep st = trace_training_step(*model, o);
+    const TrainingGraph g = training_graph(st);
+    benchmark::DoNotOptimize(boost::num_edges(g));
+    last = std::move(st);
+  }
+  report(state, last);
+}
+BENCHMARK(BM_TraceAndGraph_Llama3_70B)
+    ->Arg(static_cast<int>(RecomputePolicy::kNone))
     ->Unit(benchmark::kMillisecond);
 
 // Build on meta and trace: what `shardplan inspect --model llama3-70b` does.

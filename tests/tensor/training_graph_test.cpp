@@ -38,7 +38,9 @@ TEST(TrainingGraph, MlpVerticesEdgesAndSavedFlags) {
   // fc2's bias edge is not saved (the bias gradient is a sum of the output gradient).
   for (auto [it, it_end] = boost::in_edges(3, g); it != it_end; ++it) {
     const StepTensor& t = st.tensors[static_cast<size_t>(g[*it].tensor)];
-    if (t.sizes.size() == 1) EXPECT_FALSE(g[*it].saved);
+    if (t.sizes.size() == 1) {
+      EXPECT_FALSE(g[*it].saved);
+    }
   }
 }
 

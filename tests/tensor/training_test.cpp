@@ -247,13 +247,27 @@ TEST(TrainingStep, SavedTensorsPerOpFollowTheRuleTable) {
   int seen = 0;
   for (const TrainingOp& op : st.ops) {
     if (op.block != 0) continue;
-    if (op.op == "layer_norm") EXPECT_EQ(whats(op), (V{"input", "weight", "weight", "mean_rstd"}));
-    if (op.op == "linear") EXPECT_EQ(whats(op), (V{"input", "weight"}));
-    if (op.op == "gelu") EXPECT_EQ(whats(op), (V{"input"}));
-    if (op.op == "softmax") EXPECT_EQ(whats(op), (V{"output"}));
-    if (op.op == "dropout") EXPECT_EQ(whats(op), (V{"mask"}));
-    if (op.op == "add" || op.op == "reshape") EXPECT_TRUE(op.saved.empty()) << op.op;
-    if (op.op == "mul") EXPECT_TRUE(op.saved.empty());  // by a Python number
+    if (op.op == "layer_norm") {
+      EXPECT_EQ(whats(op), (V{"input", "weight", "weight", "mean_rstd"}));
+    }
+    if (op.op == "linear") {
+      EXPECT_EQ(whats(op), (V{"input", "weight"}));
+    }
+    if (op.op == "gelu") {
+      EXPECT_EQ(whats(op), (V{"input"}));
+    }
+    if (op.op == "softmax") {
+      EXPECT_EQ(whats(op), (V{"output"}));
+    }
+    if (op.op == "dropout") {
+      EXPECT_EQ(whats(op), (V{"mask"}));
+    }
+    if (op.op == "add" || op.op == "reshape") {
+      EXPECT_TRUE(op.saved.empty()) << op.op;
+    }
+    if (op.op == "mul") {
+      EXPECT_TRUE(op.saved.empty());  // by a Python number
+    }
     if (op.op == "matmul") {
       EXPECT_EQ(whats(op), (V{"input", "input"}));
       ++seen;
