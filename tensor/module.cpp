@@ -353,13 +353,6 @@ void check_device_available(const Device& device) {
 #endif
 }
 
-// Points `impl` at new memory in place (c10's set_data): sizes, dtype and flags stay.
-void repoint(TensorImpl& impl, StoragePtr storage, DimVector strides, int64_t offset) {
-  impl.storage = std::move(storage);
-  impl.strides = std::move(strides);
-  impl.storage_offset = offset;
-  impl.refresh_metadata();
-}
 
 }  // namespace
 
@@ -413,7 +406,10 @@ void to_empty(Module& root, Device device) {
       moves.push_back({impl, storage, impl->strides, impl->storage_offset});
     }
   }
-  for (Move& m : moves) repoint(*m.impl, std::move(m.storage), std::move(m.strides), m.offset);
+  for (Move& m : moves) {
+    Tensor t(m.impl);
+    set_storage(t, std::move(m.storage), std::move(m.strides), m.offset);
+  }
 }
 
 void init_weights(Module& root, uint64_t seed) {

@@ -278,4 +278,22 @@ Tensor make_on_storage(StoragePtr storage, DimVector sizes, DimVector strides, i
   return Tensor(new_impl(std::move(storage), std::move(sizes), std::move(strides), offset, dtype));
 }
 
+void set_storage(Tensor& t, StoragePtr storage, DimVector strides, int64_t offset) {
+  SP_CHECK(storage != nullptr, "set_storage: null storage");
+  SP_CHECK(strides.size() == t.sizes().size(), "set_storage: ", strides.size(),
+           " strides for a tensor of shape ", t.sizes());
+  SP_CHECK(offset >= 0, "set_storage: storage offset must be non-negative, got ", offset);
+  const int64_t elems = required_storage_elements(t.sizes(), strides, offset, "set_storage");
+  int64_t bytes = 0;
+  SP_CHECK(!__builtin_mul_overflow(elems, t.itemsize(), &bytes) && bytes <= storage->nbytes(),
+           "set_storage: shape ", t.sizes(), " with strides ", strides, " and offset ", offset,
+           " needs ", elems, " elements of ", t.dtype(), " but the storage holds ",
+           storage->nbytes(), " bytes");
+  TensorImpl& impl = *t.impl();
+  impl.storage = std::move(storage);
+  impl.strides = std::move(strides);
+  impl.storage_offset = offset;
+  impl.refresh_metadata();
+}
+
 }  // namespace shardplan::tensor

@@ -115,6 +115,10 @@ Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t
 Tensor make_fresh(DimVector sizes, DimVector strides, DType dtype, Device device, const char* op);
 // make_fresh with row-major strides (the common case, without re-deriving what it knows).
 Tensor make_fresh_contiguous(DimVector sizes, DType dtype, Device device, const char* op);
+// Points `t` at new memory in place, keeping its identity, sizes, dtype and flags (c10's set_data;
+// to_empty uses it so that ties and module references stay valid). The storage must hold the
+// layout; throws shardplan::Error naming it otherwise.
+void set_storage(Tensor& t, StoragePtr storage, DimVector strides, int64_t offset);
 // Wraps an existing storage without making a view (loaders, to_empty).
 Tensor make_on_storage(StoragePtr storage, DimVector sizes, DimVector strides, int64_t offset,
                        DType dtype, const char* op);

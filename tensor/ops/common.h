@@ -18,8 +18,10 @@
 namespace shardplan::tensor::detail {
 
 // Reports an op to the active trace sink (if any). Call after the outputs exist.
+// `bytes_read` < 0 means "every input element once"; ops that touch less (embedding gathers rows)
+// pass their own count.
 void emit_op(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-             double flops, double matmul_flops, bool is_view);
+             double flops, double matmul_flops, bool is_view, int64_t bytes_read = -1);
 
 inline void trace_view(std::string_view op, const Tensor& in, const Tensor& out) {
   if (active_trace_sink() == nullptr) [[likely]]

@@ -79,9 +79,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor out = detail::new_contiguous(shape, weight.dtype(), weight.device(), "embedding");
   detail::propagate_grad(out, {&weight});
   if (active_trace_sink() != nullptr) {
-    // Reads only the gathered rows, not the whole table.
+    // Reads only the gathered rows (one output's worth of the table) and the indices, not the
+    // whole table: a 128k-row vocabulary costs a step only the rows its tokens name.
     const Tensor ins[] = {weight, indices};
-    detail::emit_op("embedding", ins, {&out, 1}, 0, 0, false);
+    detail::emit_op("embedding", ins, {&out, 1}, 0, 0, false, out.nbytes() + indices.nbytes());
   }
   return out;
 }

@@ -6,7 +6,7 @@ namespace detail {
 thread_local TraceSink* g_trace_sink = nullptr;
 
 void emit_op(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-             double flops, double matmul_flops, bool is_view) {
+             double flops, double matmul_flops, bool is_view, int64_t bytes_read) {
   OpEvent e;
   e.op = op;
   e.inputs = inputs;
@@ -15,7 +15,11 @@ void emit_op(std::string_view op, std::span<const Tensor> inputs, std::span<cons
   e.matmul_flops = matmul_flops;
   e.is_view = is_view;
   if (!is_view) {
-    for (const Tensor& t : inputs) e.bytes_read += t.nbytes();
+    if (bytes_read >= 0) {
+      e.bytes_read = bytes_read;
+    } else {
+      for (const Tensor& t : inputs) e.bytes_read += t.nbytes();
+    }
     for (const Tensor& t : outputs) e.bytes_written += t.nbytes();
   }
   g_trace_sink->on_op(e);

@@ -8,6 +8,7 @@
 
 #include "tensor/error.h"
 #include "tensor/ops.h"
+#include "tensor/trace.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -140,6 +141,53 @@ TEST(MetaSemantics, ComputeOpsRejectMaterializedTensors) {
   EXPECT_NE(error_of([&] { add(x, x); }).find("expected a meta tensor"), std::string::npos);
   // Views are metadata only and work on any device.
   EXPECT_EQ(transpose(x, 0, 1).data_ptr(), x.data_ptr());
+}
+
+TEST(SetStorage, RepointsInPlaceKeepingIdentityAndSizes) {
+  Tensor w = empty({3, 4}, {DType::kFloat16});
+  const TensorImpl* before = w.impl();
+  // 3x4 fp16 transposed-layout strides (1, 3) at offset 2 need 2 + 1 + 2*1 + 3*3 = 14 elements,
+  // 28 bytes: a 28-byte storage is exactly enough.
+  set_storage(w, make_storage(28, Device::cpu()), DimVector{1, 3}, 2);
+  EXPECT_EQ(w.impl(), before);
+  EXPECT_EQ(w.sizes(), (DimVector{3, 4}));
+  EXPECT_EQ(w.strides(), (DimVector{1, 3}));
+  EXPECT_EQ(w.storage_offset(), 2);
+  EXPECT_FALSE(w.is_contiguous());
+  EXPECT_TRUE(w.device().is_cpu());
+}
+
+TEST(SetStorage, RejectsAStorageTooSmallForTheLayout) {
+  Tensor w = empty({3, 4}, {DType::kFloat16});
+  // 12 elements * 2 bytes = 24 bytes needed, 23 offered.
+  EXPECT_NE(error_of([&] { set_storage(w, make_storage(23, Device::meta()), DimVector{4, 1}, 0); })
+                .find("needs 12 elements of float16 but the storage holds 23 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { set_storage(w, make_storage(24, Device::meta()), DimVector{1}, 0); })
+                .find("1 strides for a tensor of shape [3, 4]"),
+            std::string::npos);
+}
+
+// Counts what the trace reports for one op.
+struct LastOp : TraceSink {
+  int64_t bytes_read = -1, bytes_written = -1;
+  void on_op(const OpEvent& e) override {
+    bytes_read = e.bytes_read;
+    bytes_written = e.bytes_written;
+  }
+};
+
+TEST(TraceBytes, EmbeddingReadsOnlyTheGatheredRows) {
+  const Tensor table = empty({50000, 64}, {DType::kBFloat16});
+  const Tensor ids = empty({2, 8}, {DType::kInt64});
+  LastOp sink;
+  {
+    TraceScope scope(&sink);
+    embedding(table, ids);
+  }
+  // 16 tokens x 64 bf16 = 2048 bytes of rows, plus 16 int64 ids = 128 bytes; not the 6.4 MB table.
+  EXPECT_EQ(sink.bytes_read, 2048 + 128);
+  EXPECT_EQ(sink.bytes_written, 2048);
 }
 
 }  // namespace
