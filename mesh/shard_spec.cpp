@@ -100,7 +100,7 @@ void check_shardable(const ShardSpec& spec) {
     SP_CHECK(fits && n >= need, "placements [", to_string(spec.placements), "] on mesh ",
              std::span<const int64_t>(spec.mesh.shape()), " split tensor dim ", d, " of size ", n,
              " (shape ", spec.shape, ") into ", fits ? std::to_string(need) : "more than 2^63",
-             " shards, expected at most ", n, " so that no shard is empty");
+             " shards, expected at most ", n, " shards (more shards than elements)");
   }
 }
 

@@ -52,9 +52,9 @@ ShardSpec make_shard_spec(std::span<const int64_t> shape, std::span<const int64_
 ShardSpec make_shard_spec(const tensor::Tensor& t, DeviceMesh mesh,
                           std::vector<Placement> placements);
 
-// PyTorch's is_tensor_shardable (spec §5.1.7): for every tensor dim, the product of the sizes of
-// the mesh dims sharding it (times the split_factor of a StridedShard, §2.5) is at most the dim's
-// size, i.e. no shard is empty by construction. Uneven shards are fine.
+// PyTorch's is_tensor_shardable (spec §5.1.7): for every tensor dim, the product of the sizes of the
+// mesh dims sharding it (times the split_factor of a StridedShard, §2.5) is at most the dim's size.
+// Uneven shards pass, and torch.chunk can still leave trailing shards empty (5 on 4 ranks: 2,2,1,0).
 bool is_shardable(const ShardSpec& spec);
 // Throws shardplan::Error naming the first dim that is not shardable and the numbers involved.
 void check_shardable(const ShardSpec& spec);
