@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "planner/cli/cli_common.h"
+#include "planner/cli/inspect_model.h"
 #include "tensor/describe.h"
 #include "tensor/error.h"
 
@@ -153,7 +154,15 @@ void register_inspect(CLI::App& app, CliContext& ctx) {
                  "A tensor description (JSON, tensor/describe.h), such as "
                  "configs/examples/gpt2-small.description.json")
       ->type_name("FILE");
-  cmd.callback([&ctx, opts] {
+  auto model_opts = std::make_shared<ModelInspectOptions>();
+  add_model_options(cmd, *model_opts);  // --model, --seq, --batch (planner/cli/inspect_model.h)
+  cmd.callback([&ctx, opts, model_opts] {
+    if (!model_opts->model.empty()) {
+      SP_CHECK(opts->description.empty(),
+               "inspect: --description and --model both name something to inspect, expected one");
+      run_inspect_model(*model_opts, ctx);
+      return;
+    }
     const NamedTensors named = load_source(*opts);
     const tensor::TensorSetSummary sum = tensor::summarize(named);
     const nlohmann::ordered_json rows = tensor_rows(named);

@@ -1,0 +1,210 @@
+// `shardplan inspect --checkpoint PATH [--config config.json] [--strict] [--json]`: see
+// inspect_checkpoint.h. Everything but the printing is tensor/safetensors.h; this file only shapes
+// its values into the report.
+#include "planner/cli/inspect_checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tensor/error.h"
+#include "tensor/models/model_config.h"
+#include "tensor/models/models.h"
+#include "tensor/safetensors.h"
+
+namespace shardplan::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return digits;
+}
+
+// "131.4 GiB" beside exact byte counts.
+std::string human_bytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (v >= 1024 && unit + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+std::string dims(const nlohmann::json& list) {
+  std::string out = "[";
+  for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].dump();
+  return out + "]";
+}
+
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows,
+                 const std::vector<bool>& right_aligned) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      const bool last = c + 1 == row.size();
+      line += (c ? "  " : "") + (right_aligned[c] ? pad + row[c] : row[c] + (last ? "" : pad));
+    }
+    std::cout << line << '\n';
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
+}
+
+// "a, b, c" of the first few names, then "... (N more)": a report stays readable for 723 tensors.
+std::string name_list(const nlohmann::json& names) {
+  constexpr size_t kShown = 8;
+  std::string out;
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i) {
+    out += (i ? ", " : "") + names[i].get<std::string>();
+  }
+  if (names.size() > kShown) out += ", ... (" + std::to_string(names.size() - kShown) + " more)";
+  return out;
+}
+
+void print_check(const nlohmann::json& check) {
+  std::cout << "\ncheck against " << check["config"].get<std::string>() << " ("
+            << check["model"].get<std::string>() << "): "
+            << (check["loadable"].get<bool>() ? "loadable" : "NOT loadable") << '\n'
+            << "  matched           " << check["matched"].get<int64_t>() << '\n';
+  if (!check["stripped_prefix"].get<std::string>().empty()) {
+    std::cout << "  prefix            model names under '" << check["stripped_prefix"].get<std::string>()
+              << "' matched without it (a base-model checkpoint)\n";
+  }
+  auto list = [&](const char* key, const char* label) {
+    if (check[key].empty()) return;
+    std::cout << "  " << label << " (" << check[key].size() << "): " << name_list(check[key]) << '\n';
+  };
+  list("missing", "missing         ");
+  list("unexpected", "unexpected      ");
+  for (const char* key : {"shape_mismatches", "dtype_mismatches"}) {
+    for (const auto& m : check[key]) {
+      std::cout << "  " << (key[0] == 's' ? "shape mismatch    " : "dtype (warning)   ")
+                << m["name"].get<std::string>() << ": checkpoint " << dims(m["actual_shape"]) << ' '
+                << m["actual_dtype"].get<std::string>() << ", model " << dims(m["expected_shape"])
+                << ' ' << m["expected_dtype"].get<std::string>() << '\n';
+    }
+  }
+  list("tied_omitted", "tied, omitted   ");
+}
+
+void print_text(const ordered_json& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : r["tensors"]) {
+    rows.push_back({t["name"].get<std::string>(), t["dtype"].get<std::string>(), dims(t["shape"]),
+                    t["file"].get<std::string>(), with_commas(t["offset"].get<int64_t>()),
+                    with_commas(t["nbytes"].get<int64_t>())});
+  }
+  print_table({"name", "dtype", "shape", "file", "offset", "bytes"}, rows,
+              {false, false, false, false, true, true});
+  const int64_t bytes = r["bytes"].get<int64_t>();
+  std::cout << '\n'
+            << "checkpoint  " << r["checkpoint"].get<std::string>() << " ("
+            << r["files"].size() << (r["files"].size() == 1 ? " file" : " files") << ")\n"
+            << "tensors     " << with_commas(r["tensor_count"].get<int64_t>()) << '\n'
+            << "parameters  " << with_commas(r["parameters"].get<int64_t>()) << '\n'
+            << "bytes       " << with_commas(bytes) << " (" << human_bytes(bytes) << ")\n";
+  for (const auto& [dtype, d] : r["by_dtype"].items()) {
+    std::cout << "  " << dtype << ": " << with_commas(d["tensors"].get<int64_t>()) << " tensors, "
+              << with_commas(d["parameters"].get<int64_t>()) << " parameters, "
+              << with_commas(d["bytes"].get<int64_t>()) << " bytes\n";
+  }
+  if (r.contains("check")) print_check(r["check"]);
+}
+
+}  // namespace
+
+void add_checkpoint_options(CLI::App& cmd, CheckpointInspectOptions& o) {
+  cmd.add_option("--checkpoint", o.checkpoint,
+                 "A safetensors checkpoint: model.safetensors, model.safetensors.index.json, or "
+                 "their folder (only headers are read)")
+      ->type_name("PATH");
+  cmd.add_option("--config", o.config,
+                 "With --checkpoint: a Hugging Face config.json (or a name in configs/models/) to "
+                 "check the checkpoint against")
+      ->type_name("FILE");
+  cmd.add_flag("--strict", o.strict,
+               "With --config: exit 1 when tensors are missing, unexpected or mis-shaped");
+}
+
+ordered_json inspect_checkpoint_report(const CheckpointInspectOptions& o) {
+  SP_CHECK(!o.checkpoint.empty(), "inspect: --checkpoint is required with --config or --strict");
+  const tensor::Checkpoint ck = tensor::read_checkpoint(o.checkpoint);
+  ordered_json r;
+  r["checkpoint"] = ck.source.string();
+  r["files"] = ordered_json::array();
+  for (const tensor::CheckpointFile& f : ck.files) {
+    r["files"].push_back({{"path", f.path.string()},
+                          {"header_bytes", f.header.header_bytes},
+                          {"data_bytes", f.header.data_bytes},
+                          {"metadata", f.header.metadata}});
+  }
+  r["tensors"] = ordered_json::array();
+  // By dtype in the format's spelling; std::map keeps the output order stable.
+  std::map<std::string, std::array<int64_t, 3>> by_dtype;  // tensors, parameters, bytes
+  for (const tensor::CheckpointTensor& t : ck.tensors) {
+    const std::string dtype(tensor::safetensors_dtype_name(t.dtype));
+    const int64_t numel = tensor::checked_numel(t.shape, "inspect");
+    r["tensors"].push_back({{"name", t.name},
+                            {"dtype", dtype},
+                            {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+                            {"file", ck.file_of(t).filename().string()},
+                            {"offset", t.offset},
+                            {"nbytes", t.nbytes}});
+    auto& d = by_dtype[dtype];
+    d[0] += 1;
+    d[1] += numel;  // bounded by the file sizes, which ck.numel() below checks in total
+    d[2] += t.nbytes;
+  }
+  r["tensor_count"] = ck.tensors.size();
+  r["parameters"] = ck.numel();
+  r["bytes"] = ck.nbytes();
+  r["by_dtype"] = ordered_json::object();
+  for (const auto& [dtype, d] : by_dtype) {
+    r["by_dtype"][dtype] = {{"tensors", d[0]}, {"parameters", d[1]}, {"bytes", d[2]}};
+  }
+  if (!o.config.empty()) {
+    const tensor::ModelConfig cfg = tensor::find_model_config(o.config);
+    const tensor::ModulePtr model = tensor::build_model(cfg);
+    const nlohmann::json check = tensor::check_checkpoint(ck, *model);
+    ordered_json c;
+    c["config"] = o.config;
+    c["model"] = model->type_name();
+    for (const auto& [k, v] : check.items()) c[k] = v;
+    r["check"] = std::move(c);
+  }
+  return r;
+}
+
+void run_inspect_checkpoint(const CheckpointInspectOptions& o, CliContext& ctx) {
+  SP_CHECK(!o.strict || !o.config.empty(), "inspect: --strict needs --config to check against");
+  const ordered_json r = inspect_checkpoint_report(o);
+  if (ctx.json) {
+    std::cout << r.dump(2) << '\n';
+  } else {
+    print_text(r);
+  }
+  if (o.strict && r.contains("check") && !r["check"]["loadable"].get<bool>()) {
+    ctx.exit_code = ExitCode::kRuntimeFailure;
+  }
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,195 @@
+#include "planner/cli/inspect_model.h"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "tensor/config_paths.h"
+#include "tensor/error.h"
+#include "tensor/models/models.h"
+#include "tensor/training.h"
+
+namespace shardplan::cli {
+namespace {
+
+using nlohmann::ordered_json;
+using namespace shardplan::tensor;
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return digits;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// "131.4 GiB".
+std::string human_bytes(double bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  size_t unit = 0;
+  while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return fmt(unit == 0 ? "%.0f " : "%.1f ", bytes) + kUnits[unit];
+}
+
+// Rows of the module table: the root's and the backbone's direct children, and the first
+// decoder layer with its direct children standing for all `layers` of them (Note [Repeated
+// blocks] of DESIGN.md: the layers are identical). ModuleLists are containers and skipped.
+ordered_json module_rows(const Module& root, const OpGraph& g, const ModelConfig& c,
+                         double tokens) {
+  const std::string layers = layers_path(c);
+  const std::string first = layers + ".0";
+  const std::string backbone = layers.substr(0, layers.find('.'));
+  const auto depth = [](const std::string& s) {
+    return s.empty() ? 0 : 1 + static_cast<int>(std::count(s.begin(), s.end(), '.'));
+  };
+  ordered_json rows = ordered_json::array();
+  for (const NamedModule& nm : root.named_modules()) {
+    const std::string& n = nm.name;
+    const bool in_first = n == first || n.rfind(first + ".", 0) == 0;
+    const bool top = depth(n) <= 1 || (n.rfind(backbone + ".", 0) == 0 && depth(n) == 2);
+    const bool shown = in_first ? depth(n) <= depth(first) + 1 : top && n.rfind(layers, 0) != 0;
+    if (!shown || nm.module->type_name() == "ModuleList") continue;
+    const int64_t count = in_first ? c.num_hidden_layers : 1;
+    auto it = g.module_totals().find(n);
+    const double flops = it == g.module_totals().end() ? 0 : it->second.flops;
+    ordered_json r;
+    r["module"] = n.empty() ? "(model)" : n;
+    r["type"] = nm.module->type_name();
+    r["count"] = count;
+    r["parameters"] = nm.module->parameters_numel();
+    r["forward_flops_per_token"] = flops / tokens;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace
+
+void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
+  cmd.add_option("--model", o.model,
+                 "A model: a name in configs/models/ (llama3-70b, gpt2, ...) or a path to a "
+                 "Hugging Face config.json")
+      ->type_name("NAME_OR_PATH");
+  cmd.add_option("--seq", o.seq, "Tokens per sequence of the traced forward (with --model)")
+      ->capture_default_str();
+  cmd.add_option("--batch", o.batch, "Sequences of the traced forward (with --model)")
+      ->capture_default_str();
+}
+
+ordered_json inspect_model_report(const ModelInspectOptions& o) {
+  SP_CHECK(o.seq > 0, "--seq ", o.seq, ": expected a positive number of tokens");
+  SP_CHECK(o.batch > 0, "--batch ", o.batch, ": expected a positive number of sequences");
+  const std::filesystem::path path = find_config("models", o.model);
+  const ModelConfig cfg = load_model_config(path);
+  SP_CHECK(cfg.model_type != "gpt2" || o.seq <= cfg.max_position_embeddings, "--seq ", o.seq,
+           ": ", o.model, " has learned positions up to n_positions ", cfg.max_position_embeddings);
+  const ModulePtr model = build_model(cfg);
+  const double tokens = static_cast<double>(o.batch) * static_cast<double>(o.seq);
+  const OpGraph g = trace_model_forward(*model, o.batch, o.seq);
+
+  ordered_json r;
+  r["model"] = o.model;
+  r["model_type"] = cfg.model_type;
+  r["architecture"] = model->type_name();
+  r["config"] = path.string();
+  r["seq"] = o.seq;
+  r["batch"] = o.batch;
+  r["parameters"] = model->parameters_numel();
+  const auto kinds = parameters_by_kind(*model);
+  r["parameters_by_kind"] = kinds;
+  r["embedding_parameters"] = kinds.count("embedding") ? kinds.at("embedding") : 0;
+  std::map<std::string, int64_t> by_dtype;
+  for (const NamedTensor& p : model->named_parameters()) {
+    by_dtype[std::string(dtype_name(p.tensor.dtype()))] += p.tensor.nbytes();
+  }
+  r["bytes_by_dtype"] = by_dtype;
+  r["bytes"] = model->parameters_nbytes();
+  // Forward FLOPs of the traced ops; fwd+bwd is the usual 3x (backward = 2x forward).
+  r["flops_per_token"] = g.totals().flops / tokens;
+  r["flops_per_token_detail"] = {{"forward", g.totals().flops / tokens},
+                                 {"forward_matmul", g.totals().matmul_flops / tokens},
+                                 {"forward_backward_3x", 3 * g.totals().flops / tokens}};
+  // Activations of one training step (tensor/training.h): the model built with its dropout,
+  // flash attention, loss included; per recomputation policy.
+  const ModulePtr train = build_model(cfg, {.training = true});
+  ordered_json acts;
+  for (RecomputePolicy p : {RecomputePolicy::kNone, RecomputePolicy::kSelective,
+                            RecomputePolicy::kFull}) {
+    const TrainingStep st =
+        trace_training_step(*train, {.batch = o.batch, .seq = o.seq, .recompute = p});
+    acts[std::string(to_string(p))] = st.totals.activation_bytes;
+    if (p == RecomputePolicy::kNone) {
+      r["activation_bytes"] = st.totals.activation_bytes;
+      r["flops_per_token_detail"]["training_model_flops"] = st.totals.model_flops() / tokens;
+    }
+  }
+  r["activation_bytes_by_recompute"] = acts;
+  ordered_json notes = ordered_json::array();
+  notes.push_back("flops_per_token: traced forward only, all ops; forward_backward_3x is the 3x "
+                  "convention; training_model_flops is the traced training step (fwd + bwd + loss)");
+  notes.push_back("attention counted in full (s^2), causal mask and sliding window ignored");
+  notes.push_back("activation_bytes: saved for backward in one training step of batch x seq, "
+                  "flash attention, config dropout, " +
+                  std::string(dtype_name(cfg.torch_dtype)) + " activations");
+  if (cfg.num_local_experts > 0) {
+    notes.push_back("MoE: capacity-free expected load, every expert on tokens * k / experts tokens");
+  }
+  r["notes"] = notes;
+  r["modules"] = module_rows(*model, g, cfg, tokens);
+  return r;
+}
+
+void run_inspect_model(const ModelInspectOptions& o, const CliContext& ctx) {
+  const ordered_json r = inspect_model_report(o);
+  if (ctx.json) {
+    std::cout << r.dump(2) << '\n';
+    return;
+  }
+  std::cout << "model        " << r["model"].get<std::string>() << " ("
+            << r["architecture"].get<std::string>() << ", " << r["config"].get<std::string>()
+            << ")\n";
+  const auto params = r["parameters"].get<int64_t>();
+  std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f B)", params / 1e9) << '\n';
+  for (const auto& [kind, n] : r["parameters_by_kind"].items()) {
+    std::printf("  %-10s %s\n", kind.c_str(), with_commas(n.get<int64_t>()).c_str());
+  }
+  std::fflush(stdout);
+  for (const auto& [dtype, n] : r["bytes_by_dtype"].items()) {
+    std::cout << "bytes        " << with_commas(n.get<int64_t>()) << " ("
+              << human_bytes(n.get<double>()) << ") " << dtype << '\n';
+  }
+  const ordered_json& f = r["flops_per_token_detail"];
+  std::cout << "flops/token  " << fmt("%.4g", f["forward"].get<double>()) << " forward ("
+            << fmt("%.4g", f["forward_matmul"].get<double>()) << " matmul), "
+            << fmt("%.4g", f["forward_backward_3x"].get<double>()) << " fwd+bwd (3x), "
+            << fmt("%.4g", f["training_model_flops"].get<double>())
+            << " traced training step; batch " << o.batch << " x seq " << o.seq << '\n';
+  std::cout << "activations  ";
+  for (const auto& [policy, n] : r["activation_bytes_by_recompute"].items()) {
+    std::cout << policy << ' ' << human_bytes(n.get<double>()) << "  ";
+  }
+  std::cout << "(batch " << o.batch << " x seq " << o.seq << ")\n\n";
+  std::printf("%-44s %-28s %6s %16s %16s\n", "module", "type", "count", "parameters",
+              "fwd FLOP/token");
+  for (const auto& row : r["modules"]) {
+    std::printf("%-44s %-28s %6lld %16s %16s\n", row["module"].get<std::string>().c_str(),
+                row["type"].get<std::string>().c_str(),
+                static_cast<long long>(row["count"].get<int64_t>()),
+                with_commas(row["parameters"].get<int64_t>()).c_str(),
+                fmt("%.4g", row["forward_flops_per_token"].get<double>()).c_str());
+  }
+  std::cout << '\n';
+  for (const auto& n : r["notes"]) std::cout << "note: " << n.get<std::string>() << '\n';
+}
+
+}  // namespace shardplan::cli

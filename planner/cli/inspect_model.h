@@ -1,0 +1,33 @@
+// `shardplan inspect --model`: a model built on meta from a Hugging Face config.json (by name in
+// configs/models/ or by path): parameters (total, per block kind), bytes by dtype, FLOPs per token
+// from the traced forward, activation memory of one training step, and a per-module table.
+//   shardplan inspect --model llama3-70b --seq 4096 --batch 1 [--json]
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "planner/cli/cli_common.h"
+
+namespace shardplan::cli {
+
+struct ModelInspectOptions {
+  std::string model;  // --model NAME_OR_PATH
+  int64_t seq = 4096;  // --seq: tokens per sequence of the traced forward
+  int64_t batch = 1;   // --batch: sequences
+};
+
+// Adds --model, --seq and --batch to the inspect verb.
+void add_model_options(CLI::App& cmd, ModelInspectOptions& o);
+
+// The whole report as the --json document: "model", "model_type", "architecture", "config",
+// "seq", "batch", "parameters", "parameters_by_kind", "embedding_parameters", "bytes_by_dtype",
+// "flops_per_token" (forward, all ops), "flops_per_token_detail", "activation_bytes" (no
+// recomputation), "activation_bytes_by_recompute", "notes", "modules".
+nlohmann::ordered_json inspect_model_report(const ModelInspectOptions& o);
+
+// Prints the report (text, or JSON with ctx.json).
+void run_inspect_model(const ModelInspectOptions& o, const CliContext& ctx);
+
+}  // namespace shardplan::cli
