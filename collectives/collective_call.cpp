@@ -1,0 +1,122 @@
+#include "collectives/collective_call.h"
+
+#include <string>
+
+#include "tensor/error.h"
+
+namespace shardplan::collectives {
+namespace {
+
+struct KindName {
+  CollectiveKind kind;
+  std::string_view name;   // ours
+  std::string_view alias;  // nccl-tests' spelling (binary name without _perf)
+};
+constexpr KindName kKindNames[] = {
+    {CollectiveKind::kAllReduce, "all_reduce", "allreduce"},
+    {CollectiveKind::kAllGather, "all_gather", "allgather"},
+    {CollectiveKind::kReduceScatter, "reduce_scatter", "reducescatter"},
+    {CollectiveKind::kAllToAll, "all_to_all", "alltoall"},
+    {CollectiveKind::kBroadcast, "broadcast", "bcast"},
+    {CollectiveKind::kReduce, "reduce", "reduce"},
+    {CollectiveKind::kSendRecv, "send_recv", "sendrecv"},
+};
+
+}  // namespace
+
+std::string_view to_string(CollectiveKind k) {
+  for (const KindName& n : kKindNames) {
+    if (n.kind == k) return n.name;
+  }
+  SP_ASSERT(false, "CollectiveKind without a name");
+  return {};
+}
+
+CollectiveKind parse_collective_kind(std::string_view s) {
+  std::string_view bare = s;
+  if (bare.ends_with("_perf")) bare.remove_suffix(5);
+  std::string expected;
+  for (const KindName& n : kKindNames) {
+    if (bare == n.name || bare == n.alias) return n.kind;
+    expected += (expected.empty() ? "" : ", ") + std::string(n.name);
+  }
+  SP_FAIL("unknown collective kind '", s, "', expected one of: ", expected);
+}
+
+double busbw_factor(CollectiveKind k, int64_t n) {
+  SP_ASSERT(n >= 1);
+  const double nd = static_cast<double>(n);
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return 2 * (nd - 1) / nd;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (nd - 1) / nd;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kSendRecv:
+      return 1;
+  }
+  return 1;
+}
+
+std::ostream& operator<<(std::ostream& os, const CollectiveCall& c) {
+  return os << to_string(c.kind) << "(n=" << c.group_size << ", " << c.bytes << " B, "
+            << mesh::to_string(c.links.link_class) << ")";
+}
+
+nlohmann::ordered_json to_json(const CollectiveCall& c) {
+  nlohmann::ordered_json j;
+  j["kind"] = to_string(c.kind);
+  j["group_size"] = c.group_size;
+  j["bytes"] = c.bytes;
+  j["links"] = mesh::to_json(c.links);
+  return j;
+}
+
+CollectiveCall collective_call_from_json(const nlohmann::json& j) {
+  SP_CHECK(j.is_object(), "collective call: expected a JSON object, got ", j.dump());
+  for (const char* key : {"kind", "group_size", "bytes", "links"}) {
+    SP_CHECK(j.contains(key), "collective call: field '", key, "' missing");
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    SP_CHECK(it.key() == "kind" || it.key() == "group_size" || it.key() == "bytes" ||
+                 it.key() == "links",
+             "collective call: unknown field '", it.key(), "'");
+  }
+  SP_CHECK(j["kind"].is_string(), "collective call: field 'kind': expected a string, got ",
+           j["kind"].dump());
+  CollectiveCall c;
+  c.kind = parse_collective_kind(j["kind"].get<std::string>());
+  SP_CHECK(j["group_size"].is_number_integer() && j["group_size"].get<int64_t>() >= 1,
+           "collective call: field 'group_size': expected an integer >= 1, got ",
+           j["group_size"].dump());
+  SP_CHECK(j["bytes"].is_number_integer() && j["bytes"].get<int64_t>() >= 0,
+           "collective call: field 'bytes': expected an integer >= 0, got ", j["bytes"].dump());
+  c.group_size = j["group_size"].get<int64_t>();
+  c.bytes = j["bytes"].get<int64_t>();
+  c.links = mesh::group_links_from_json(j["links"]);
+  SP_CHECK(c.links.group_size == c.group_size, "collective call: links are for a group of ",
+           c.links.group_size, " ranks, expected ", c.group_size);
+  return c;
+}
+
+}  // namespace shardplan::collectives
+
+size_t std::hash<shardplan::collectives::CollectiveCall>::operator()(
+    const shardplan::collectives::CollectiveCall& c) const noexcept {
+  // boost::hash_combine's mixing; the links are summarized by their class and sizes, which is
+  // enough to spread calls that differ (equal calls hash equal, as required).
+  size_t h = 0;
+  auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  mix(static_cast<size_t>(c.kind));
+  mix(std::hash<int64_t>{}(c.group_size));
+  mix(std::hash<int64_t>{}(c.bytes));
+  mix(static_cast<size_t>(c.links.link_class));
+  mix(std::hash<int64_t>{}(c.links.nodes));
+  mix(std::hash<int64_t>{}(c.links.ranks_per_node));
+  mix(std::hash<double>{}(c.links.intra_bandwidth_gbps));
+  mix(std::hash<double>{}(c.links.inter_bandwidth_gbps));
+  return h;
+}
