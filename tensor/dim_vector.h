@@ -91,7 +91,14 @@ class DimVector {
   void clear() { size_ = 0; }
 
   friend bool operator==(const DimVector& a, const DimVector& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    // A plain loop: shapes are short, and std::equal's memcmp call cost more than the compare.
+    if (a.size_ != b.size_) return false;
+    const int64_t* pa = a.data();
+    const int64_t* pb = b.data();
+    for (size_t i = 0; i < a.size_; ++i) {
+      if (pa[i] != pb[i]) return false;
+    }
+    return true;
   }
 
  private:

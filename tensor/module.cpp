@@ -395,7 +395,8 @@ void to_empty(Module& root, Device device) {
     const auto& group = by_storage[old];
     if (group.size() == 1 && group.front()->view_base == nullptr) {
       // Alone on its storage: PyTorch's empty_like(t, device=...) with preserve_format.
-      const Tensor fresh = empty_like(Tensor(group.front()), std::nullopt, device);
+      const Tensor alone(group.front());
+      const Tensor fresh = empty_like(alone, alone.dtype(), device);
       moves.push_back({group.front(), fresh.storage(), fresh.strides(), 0});
       continue;
     }

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "tensor/error.h"
+#include "tensor/free_list_allocator.h"
 
 #if SHARDPLAN_HAVE_CUDA
 #include "kernels/device_memory.h"
@@ -68,7 +69,8 @@ StorageImpl::~StorageImpl() {
 
 StoragePtr make_storage(int64_t nbytes, Device device) {
   SP_CHECK(nbytes >= 0, "storage size must be non-negative, got ", nbytes, " bytes");
-  return std::make_shared<StorageImpl>(nbytes, device);
+  // Per-thread free list: see tensor/free_list_allocator.h for why.
+  return std::allocate_shared<StorageImpl>(FreeListAllocator<StorageImpl>{}, nbytes, device);
 }
 
 }  // namespace shardplan::tensor

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tensor/error.h"
+#include "tensor/free_list_allocator.h"
 
 namespace shardplan {
 
@@ -204,7 +205,7 @@ namespace {
 
 std::shared_ptr<TensorImpl> new_impl(StoragePtr storage, DimVector&& sizes, DimVector&& strides,
                                      int64_t offset, DType dtype) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(FreeListAllocator<TensorImpl>{});
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->storage_offset = offset;
@@ -224,7 +225,7 @@ Tensor fresh_tensor(DimVector&& sizes, DimVector&& strides, DType dtype, Device 
   int64_t bytes = 0;
   SP_CHECK(!__builtin_mul_overflow(elems, itemsize(dtype), &bytes), op, ": ", elems,
            " elements of ", dtype, " overflow int64 bytes");
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(FreeListAllocator<TensorImpl>{});
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->storage = make_storage(bytes, device);

@@ -22,6 +22,13 @@ DimVector broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> 
 
 namespace detail {
 
+bool same_shape_contiguous(std::span<const IterOperand> ops) {
+  for (const auto& o : ops) {
+    if (!o.contiguous || !(*o.sizes == *ops.front().sizes)) return false;
+  }
+  return true;
+}
+
 DimVector broadcast_all(std::span<const IterOperand> ops, const char* op) {
   // The common case, operands of one shape (0-dim ones broadcast to anything), needs no merging.
   const DimVector* first = nullptr;
