@@ -1,5 +1,6 @@
-// A per-thread free list for the two objects every meta op allocates (TensorImpl and, for non-views,
-// StorageImpl, each with its shared_ptr control block), used through std::allocate_shared:
+// A per-thread free list for the two objects every meta op allocates (TensorImpl and, for
+// non-views, StorageImpl, each with its shared_ptr control block), used through
+// std::allocate_shared:
 //   auto impl = std::allocate_shared<TensorImpl>(FreeListAllocator<TensorImpl>{});
 //
 // Why: on meta, an op is pure bookkeeping, and glibc's malloc + free of those two blocks was about

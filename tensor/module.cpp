@@ -353,7 +353,6 @@ void check_device_available(const Device& device) {
 #endif
 }
 
-
 }  // namespace
 
 void to_empty(Module& root, Device device) {
