@@ -71,7 +71,8 @@ class DimVector {
   }
   void resize(size_t n, int64_t value = 0) {
     reserve(n);
-    for (size_t i = size_; i < n; ++i) data()[i] = value;
+    int64_t* p = data();
+    for (size_t i = size_; i < n; ++i) p[i] = value;
     size_ = n;
   }
   void push_back(int64_t v) {

@@ -57,9 +57,10 @@ std::string describe(const Tensor& t) {
 
 DimVector contiguous_strides(std::span<const int64_t> sizes) {
   DimVector strides(sizes.size());
+  int64_t* out = strides.data();  // one inline-or-heap branch, not one per element
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = s;
+    out[i] = s;
     // Cannot overflow for validated shapes: the product of max(size, 1) is <= numel or a 0-size
     // tensor's product of the non-zero sizes, which checked_numel bounds separately.
     s *= std::max<int64_t>(sizes[i], 1);

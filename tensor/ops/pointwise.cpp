@@ -270,9 +270,8 @@ Device check_tensor_operands(std::initializer_list<const Operand*> ops, const ch
 Tensor pointwise_out(std::initializer_list<const Operand*> ops, DType out_dtype, const char* op) {
   const Device device = check_tensor_operands(ops, op);
   const IterOperands iops = iter_operands(ops);
-  if (detail::same_shape_contiguous(iops.span())) {
-    // Note [Pointwise output strides], 1: the output is contiguous; no stride inference needed.
-    return make_fresh_contiguous(*iops.items[0].sizes, out_dtype, device, op);
+  if (const DimVector* shape = detail::contiguous_output_shape(iops.span())) {
+    return make_fresh_contiguous(*shape, out_dtype, device, op);  // no stride inference needed
   }
   DimVector shape = detail::broadcast_all(iops.span(), op);
   checked_numel(shape, op);

@@ -1,6 +1,7 @@
 #include "tensor/ops/tensor_iterator.h"
 
 #include <array>
+#include <vector>
 
 #include "tensor/ops/common.h"
 
@@ -22,11 +23,30 @@ DimVector broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> 
 
 namespace detail {
 
-bool same_shape_contiguous(std::span<const IterOperand> ops) {
+const DimVector* contiguous_output_shape(std::span<const IterOperand> ops) {
+  const DimVector* shape = nullptr;
+  bool zero_dim = false;
   for (const auto& o : ops) {
-    if (!o.contiguous || !(*o.sizes == *ops.front().sizes)) return false;
+    if (!o.contiguous) return nullptr;
+    if (o.sizes->empty()) {
+      zero_dim = true;
+    } else if (shape == nullptr) {
+      shape = o.sizes;
+    } else if (!(*o.sizes == *shape)) {
+      return nullptr;
+    }
   }
-  return true;
+  if (shape == nullptr) return ops.front().sizes;  // all 0-dim
+  if (zero_dim) {
+    // TensorIterator takes its general path here (a 0-dim operand is "not the same shape"): dims
+    // are sorted by the n-dim operands' strides, the 0-dim ones having stride 0 everywhere and so
+    // never deciding. A contiguous operand orders dims row-major unless a dim of size 0 or 1
+    // carries an arbitrary stride, so only without such dims is the answer surely contiguous.
+    for (int64_t size : *shape) {
+      if (size <= 1) return nullptr;
+    }
+  }
+  return shape;
 }
 
 DimVector broadcast_all(std::span<const IterOperand> ops, const char* op) {
@@ -43,8 +63,10 @@ DimVector broadcast_all(std::span<const IterOperand> ops, const char* op) {
   }
   if (first == nullptr) return {};
   if (same) return *first;
-  DimVector shape;
-  for (const auto& o : ops) shape = broadcast_shapes(shape, *o.sizes, op);
+  DimVector shape = *first;
+  for (const auto& o : ops) {
+    if (o.sizes != first && !o.sizes->empty()) shape = broadcast_shapes(shape, *o.sizes, op);
+  }
   return shape;
 }
 
@@ -72,26 +94,38 @@ DimVector pointwise_output_strides(const DimVector& shape, std::span<const IterO
       if (equal) return *ops.back().strides;
     }
   }
-  // General path (Note [Pointwise output strides], 2): strides on the broadcast shape.
-  // Operands are few (where() has three), so their strides live on the stack.
-  constexpr size_t kMaxOperands = 4;
-  SP_ASSERT(ops.size() <= kMaxOperands);
-  std::array<DimVector, kMaxOperands> bstrides_storage;
-  const std::span<DimVector> bstrides(bstrides_storage.data(), ops.size());
-  for (size_t k = 0; k < ops.size(); ++k) {
+  // General path (Note [Pointwise output strides], 2): strides on the broadcast shape, operand k's
+  // at bstrides[k * n ...]. Operands are few (where() has three) and shapes short, so they
+  // nearly always fit a buffer on the stack.
+  const size_t k_ops = ops.size();
+  std::array<int64_t, 32> stack_buffer;
+  std::vector<int64_t> heap_buffer;
+  int64_t* bstrides = stack_buffer.data();
+  if (k_ops * n > stack_buffer.size()) {
+    heap_buffer.resize(k_ops * n);
+    bstrides = heap_buffer.data();
+  }
+  for (size_t k = 0; k < k_ops; ++k) {
     const IterOperand& o = ops[k];
-    DimVector& s = bstrides[k];
-    s.resize(n, 0);
+    int64_t* s = bstrides + k * n;
     const size_t off = n - o.sizes->size();
+    for (size_t i = 0; i < off; ++i) s[i] = 0;
     for (size_t i = 0; i < o.sizes->size(); ++i) {
       const bool broadcast = (*o.sizes)[i] == 1 && shape[off + i] != 1;
       s[off + i] = broadcast ? 0 : (*o.strides)[i];
     }
   }
-  DimVector perm(n);
+  std::array<int64_t, 16> stack_perm;
+  std::vector<int64_t> heap_perm;
+  int64_t* perm = stack_perm.data();
+  if (n > stack_perm.size()) {
+    heap_perm.resize(n);
+    perm = heap_perm.data();
+  }
   for (size_t i = 0; i < n; ++i) perm[i] = static_cast<int64_t>(n - 1 - i);
   auto should_swap = [&](int64_t d0, int64_t d1) {
-    for (const auto& s : bstrides) {
+    for (size_t k = 0; k < k_ops; ++k) {
+      const int64_t* s = bstrides + k * n;
       const int64_t s0 = s[d0], s1 = s[d1];
       if (s0 == 0 || s1 == 0) continue;
       if (s0 < s1) return -1;
@@ -117,9 +151,10 @@ DimVector pointwise_output_strides(const DimVector& shape, std::span<const IterO
   if (inverted) return contiguous_strides(shape);
   // Dense in perm order; like PyTorch, a 0-size dim zeroes the strides of slower dims.
   DimVector out(n);
+  int64_t* out_data = out.data();
   int64_t next = 1;
   for (size_t i = 0; i < n; ++i) {
-    out[perm[i]] = next;
+    out_data[perm[i]] = next;
     next *= shape[perm[i]];
   }
   return out;

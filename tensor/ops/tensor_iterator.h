@@ -25,10 +25,10 @@ struct IterOperand {
   bool contiguous;  // the tensor's cached flag (saves recomputing it per op)
 };
 
-// True when every operand has the first one's shape and is contiguous (a 0-dim operand among
-// n-dim ones is not "same shape", as in TensorIterator's compute_shape): the output is then
-// contiguous of that shape.
-bool same_shape_contiguous(std::span<const IterOperand> ops);
+// The shape of a pointwise output that is surely contiguous (Note [Pointwise output strides], 1),
+// or nullptr to take the general path: every operand contiguous and of one shape, 0-dim operands
+// (wrapped scalars) broadcasting to it when no dim of the shape has size 0 or 1.
+const DimVector* contiguous_output_shape(std::span<const IterOperand> ops);
 
 // Broadcast shape of all operands (an error naming `op` and the shapes if they do not broadcast).
 DimVector broadcast_all(std::span<const IterOperand> ops, const char* op);
