@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "tensor/error.h"
+#include "tensor/strict_json.h"
 
 // Note [Tensor description format]
 // A description is what torch.save keeps of a tensor besides its data, for a list of named
@@ -41,32 +42,6 @@ constexpr const char* kTensorFields[] = {"name",    "sizes",       "strides", "s
                                          "dtype",   "storage",     "view_of", "requires_grad",
                                          "is_leaf", "is_parameter"};
 
-// Untrusted strings are shown quoted, escaped and cut short, so a message stays one short line.
-std::string quote(std::string_view s) {
-  constexpr size_t kMaxShown = 48;
-  std::string shown(s.substr(0, kMaxShown));
-  if (s.size() > kMaxShown) shown += "...";
-  // replace: a cut through a UTF-8 sequence must not make dump() throw.
-  return json(shown).dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// A parser message quotes the bytes it last read, which may be binary or a whole megabyte string:
-// keep it one short line of printable ASCII.
-std::string printable(std::string_view message) {
-  constexpr size_t kMaxShown = 200;
-  std::string out;
-  for (const char c : message.substr(0, kMaxShown)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += std::string("\\x") + kHex[u >> 4] + kHex[u & 0xf];
-    }
-  }
-  return message.size() > kMaxShown ? out + "..." : out;
-}
-
 // A JSON value as a message shows it: scalars as written, containers by kind (they may be huge).
 std::string shown(const json& v) {
   switch (v.type()) {
@@ -75,7 +50,7 @@ std::string shown(const json& v) {
     case json::value_t::array:
       return "an array";
     case json::value_t::string:
-      return quote(v.get_ref<const std::string&>());
+      return quote_json(v.get_ref<const std::string&>());
     default:
       return v.dump();
   }
@@ -89,7 +64,7 @@ void check_fields(const json& object, std::span<const char* const> allowed,
     if (known) continue;
     std::string expected;
     for (const char* name : allowed) expected += (expected.empty() ? "" : ", ") + std::string(name);
-    SP_FAIL(where, ": unknown field ", quote(item.key()), " (expected: ", expected, ")");
+    SP_FAIL(where, ": unknown field ", quote_json(item.key()), " (expected: ", expected, ")");
   }
 }
 
@@ -223,7 +198,7 @@ std::vector<TensorEntry> parse_tensors(const json& list,
     SP_CHECK(j.is_object(), t.where, " is ", shown(j), ", expected an object");
     t.name = text(required(j, "name", t.where), t.where, "name");
     SP_CHECK(!t.name.empty(), t.where, ": name is empty, expected a non-empty string");
-    t.where += " " + quote(t.name);
+    t.where += " " + quote_json(t.name);
     check_fields(j, kTensorFields, t.where);
     const auto [it, fresh] = names.emplace(t.name, i);
     SP_CHECK(fresh, t.where, ": duplicate tensor name, already used by tensors[", it->second, "]");
@@ -265,10 +240,10 @@ std::vector<TensorEntry> parse_tensors(const json& list,
   for (TensorEntry& t : out) {
     if (!t.view_of) continue;
     const auto target = names.find(*t.view_of);
-    SP_CHECK(target != names.end(), t.where, ": view_of ", quote(*t.view_of),
+    SP_CHECK(target != names.end(), t.where, ": view_of ", quote_json(*t.view_of),
              " names no tensor in this description");
     const TensorEntry& base = out[target->second];
-    SP_CHECK(base.storage == t.storage, t.where, ": view_of ", quote(*t.view_of), " is on storage ",
+    SP_CHECK(base.storage == t.storage, t.where, ": view_of ", quote_json(*t.view_of), " is on storage ",
              storages[base.storage].id, " but this tensor is on storage ", storages[t.storage].id,
              "; a view must share its base's storage");
     t.view_target = target->second;
@@ -326,8 +301,8 @@ ordered_json describe_ordered(const NamedTensors& named) {
   for (size_t i = 0; i < named.size(); ++i) {
     const auto& [name, t] = named[i];
     SP_CHECK(!name.empty(), "describe: tensor #", i, " has an empty name");
-    SP_CHECK(t.defined(), "describe: tensor ", quote(name), " is undefined");
-    SP_CHECK(names.insert(name).second, "describe: tensor name ", quote(name), " is listed twice");
+    SP_CHECK(t.defined(), "describe: tensor ", quote_json(name), " is undefined");
+    SP_CHECK(names.insert(name).second, "describe: tensor name ", quote_json(name), " is listed twice");
     first_name.emplace(t.impl(), &name);
     const auto [it, fresh] =
         storage_ids.emplace(t.storage().get(), static_cast<int64_t>(storage_ids.size()));
@@ -412,26 +387,9 @@ NamedTensors load_description(const nlohmann::json& d, const LoadOptions& option
 
 NamedTensors load_description_string(std::string_view text, std::string_view source,
                                      const LoadOptions& options) {
-  // Nesting is bounded while parsing, before a deep document is built.
-  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t, json&) {
-    SP_CHECK(depth <= kMaxDescriptionDepth, "JSON nested deeper than ", kMaxDescriptionDepth,
-             " levels, expected a tensor description");
-    return true;
-  };
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end(), limit_depth);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 7: ...".
-    const std::string_view what = e.what();
-    const size_t tag_end = what.find("] ");
-    SP_FAIL(source, ": not valid JSON (at byte ", e.byte,
-            "): ", printable(tag_end == std::string_view::npos ? what : what.substr(tag_end + 2)));
-  } catch (const json::exception& e) {  // out_of_range: a number like 1e999
-    SP_FAIL(source, ": not valid JSON: ", printable(e.what()));
-  } catch (const Error& e) {
-    SP_FAIL(source, ": ", e.what());
-  }
+  // Depth bounded while parsing, duplicate keys rejected (tensor/strict_json.h).
+  const json doc =
+      parse_strict_json(text, source, kMaxDescriptionDepth, "a tensor description");
   try {
     return load_description(doc, options);
   } catch (const Error& e) {

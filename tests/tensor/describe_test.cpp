@@ -516,6 +516,19 @@ TEST_F(DescribeFile, NestingTooDeep) {
   EXPECT_NE(what.find("nested deeper than 64 levels"), std::string::npos) << what;
 }
 
+// nlohmann keeps the last of two equal keys; a description that says nbytes twice is ambiguous.
+TEST_F(DescribeFile, DuplicateKeysAreRejected) {
+  const std::string text = valid_description().dump();
+  const size_t at = text.find("\"nbytes\":");
+  ASSERT_NE(at, std::string::npos);
+  const std::string twice = text.substr(0, at) + "\"nbytes\":8," + text.substr(at);
+  const fs::path p = write("dup.json", twice);
+  const std::string what = error_of(p);
+  EXPECT_EQ(what.rfind(p.string() + ": duplicate key \"nbytes\" in one object", 0), 0u) << what;
+  // The same key in two different objects is fine.
+  EXPECT_NO_THROW(load_description_file(write("ok.json", text)));
+}
+
 TEST_F(DescribeFile, SchemaErrorsStartWithThePath) {
   json d = valid_description();
   d["tensors"][0]["sizes"][0] = -4;
