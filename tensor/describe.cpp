@@ -243,9 +243,9 @@ std::vector<TensorEntry> parse_tensors(const json& list,
     SP_CHECK(target != names.end(), t.where, ": view_of ", quote_json(*t.view_of),
              " names no tensor in this description");
     const TensorEntry& base = out[target->second];
-    SP_CHECK(base.storage == t.storage, t.where, ": view_of ", quote_json(*t.view_of), " is on storage ",
-             storages[base.storage].id, " but this tensor is on storage ", storages[t.storage].id,
-             "; a view must share its base's storage");
+    SP_CHECK(base.storage == t.storage, t.where, ": view_of ", quote_json(*t.view_of),
+             " is on storage ", storages[base.storage].id, " but this tensor is on storage ",
+             storages[t.storage].id, "; a view must share its base's storage");
     t.view_target = target->second;
   }
   return out;
@@ -302,7 +302,8 @@ ordered_json describe_ordered(const NamedTensors& named) {
     const auto& [name, t] = named[i];
     SP_CHECK(!name.empty(), "describe: tensor #", i, " has an empty name");
     SP_CHECK(t.defined(), "describe: tensor ", quote_json(name), " is undefined");
-    SP_CHECK(names.insert(name).second, "describe: tensor name ", quote_json(name), " is listed twice");
+    SP_CHECK(names.insert(name).second, "describe: tensor name ", quote_json(name),
+             " is listed twice");
     first_name.emplace(t.impl(), &name);
     const auto [it, fresh] =
         storage_ids.emplace(t.storage().get(), static_cast<int64_t>(storage_ids.size()));
@@ -388,8 +389,7 @@ NamedTensors load_description(const nlohmann::json& d, const LoadOptions& option
 NamedTensors load_description_string(std::string_view text, std::string_view source,
                                      const LoadOptions& options) {
   // Depth bounded while parsing, duplicate keys rejected (tensor/strict_json.h).
-  const json doc =
-      parse_strict_json(text, source, kMaxDescriptionDepth, "a tensor description");
+  const json doc = parse_strict_json(text, source, kMaxDescriptionDepth, "a tensor description");
   try {
     return load_description(doc, options);
   } catch (const Error& e) {
