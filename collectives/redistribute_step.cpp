@@ -1,0 +1,243 @@
+#include "collectives/redistribute_step.h"
+
+#include <sstream>
+
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+
+namespace shardplan::collectives {
+
+using ::shardplan::operator<<;
+using mesh::Placement;
+using tensor::DimVector;
+
+// Note [Uneven shard padding]
+// Collectives move equal-sized pieces, so uneven torch.chunk shards are padded (spec §3.1):
+//  * all_gather along d: every rank pads its shard to c = ceil(n/k) (the size coordinate 0 holds),
+//    the gathered buffer is c*k, then narrowed to n. A strided shard pads to its largest piece
+//    (again coordinate 0's) and reorders after the gather.
+//  * reduce_scatter to S(d): the full tensor is cut into k pieces, each padded to c, so the input
+//    is c*k along d; each rank unpads its own piece.
+//  * all_to_all S(d) -> S(e): dim d padded to c_d and dim e to c_e*k before, both unpadded after.
+// n is the dim's size at this mesh level: the global size after the outer levels (§3.2). Since the
+// step's level is the innermost one on the dims it touches, that is the local shape with this
+// level left out.
+
+std::string_view to_string(StepOp op) {
+  switch (op) {
+    case StepOp::kNoop:
+      return "noop";
+    case StepOp::kLocalChunk:
+      return "local_chunk";
+    case StepOp::kAllGather:
+      return "all_gather";
+    case StepOp::kReduceScatter:
+      return "reduce_scatter";
+    case StepOp::kAllReduce:
+      return "all_reduce";
+    case StepOp::kAllToAll:
+      return "all_to_all";
+  }
+  SP_ASSERT(false, "bad StepOp");
+}
+
+std::optional<CollectiveKind> collective_kind(StepOp op) {
+  switch (op) {
+    case StepOp::kAllGather:
+      return CollectiveKind::kAllGather;
+    case StepOp::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case StepOp::kAllReduce:
+      return CollectiveKind::kAllReduce;
+    case StepOp::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    case StepOp::kNoop:
+    case StepOp::kLocalChunk:
+      return std::nullopt;
+  }
+  SP_ASSERT(false, "bad StepOp");
+}
+
+std::ostream& operator<<(std::ostream& os, const RedistributeStep& s) {
+  return os << "mesh dim " << s.mesh_dim << ' ' << to_string(s.src) << "->" << to_string(s.dst)
+            << ' ' << to_string(s.op) << "(n=" << s.group_size << ", " << s.bytes_per_rank << " B) "
+            << s.local_shape_before << "->" << s.local_shape_after;
+}
+
+nlohmann::ordered_json to_json(const RedistributeStep& s) {
+  nlohmann::ordered_json j;
+  j["mesh_dim"] = s.mesh_dim;
+  j["op"] = to_string(s.op);
+  j["from"] = to_string(s.src);
+  j["to"] = to_string(s.dst);
+  j["group_size"] = s.group_size;
+  j["bytes_per_rank"] = s.bytes_per_rank;
+  j["local_shape_before"] = s.local_shape_before.vec();
+  j["local_shape_after"] = s.local_shape_after.vec();
+  return j;
+}
+
+std::optional<std::string> refused_transition(const Placement& src, const Placement& dst) {
+  if (!dst.is_partial() || src == dst) return std::nullopt;
+  const std::string head = "cannot redistribute " + to_string(src) + " -> " + to_string(dst) + ": ";
+  if (src.is_any_shard()) {
+    return head +
+           "a shard holds whole values of part of the tensor, not summands of a reduction "
+           "(Shard -> Partial is refused)";
+  }
+  if (src.is_partial()) {
+    return head + "the pending " + std::string(mesh::reduce_op_name(src.reduce_op())) +
+           " reduction is not a " + std::string(mesh::reduce_op_name(dst.reduce_op())) +
+           " reduction (Partial(a) -> Partial(b) is refused)";
+  }
+  return head +
+         "a target Partial is only accepted where the source already is that Partial "
+         "(Replicate -> Partial is refused, as DTensor.redistribute does)";
+}
+
+namespace {
+
+// Coordinate 0's size of a dim of n elements after one level `p` over k ranks (spec §2.2, §2.5):
+// the largest piece of that level.
+int64_t first_piece(int64_t n, const Placement& p, int64_t k) {
+  if (p.is_shard()) return mesh::chunk_piece(n, k, 0).size;
+  int64_t size = 0;
+  for (int64_t j = 0; j < p.split_factor(); ++j) {
+    size += mesh::chunk_piece(mesh::chunk_piece(n, p.split_factor(), j).size, k, 0).size;
+  }
+  return size;
+}
+
+// Coordinate 0's local shape with every level applied except mesh dim `skip` (size-1 dims split
+// nothing).
+DimVector shape_without_level(std::span<const int64_t> shape, std::span<const int64_t> mesh_shape,
+                              std::span<const Placement> placements, int64_t skip) {
+  DimVector out(shape);
+  for (size_t md = 0; md < placements.size(); ++md) {
+    const Placement& p = placements[md];
+    if (static_cast<int64_t>(md) == skip || !p.is_any_shard() || mesh_shape[md] == 1) continue;
+    const size_t d = static_cast<size_t>(p.shard_dim());
+    out[d] = first_piece(out[d], p, mesh_shape[md]);
+  }
+  return out;
+}
+
+// A later mesh dim (size > 1) that also shards tensor dim d, or -1: while one exists, the level of
+// `mesh_dim` is not the innermost split of d and cannot be gathered or re-split alone.
+int64_t inner_level_on(std::span<const int64_t> mesh_shape, std::span<const Placement> placements,
+                       int64_t mesh_dim, int64_t d) {
+  for (size_t j = static_cast<size_t>(mesh_dim) + 1; j < placements.size(); ++j) {
+    const Placement& p = placements[j];
+    if (mesh_shape[j] > 1 && p.is_any_shard() && p.shard_dim() == d) return static_cast<int64_t>(j);
+  }
+  return -1;
+}
+
+int64_t buffer_bytes(std::span<const int64_t> shape, int64_t itemsize, int64_t copies) {
+  int64_t n = itemsize;
+  bool overflow = __builtin_mul_overflow(n, copies, &n);
+  for (int64_t s : shape) overflow |= __builtin_mul_overflow(n, s, &n);
+  SP_CHECK(!overflow, "redistribute: a padded buffer of ", copies, " x ", shape, " elements of ",
+           itemsize, " bytes exceeds 2^63 bytes");
+  return n;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::optional<RedistributeStep> step_on(std::span<const int64_t> shape, int64_t itemsize,
+                                        std::span<const int64_t> mesh_shape,
+                                        std::span<const Placement> placements, int64_t mesh_dim,
+                                        const Placement& dst, OnRefusal on_refusal) {
+  // `why` builds the message only when it is thrown.
+  auto fail = [&](auto&& why) -> std::optional<RedistributeStep> {
+    if (on_refusal == OnRefusal::kSkip) return std::nullopt;
+    throw Error("mesh dim " + std::to_string(mesh_dim) + ": " + why());
+  };
+  SP_CHECK(mesh_dim >= 0 && mesh_dim < static_cast<int64_t>(placements.size()),
+           "redistribute: mesh dim ", mesh_dim, " out of range for a ", placements.size(),
+           "-d mesh");
+  if (dst.is_any_shard()) {
+    SP_CHECK(dst.shard_dim() >= 0 && dst.shard_dim() < static_cast<int64_t>(shape.size()),
+             "redistribute: target ", to_string(dst), " on mesh dim ", mesh_dim,
+             " shards a dim the ", shape.size(), "-d tensor lacks");
+  }
+  const Placement& src = placements[static_cast<size_t>(mesh_dim)];
+  if (dst.is_partial() && src != dst) {
+    return fail([&] { return *refused_transition(src, dst); });
+  }
+
+  const int64_t k = mesh_shape[static_cast<size_t>(mesh_dim)];
+  RedistributeStep step;
+  step.mesh_dim = mesh_dim;
+  step.src = src;
+  step.dst = dst;
+  step.group_size = k;
+  const DimVector base = shape_without_level(shape, mesh_shape, placements, mesh_dim);
+  // `base` with this level `p` applied on its tensor dim (p may be R or P: unchanged).
+  auto with_level = [&](const Placement& p) {
+    DimVector out = base;
+    if (p.is_any_shard() && k > 1) {
+      const size_t d = static_cast<size_t>(p.shard_dim());
+      out[d] = first_piece(base[d], p, k);
+    }
+    return out;
+  };
+  step.local_shape_before = with_level(src);
+  step.local_shape_after = with_level(dst);
+  // Spec §3.1: nothing to do for an unchanged placement or over a single rank (a chunk into one
+  // piece is the whole, a Partial over one rank is already the value).
+  if (src == dst || k == 1) return step;
+
+  for (const Placement* p : {&src, &dst}) {
+    if (!p->is_any_shard()) continue;
+    const int64_t inner = inner_level_on(mesh_shape, placements, mesh_dim, p->shard_dim());
+    if (inner >= 0) {
+      return fail([&] {
+        return "cannot change " + to_string(src) + " -> " + to_string(dst) +
+               " in one step: mesh dim " + std::to_string(inner) + " (" +
+               to_string(placements[static_cast<size_t>(inner)]) + ") splits tensor dim " +
+               std::to_string(p->shard_dim()) + " further; change that mesh dim first";
+      });
+    }
+  }
+
+  // The rules of spec §3.1, one per (source kind, target kind).
+  if (src.is_any_shard() && dst.is_replicate()) {
+    step.op = StepOp::kAllGather;
+    step.bytes_per_rank = buffer_bytes(step.local_shape_before, itemsize, k);
+  } else if (src.is_replicate() && dst.is_any_shard()) {
+    step.op = StepOp::kLocalChunk;
+    step.bytes_per_rank = buffer_bytes(step.local_shape_after, itemsize, 1);
+  } else if (src.is_partial() && dst.is_replicate()) {
+    step.op = StepOp::kAllReduce;
+    step.bytes_per_rank = buffer_bytes(base, itemsize, 1);
+  } else if (src.is_partial() && dst.is_any_shard()) {
+    step.op = StepOp::kReduceScatter;
+    step.bytes_per_rank = buffer_bytes(step.local_shape_after, itemsize, k);
+  } else if (src.is_shard() && dst.is_shard()) {
+    step.op = StepOp::kAllToAll;
+    DimVector padded = base;
+    const size_t d = static_cast<size_t>(src.shard_dim()), e = static_cast<size_t>(dst.shard_dim());
+    padded[d] = step.local_shape_before[d];
+    padded[e] = step.local_shape_after[e];
+    step.bytes_per_rank = buffer_bytes(padded, itemsize, k);  // c_e * k along e
+  } else {
+    // A strided shard's pieces are interleaved: all_to_all cannot re-split them in place.
+    return fail([&] {
+      return "cannot change " + to_string(src) + " -> " + to_string(dst) +
+             " in one step: a strided shard goes through Replicate";
+    });
+  }
+  return step;
+}
+
+}  // namespace detail
+
+RedistributeStep make_step(const mesh::ShardSpec& current, int64_t mesh_dim, const Placement& dst) {
+  return *detail::step_on(current.shape, tensor::itemsize(current.dtype), current.mesh.shape(),
+                          current.placements, mesh_dim, dst, detail::OnRefusal::kThrow);
+}
+
+}  // namespace shardplan::collectives
