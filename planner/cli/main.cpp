@@ -19,6 +19,7 @@ namespace shardplan::cli {
 // kVerbs below (the CMake glob picks up the new file).
 void register_env(CLI::App& app, CliContext& ctx);
 void register_inspect(CLI::App& app, CliContext& ctx);
+void register_redistribute(CLI::App& app, CliContext& ctx);
 void register_shard(CLI::App& app, CliContext& ctx);
 }  // namespace shardplan::cli
 
@@ -28,6 +29,7 @@ using RegisterVerb = void (*)(CLI::App&, shardplan::cli::CliContext&);
 constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_env,
     &shardplan::cli::register_inspect,
+    &shardplan::cli::register_redistribute,
     &shardplan::cli::register_shard,
 };
 

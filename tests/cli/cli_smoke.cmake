@@ -47,3 +47,33 @@ foreach(args IN ITEMS "" "--no-such-flag" "no-such-verb" "env;--bogus")
     message(FATAL_ERROR "shardplan ${args}: wrote to stdout on error:\n${OUT}")
   endif()
 endforeach()
+
+# redistribute: spec §3.6's [S0,S1] -> [S1,S0] on mesh (2,2) is md1 all_gather, md0 all_to_all,
+# md1 local chunk (2 collectives); bf16 (8,8): each rank holds (4,4), gathers 2 x 16 x 2 B = 64 B.
+run(0 redistribute --shape 8,8 --dtype bf16 --mesh 2x2 --from S0,S1 --to S1,S0 --json)
+string(JSON collectives ERROR_VARIABLE json_error GET "${OUT}" collectives)
+string(JSON nsteps LENGTH "${OUT}" steps)
+string(JSON op0 GET "${OUT}" steps 0 op)
+string(JSON bytes0 GET "${OUT}" steps 0 bytes_per_rank)
+string(JSON op1 GET "${OUT}" steps 1 op)
+if(json_error OR NOT collectives EQUAL 2 OR NOT nsteps EQUAL 3 OR NOT op0 STREQUAL "all_gather"
+   OR NOT bytes0 EQUAL 64 OR NOT op1 STREQUAL "all_to_all")
+  message(FATAL_ERROR "redistribute --json: unexpected plan ${json_error}\n${OUT}")
+endif()
+# On a cluster every step is priced and the plan has a total; min-cost is accepted.
+run(0 redistribute --shape 4096,4096 --dtype bf16 --mesh 2x8 --from S0,S1 --to R,S0
+    --planner min-cost --cluster dgx-h100 --json)
+string(JSON total ERROR_VARIABLE json_error GET "${OUT}" total_time_s)
+string(JSON t0 ERROR_VARIABLE json_error0 GET "${OUT}" steps 0 time_s)
+if(json_error OR json_error0 OR NOT total GREATER 0)
+  message(FATAL_ERROR "redistribute --cluster --json: no step times or total\n${OUT}")
+endif()
+run(0 redistribute --shape 8,8 --mesh 2x2 --from S0,R --to R,S1)
+expect_match("redistribute text" "all_gather" "${OUT}")
+# Refused transitions and bad placements: exit 2, one line naming the problem.
+foreach(args IN ITEMS "S0,R;S0,P" "S0;R,R" "S0,Pmax;R,P" "S2,R;R,R")
+  list(GET args 0 from)
+  list(GET args 1 to)
+  run(2 redistribute --shape 8,8 --mesh 2x2 --from ${from} --to ${to})
+  expect_match("redistribute ${from} -> ${to} stderr" "^shardplan: error: [^\n]+\n$" "${ERR}")
+endforeach()
