@@ -1,5 +1,6 @@
 #include "collectives/redistribute_step.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "tensor/dtype.h"
@@ -13,9 +14,9 @@ using tensor::DimVector;
 
 // Note [Uneven shard padding]
 // Collectives move equal-sized pieces, so uneven torch.chunk shards are padded (spec §3.1):
-//  * all_gather along d: every rank pads its shard to c = ceil(n/k) (the size coordinate 0 holds),
-//    the gathered buffer is c*k, then narrowed to n. A strided shard pads to its largest piece
-//    (again coordinate 0's) and reorders after the gather.
+//  * all_gather along d: every rank pads its shard to c = ceil(n/k) (the size coordinate 0 of the
+//    group holds), the gathered buffer is c*k, then narrowed to n. A strided shard pads to its
+//    group's largest piece (again its first rank's) and reorders after the gather.
 //  * reduce_scatter to S(d): the full tensor is cut into k pieces, each padded to c, so the input
 //    is c*k along d; each rank unpads its own piece.
 //  * all_to_all S(d) -> S(e): dim d padded to c_d and dim e to c_e*k before, both unpadded after.
@@ -133,6 +134,64 @@ int64_t inner_level_on(std::span<const int64_t> mesh_shape, std::span<const Plac
   return -1;
 }
 
+// The padded piece of Note [Uneven shard padding] in the group where it is largest: `base` (the
+// shape without this level) with the dims of a sharded source or target cut to their largest
+// piece. With plain shards that is coordinate 0's group: torch.chunk's first piece, ceil(n/k),
+// grows with n and outer levels give coordinate 0 the largest n. A strided shard breaks the second
+// part
+// ([S(0), SS(0,3)] on 7 rows over (2,3): the 4-row half gives rank 0 two rows, the 3-row half
+// three), so then every size a dim can have at this level is tried.
+DimVector largest_buffer(std::span<const int64_t> shape, std::span<const int64_t> mesh_shape,
+                         std::span<const Placement> placements, int64_t mesh_dim,
+                         const Placement& dst, const DimVector& base) {
+  const Placement& src = placements[static_cast<size_t>(mesh_dim)];
+  const int64_t k = mesh_shape[static_cast<size_t>(mesh_dim)];
+  const bool strided = src.is_strided_shard() || dst.is_strided_shard() ||
+                       std::any_of(placements.begin(), placements.end(),
+                                   [](const Placement& p) { return p.is_strided_shard(); });
+  DimVector out = base;
+  if (!strided) {
+    for (const Placement* p : {&src, &dst}) {
+      if (p->is_any_shard()) {
+        const size_t d = static_cast<size_t>(p->shard_dim());
+        out[d] = first_piece(base[d], *p, k);
+      }
+    }
+    return out;
+  }
+  // Every size each tensor dim takes over the mesh, levels applied as in shape_without_level.
+  std::vector<std::vector<int64_t>> sizes(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) sizes[d] = {shape[d]};
+  for (size_t md = 0; md < placements.size(); ++md) {
+    const Placement& p = placements[md];
+    if (static_cast<int64_t>(md) == mesh_dim || !p.is_any_shard() || mesh_shape[md] == 1) continue;
+    std::vector<int64_t>& set = sizes[static_cast<size_t>(p.shard_dim())];
+    std::vector<int64_t> next;
+    for (int64_t n : set) {
+      for (int64_t r = 0; r < mesh_shape[md]; ++r) {
+        int64_t size = 0;
+        for (int64_t j = 0; j < p.split_factor(); ++j) {
+          size +=
+              mesh::chunk_piece(mesh::chunk_piece(n, p.split_factor(), j).size, mesh_shape[md], r)
+                  .size;
+        }
+        next.push_back(size);
+      }
+    }
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    set = std::move(next);
+  }
+  for (size_t d = 0; d < shape.size(); ++d) out[d] = sizes[d].back();
+  for (const Placement* p : {&src, &dst}) {
+    if (!p->is_any_shard()) continue;
+    const size_t d = static_cast<size_t>(p->shard_dim());
+    out[d] = 0;
+    for (int64_t n : sizes[d]) out[d] = std::max(out[d], first_piece(n, *p, k));
+  }
+  return out;
+}
+
 int64_t buffer_bytes(std::span<const int64_t> shape, int64_t itemsize, int64_t copies) {
   int64_t n = itemsize;
   bool overflow = __builtin_mul_overflow(n, copies, &n);
@@ -203,26 +262,21 @@ std::optional<RedistributeStep> step_on(std::span<const int64_t> shape, int64_t 
     }
   }
 
-  // The rules of spec §3.1, one per (source kind, target kind).
+  // The rules of spec §3.1, one per (source kind, target kind), and how many padded pieces of
+  // the largest rank's shard the buffer holds.
+  int64_t copies = k;
   if (src.is_any_shard() && dst.is_replicate()) {
     step.op = StepOp::kAllGather;
-    step.bytes_per_rank = buffer_bytes(step.local_shape_before, itemsize, k);
   } else if (src.is_replicate() && dst.is_any_shard()) {
     step.op = StepOp::kLocalChunk;
-    step.bytes_per_rank = buffer_bytes(step.local_shape_after, itemsize, 1);
+    copies = 1;
   } else if (src.is_partial() && dst.is_replicate()) {
     step.op = StepOp::kAllReduce;
-    step.bytes_per_rank = buffer_bytes(base, itemsize, 1);
+    copies = 1;
   } else if (src.is_partial() && dst.is_any_shard()) {
     step.op = StepOp::kReduceScatter;
-    step.bytes_per_rank = buffer_bytes(step.local_shape_after, itemsize, k);
   } else if (src.is_shard() && dst.is_shard()) {
-    step.op = StepOp::kAllToAll;
-    DimVector padded = base;
-    const size_t d = static_cast<size_t>(src.shard_dim()), e = static_cast<size_t>(dst.shard_dim());
-    padded[d] = step.local_shape_before[d];
-    padded[e] = step.local_shape_after[e];
-    step.bytes_per_rank = buffer_bytes(padded, itemsize, k);  // c_e * k along e
+    step.op = StepOp::kAllToAll;  // c_d along d, c_e * k along e
   } else {
     // A strided shard's pieces are interleaved: all_to_all cannot re-split them in place.
     return fail([&] {
@@ -230,6 +284,8 @@ std::optional<RedistributeStep> step_on(std::span<const int64_t> shape, int64_t 
              " in one step: a strided shard goes through Replicate";
     });
   }
+  step.bytes_per_rank = buffer_bytes(
+      largest_buffer(shape, mesh_shape, placements, mesh_dim, dst, base), itemsize, copies);
   return step;
 }
 

@@ -41,9 +41,8 @@ struct RedistributeStep {
   // The per-rank buffer of the collective as nccl-tests counts it (collective_call.h's S), with
   // the padding of Note [Uneven shard padding]: all_gather's output, reduce_scatter's input,
   // all_reduce's buffer, all_to_all's send buffer. local_chunk: the bytes the rank keeps (a clone);
-  // noop: 0. Shapes differ between groups when shards are uneven: this is the largest group's,
-  // the one holding mesh coordinate 0 (torch.chunk gives lower coordinates the larger pieces at
-  // every level, so it is also the slowest group).
+  // noop: 0. Shapes differ between groups when shards are uneven: this is the largest group's
+  // (with plain shards the group of mesh coordinate 0; Note [Uneven shard padding]).
   int64_t bytes_per_rank = 0;
   // The local tensor of the rank at mesh coordinate 0 before and after the step.
   tensor::DimVector local_shape_before;

@@ -166,6 +166,17 @@ TEST(RedistributeBytes, OtherMeshDimsShrinkTheBuffer) {
   EXPECT_EQ(q.steps.at(0).local_shape_after.vec(), std::vector<int64_t>{4});
 }
 
+// A strided shard's largest piece is not always in coordinate 0's group. (7,) on mesh (2,3)
+// [S0, SS(0,3)]: md0 splits 4 | 3. The 4-row group cuts 4 into pieces 2,2,0 and each into 3:
+// its rank 0 holds 1+1+0 = 2 rows; the 3-row group cuts 1,1,1: its rank 0 holds 3 rows. Gathering
+// md1 pads to 3 in that group: 3 ranks x 3 rows x 4 bytes.
+TEST(RedistributeBytes, StridedShardLargestGroup) {
+  const RedistributeStep s = make_step(spec({7}, {2, 3}, "S0,SS0:3"), 1, mesh::Replicate{});
+  EXPECT_EQ(s.op, StepOp::kAllGather);
+  EXPECT_EQ(s.bytes_per_rank, 3 * 3 * 4);
+  EXPECT_EQ(s.local_shape_before.vec(), std::vector<int64_t>{2});  // coordinate 0's
+}
+
 // Spec §3.1 / test_redistribute_to_partial: which targets with Partial are accepted.
 TEST(RedistributeRefused, PartialTargets) {
   const mesh::ShardSpec ps = spec({8, 8}, {2, 2}, "P,S0");

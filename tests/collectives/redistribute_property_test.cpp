@@ -85,7 +85,7 @@ void simulate(const RedistributePlan& plan) {
 
 TEST(RedistributeProperty, GreedyPlansExecuteToTheTarget) {
   std::mt19937_64 rng(20240611);
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     const Case c = random_case(rng, /*strided=*/false);
     SCOPED_TRACE(describe(c));
     const RedistributePlan plan = plan_redistribute(source_of(c), c.to);
@@ -97,7 +97,7 @@ TEST(RedistributeProperty, GreedyPlansExecuteToTheTarget) {
 
 TEST(RedistributeProperty, MinCostPlansExecuteToTheTarget) {
   std::mt19937_64 rng(7);
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     const Case c = random_case(rng, /*strided=*/false);
     SCOPED_TRACE(describe(c));
     const RedistributePlan plan = plan_min_cost_redistribute(source_of(c), c.to);
@@ -109,7 +109,7 @@ TEST(RedistributeProperty, MinCostPlansExecuteToTheTarget) {
 
 TEST(RedistributeProperty, StridedShardPlansExecuteToTheTarget) {
   std::mt19937_64 rng(99);
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 600; ++i) {
     const Case c = random_case(rng, /*strided=*/true);
     SCOPED_TRACE(describe(c));
     for (bool min_cost : {false, true}) {
@@ -127,14 +127,17 @@ TEST(RedistributeProperty, StridedShardPlansExecuteToTheTarget) {
 TEST(RedistributeProperty, MinCostNeverCostsMoreThanGreedy) {
   std::mt19937_64 rng(12345);
   int cheaper = 0;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 600; ++i) {
     const Case c = random_case(rng, /*strided=*/i % 3 == 0);
     SCOPED_TRACE(describe(c));
     const mesh::ShardSpec s = source_of(c);
     const StepCostFn link_cost = link_time_cost(dtensor::dtensor_mesh_links(c.mesh_shape, 2));
     for (const StepCostFn& cost : {StepCostFn(bytes_moved_cost), link_cost}) {
       const double g = plan_cost(plan_redistribute(s, c.to), cost);
-      const double m = plan_cost(plan_min_cost_redistribute(s, c.to, cost), cost);
+      const RedistributePlan best = plan_min_cost_redistribute(s, c.to, cost);
+      simulate(best);  // a different cost picks different edges: still a valid execution
+      if (HasFatalFailure()) return;
+      const double m = plan_cost(best, cost);
       EXPECT_LE(m, g * (1 + 1e-12));
       cheaper += m < g * (1 - 1e-9);
     }

@@ -150,7 +150,7 @@ inline uint64_t weight(int64_t e, int64_t q) {
 }
 
 // Runs `plan` over every rank of the (row-major) mesh and checks, with gtest assertions: each
-// step's buffer size against bytes_per_rank (equal in coordinate 0's group, no larger elsewhere),
+// step's bytes_per_rank against the largest buffer any group used (padding included),
 // its local shapes, the layout after every step, and at the end the target layout element for
 // element with the right sums of partial contributions.
 class Simulator {
@@ -233,15 +233,8 @@ class Simulator {
     }
   }
 
-  // Checks the buffer a group used against the plan's bytes_per_rank.
-  void check_bytes(const RedistributeStep& step, bool group_of_zero, int64_t numel) {
-    const int64_t bytes = numel * itemsize_;
-    if (group_of_zero) {
-      EXPECT_EQ(step.bytes_per_rank, bytes) << "buffer of coordinate 0's group";
-    } else {
-      EXPECT_LE(bytes, step.bytes_per_rank);
-    }
-  }
+  // Records the buffer one group used; apply() compares the largest with bytes_per_rank.
+  void check_bytes(int64_t numel) { max_bytes_ = std::max(max_bytes_, numel * itemsize_); }
 
   void apply(const RedistributeStep& step) {
     const size_t md = static_cast<size_t>(step.mesh_dim);
@@ -252,22 +245,22 @@ class Simulator {
       EXPECT_EQ(step.bytes_per_rank, 0);
       return;
     }
+    max_bytes_ = 0;
     for (int64_t g = 0; g < mesh_.num_groups(static_cast<int64_t>(md)); ++g) {
       const std::vector<int64_t> group = mesh_.group_ranks_by_index(static_cast<int64_t>(md), g);
-      const bool zero = g == 0;  // row-major group numbering: group 0 holds coordinate 0
       std::vector<Local> in;
       for (int64_t r : group) in.push_back(ranks_[static_cast<size_t>(r)]);
-      std::vector<Local> out = run_collective(step, in, zero);
+      std::vector<Local> out = run_collective(step, in);
       if (::testing::Test::HasFatalFailure()) return;
       for (size_t j = 0; j < group.size(); ++j) {
         ASSERT_FALSE(has_padding(out[j])) << "padding left on rank " << group[j];
         ranks_[static_cast<size_t>(group[j])] = std::move(out[j]);
       }
     }
+    EXPECT_EQ(step.bytes_per_rank, max_bytes_) << "the largest group's buffer";
   }
 
-  std::vector<Local> run_collective(const RedistributeStep& step, const std::vector<Local>& in,
-                                    bool zero) {
+  std::vector<Local> run_collective(const RedistributeStep& step, const std::vector<Local>& in) {
     const int64_t k = static_cast<int64_t>(in.size());
     std::vector<Local> out(in.size());
     switch (step.op) {
@@ -277,7 +270,7 @@ class Simulator {
           const Local& x = in[static_cast<size_t>(j)];
           out[static_cast<size_t>(j)] = take(x, e, kept_positions(x.shape[e], step.dst, k, j));
         }
-        check_bytes(step, zero, out[0].numel());
+        for (const Local& o : out) check_bytes(o.numel());
         break;
       }
       case StepOp::kAllGather: {  // S/SS -> R: pad to the largest piece, gather, unpad
@@ -290,7 +283,7 @@ class Simulator {
         std::vector<Local> padded;
         for (const Local& x : in) padded.push_back(pad_to(x, d, c));
         const Local gathered = cat(padded, d);
-        check_bytes(step, zero, gathered.numel());
+        check_bytes(gathered.numel());
         Local full;
         if (step.src.is_shard() || gathered.numel() == 0) {
           full = narrow(gathered, d, 0, n);  // torch.chunk pads only at the end
@@ -317,7 +310,7 @@ class Simulator {
           EXPECT_EQ(in[j].elem, sum.elem) << "all_reduce over different elements";
           for (size_t i = 0; i < sum.val.size(); ++i) sum.val[i] += in[j].val[i];
         }
-        check_bytes(step, zero, sum.numel());
+        check_bytes(sum.numel());
         for (auto& o : out) o = sum;
         break;
       }
@@ -336,7 +329,7 @@ class Simulator {
           layout.insert(layout.end(), p.begin(), p.end());
         }
         Local sum = take(in[0], e, layout);
-        check_bytes(step, zero, sum.numel());
+        check_bytes(sum.numel());
         for (size_t j = 1; j < in.size(); ++j) {
           const Local b = take(in[j], e, layout);
           EXPECT_EQ(b.elem, sum.elem) << "reduce_scatter over different elements";
@@ -360,7 +353,7 @@ class Simulator {
         }
         std::vector<Local> sendbuf;
         for (const Local& x : in) sendbuf.push_back(pad_to(pad_to(x, d, cd), e, ce * k));
-        check_bytes(step, zero, sendbuf[0].numel());
+        check_bytes(sendbuf[0].numel());
         for (int64_t j = 0; j < k; ++j) {
           std::vector<Local> recv;
           for (const Local& b : sendbuf) recv.push_back(narrow(b, e, j * ce, ce));
@@ -389,6 +382,7 @@ class Simulator {
   const RedistributePlan& plan_;
   mesh::DeviceMesh mesh_;
   int64_t itemsize_ = 1;
+  int64_t max_bytes_ = 0;
   std::vector<mesh::MeshCoord> coords_;
   std::vector<size_t> partial_dims_;
   std::vector<Local> ranks_;
