@@ -2,9 +2,11 @@
 // strides, storage, view-of, bytes), then totals with aliasing taken into account (a tied weight
 // is one storage and its parameters count once).
 //   shardplan inspect --description configs/examples/gpt2-small.description.json [--json]
-// The tensors come from exactly one source. Today that is --description (tensor/describe.h); a
-// new source (--model NAME, --checkpoint FILE) is one more entry in sources(): a flag, a value
-// and a loader returning NamedTensors. Everything after loading is shared.
+// The tensors come from exactly one source: --description (tensor/describe.h) is listed here;
+// --model (planner/cli/inspect_model.h) and --checkpoint (planner/cli/inspect_checkpoint.h) have
+// reports of their own. Exactly one of the three may be given.
+//   shardplan inspect --model llama3-70b --seq 4096
+//   shardplan inspect --checkpoint ckpt/model.safetensors.index.json --config ckpt/config.json
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "planner/cli/cli_common.h"
+#include "planner/cli/inspect_checkpoint.h"
 #include "planner/cli/inspect_model.h"
 #include "tensor/describe.h"
 #include "tensor/error.h"
@@ -55,7 +58,8 @@ NamedTensors load_source(const InspectOptions& o) {
              " both name tensors to inspect, expected exactly one");
     chosen = &s;
   }
-  SP_CHECK(chosen != nullptr, "inspect: nothing to inspect, expected one of: ", flags);
+  SP_CHECK(chosen != nullptr, "inspect: nothing to inspect, expected one of: ", flags,
+           ", --model, --checkpoint");
   return chosen->load(*chosen->value);
 }
 
@@ -156,11 +160,21 @@ void register_inspect(CLI::App& app, CliContext& ctx) {
       ->type_name("FILE");
   auto model_opts = std::make_shared<ModelInspectOptions>();
   add_model_options(cmd, *model_opts);  // --model, --seq, --batch (planner/cli/inspect_model.h)
-  cmd.callback([&ctx, opts, model_opts] {
-    if (!model_opts->model.empty()) {
-      SP_CHECK(opts->description.empty(),
-               "inspect: --description and --model both name something to inspect, expected one");
+  auto ck_opts = std::make_shared<CheckpointInspectOptions>();
+  add_checkpoint_options(cmd, *ck_opts);  // --checkpoint, --config, --strict
+  cmd.callback([&ctx, opts, model_opts, ck_opts] {
+    const bool model = !model_opts->model.empty();
+    const bool checkpoint =
+        !ck_opts->checkpoint.empty() || !ck_opts->config.empty() || ck_opts->strict;
+    const int given = int(!opts->description.empty()) + int(model) + int(checkpoint);
+    SP_CHECK(given <= 1, "inspect: ", given,
+             " of --description, --model, --checkpoint name something to inspect, expected one");
+    if (model) {
       run_inspect_model(*model_opts, ctx);
+      return;
+    }
+    if (checkpoint) {
+      run_inspect_checkpoint(*ck_opts, ctx);
       return;
     }
     const NamedTensors named = load_source(*opts);

@@ -7,6 +7,7 @@
 
 #include "tensor/config_paths.h"
 #include "tensor/error.h"
+#include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/training.h"
 
@@ -77,8 +78,9 @@ ordered_json module_rows(const Module& root, const OpGraph& g, const ModelConfig
 
 void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
   cmd.add_option("--model", o.model,
-                 "A model: a name in configs/models/ (llama3-70b, gpt2, ...) or a path to a "
-                 "Hugging Face config.json")
+                 "A model: a name in configs/models/ (llama3-70b, gpt2, ...), a path to a "
+                 "Hugging Face config.json, or a .safetensors file / model.safetensors.index.json "
+                 "with its config.json beside it")
       ->type_name("NAME_OR_PATH");
   cmd.add_option("--seq", o.seq, "Tokens per sequence of the traced forward (with --model)")
       ->capture_default_str();
@@ -89,10 +91,12 @@ void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
 ordered_json inspect_model_report(const ModelInspectOptions& o) {
   SP_CHECK(o.seq > 0, "--seq ", o.seq, ": expected a positive number of tokens");
   SP_CHECK(o.batch > 0, "--batch ", o.batch, ": expected a positive number of sequences");
-  const std::filesystem::path path = find_config("models", o.model);
-  const ModelConfig cfg = load_model_config(path);
-  SP_CHECK(cfg.model_type != "gpt2" || o.seq <= cfg.max_position_embeddings, "--seq ", o.seq,
-           ": ", o.model, " has learned positions up to n_positions ", cfg.max_position_embeddings);
+  // A name, a config.json, or a checkpoint with its config.json (tensor/models/model_source.h).
+  const ModelSource src = find_model_source(o.model);
+  const std::filesystem::path& path = src.config_path;
+  const ModelConfig& cfg = src.config;
+  SP_CHECK(cfg.model_type != "gpt2" || o.seq <= cfg.max_position_embeddings, "--seq ", o.seq, ": ",
+           o.model, " has learned positions up to n_positions ", cfg.max_position_embeddings);
   const ModulePtr model = build_model(cfg);
   const double tokens = static_cast<double>(o.batch) * static_cast<double>(o.seq);
   const OpGraph g = trace_model_forward(*model, o.batch, o.seq);
@@ -102,6 +106,15 @@ ordered_json inspect_model_report(const ModelInspectOptions& o) {
   r["model_type"] = cfg.model_type;
   r["architecture"] = model->type_name();
   r["config"] = path.string();
+  if (src.checkpoint) {
+    // Checked loadable by find_model_source; its element count is the model's minus tied names
+    // the checkpoint omits (Hugging Face saves a tied lm_head once).
+    r["checkpoint"] = {{"path", src.checkpoint->source.string()},
+                       {"files", src.checkpoint->files.size()},
+                       {"tensors", src.checkpoint->tensors.size()},
+                       {"parameters", src.checkpoint->numel()},
+                       {"bytes", src.checkpoint->nbytes()}};
+  }
   r["seq"] = o.seq;
   r["batch"] = o.batch;
   r["parameters"] = model->parameters_numel();
@@ -121,12 +134,17 @@ ordered_json inspect_model_report(const ModelInspectOptions& o) {
                                  {"forward_backward_3x", 3 * g.totals().flops / tokens}};
   // Activations of one training step (tensor/training.h): the model built with its dropout,
   // flash attention, loss included; per recomputation policy.
-  const ModulePtr train = build_model(cfg, {.training = true});
+  BuildOptions build;
+  build.training = true;
+  const ModulePtr train = build_model(cfg, build);
   ordered_json acts;
-  for (RecomputePolicy p : {RecomputePolicy::kNone, RecomputePolicy::kSelective,
-                            RecomputePolicy::kFull}) {
-    const TrainingStep st =
-        trace_training_step(*train, {.batch = o.batch, .seq = o.seq, .recompute = p});
+  for (RecomputePolicy p :
+       {RecomputePolicy::kNone, RecomputePolicy::kSelective, RecomputePolicy::kFull}) {
+    TraceOptions trace;
+    trace.batch = o.batch;
+    trace.seq = o.seq;
+    trace.recompute = p;
+    const TrainingStep st = trace_training_step(*train, trace);
     acts[std::string(to_string(p))] = st.totals.activation_bytes;
     if (p == RecomputePolicy::kNone) {
       r["activation_bytes"] = st.totals.activation_bytes;
@@ -135,14 +153,17 @@ ordered_json inspect_model_report(const ModelInspectOptions& o) {
   }
   r["activation_bytes_by_recompute"] = acts;
   ordered_json notes = ordered_json::array();
-  notes.push_back("flops_per_token: traced forward only, all ops; forward_backward_3x is the 3x "
-                  "convention; training_model_flops is the traced training step (fwd + bwd + loss)");
+  notes.push_back(
+      "flops_per_token: traced forward only, all ops; forward_backward_3x is the 3x "
+      "convention; training_model_flops is the traced training step (fwd + bwd + loss)");
   notes.push_back("attention counted in full (s^2), causal mask and sliding window ignored");
-  notes.push_back("activation_bytes: saved for backward in one training step of batch x seq, "
-                  "flash attention, config dropout, " +
-                  std::string(dtype_name(cfg.torch_dtype)) + " activations");
+  notes.push_back(
+      "activation_bytes: saved for backward in one training step of batch x seq, "
+      "flash attention, config dropout, " +
+      std::string(dtype_name(cfg.torch_dtype)) + " activations");
   if (cfg.num_local_experts > 0) {
-    notes.push_back("MoE: capacity-free expected load, every expert on tokens * k / experts tokens");
+    notes.push_back(
+        "MoE: capacity-free expected load, every expert on tokens * k / experts tokens");
   }
   r["notes"] = notes;
   r["modules"] = module_rows(*model, g, cfg, tokens);
@@ -158,6 +179,13 @@ void run_inspect_model(const ModelInspectOptions& o, const CliContext& ctx) {
   std::cout << "model        " << r["model"].get<std::string>() << " ("
             << r["architecture"].get<std::string>() << ", " << r["config"].get<std::string>()
             << ")\n";
+  if (r.contains("checkpoint")) {
+    const ordered_json& ck = r["checkpoint"];
+    std::cout << "checkpoint   " << ck["path"].get<std::string>() << ": "
+              << with_commas(ck["tensors"].get<int64_t>()) << " tensors in "
+              << ck["files"].get<int64_t>() << " file(s), "
+              << human_bytes(ck["bytes"].get<double>()) << ", fits the model\n";
+  }
   const auto params = r["parameters"].get<int64_t>();
   std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f B)", params / 1e9) << '\n';
   for (const auto& [kind, n] : r["parameters_by_kind"].items()) {

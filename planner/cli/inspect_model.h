@@ -1,6 +1,7 @@
 // `shardplan inspect --model`: a model built on meta from a Hugging Face config.json (by name in
-// configs/models/ or by path): parameters (total, per block kind), bytes by dtype, FLOPs per token
-// from the traced forward, activation memory of one training step, and a per-module table.
+// configs/models/, by path to a config.json, or by a checkpoint with its config.json beside it):
+// parameters (total, per block kind), bytes by dtype, FLOPs per token from the traced forward,
+// activation memory of one training step, and a per-module table.
 //   shardplan inspect --model llama3-70b --seq 4096 --batch 1 [--json]
 #pragma once
 
@@ -22,7 +23,8 @@ struct ModelInspectOptions {
 void add_model_options(CLI::App& cmd, ModelInspectOptions& o);
 
 // The whole report as the --json document: "model", "model_type", "architecture", "config",
-// "seq", "batch", "parameters", "parameters_by_kind", "embedding_parameters", "bytes_by_dtype",
+// "checkpoint" (when named by one), "seq", "batch", "parameters", "parameters_by_kind",
+// "embedding_parameters", "bytes_by_dtype",
 // "flops_per_token" (forward, all ops), "flops_per_token_detail", "activation_bytes" (no
 // recomputation), "activation_bytes_by_recompute", "notes", "modules".
 nlohmann::ordered_json inspect_model_report(const ModelInspectOptions& o);

@@ -1,5 +1,6 @@
 #include "tensor/models/model_config.h"
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -231,9 +232,44 @@ std::vector<std::string> supported_model_types() {
   return {std::begin(kModelTypes), std::end(kModelTypes)};
 }
 
+namespace {
+
+// The config.json key that holds ModelConfig's `field` in a `type` file, so that an error names
+// what the user finds in the file (GPT-2 says n_embd, not hidden_size); `field` itself where the
+// families agree.
+std::string_view file_field(std::string_view type, std::string_view field) {
+  static constexpr std::array<std::array<std::string_view, 3>, 14> kRenamed = {{
+      {"gpt2", "hidden_size", "n_embd"},
+      {"gpt2", "intermediate_size", "n_inner"},
+      {"gpt2", "num_hidden_layers", "n_layer"},
+      {"gpt2", "num_attention_heads", "n_head"},
+      {"gpt2", "num_key_value_heads", "n_head"},  // derived: kv heads = heads
+      {"gpt2", "head_dim", "n_head"},             // derived: n_embd / n_head
+      {"gpt2", "max_position_embeddings", "n_positions"},
+      {"gpt2", "norm_eps", "layer_norm_epsilon"},
+      {"gpt2", "embd_dropout", "embd_pdrop"},
+      {"gpt2", "attention_dropout", "attn_pdrop"},
+      {"gpt2", "resid_dropout", "resid_pdrop"},
+      {"gpt_neox", "norm_eps", "layer_norm_eps"},
+      {"gpt_neox", "resid_dropout", "hidden_dropout"},
+      {"gpt_neox", "partial_rotary_factor", "rotary_pct"},
+  }};
+  for (const auto& [t, from, to] : kRenamed) {
+    if (t == type && from == field) return to;
+  }
+  // The rotary families other than GPT-NeoX spell the norm epsilon rms_norm_eps.
+  if (field == "norm_eps" && is_rotary(type)) return "rms_norm_eps";
+  return field;
+}
+
+}  // namespace
+
 void validate(const ModelConfig& c, std::string_view source) {
   auto fail = [&](std::string_view field, const auto&... what) {
-    SP_FAIL(source, ": field '", field, "': ", what...);
+    // A renamed key also says ModelConfig's name, for configs built in code.
+    const std::string_view key = file_field(c.model_type, field);
+    if (key == field) SP_FAIL(source, ": field '", field, "': ", what...);
+    SP_FAIL(source, ": field '", key, "' (", field, "): ", what...);
   };
   bool known = false;
   for (const char* t : kModelTypes) known = known || c.model_type == t;

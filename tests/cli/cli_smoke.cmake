@@ -77,3 +77,59 @@ foreach(args IN ITEMS "S0,R;S0,P" "S0;R,R" "S0,Pmax;R,P" "S2,R;R,R")
   run(2 redistribute --shape 8,8 --mesh 2x2 --from ${from} --to ${to})
   expect_match("redistribute ${from} -> ${to} stderr" "^shardplan: error: [^\n]+\n$" "${ERR}")
 endforeach()
+
+# inspect --model: published parameter counts (Meta's model card; Radford et al. via HF GPT-2).
+foreach(case IN ITEMS "llama3-70b;70553706496" "gpt2;124439808")
+  list(GET case 0 model)
+  list(GET case 1 expected)
+  run(0 inspect --model ${model} --seq 1024 --json)
+  string(JSON params GET "${OUT}" parameters)
+  string(JSON fpt ERROR_VARIABLE e1 GET "${OUT}" flops_per_token)
+  string(JSON act ERROR_VARIABLE e2 GET "${OUT}" activation_bytes)
+  if(NOT params STREQUAL expected OR e1 OR e2 OR NOT fpt GREATER 0 OR NOT act GREATER 0)
+    message(FATAL_ERROR "inspect --model ${model}: parameters ${params}, expected ${expected}\n${OUT}")
+  endif()
+endforeach()
+# A model named by its checkpoint (config.json beside it): the tiny Llama of
+# scripts/gen_safetensors_fixtures.py, 4944 parameters by hand, 21 tensors.
+set(st "${CMAKE_CURRENT_LIST_DIR}/../data/safetensors")
+foreach(path IN ITEMS "${st}/tiny-llama/model.safetensors" "${st}/tiny-llama")
+  run(0 inspect --model "${path}" --seq 8 --json)
+  string(JSON params GET "${OUT}" parameters)
+  string(JSON tensors GET "${OUT}" checkpoint tensors)
+  if(NOT params EQUAL 4944 OR NOT tensors EQUAL 21)
+    message(FATAL_ERROR "inspect --model ${path}: ${params} parameters, ${tensors} tensors\n${OUT}")
+  endif()
+endforeach()
+# inspect --checkpoint --config: findings by name, exit 0 (1 with --strict).
+set(bad "${st}/tiny-llama-bad")
+run(0 inspect --checkpoint "${bad}/model.safetensors.index.json" --config "${bad}/config.json" --json)
+string(JSON loadable GET "${OUT}" check loadable)
+string(JSON missing GET "${OUT}" check missing 0)
+string(JSON unexpected GET "${OUT}" check unexpected 0)
+string(JSON misshaped GET "${OUT}" check shape_mismatches 0 name)
+if(loadable OR NOT missing STREQUAL "lm_head.weight"
+   OR NOT unexpected STREQUAL "model.layers.0.self_attn.rotary_emb.inv_freq"
+   OR NOT misshaped STREQUAL "model.layers.1.self_attn.q_proj.weight")
+  message(FATAL_ERROR "inspect --checkpoint --config: unexpected check\n${OUT}")
+endif()
+run(1 inspect --checkpoint "${bad}/model.safetensors.index.json" --config "${bad}/config.json" --strict)
+run(0 inspect --checkpoint "${st}/tiny-llama/model.safetensors" --config "${st}/tiny-llama/config.json")
+expect_match("inspect --checkpoint text" "tensors +21\n.*: loadable" "${OUT}")
+# Bad input, one line naming the file and the field or tensor: a hostile header, a checkpoint that
+# does not fit its config.json, a config with heads not dividing hidden, two sources at once.
+file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_heads.json"
+     "{\"model_type\": \"llama\", \"vocab_size\": 32, \"hidden_size\": 16, \"intermediate_size\": 24, "
+     "\"num_hidden_layers\": 2, \"num_attention_heads\": 3}")
+foreach(case IN ITEMS
+        "--checkpoint;${st}/hostile/overlap.safetensors;overlap.safetensors: tensor \"b\""
+        "--model;${bad}/model.safetensors.index.json;index.json: does not fit .*lm_head.weight"
+        "--model;${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_heads.json;heads.json: field 'num_attention_heads'")
+  list(GET case 0 flag)
+  list(GET case 1 value)
+  list(GET case 2 regex)
+  run(2 inspect ${flag} "${value}")
+  expect_match("inspect ${flag} ${value} stderr" "^shardplan: error: [^\n]*${regex}[^\n]*\n$" "${ERR}")
+endforeach()
+file(REMOVE "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_heads.json")
+run(2 inspect --model gpt2 --checkpoint "${st}/tiny-llama")

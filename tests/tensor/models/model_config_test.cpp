@@ -233,6 +233,91 @@ TEST(ModelConfig, FilesAndNames) {
   std::filesystem::remove_all(dir);
 }
 
+// The errors of the "Bad input" through a real file, as `--model path/config.json` meets
+// them: each names the file and the field.
+TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("shardplan_config_errors_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  struct Case {
+    const char* what;
+    json doc;
+    std::string field, detail;
+  };
+  json heads = llama_json();
+  heads["num_attention_heads"] = 24;  // 4096 / 24 is not an integer
+  json kv = llama_json();
+  kv["num_key_value_heads"] = 7;  // 32 / 7 is not an integer
+  json missing = llama_json();
+  missing.erase("hidden_size");
+  json type = llama_json();
+  type["model_type"] = "falcon";
+  const Case cases[] = {
+      {"heads", heads, "num_attention_heads", "does not divide hidden_size 4096"},
+      {"kv", kv, "num_key_value_heads", "7 does not divide num_attention_heads 32"},
+      {"missing", missing, "hidden_size", "missing"},
+      {"type", type, "model_type", "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2"},
+  };
+  for (const Case& c : cases) {
+    const auto path = dir / (std::string(c.what) + ".json");
+    std::ofstream(path) << c.doc.dump(2);
+    const std::string e = error_of([&] { load_model_config(path); });
+    EXPECT_THAT(e,
+                AllOf(HasSubstr(path.string() + ": field '" + c.field + "'"), HasSubstr(c.detail)))
+        << c.what;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelConfig, Gpt2NInnerHonouredOrDefaulted) {
+  json g = to_hf_json(find_model_config("gpt2"));
+  g["n_inner"] = 1000;
+  EXPECT_EQ(parse_model_config(g).intermediate_size, 1000);
+  g["n_inner"] = nullptr;  // as GPT2Config writes it: null means 4 * n_embd
+  EXPECT_EQ(parse_model_config(g).intermediate_size, 4 * 768);
+  g.erase("n_inner");
+  EXPECT_EQ(parse_model_config(g).intermediate_size, 4 * 768);
+  // Errors name GPT-2's own keys, which are what its config.json holds.
+  g["n_inner"] = 0;
+  EXPECT_THAT(error_of([&] { parse_model_config(g, "g.json"); }),
+              HasSubstr("g.json: field 'n_inner' (intermediate_size): must be a positive integer, "
+                        "got 0"));
+  g.erase("n_inner");
+  g["n_layer"] = -1;
+  EXPECT_THAT(error_of([&] { parse_model_config(g, "g.json"); }), HasSubstr("field 'n_layer'"));
+  g["n_layer"] = 12;
+  g["resid_pdrop"] = 1.5;
+  EXPECT_THAT(error_of([&] { parse_model_config(g, "g.json"); }),
+              HasSubstr("field 'resid_pdrop' (resid_dropout): a dropout probability must be in"));
+  json l = llama_json();
+  l["rms_norm_eps"] = 0.0;
+  EXPECT_THAT(error_of([&] { parse_model_config(l, "l.json"); }),
+              HasSubstr("field 'rms_norm_eps' (norm_eps): must be positive"));
+}
+
+TEST(ModelConfig, RopeScalingKindsParseAndRoundTrip) {
+  // Llama 3.1's block as shipped in its config.json (meta-llama/Llama-3.1-405B).
+  const ModelConfig l = find_model_config("llama3.1-405b");
+  ASSERT_TRUE(l.rope_scaling.has_value());
+  EXPECT_EQ(*l.rope_scaling, (RopeScaling{"llama3", 8.0, 1.0, 4.0, 8192}));
+  EXPECT_EQ(l.rope_theta, 500000.0);
+  EXPECT_EQ(parse_model_config(to_hf_json(l)), l);
+  // transformers' other kinds carry a type and a factor; "type" is the older spelling.
+  for (const char* kind : {"linear", "dynamic", "yarn"}) {
+    json j = llama_json();
+    j["rope_scaling"] = {{"type", kind}, {"factor", 2.0}};
+    const ModelConfig c = parse_model_config(j);
+    ASSERT_TRUE(c.rope_scaling.has_value()) << kind;
+    EXPECT_EQ(c.rope_scaling->rope_type, kind);
+    EXPECT_EQ(c.rope_scaling->factor, 2.0);
+    EXPECT_EQ(parse_model_config(to_hf_json(c)), c) << kind;
+  }
+  json j = llama_json();
+  j["rope_scaling"] = nullptr;  // Llama 2's files write null
+  EXPECT_FALSE(parse_model_config(j).rope_scaling.has_value());
+}
+
 TEST(ConfigPaths, EnvironmentOverrides) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("shardplan_cfgdir_" + std::to_string(::getpid()));

@@ -99,7 +99,9 @@ TEST(ModelFlops, EveryFamilyTracesToLogits) {
     const double L = static_cast<double>(c.num_hidden_layers), s = 64, tokens = 2 * s;
     const auto p = parameters_by_kind(*m);
     double biases = 0;
-    if (c.qkv_bias) biases += static_cast<double>((c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim);
+    if (c.qkv_bias)
+      biases +=
+          static_cast<double>((c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim);
     if (c.o_bias) biases += static_cast<double>(c.hidden_size);
     if (c.mlp_bias) biases += static_cast<double>(c.intermediate_size + c.hidden_size);
     const double weights = static_cast<double>(p.at("attention") + p.at("mlp")) - L * biases +
@@ -113,7 +115,9 @@ TEST(ModelFlops, TrainingBuildAddsDropout) {
   ModelConfig c = find_model_config("gpt2");
   c.num_hidden_layers = 2;
   EXPECT_EQ(count_ops(trace_model_forward(*build_model(c), 1, 16), "dropout"), 0);
-  const ModulePtr t = build_model(c, {.training = true});
+  BuildOptions training;
+  training.training = true;
+  const ModulePtr t = build_model(c, training);
   // Embedding, and per layer the attention and MLP residual branches (attention's own dropout is
   // inside scaled_dot_product_attention).
   EXPECT_EQ(count_ops(trace_model_forward(*t, 1, 16), "dropout"), 1 + 2 * 2);

@@ -1,0 +1,71 @@
+#include "tensor/models/model_source.h"
+
+#include <sstream>
+#include <string>
+#include <system_error>
+
+#include "tensor/config_paths.h"
+#include "tensor/error.h"
+#include "tensor/models/models.h"
+#include "tensor/module.h"
+
+namespace shardplan::tensor {
+namespace fs = std::filesystem;
+
+bool names_a_checkpoint(std::string_view name_or_path) {
+  const std::string_view s = name_or_path;
+  if (s.ends_with(".safetensors") || s.ends_with(".safetensors.index.json")) return true;
+  std::error_code ec;
+  return s.find('/') != std::string_view::npos && fs::is_directory(fs::path(s), ec);
+}
+
+namespace {
+
+// One line for the first finding of a failed check, counts for the rest.
+std::string first_finding(const CheckpointReport& r) {
+  const size_t more = r.missing.size() + r.unexpected.size() + r.shape_mismatches.size() - 1;
+  std::string what;
+  if (!r.missing.empty()) {
+    what = "tensor '" + r.missing.front() + "' of the model is missing";
+  } else if (!r.unexpected.empty()) {
+    what = "tensor '" + r.unexpected.front() + "' is not in the model";
+  } else {
+    const CheckpointReport::Mismatch& m = r.shape_mismatches.front();
+    std::ostringstream os;
+    os << "tensor '" << m.name << "' has shape " << m.actual_shape << ", the model "
+       << m.expected_shape;
+    what = os.str();
+  }
+  if (more > 0) what += " (and " + std::to_string(more) + " more findings)";
+  return what;
+}
+
+}  // namespace
+
+ModelSource find_model_source(std::string_view name_or_path) {
+  ModelSource src;
+  if (!names_a_checkpoint(name_or_path)) {
+    src.config_path = find_config("models", name_or_path);
+    src.config = load_model_config(src.config_path);
+    return src;
+  }
+  const fs::path path(name_or_path);
+  std::error_code ec;
+  SP_CHECK(fs::exists(path, ec), "checkpoint '", path.string(), "' does not exist");
+  // Read the headers first: a hostile checkpoint is reported as such, whatever its folder holds.
+  Checkpoint ck = read_checkpoint(path);
+  const fs::path folder = fs::is_directory(path, ec) ? path : path.parent_path();
+  src.config_path = folder / "config.json";
+  SP_CHECK(fs::is_regular_file(src.config_path, ec), path.string(),
+           ": a checkpoint names a model only with its config.json, and ", src.config_path.string(),
+           " does not exist; pass --model path/to/config.json");
+  src.config = load_model_config(src.config_path);
+  const ModulePtr model = build_model(src.config);
+  const CheckpointReport r = check_checkpoint(ck, *model);
+  SP_CHECK(r.loadable(), ck.source.string(), ": does not fit ", src.config_path.string(), ": ",
+           first_finding(r), "; `shardplan inspect --checkpoint` with --config lists them all");
+  src.checkpoint = std::move(ck);
+  return src;
+}
+
+}  // namespace shardplan::tensor
