@@ -29,8 +29,10 @@ double plan_cost(const RedistributePlan& plan, const StepCostFn& cost);
 // split of its tensor dims, so every state is a layout a ShardSpec describes, in the default
 // left-to-right shard order), weighted by `cost`; equal costs prefer fewer steps. A mesh dim's
 // candidates are Replicate, every (strided) shard in the source or the target, and its source
-// Partial: the greedy plan's states are among them, so the result never costs more than
-// plan_redistribute's under the same cost function. Throws what checked_target throws, and
+// Partial; a size-1 mesh dim has only its source and target placement (its placement changes no
+// data). The greedy plan's states are among these up to size-1 dims, whose detours through
+// Replicate are noops, so the result never costs more than plan_redistribute's under the same
+// cost function (given noops cost >= 0). Throws what checked_target throws, and
 // shardplan::Error for a negative or NaN cost.
 RedistributePlan plan_min_cost_redistribute(const mesh::ShardSpec& source,
                                             std::span<const mesh::Placement> target,

@@ -42,6 +42,16 @@ std::string_view to_string(StepOp op) {
   SP_ASSERT(false, "bad StepOp");
 }
 
+StepOp parse_step_op(std::string_view s) {
+  for (StepOp op : {StepOp::kNoop, StepOp::kLocalChunk, StepOp::kAllGather, StepOp::kReduceScatter,
+                    StepOp::kAllReduce, StepOp::kAllToAll}) {
+    if (to_string(op) == s) return op;
+  }
+  SP_FAIL("unknown redistribute op '", s,
+          "', expected one of: noop, local_chunk, all_gather, reduce_scatter, all_reduce, "
+          "all_to_all");
+}
+
 std::optional<CollectiveKind> collective_kind(StepOp op) {
   switch (op) {
     case StepOp::kAllGather:
@@ -76,6 +86,44 @@ nlohmann::ordered_json to_json(const RedistributeStep& s) {
   j["local_shape_before"] = s.local_shape_before.vec();
   j["local_shape_after"] = s.local_shape_after.vec();
   return j;
+}
+
+RedistributeStep redistribute_step_from_json(const nlohmann::json& j) {
+  SP_CHECK(j.is_object(), "redistribute step: expected a JSON object, got ", j.dump());
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    SP_CHECK(j.contains(key), "redistribute step: field '", key, "' missing");
+    return j[key];
+  };
+  auto integer = [&](const char* key, int64_t min) {
+    const nlohmann::json& v = field(key);
+    SP_CHECK(v.is_number_integer() && v.get<int64_t>() >= min, "redistribute step: field '", key,
+             "': expected an integer >= ", min, ", got ", v.dump());
+    return v.get<int64_t>();
+  };
+  auto shape = [&](const char* key) {
+    const nlohmann::json& v = field(key);
+    SP_CHECK(v.is_array(), "redistribute step: field '", key, "': expected an array, got ",
+             v.dump());
+    DimVector out;
+    for (const auto& n : v) {
+      SP_CHECK(n.is_number_integer() && n.get<int64_t>() >= 0, "redistribute step: field '", key,
+               "': expected sizes >= 0, got ", v.dump());
+      out.push_back(n.get<int64_t>());
+    }
+    return out;
+  };
+  RedistributeStep s;
+  s.mesh_dim = integer("mesh_dim", 0);
+  SP_CHECK(field("op").is_string(), "redistribute step: field 'op': expected a string, got ",
+           field("op").dump());
+  s.op = parse_step_op(field("op").get<std::string>());
+  s.src = field("from").get<Placement>();
+  s.dst = field("to").get<Placement>();
+  s.group_size = integer("group_size", 1);
+  s.bytes_per_rank = integer("bytes_per_rank", 0);
+  s.local_shape_before = shape("local_shape_before");
+  s.local_shape_after = shape("local_shape_after");
+  return s;
 }
 
 std::optional<std::string> refused_transition(const Placement& src, const Placement& dst) {

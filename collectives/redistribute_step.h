@@ -29,6 +29,8 @@ namespace shardplan::collectives {
 //   S(i) -> S(j)     all_to_all        size-1 dim    noop (0)
 enum class StepOp { kNoop, kLocalChunk, kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 std::string_view to_string(StepOp op);
+// The names to_string gives; throws shardplan::Error listing them otherwise.
+StepOp parse_step_op(std::string_view s);
 // The collective an op runs; std::nullopt for noop and local_chunk.
 std::optional<CollectiveKind> collective_kind(StepOp op);
 
@@ -56,6 +58,9 @@ std::ostream& operator<<(std::ostream& os, const RedistributeStep& s);
 // {"mesh_dim":0,"op":"all_gather","from":"S0","to":"R","group_size":2,"bytes_per_rank":...,
 //  "local_shape_before":[...],"local_shape_after":[...]}
 nlohmann::ordered_json to_json(const RedistributeStep& s);
+// Reads what to_json writes (extra fields such as "time_s" or "mesh_dim_name" are ignored);
+// throws shardplan::Error naming a missing or ill-typed field.
+RedistributeStep redistribute_step_from_json(const nlohmann::json& j);
 
 // Why a placement change is refused (spec §3.1 and DTensor.redistribute's user rule), or
 // std::nullopt when it is allowed. Shard -> Partial, Partial(a) -> Partial(b) and

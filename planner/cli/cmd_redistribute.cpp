@@ -5,7 +5,8 @@
 //       [--planner greedy|min-cost] [--cluster dgx-h100 [--nodes N | --gpus N]] [--json]
 // --json prints {"steps":[{"mesh_dim":0,"op":"all_gather","from":"S0","to":"R","group_size":2,
 // "bytes_per_rank":...,"local_shape_before":[...],"local_shape_after":[...]}],"collectives":N,
-// "planner":"greedy"}; with --cluster each step gains "time_s" and the document "total_time_s".
+// "planner":"greedy","from":"S0,R","to":"R,S1"}; steps gain "mesh_dim_name" with --mesh-names, and
+// with --cluster "time_s", the document "cluster" and "total_time_s".
 // min-cost minimises bytes moved per rank, or the time on the cluster's links when one is given.
 #include <iomanip>
 #include <iostream>
@@ -24,6 +25,7 @@
 #include "mesh/topology.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
+#include "tensor/error.h"
 
 namespace shardplan::cli {
 namespace {
@@ -46,6 +48,8 @@ mesh::Cluster sized_cluster(const RedistributeOptions& o, int64_t mesh_size) {
   if (o.gpus > 0) return mesh::with_gpus(std::move(c), o.gpus);
   const int64_t per_node = mesh::gpus_per_node(c);
   if (mesh_size <= per_node) return mesh::with_gpus(std::move(c), mesh_size);
+  SP_CHECK(c.network.has_value(), "--cluster ", o.cluster, ": one node of ", per_node,
+           " devices and no network, but the mesh has ", mesh_size, " ranks");
   return mesh::with_nodes(std::move(c), (mesh_size + per_node - 1) / per_node);
 }
 
@@ -58,6 +62,12 @@ std::string bracketed(std::span<const int64_t> v) {
 void print_json(const RedistributeOptions& o, const collectives::RedistributePlan& plan,
                 const std::optional<collectives::PlanPrice>& price) {
   nlohmann::ordered_json j = collectives::to_json(plan);
+  const std::vector<std::string>& names = plan.source.mesh.dim_names();
+  if (!names.empty()) {
+    for (auto& step : j["steps"]) {
+      step["mesh_dim_name"] = names[step["mesh_dim"].get<size_t>()];
+    }
+  }
   j["planner"] = o.planner;
   j["from"] = mesh::to_string(plan.source.placements);
   j["to"] = mesh::to_string(plan.target.placements);
@@ -85,7 +95,10 @@ void print_text(const RedistributeOptions& o, const collectives::RedistributePla
   if (price) rows[0].push_back("time_us");
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const collectives::RedistributeStep& st = plan.steps[i];
-    rows.push_back({std::to_string(i), std::to_string(st.mesh_dim),
+    const std::vector<std::string>& names = s.mesh.dim_names();
+    std::string dim = std::to_string(st.mesh_dim);
+    if (!names.empty()) dim += " (" + names[static_cast<size_t>(st.mesh_dim)] + ")";
+    rows.push_back({std::to_string(i), dim,
                     mesh::to_string(st.src) + "->" + mesh::to_string(st.dst),
                     std::string(collectives::to_string(st.op)), std::to_string(st.group_size),
                     std::to_string(st.bytes_per_rank),

@@ -288,5 +288,19 @@ TEST(RedistributeCost, BytesMoved) {
   EXPECT_DOUBLE_EQ(bytes_moved_cost(greedy(spec({5, 5}, {4}, "R"), "S0").steps.at(0)), 0.0);
 }
 
+TEST(RedistributeStepJson, RoundTrip) {
+  const RedistributePlan p = greedy(spec({5, 5}, {2, 2}, "S0,S1", DType::kBFloat16), "S1,S0");
+  ASSERT_EQ(p.steps.size(), 3u);
+  for (const RedistributeStep& s : p.steps) {
+    EXPECT_EQ(redistribute_step_from_json(nlohmann::json::parse(to_json(s).dump())), s);
+  }
+  nlohmann::json bad = nlohmann::json::parse(to_json(p.steps[0]).dump());
+  bad["op"] = "broadcast";
+  EXPECT_THROW(redistribute_step_from_json(bad), Error);
+  bad.erase("op");
+  EXPECT_THROW(redistribute_step_from_json(bad), Error);
+  EXPECT_EQ(parse_step_op("all_to_all"), StepOp::kAllToAll);
+}
+
 }  // namespace
 }  // namespace shardplan::collectives
