@@ -1,9 +1,12 @@
 #include "tensor/training.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "tensor/error.h"
 #include "tensor/module.h"
@@ -15,14 +18,57 @@ namespace {
 
 // ---- Recording: a lean TraceSink (no per-op strings beyond the op name) ----
 
+// An address -> index map with open addressing: the recorder looks up every op's tensors and
+// storages, and std::unordered_map's heap node per entry was a fifth of a Llama-3-70B trace.
+// Keys are never erased; the table doubles at half load.
+class AddressIndex {
+ public:
+  explicit AddressIndex(size_t expected) {
+    size_t n = 16;
+    while (n < 2 * expected) n *= 2;
+    resize(n);
+  }
+  // The value slot of `key` and whether it was inserted with `value`. The pointer lives until the
+  // next insertion.
+  std::pair<int64_t*, bool> try_emplace(const void* key, int64_t value) {
+    if (2 * (size_ + 1) > slots_.size()) resize(2 * slots_.size());
+    Slot& s = slots_[slot_of(key)];
+    if (s.key == key) return {&s.value, false};
+    s = {key, value};
+    ++size_;
+    return {&s.value, true};
+  }
+  bool contains(const void* key) const { return slots_[slot_of(key)].key == key; }
+  int64_t& operator[](const void* key) { return *try_emplace(key, 0).first; }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    int64_t value = 0;
+  };
+  // The slot holding `key`, or the empty slot where it would go.
+  size_t slot_of(const void* key) const {
+    // Fibonacci hashing of the address: its top bits pick the slot.
+    size_t i = (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_;
+    while (slots_[i].key != nullptr && slots_[i].key != key) i = (i + 1) & (slots_.size() - 1);
+    return i;
+  }
+  void resize(size_t n) {
+    std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(n));
+    shift_ = 64 - std::countr_zero(n);
+    for (const Slot& s : old) {
+      if (s.key != nullptr) slots_[slot_of(s.key)] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+  int shift_ = 64;
+};
+
 class StepRecorder : public TraceSink {
  public:
   StepRecorder(TrainingStep& step, const std::unordered_set<std::string_view>& block_fqns)
-      : step_(step), block_fqns_(block_fqns) {
-    // Sized for an 80-layer transformer (~3k ops, ~4k tensors) so the trace does not rehash.
-    constexpr size_t kExpected = 4096;
-    ids_.reserve(kExpected);
-    buffer_of_.reserve(kExpected);
+      : step_(step), block_fqns_(block_fqns), ids_(kExpected), buffer_of_(kExpected) {
     held_.reserve(kExpected);
     step_.ops.reserve(kExpected);
     step_.tensors.reserve(kExpected);
@@ -30,10 +76,9 @@ class StepRecorder : public TraceSink {
   }
 
   int64_t tensor_id(const Tensor& t, TensorRole role_if_new) {
-    auto [it, inserted] = ids_.try_emplace(t.impl(), 0);
-    if (!inserted) return it->second;
     const int64_t id = static_cast<int64_t>(step_.tensors.size());
-    it->second = id;
+    const auto [known, inserted] = ids_.try_emplace(t.impl(), id);
+    if (!inserted) return *known;
     held_.push_back(t);
     StepTensor st;
     st.sizes = t.sizes();
@@ -41,9 +86,10 @@ class StepRecorder : public TraceSink {
     st.nbytes = t.nbytes();
     st.role = t.is_parameter() ? TensorRole::kParameter : role_if_new;
     st.requires_grad = t.requires_grad();
-    auto [bit, new_buffer] = buffer_of_.try_emplace(t.storage().get(), 0);
+    const auto [buffer, new_buffer] =
+        buffer_of_.try_emplace(t.storage().get(), static_cast<int64_t>(step_.buffers.size()));
+    st.buffer = *buffer;
     if (new_buffer) {
-      bit->second = static_cast<int64_t>(step_.buffers.size());
       StepBuffer b;
       b.bytes = t.storage()->nbytes();
       // A storage first seen as an op's output is an activation that op created.
@@ -53,7 +99,6 @@ class StepRecorder : public TraceSink {
       }
       step_.buffers.push_back(b);
     }
-    st.buffer = bit->second;
     step_.tensors.push_back(std::move(st));
     return id;
   }
@@ -78,7 +123,7 @@ class StepRecorder : public TraceSink {
     op.skipped = !dropout_ && op.op == "dropout" && !op.inputs.empty();
     for (const Tensor& t : e.outputs) {
       if (!t.defined()) continue;
-      if (op.skipped && !ids_.count(t.impl())) {
+      if (op.skipped && !ids_.contains(t.impl())) {
         buffer_of_[t.storage().get()] = step_.tensors[static_cast<size_t>(op.inputs[0])].buffer;
       }
       const int64_t id = tensor_id(t, TensorRole::kActivation);
@@ -127,8 +172,10 @@ class StepRecorder : public TraceSink {
  private:
   TrainingStep& step_;
   const std::unordered_set<std::string_view>& block_fqns_;
-  std::unordered_map<const TensorImpl*, int64_t> ids_;
-  std::unordered_map<const StorageImpl*, int64_t> buffer_of_;
+  // Sized for an 80-layer transformer (~3k ops, ~4k tensors) so the trace does not rehash.
+  static constexpr size_t kExpected = 4096;
+  AddressIndex ids_;          // TensorImpl -> StepTensor id
+  AddressIndex buffer_of_;    // StorageImpl -> StepBuffer id
   std::vector<Tensor> held_;  // keeps every seen TensorImpl alive: its address stays its key
   std::vector<int> open_;
   int open_block_ = -1;

@@ -46,8 +46,9 @@ std::pair<Tensor, Tensor> RotaryEmbedding::cos_sin(const Tensor& pos, DType dtyp
 
 Tensor apply_rotary(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
   const int64_t d = x.size(-1), rot = cos_t.size(-1);
-  // [1, S, rot] -> [1, 1, S, rot]: broadcast over the heads.
-  const Tensor c = unsqueeze(cos_t, 1), s = unsqueeze(sin_t, 1);
+  // [1, S, rot] -> [1, 1, S, rot]: broadcast over the heads (unless the caller did it).
+  const Tensor c = cos_t.dim() == 4 ? cos_t : per_head(cos_t);
+  const Tensor s = sin_t.dim() == 4 ? sin_t : per_head(sin_t);
   const Tensor xr = rot == d ? x : narrow(x, -1, 0, rot);
   const Tensor x1 = narrow(xr, -1, 0, rot / 2), x2 = narrow(xr, -1, rot / 2, rot / 2);
   const Tensor rotated = add(mul(xr, c), mul(cat({neg(x2), x1}, -1), s));

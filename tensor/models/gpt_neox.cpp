@@ -113,8 +113,9 @@ class NeoXModel : public Module {
   Tensor forward(const Tensor& ids) override {
     Tensor h = child("embed_in")->call(ids);
     const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
+    const Tensor cos_h = per_head(cos_t), sin_h = per_head(sin_t);
     for (const auto& [name, layer] : child("layers")->named_children()) {
-      h = static_cast<Layer&>(*layer).run(h, cos_t, sin_t);
+      h = static_cast<Layer&>(*layer).run(h, cos_h, sin_h);
     }
     return child("final_layer_norm")->call(h);
   }

@@ -11,6 +11,8 @@
 //   model.layers.N.block_sparse_moe.experts.E.w{1,3}.weight [ffn, hidden], w2 [hidden, ffn]
 //   model.norm.weight, lm_head.weight (absent from the listing when tied)
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "tensor/error.h"
 #include "tensor/models/blocks.h"
@@ -158,11 +160,13 @@ class SparseMoe : public Module {
   int64_t experts_, top_k_;
 };
 
+// Made empty and filled by build() once it sits in its ModuleList (Note [Filling repeated blocks
+// after registration], tensor/models/blocks.h).
 class DecoderLayer : public Module {
  public:
-  DecoderLayer(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
-               bool training)
-      : Module(prefix + "DecoderLayer") {
+  explicit DecoderLayer(const std::string& prefix) : Module(prefix + "DecoderLayer") {}
+  void build(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
+             bool training) {
     self_attn = register_module("self_attn", std::make_shared<Attention>(c, prefix, o, training));
     if (c.num_local_experts > 0) {
       mlp = register_module("block_sparse_moe", std::make_shared<SparseMoe>(c, o));
@@ -181,30 +185,33 @@ class DecoderLayer : public Module {
   ModulePtr mlp, input_layernorm, post_attention_layernorm;
 };
 
+// Empty until build(), like DecoderLayer.
 class DecoderModel : public Module {
  public:
-  DecoderModel(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
-               bool training)
-      : Module(prefix + "Model"), gemma_(c.model_type == "gemma"), hidden_(c.hidden_size) {
+  explicit DecoderModel(const std::string& prefix) : Module(prefix + "Model") {}
+  void build(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
+             bool training) {
+    gemma_ = c.model_type == "gemma";
+    hidden_ = c.hidden_size;
     embed_tokens = register_module("embed_tokens",
                                    std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
     layers = register_module("layers", std::make_shared<ModuleList>());
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      layers->push_back(std::make_shared<DecoderLayer>(c, prefix, o, training));
+      layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>(prefix)));
     }
     norm = register_module("norm", make_norm(c, o));
     rotary_emb = register_module(
         "rotary_emb",
         std::make_shared<RotaryEmbedding>(prefix + "RotaryEmbedding", rotary_dim(c), c.rope_theta));
+    for (const auto& layer : layers_) layer->build(c, prefix, o, training);
   }
   Tensor forward(const Tensor& ids) override {
     Tensor h = embed_tokens->call(ids);
     // Gemma scales the embeddings by sqrt(hidden) (GemmaModel's normalizer).
     if (gemma_) h = mul(h, std::sqrt(static_cast<double>(hidden_)));
     const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
-    for (const auto& [name, layer] : layers->named_children()) {
-      h = static_cast<DecoderLayer&>(*layer).run(h, cos_t, sin_t);
-    }
+    const Tensor cos_h = per_head(cos_t), sin_h = per_head(sin_t);
+    for (const auto& layer : layers_) h = layer->run(h, cos_h, sin_h);
     return norm->call(h);
   }
   std::shared_ptr<Embedding> embed_tokens;
@@ -213,8 +220,10 @@ class DecoderModel : public Module {
   std::shared_ptr<RotaryEmbedding> rotary_emb;
 
  private:
-  bool gemma_;
-  int64_t hidden_;
+  bool gemma_ = false;
+  int64_t hidden_ = 0;
+  // The children of `layers`, typed, in order (forward walks them without copying names).
+  std::vector<std::shared_ptr<DecoderLayer>> layers_;
 };
 
 class ForCausalLM : public Module {
@@ -222,9 +231,10 @@ class ForCausalLM : public Module {
   ForCausalLM(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
               bool training)
       : Module(prefix + "ForCausalLM") {
-    model = register_module("model", std::make_shared<DecoderModel>(c, prefix, o, training));
+    model = register_module("model", std::make_shared<DecoderModel>(prefix));
     lm_head =
         register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
+    model->build(c, prefix, o, training);  // under its final name: no renaming of the full tree
     if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
   }
   Tensor forward(const Tensor& ids) override { return lm_head->call(model->call(ids)); }

@@ -14,6 +14,8 @@
 #include <memory>
 
 #include "tensor/error.h"
+#include "tensor/models/model_config.h"
+#include "tensor/models/models.h"
 #include "tensor/training.h"
 #include "tensor/training_graph.h"
 #include "tests/tensor/training_models.h"
@@ -98,6 +100,57 @@ void BM_BuildAndTrace_Llama3_70B(benchmark::State& state) {
 BENCHMARK(BM_BuildAndTrace_Llama3_70B)
     ->Arg(static_cast<int>(RecomputePolicy::kNone))
     ->Unit(benchmark::kMillisecond);
+
+// The measurement, as `shardplan inspect --model llama3-70b` does it: Llama-3-70B built by
+// the Hugging Face builder from configs/models/llama3-70b.json (parsed once, outside the loop: a
+// 1 kB file) on meta, then one training step traced (forward, saved tensors, backward, Adam).
+// scripts/bench_models.sh runs it beside PyTorch building the same model on meta.
+void BM_BuildAndTrace_Llama3_70B_HF(benchmark::State& state) {
+  const ModelConfig cfg = find_model_config("llama3-70b");
+  BuildOptions build;
+  build.training = true;
+  SP_ASSERT(build_model(cfg, build)->parameters_numel() == kLlama3_70bParams);
+  const TraceOptions o = options(state);
+  TrainingStep last;
+  for (auto _ : state) {
+    const ModulePtr model = build_model(cfg, build);
+    TrainingStep st = trace_training_step(*model, o);
+    benchmark::DoNotOptimize(st.totals);
+    last = std::move(st);
+  }
+  report(state, last);
+}
+BENCHMARK(BM_BuildAndTrace_Llama3_70B_HF)
+    ->Arg(static_cast<int>(RecomputePolicy::kNone))
+    ->Unit(benchmark::kMillisecond);
+
+// The trace alone on the Hugging Face model (built once).
+void BM_Trace_Llama3_70B_HF(benchmark::State& state) {
+  BuildOptions build;
+  build.training = true;
+  const ModulePtr model = build_model(find_model_config("llama3-70b"), build);
+  const TraceOptions o = options(state);
+  TrainingStep last;
+  for (auto _ : state) {
+    TrainingStep st = trace_training_step(*model, o);
+    benchmark::DoNotOptimize(st.totals);
+    last = std::move(st);
+  }
+  report(state, last);
+}
+BENCHMARK(BM_Trace_Llama3_70B_HF)
+    ->Arg(static_cast<int>(RecomputePolicy::kNone))
+    ->Unit(benchmark::kMillisecond);
+
+// The Hugging Face builder alone.
+void BM_Build_Llama3_70B_HF(benchmark::State& state) {
+  const ModelConfig cfg = find_model_config("llama3-70b");
+  for (auto _ : state) {
+    const ModulePtr model = build_model(cfg);
+    benchmark::DoNotOptimize(model.get());
+  }
+}
+BENCHMARK(BM_Build_Llama3_70B_HF)->Unit(benchmark::kMillisecond);
 
 // Building alone, to separate the Module tree's cost from the trace's.
 void BM_Build_Llama3_70B(benchmark::State& state) {
