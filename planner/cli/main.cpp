@@ -17,6 +17,8 @@
 namespace shardplan::cli {
 // The verbs, each defined in planner/cli/cmd_<verb>.cpp. To add one: declare it here and list it in
 // kVerbs below (the CMake glob picks up the new file).
+void register_calibrate(CLI::App& app, CliContext& ctx);
+void register_collective(CLI::App& app, CliContext& ctx);
 void register_env(CLI::App& app, CliContext& ctx);
 void register_inspect(CLI::App& app, CliContext& ctx);
 void register_redistribute(CLI::App& app, CliContext& ctx);
@@ -27,6 +29,8 @@ namespace {
 
 using RegisterVerb = void (*)(CLI::App&, shardplan::cli::CliContext&);
 constexpr RegisterVerb kVerbs[] = {
+    &shardplan::cli::register_calibrate,
+    &shardplan::cli::register_collective,
     &shardplan::cli::register_env,
     &shardplan::cli::register_inspect,
     &shardplan::cli::register_redistribute,

@@ -133,3 +133,60 @@ foreach(case IN ITEMS
 endforeach()
 file(REMOVE "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_heads.json")
 run(2 inspect --model gpt2 --checkpoint "${st}/tiny-llama")
+
+# collective: the issue's example; JSON keys algorithm, time_s, algbw_gbps, busbw_gbps. busbw of a
+# 16-rank ring over 2 DGX H100 nodes is bounded by NVLink's 370.8 GB/s (configs/clusters).
+run(0 collective --cluster dgx-h100 --nodes 2 --kind all_reduce --group-size 16 --bytes 1GiB --json)
+string(JSON algorithm ERROR_VARIABLE json_error GET "${OUT}" algorithm)
+string(JSON busbw GET "${OUT}" busbw_gbps)
+string(JSON algbw GET "${OUT}" algbw_gbps)
+string(JSON time_s GET "${OUT}" time_s)
+string(JSON bytes GET "${OUT}" bytes)
+if(json_error OR algorithm STREQUAL "" OR NOT bytes EQUAL 1073741824 OR NOT busbw GREATER 300
+   OR NOT busbw LESS 370.8 OR NOT algbw GREATER 0 OR NOT time_s GREATER 0)
+  message(FATAL_ERROR "collective --json: unexpected document ${json_error}\n${OUT}")
+endif()
+run(0 collective --cluster dgx-h100 --kind all_gather --group-size 8 --bytes 512MB --json)
+string(JSON bytes GET "${OUT}" bytes)
+if(NOT bytes EQUAL 512000000)
+  message(FATAL_ERROR "collective --bytes 512MB: expected 512000000 bytes\n${OUT}")
+endif()
+run(0 collective --cluster dgx-a100-80g --kind send_recv --group-size 2 --bytes 123)
+expect_match("collective text" "algorithm +direct.*busbw" "${OUT}")
+# A group beyond the cluster, an unknown unit or kind: exit 2, one line.
+foreach(args IN ITEMS "--nodes;2;--kind;all_reduce;--group-size;17;--bytes;1GiB"
+                      "--kind;all_reduce;--group-size;8;--bytes;1Gb"
+                      "--kind;all_scatter;--group-size;8;--bytes;1GiB")
+  run(2 collective --cluster dgx-h100 ${args})
+  expect_match("collective ${args} stderr" "^shardplan: error: [^\n]+\n$" "${ERR}")
+endforeach()
+
+# calibrate: an nccl-tests log synthesized with 0.5 us per ring step and 350 GB/s bus bandwidth
+# (scripts/gen_nccl_tests_logs.py) gives those back, and the written file prices the logged run
+# (8-rank ring all_reduce of 32e6 B) at the logged 175.4 us.
+set(logs "${CMAKE_CURRENT_LIST_DIR}/../data/nccl_tests")
+set(calibrated "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_calibrated_h100.json")
+file(REMOVE "${calibrated}")
+run(0 calibrate --cluster dgx-h100 --log "${logs}/all_reduce_perf_h100_8gpu.log" --link nvlink
+    --out "${calibrated}" --json)
+string(JSON latency ERROR_VARIABLE json_error GET "${OUT}" links 0 latency_us)
+string(JSON bandwidth GET "${OUT}" links 0 bandwidth_gbps)
+if(json_error OR latency LESS 0.4999 OR latency GREATER 0.5001 OR bandwidth LESS 349.999
+   OR bandwidth GREATER 350.001)
+  message(FATAL_ERROR "calibrate --json: expected 0.5 us and 350 GB/s ${json_error}\n${OUT}")
+endif()
+run(0 collective --cluster "${calibrated}" --kind all_reduce --group-size 8 --bytes 32000000
+    --algorithm ring --json)
+string(JSON time_s GET "${OUT}" time_s)
+expect_match("collective on the calibrated cluster" "^0\\.00017539999|^0\\.0001754" "${time_s}")
+file(REMOVE "${calibrated}")
+# Malformed logs, unknown links: exit 2, one line naming file and line; no output file.
+run(2 calibrate --cluster dgx-h100 --log "${logs}/truncated_all_reduce_perf.log" --link nvlink
+    --out "${calibrated}")
+expect_match("calibrate truncated log" "^shardplan: error: [^\n]*truncated_all_reduce_perf.log:23: [^\n]+\n$" "${ERR}")
+run(2 calibrate --cluster dgx-h100 --log "${logs}/all_reduce_perf_h100_8gpu.log" --link pcie
+    --out "${calibrated}")
+expect_match("calibrate --link pcie" "^shardplan: error: unknown link class 'pcie'[^\n]+\n$" "${ERR}")
+if(EXISTS "${calibrated}")
+  message(FATAL_ERROR "calibrate wrote ${calibrated} although it failed")
+endif()

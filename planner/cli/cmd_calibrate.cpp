@@ -1,0 +1,148 @@
+// `shardplan calibrate`: fit a cluster file's link latencies and bandwidths to nccl-tests logs
+// (collectives/calibration.h) and write the updated cluster file atomically.
+//   shardplan calibrate --cluster dgx-h100 --log ar_1node.log,ag_1node.log --link nvlink
+//       --log ar_2nodes.log --link ib --out my-h100.json [--json]
+// Each --log takes one or more comma-separated files and pairs with the --link at the same
+// position (a single --link applies to every --log). Record the logs with NCCL_ALGO=Ring: the fit
+// is the cost model's ring formula. --json prints {"cluster", "out", "logs": [{"file", "kind",
+// "ranks", "nodes", "points", "latency_us", "busbw_gbps", "rms_relative_residual"}], "links":
+// [{"link", "latency_us", "bandwidth_gbps", "previous_latency_us", "previous_bandwidth_gbps",
+// "points", "rms_relative_residual"}]}.
+// Measuring the collectives itself under mpirun waits for the runtime Communicator.
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "collectives/calibration.h"
+#include "mesh/cluster.h"
+#include "planner/cli/cli_common.h"
+#include "tensor/error.h"
+
+namespace shardplan::cli {
+namespace {
+
+struct CalibrateOptions {
+  std::string cluster;             // --cluster NAME_OR_PATH
+  std::vector<std::string> logs;   // --log a.log,b.log (repeatable)
+  std::vector<std::string> links;  // --link nvlink|ib (repeatable)
+  std::string out;                 // --out new.json
+};
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t at = text.find(',', start);
+    out.push_back(text.substr(start, at == std::string::npos ? at : at - start));
+    SP_CHECK(!out.back().empty(), "--log '", text, "': empty file name, expected FILE[,FILE...]");
+    if (at == std::string::npos) return out;
+    start = at + 1;
+  }
+}
+
+std::vector<collectives::CalibrationInput> inputs(const CalibrateOptions& o) {
+  SP_CHECK(o.links.size() == 1 || o.links.size() == o.logs.size(), o.logs.size(),
+           " --log option(s) and ", o.links.size(),
+           " --link option(s), expected one --link for all or one per --log");
+  std::vector<collectives::CalibrationInput> in;
+  for (size_t i = 0; i < o.logs.size(); ++i) {
+    const collectives::CalibratedLink link =
+        collectives::parse_calibrated_link(o.links[o.links.size() == 1 ? 0 : i]);
+    for (const std::string& file : split_commas(o.logs[i])) {
+      in.push_back({collectives::load_nccl_tests_log(file), link});
+    }
+  }
+  return in;
+}
+
+std::string link_name(const mesh::Cluster& c, collectives::CalibratedLink l) {
+  return l == collectives::CalibratedLink::kIntra ? std::string(mesh::to_string(c.intra.fabric))
+                                                   : "ib";
+}
+
+void print_text(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
+  std::cout << std::fixed << std::setprecision(3);
+  for (const collectives::LogFit& f : r.logs) {
+    std::cout << "log   " << f.origin << ": " << collectives::to_string(f.kind) << ", " << f.ranks
+              << " ranks on " << f.nodes << " node(s), " << f.points << " times: latency "
+              << f.latency_us << " us, busbw " << f.busbw_gbps << " GB/s (rms residual "
+              << f.rms_relative_residual * 100 << "%)\n";
+  }
+  for (const collectives::LinkFit& l : r.links) {
+    const bool intra = l.link == collectives::CalibratedLink::kIntra;
+    std::cout << "link  " << link_name(r.cluster, l.link) << ": per-step latency "
+              << l.previous_latency_us << " -> " << l.latency_us << " us, "
+              << (intra ? "bus bandwidth " : "bandwidth per NIC ") << l.previous_bandwidth_gbps
+              << " -> " << l.bandwidth_gbps << " GB/s (" << l.points << " times, rms residual "
+              << l.rms_relative_residual * 100 << "%)\n";
+  }
+  std::cout << "wrote " << o.out << '\n';
+}
+
+void print_json(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
+  nlohmann::ordered_json j;
+  j["cluster"] = o.cluster;
+  j["out"] = o.out;
+  j["logs"] = nlohmann::ordered_json::array();
+  for (const collectives::LogFit& f : r.logs) {
+    j["logs"].push_back({{"file", f.origin},
+                         {"kind", collectives::to_string(f.kind)},
+                         {"ranks", f.ranks},
+                         {"nodes", f.nodes},
+                         {"points", f.points},
+                         {"latency_us", f.latency_us},
+                         {"busbw_gbps", f.busbw_gbps},
+                         {"rms_relative_residual", f.rms_relative_residual}});
+  }
+  j["links"] = nlohmann::ordered_json::array();
+  for (const collectives::LinkFit& l : r.links) {
+    j["links"].push_back({{"link", link_name(r.cluster, l.link)},
+                          {"latency_us", l.latency_us},
+                          {"bandwidth_gbps", l.bandwidth_gbps},
+                          {"previous_latency_us", l.previous_latency_us},
+                          {"previous_bandwidth_gbps", l.previous_bandwidth_gbps},
+                          {"points", l.points},
+                          {"rms_relative_residual", l.rms_relative_residual}});
+  }
+  std::cout << j.dump() << '\n';
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd = add_verb(app, ctx, "calibrate",
+                           "Fit a cluster file's link latencies and bandwidths to nccl-tests logs "
+                           "(recorded with NCCL_ALGO=Ring) and write the updated file");
+  auto opts = std::make_shared<CalibrateOptions>();
+  cmd.add_option("--cluster", opts->cluster, "Cluster to start from (configs/clusters name or path)")
+      ->required()
+      ->type_name("NAME");
+  cmd.add_option("--log", opts->logs,
+                 "nccl-tests output (all_reduce_perf etc.), comma-separated; repeatable")
+      ->required()
+      ->allow_extra_args(false)  // one value per occurrence: --link pairs with it by position
+      ->type_name("FILE[,FILE]");
+  cmd.add_option("--link", opts->links,
+                 "What the logs measure: nvlink (inside a node) or ib (between nodes); one per "
+                 "--log, or one for all")
+      ->required()
+      ->allow_extra_args(false)
+      ->type_name("LINK");
+  cmd.add_option("--out", opts->out, "Where to write the calibrated cluster file (atomically)")
+      ->required()
+      ->type_name("FILE");
+  cmd.callback([&ctx, opts] {
+    const mesh::Cluster base = mesh::load_cluster(mesh::resolve_cluster(opts->cluster));
+    const collectives::CalibrationResult r = collectives::calibrate(base, inputs(*opts));
+    // Re-read what is written with the strict loader: a file this verb writes always loads.
+    const nlohmann::ordered_json j = mesh::cluster_to_json(r.cluster);
+    mesh::cluster_from_json(j, opts->out);
+    write_file_atomically(opts->out, j.dump(2) + "\n");
+    ctx.json ? print_json(*opts, r) : print_text(*opts, r);
+  });
+}
+
+}  // namespace shardplan::cli
