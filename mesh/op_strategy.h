@@ -91,6 +91,18 @@ std::optional<std::vector<DimStrategy>> reduction_strategies(const OpCall& call)
 std::optional<std::vector<DimStrategy>> nn_strategies(const OpCall& call);
 std::optional<std::vector<DimStrategy>> join_strategies(const OpCall& call);
 std::optional<std::vector<DimStrategy>> view_strategies(const OpCall& call, int64_t mesh_dim_size);
+// Pointwise ops follow one input (spec §5.3): the in-place/out= argument is not modelled, so the
+// input with the most shards (tie: more dims, then the earliest). Returns the output placements
+// that following it gives (Shard re-indexed into the broadcast shape; a Partial the op cannot keep
+// becomes Replicate), or nullopt for ops that are not pointwise.
+std::optional<std::vector<Placement>> pointwise_followed_output(
+    const OpCall& call, const std::vector<std::vector<Placement>>& current, const DeviceMesh& mesh);
+// View ops keep what they can and replicate the rest (spec §5.5, non-strict views): the input
+// placements a view of `current` runs on (a Shard the view cannot keep becomes Replicate), or
+// nullopt for ops that are not views.
+std::optional<std::vector<Placement>> view_followed_input(const OpCall& call,
+                                                          const std::vector<Placement>& current,
+                                                          const DeviceMesh& mesh);
 // Whole-mesh checks of a candidate (true for ops of other families): views need divisibility by
 // the product of the mesh dims sharding one tensor dim; attention with grouped-query heads needs
 // the kv heads split evenly.

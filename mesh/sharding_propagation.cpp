@@ -126,7 +126,27 @@ Propagation propagate(OpCall call, const std::vector<ShardSpec>& inputs,
              inputs[i].shape, " differs from the call's ", call.inputs[i]);
   }
   const std::vector<tensor::DimVector> out_shapes = output_shapes(call);
-  const std::vector<OpStrategy> cands = candidate_strategies(call, mesh);
+  std::vector<OpStrategy> cands = candidate_strategies(call, mesh);
+  // Pointwise ops follow an input rather than shopping for the cheapest layout (§5.3): relu of a
+  // Partial input is all-reduced to Replicate, not reduce-scattered. Keep the candidates with the
+  // followed output (all of them if shardability removed those).
+  std::vector<std::vector<Placement>> current;
+  for (const auto& s : inputs) current.push_back(s.placements);
+  if (auto followed = detail::pointwise_followed_output(call, current, mesh)) {
+    std::vector<OpStrategy> kept;
+    for (const OpStrategy& s : cands) {
+      if (s.outputs[0] == *followed) kept.push_back(s);
+    }
+    if (!kept.empty()) cands = std::move(kept);
+  }
+  // Views likewise keep the shards they can and gather the rest (never re-shard another dim).
+  if (auto followed = detail::view_followed_input(call, current[0], mesh)) {
+    std::vector<OpStrategy> kept;
+    for (const OpStrategy& s : cands) {
+      if (s.inputs[0] == *followed) kept.push_back(s);
+    }
+    if (!kept.empty()) cands = std::move(kept);
+  }
 
   std::vector<std::vector<double>> costs;
   std::vector<bool> matches;

@@ -42,7 +42,9 @@ struct Propagation {
   std::vector<ShardSpec> outputs;   // global output shapes on the mesh with its output placements
   std::vector<double> input_costs;  // per input, cost of moving it to the required placements
   double total_cost = 0;
-  size_t chosen = 0;  // index into candidate_strategies(call, mesh)
+  // Index of the choice among the candidates weighed: candidate_strategies(call, mesh), for
+  // pointwise ops narrowed to those with the followed input's output placements.
+  size_t chosen = 0;
   size_t num_candidates = 0;
   // True when some input must change placement before the local op runs.
   bool needs_redistribution() const;

@@ -120,6 +120,41 @@ std::optional<std::vector<DimStrategy>> pointwise_strategies(const OpCall& call)
   return r;
 }
 
+std::optional<std::vector<Placement>> pointwise_followed_output(
+    const OpCall& call, const std::vector<std::vector<Placement>>& current,
+    const DeviceMesh& mesh) {
+  if (!is_pointwise(call.op)) return std::nullopt;
+  SP_ASSERT(current.size() == call.inputs.size());
+  size_t follow = 0;
+  int64_t best_shards = -1;
+  for (size_t i = 0; i < current.size(); ++i) {
+    int64_t shards = 1;
+    for (size_t md = 0; md < current[i].size(); ++md) {
+      if (current[i][md].is_any_shard()) shards *= mesh.size(static_cast<int64_t>(md));
+    }
+    if (shards > best_shards ||
+        (shards == best_shards && call.inputs[i].size() > call.inputs[follow].size())) {
+      follow = i, best_shards = shards;
+    }
+  }
+  const tensor::DimVector out = *broadcast_shapes(call.inputs);
+  const auto lead = static_cast<int64_t>(out.size() - call.inputs[follow].size());
+  const std::vector<DimStrategy> table = *pointwise_strategies(call);
+  std::vector<Placement> r;
+  for (const Placement& p : current[follow]) {
+    if (p.is_any_shard()) {
+      r.push_back(Shard{p.shard_dim() + lead});
+    } else if (p.is_partial()) {
+      const bool kept = std::any_of(table.begin(), table.end(),
+                                    [&](const DimStrategy& s) { return s.outputs[0] == p; });
+      r.push_back(kept ? p : Placement(Replicate{}));
+    } else {
+      r.push_back(p);
+    }
+  }
+  return r;
+}
+
 std::optional<std::vector<tensor::DimVector>> reduction_output_shapes(const OpCall& call) {
   if (!reduction_ops().count(call.op)) return std::nullopt;
   check_arity(call, 1, 1);

@@ -230,6 +230,27 @@ std::optional<std::vector<DimStrategy>> view_strategies(const OpCall& call, int6
   return r;
 }
 
+std::optional<std::vector<Placement>> view_followed_input(const OpCall& call,
+                                                          const std::vector<Placement>& current,
+                                                          const DeviceMesh& mesh) {
+  if (!is_reshape_like(call.op) && !is_permute_like(call.op)) return std::nullopt;
+  std::vector<Placement> r = current;
+  std::string why;
+  for (size_t md = 0; md < r.size(); ++md) {
+    if (!r[md].is_any_shard()) continue;
+    const int64_t d = r[md].shard_dim();
+    int64_t shards = 1;
+    for (size_t k = 0; k < current.size(); ++k) {
+      if (current[k].is_any_shard() && current[k].shard_dim() == d) {
+        shards *= mesh.size(static_cast<int64_t>(k));
+      }
+    }
+    // A strided shard has no view rule: replicate it like an unkeepable shard.
+    if (r[md].is_strided_shard() || kept_dim(call, d, shards, &why) < 0) r[md] = Replicate{};
+  }
+  return r;
+}
+
 bool view_candidate_ok(const OpCall& call, const DeviceMesh& mesh, const OpStrategy& s) {
   if (!is_reshape_like(call.op)) return true;  // permutes keep anything; other families: n/a
   const auto& ps = s.inputs[0];
