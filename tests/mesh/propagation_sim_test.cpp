@@ -310,3 +310,53 @@ TEST(PropagationSim, ChosenStrategyOfPropagateReassembles) {
 
 }  // namespace
 }  // namespace shardplan::mesh
+
+namespace shardplan::mesh {
+namespace {
+
+// Random shapes (sizes 1..7, so uneven and empty shards occur) on random meshes (1-d to 3-d,
+// sizes 1..3): every candidate of mm, add with broadcasting and reshape reassembles.
+TEST(PropagationSim, RandomShapesAndMeshesProperty) {
+  uint64_t state = 12345;
+  auto next = [&](int64_t lo, int64_t hi) {  // xorshift; inclusive range
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return lo + static_cast<int64_t>(state % static_cast<uint64_t>(hi - lo + 1));
+  };
+  size_t checked = 0;
+  for (int iter = 0; iter < 40; ++iter) {
+    std::vector<int64_t> mshape;
+    for (int64_t d = 0, nd = next(1, 3); d < nd; ++d) mshape.push_back(next(1, 3));
+    const DeviceMesh mesh(mshape);
+    const int64_t m = next(1, 7), k = next(1, 7), n = next(1, 7);
+    const Array a = sim::iota({m, k}, 1 + iter), b = sim::iota({k, n}, 2 + iter);
+    checked += check_all(OpCall("mm", {{m, k}, {k, n}}), mesh, {a, b},
+                         sim::einsum("mk", "kn", "mn", a, b), einsum_op("mk", "kn", "mn"));
+    const Array row = sim::iota({k}, 3 + iter), mat = sim::iota({m, k}, 4 + iter);
+    checked += check_all(OpCall("add", {{m, k}, {k}}), mesh, {mat, row},
+                         sim::binary(mat, row, std::plus<>()),
+                         [](const std::vector<Array>& in, const std::vector<ShardSpec>&,
+                            const MeshCoord&) { return sim::binary(in[0], in[1], std::plus<>()); });
+    // reshape (m, k) -> (m * k) and (m, k) -> (k, m) as a view (same data, new shape).
+    for (DimVector target : {DimVector{m * k}, DimVector{k, m}}) {
+      const OpCall call("reshape", {{m, k}}, target);
+      for (const OpStrategy& s : candidate_strategies(call, mesh)) {
+        const ShardSpec out = make_shard_spec(target, tensor::DType::kFloat64, mesh, s.outputs[0]);
+        sim::check_strategy(
+            call, mesh, s, {mat}, Array{target, mat.v},
+            [&](const std::vector<Array>& in, const std::vector<ShardSpec>&, const MeshCoord& c) {
+              Array r = in[0];
+              r.shape = local_shape(out, c);
+              EXPECT_EQ(sim::numel(r.shape), static_cast<int64_t>(r.v.size()));
+              return r;
+            });
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 400u);
+}
+
+}  // namespace
+}  // namespace shardplan::mesh
