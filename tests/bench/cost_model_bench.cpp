@@ -1,0 +1,81 @@
+// Collective cost queries against the target: one query < 200 ns.
+//   build/bin/bench_cost_model_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// A query is collective_cost() on a CollectiveCall whose GroupLinks were computed once (as the
+// planner does per mesh dim): every (algorithm, protocol) that applies is priced and the cheapest
+// kept. Each benchmark checks its answer once before timing (hand formulas of Note [Cost model]);
+// the label shows the choice.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "collectives/cost_model.h"
+#include "mesh/topology.h"
+
+namespace shardplan {
+namespace {
+
+using collectives::Algorithm;
+using collectives::CollectiveCall;
+using collectives::CollectiveCost;
+using collectives::CollectiveKind;
+
+CollectiveCall first_devices(const char* cluster, int64_t nodes, CollectiveKind kind, int64_t n,
+                             int64_t bytes) {
+  const mesh::Topology t(mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster(cluster)), nodes));
+  std::vector<int64_t> devices(static_cast<size_t>(n));
+  std::iota(devices.begin(), devices.end(), int64_t{0});
+  return {kind, n, bytes, t.group_links(devices)};
+}
+
+void time_query(benchmark::State& state, const CollectiveCall& call, bool ok) {
+  if (!ok) {
+    state.SkipWithError("unexpected cost");
+    return;
+  }
+  const CollectiveCost first = collectives::collective_cost(call);
+  for (auto _ : state) {
+    CollectiveCost c = collectives::collective_cost(call);
+    benchmark::DoNotOptimize(c);
+  }
+  state.SetLabel(std::string(collectives::to_string(first.algorithm)) + "/" +
+                 std::string(collectives::to_string(first.protocol)) + " busbw " +
+                 std::to_string(static_cast<int>(first.busbw_gbps)) + " GB/s");
+}
+
+// One DGX H100, all_reduce of 1 GiB: ring x 3 protocols, tree x 3, NVLS; NVLS wins with
+// t = 25 + S x 9/8 / (370.8 x 0.85) us.
+void BM_AllReduceOneH100Node(benchmark::State& state) {
+  const CollectiveCall call = first_devices("dgx-h100", 1, CollectiveKind::kAllReduce, 8, 1 << 30);
+  const CollectiveCost c = collectives::collective_cost(call);
+  const double expected_us = 25 + (1 << 30) * 9.0 / 8 / (370.8 * 0.85 * 1e3);
+  time_query(state, call,
+             c.algorithm == Algorithm::kNvls && std::abs(c.time_s * 1e6 - expected_us) < 1e-6);
+}
+BENCHMARK(BM_AllReduceOneH100Node);
+
+// 64 DGX H100 nodes, 512 ranks, 64 MiB: the most work per query (ring, tree, and the hierarchical
+// candidate's three phases, each by its best flat algorithm); the flat ring's 1022 steps lose.
+void BM_AllReduce64H100Nodes(benchmark::State& state) {
+  const CollectiveCall call =
+      first_devices("dgx-h100", 64, CollectiveKind::kAllReduce, 512, int64_t{64} << 20);
+  const CollectiveCost c = collectives::collective_cost(call);
+  const auto ring = collectives::collective_cost_with(call, Algorithm::kRing);
+  time_query(state, call, ring && c.time_s < ring->time_s);
+}
+BENCHMARK(BM_AllReduce64H100Nodes);
+
+// all_to_all over 2 nodes (16 ranks, 1 GiB): direct, t = 8.4 + 14 + S x 8/16 / 48 us.
+void BM_AllToAllTwoH100Nodes(benchmark::State& state) {
+  const CollectiveCall call = first_devices("dgx-h100", 2, CollectiveKind::kAllToAll, 16, 1 << 30);
+  const CollectiveCost c = collectives::collective_cost(call);
+  const double expected_us = 8.4 + 14.0 + (1 << 30) * 8.0 / 16 / 48e3;
+  time_query(state, call,
+             c.algorithm == Algorithm::kDirect && std::abs(c.time_s * 1e6 - expected_us) < 1e-6);
+}
+BENCHMARK(BM_AllToAllTwoH100Nodes);
+
+}  // namespace
+}  // namespace shardplan
