@@ -42,6 +42,19 @@ TEST(CostAccuracy, DgxA100AllReduceBusbwNearNcclsTwoHundredThirty) {
   EXPECT_LT(within(c.busbw_gbps, 232.54), 0.10) << c;
 }
 
+TEST(CostAccuracy, DgxA100FortyGigabyteHasTheSameFabricAndNetwork) {
+  // Selene's DGX A100 (40 GB parts): same NVLink3 fabric, 8x HDR. ~230 GB/s inside a node
+  // (nccl-tests#149), 192 GB/s across nodes with NCCL_ALGO=RING (nccl#812).
+  const mesh::Topology one = topo("dgx-a100-40g", 1);
+  const CollectiveCost c =
+      collective_cost(call(CollectiveKind::kAllReduce, first_devices(one, 8), 8 * kGiB));
+  EXPECT_LT(within(c.busbw_gbps, 230), 0.10) << c;
+  const mesh::Topology two = topo("dgx-a100-40g", 2);
+  const CollectiveCost r = *collective_cost_with(
+      call(CollectiveKind::kAllReduce, first_devices(two, 16), 8 * kGiB), Algorithm::kRing);
+  EXPECT_LT(within(r.busbw_gbps, 192), 0.10) << r;
+}
+
 TEST(CostAccuracy, DgxH100AllReduceWithAndWithoutNvls) {
   const mesh::Topology t = topo("dgx-h100", 1);
   const CollectiveCall ar = call(CollectiveKind::kAllReduce, first_devices(t, 8), 8 * kGiB);
