@@ -360,3 +360,115 @@ TEST(PropagationSim, RandomShapesAndMeshesProperty) {
 
 }  // namespace
 }  // namespace shardplan::mesh
+
+namespace shardplan::mesh {
+namespace {
+
+// softmax over the last dim of (rows..., n).
+Array softmax_last(const Array& x) {
+  const int64_t n = x.shape.back();
+  Array r = x;
+  for (size_t base = 0; n > 0 && base < x.v.size(); base += static_cast<size_t>(n)) {
+    double mx = -1e300, sum = 0;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x.v[base + static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(x.v[base + static_cast<size_t>(i)] - mx);
+    for (int64_t i = 0; i < n; ++i) {
+      r.v[base + static_cast<size_t>(i)] = std::exp(x.v[base + static_cast<size_t>(i)] - mx) / sum;
+    }
+  }
+  return r;
+}
+
+// Attention with grouped-query heads on (B, H, L, E) arrays: query head h reads kv head
+// h / (Hq / Hkv), scores scaled by 1/sqrt(E), softmax over the keys.
+Array attention(const Array& q, const Array& k, const Array& v) {
+  const int64_t B = q.shape[0], Hq = q.shape[1], L = q.shape[2], E = q.shape[3];
+  const int64_t Hkv = k.shape[1], S = k.shape[2], Ev = v.shape[3];
+  Array out{{B, Hq, L, Ev}, {}};
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t g = h / (Hq / Hkv);
+      for (int64_t l = 0; l < L; ++l) {
+        Array scores{{S}, {}};
+        for (int64_t s = 0; s < S; ++s) {
+          double dot = 0;
+          for (int64_t e = 0; e < E; ++e) {
+            dot += q.v[static_cast<size_t>(sim::flat(q.shape, {b, h, l, e}))] *
+                   k.v[static_cast<size_t>(sim::flat(k.shape, {b, g, s, e}))];
+          }
+          scores.v.push_back(dot / std::sqrt(static_cast<double>(E)));
+        }
+        const Array p = softmax_last(scores);
+        for (int64_t e = 0; e < Ev; ++e) {
+          double acc = 0;
+          for (int64_t s = 0; s < S; ++s) {
+            acc += p.v[static_cast<size_t>(s)] *
+                   v.v[static_cast<size_t>(sim::flat(v.shape, {b, g, s, e}))];
+          }
+          out.v.push_back(acc);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(PropagationSim, SoftmaxRowsStayLocal) {
+  const Array x = sim::iota({4, 3, 5}, 1);
+  OpCall call("softmax", {{4, 3, 5}});
+  call.dim = -1;
+  auto op = [](const std::vector<Array>& in, const std::vector<ShardSpec>&, const MeshCoord&) {
+    return softmax_last(in[0]);
+  };
+  // R, S0, S1 per dim = 9, less S1 twice (3 < 4).
+  EXPECT_EQ(check_all(call, DeviceMesh({2, 2}), {x}, softmax_last(x), op), 8u);
+}
+
+TEST(PropagationSim, AttentionOverBatchAndGroupedHeads) {
+  // 4 query heads over 2 kv heads: 2-way head split keeps each kv head with its query heads.
+  const Array q = sim::iota({2, 4, 3, 2}, 1), k = sim::iota({2, 2, 5, 2}, 2),
+              v = sim::iota({2, 2, 5, 3}, 3);
+  const OpCall call("scaled_dot_product_attention", {{2, 4, 3, 2}, {2, 2, 5, 2}, {2, 2, 5, 3}});
+  auto op = [](const std::vector<Array>& in, const std::vector<ShardSpec>&, const MeshCoord&) {
+    return attention(in[0], in[1], in[2]);
+  };
+  const Array want = attention(q, k, v);
+  EXPECT_EQ(output_shapes(call)[0], (DimVector{2, 4, 3, 3}));
+  // (2,2): R, S0 (batch), S1 (heads) per dim; S0 twice drops (B = 2 < 4), S1 twice drops
+  // (2 kv heads cannot take 4 ways) -> 7.
+  EXPECT_EQ(check_all(call, DeviceMesh({2, 2}), {q, k, v}, want, op), 7u);
+  // The candidate the GQA filter removes on 4 ranks would pair query heads with the wrong kv
+  // head: run it anyway and see the numbers differ.
+  const Array q4 = sim::iota({1, 8, 2, 2}, 4), k4 = sim::iota({1, 2, 3, 2}, 5),
+              v4 = sim::iota({1, 2, 3, 2}, 6);
+  const DeviceMesh m4({4});
+  std::vector<Array> outs;
+  const std::vector<Placement> heads{Shard{1}};
+  for (int64_t r = 0; r < 4; ++r) {
+    std::vector<Array> loc;
+    for (const Array* g : {&q4, &k4, &v4}) {
+      loc.push_back(sim::local_piece(
+          *g, make_shard_spec(g->shape, tensor::DType::kFloat64, m4, heads), MeshCoord{r}));
+    }
+    // Ranks 2 and 3 get no kv head at all (2 heads chunked 4 ways): nothing to attend to.
+    if (loc[1].shape[1] == 0) {
+      outs.push_back(Array{{1, 2, 2, 2}, std::vector<double>(8, 0.0)});
+      continue;
+    }
+    outs.push_back(attention(loc[0], loc[1], loc[2]));
+  }
+  const Array got = sim::assemble(
+      outs, make_shard_spec(DimVector{1, 8, 2, 2}, tensor::DType::kFloat64, m4, heads));
+  const Array ref = attention(q4, k4, v4);
+  double diff = 0;
+  for (size_t i = 0; i < ref.v.size(); ++i) diff += std::abs(got.v[i] - ref.v[i]);
+  EXPECT_GT(diff, 1e-3);
+  for (const OpStrategy& s : candidate_strategies(
+           OpCall("scaled_dot_product_attention", {{1, 8, 2, 2}, {1, 2, 3, 2}, {1, 2, 3, 2}}),
+           m4)) {
+    EXPECT_NE(s.inputs[0], heads) << s;
+  }
+}
+
+}  // namespace
+}  // namespace shardplan::mesh
