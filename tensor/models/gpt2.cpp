@@ -5,6 +5,9 @@
 //   bias} transformer.h.N.attn.c_proj.{weight [n_embd, n_embd], bias}, transformer.h.N.ln_2.*
 //   transformer.h.N.mlp.c_fc.{weight [n_embd, n_inner], bias}, mlp.c_proj.{weight [n_inner,
 //   n_embd]} transformer.ln_f.*, lm_head.weight (tied to wte unless tie_word_embeddings is false)
+#include <memory>
+#include <vector>
+
 #include "tensor/error.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/models_internal.h"
@@ -81,9 +84,11 @@ class Mlp : public Module {
   bool training_;
 };
 
+// Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
 class Block : public Module {
  public:
-  Block(const ModelConfig& c, const TensorOptions& o, bool training) : Module("GPT2Block") {
+  Block() : Module("GPT2Block") {}
+  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
     const DimVector h{c.hidden_size};
     register_module("ln_1", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
     register_module("attn", std::make_shared<Attention>(c, o, training));
@@ -107,10 +112,13 @@ class Gpt2Model : public Module {
     register_module("wpe",
                     std::make_shared<Embedding>(c.max_position_embeddings, c.hidden_size, o));
     auto h = register_module("h", std::make_shared<ModuleList>());
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-      h->push_back(std::make_shared<Block>(c, o, training));
+    std::vector<std::shared_ptr<Block>> blocks;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      blocks.push_back(h->push_back(std::make_shared<Block>()));
+    }
     register_module(
         "ln_f", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
+    for (const auto& b : blocks) b->build(c, o, training);
   }
   Tensor forward(const Tensor& ids) override {
     const int64_t seq = ids.size(1);

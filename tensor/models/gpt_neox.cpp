@@ -6,6 +6,9 @@
 //   gpt_neox.layers.N.attention.dense.{weight [hidden, hidden], bias}
 //   gpt_neox.layers.N.mlp.dense_h_to_4h.{weight [ffn, hidden], bias}, dense_4h_to_h [hidden, ffn]
 //   gpt_neox.final_layer_norm.{weight,bias}, embed_out.weight [vocab, hidden]
+#include <memory>
+#include <vector>
+
 #include "tensor/error.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/models_internal.h"
@@ -59,13 +62,14 @@ class Mlp : public Module {
   std::string act_;
 };
 
+// Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
 class Layer : public Module {
  public:
-  Layer(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPTNeoXLayer"),
-        parallel_(c.use_parallel_residual),
-        dropout_(c.resid_dropout),
-        training_(training) {
+  Layer() : Module("GPTNeoXLayer") {}
+  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
+    parallel_ = c.use_parallel_residual;
+    dropout_ = c.resid_dropout;
+    training_ = training;
     const DimVector h{c.hidden_size};
     register_module("input_layernorm", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
     register_module("post_attention_layernorm",
@@ -91,9 +95,9 @@ class Layer : public Module {
   std::shared_ptr<Attention> attention;
 
  private:
-  bool parallel_;
-  double dropout_;
-  bool training_;
+  bool parallel_ = false;
+  double dropout_ = 0;
+  bool training_ = false;
 };
 
 class NeoXModel : public Module {
@@ -101,14 +105,16 @@ class NeoXModel : public Module {
   NeoXModel(const ModelConfig& c, const TensorOptions& o, bool training) : Module("GPTNeoXModel") {
     register_module("embed_in", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
     auto layers = register_module("layers", std::make_shared<ModuleList>());
+    std::vector<std::shared_ptr<Layer>> empty;
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      layers->push_back(std::make_shared<Layer>(c, o, training));
+      empty.push_back(layers->push_back(std::make_shared<Layer>()));
     }
     register_module("final_layer_norm", std::make_shared<LayerNorm>(DimVector{c.hidden_size},
                                                                     c.norm_eps, true, true, o));
     rotary_emb = register_module(
         "rotary_emb",
         std::make_shared<RotaryEmbedding>("GPTNeoXRotaryEmbedding", rotary_dim(c), c.rope_theta));
+    for (const auto& layer : empty) layer->build(c, o, training);
   }
   Tensor forward(const Tensor& ids) override {
     Tensor h = child("embed_in")->call(ids);
