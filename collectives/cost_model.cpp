@@ -122,17 +122,20 @@ Priced ring(CollectiveKind kind, int64_t n, double bytes, const GroupLinks& g) {
   return best;
 }
 
-double tree_correction(Proto p, double bytes) {
-  if (bytes < 64) return 1;
-  const int index = static_cast<int>(std::floor(std::log2(bytes / 64)));
-  return index < nccl::kTreeCorrectionMaxIndex
-             ? nccl::kTreeCorrectionFactor[static_cast<int>(p)][index]
-             : 1;
+// treeCorrectionFactor's column: floor(log2(bytes / 64)), or -1 where NCCL applies no correction.
+// std::ilogb is that floor exactly (the binary exponent) and cheaper than floor(log2()).
+int tree_correction_index(double bytes) {
+  if (bytes < 64) return -1;
+  const int index = std::ilogb(bytes / 64);
+  return index < nccl::kTreeCorrectionMaxIndex ? index : -1;
 }
 
 Priced tree(CollectiveKind kind, int64_t, double bytes, const GroupLinks& g) {
   if (kind != CollectiveKind::kAllReduce || !is_nccl(g)) return {};
   const double bw = ring_bandwidth_gbps(g);
+  // Computed once per call, not per protocol: a cost query is on the planner's hot path.
+  const int correction = tree_correction_index(bytes);
+  const double log2_nodes = std::log2(static_cast<double>(g.nodes));
   Priced best;
   for (Proto p : kProtos) {
     double bus = bw * nccl::kTreeSimpleBandwidthFactor;
@@ -143,13 +146,13 @@ Priced tree(CollectiveKind kind, int64_t, double bytes, const GroupLinks& g) {
       bus = bw * (g.nodes == 1 ? nccl::kTreeLL128BandwidthFactorOneNode
                                : nccl::kTreeLL128BandwidthFactorMultiNode);
     }
-    bus *= tree_correction(p, bytes);
+    if (correction >= 0) bus *= nccl::kTreeCorrectionFactor[static_cast<int>(p)][correction];
     if (!(bus > 0)) continue;
     const double lat =
         base_us(g, Algo::kTree, p) +
         2 * (static_cast<double>(g.ranks_per_node - 1) *
                  step_us(g, LinkType::kNvlink, Algo::kTree, p) +
-             std::log2(static_cast<double>(g.nodes)) * step_us(g, LinkType::kNet, Algo::kTree, p));
+             log2_nodes * step_us(g, LinkType::kNet, Algo::kTree, p));
     const double algbw = bus * nccl::kTreeAllReduceAlgbwFactor;
     keep_best(best, {lat + transfer_us(bytes, algbw), lat, p, Algorithm::kTree});
   }

@@ -1,4 +1,5 @@
-// Collective cost queries against the target: one query < 200 ns.
+// Collective cost queries against the targets: one query < 200 ns; pricing a
+// redistribution plan (collectives/redistribute_cost.h) < 2 us.
 //   build/bin/bench_cost_model_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // A query is collective_cost() on a CollectiveCall whose GroupLinks were computed once (as the
 // planner does per mesh dim): every (algorithm, protocol) that applies is priced and the cheapest
@@ -12,6 +13,9 @@
 #include <vector>
 
 #include "collectives/cost_model.h"
+#include "collectives/redistribute_cost.h"
+#include "collectives/redistribute_plan.h"
+#include "mesh/shard_spec.h"
 #include "mesh/topology.h"
 
 namespace shardplan {
@@ -76,6 +80,36 @@ void BM_AllToAllTwoH100Nodes(benchmark::State& state) {
              c.algorithm == Algorithm::kDirect && std::abs(c.time_s * 1e6 - expected_us) < 1e-6);
 }
 BENCHMARK(BM_AllToAllTwoH100Nodes);
+
+// Spec 3.4's greedy plan on mesh (2, 4, 8) over 8 DGX H100 nodes, (4096, 4096) bf16
+// S0,S0,S0 -> S1,S1,S1: md2 all_gather, md1 all_gather, md0 all_to_all, two local chunks; the
+// mesh dims' links computed once. Priced: three collectives, the total their sum.
+void BM_PricePlan3d(benchmark::State& state) {
+  const mesh::ShardSpec src = mesh::make_shard_spec(
+      std::vector<int64_t>{4096, 4096}, tensor::DType::kBFloat16, mesh::DeviceMesh({2, 4, 8}),
+      mesh::parse_placements("S0,S0,S0"));
+  const collectives::RedistributePlan plan =
+      collectives::plan_redistribute(src, mesh::parse_placements("S1,S1,S1"));
+  const mesh::Topology t(mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster("dgx-h100")), 8));
+  const std::vector<mesh::GroupLinks> links = mesh::mesh_dim_links(t, src.mesh.shape());
+  const collectives::PlanPrice first = collectives::price_plan(plan, links);
+  int priced = 0;
+  double sum = 0;
+  for (const auto& step : first.steps) {
+    if (step) ++priced, sum += step->time_s;
+  }
+  if (first.steps.size() != 5 || priced != 3 || std::abs(sum - first.total_time_s) > 1e-15) {
+    state.SkipWithError("unexpected plan price");
+    return;
+  }
+  for (auto _ : state) {
+    collectives::PlanPrice p = collectives::price_plan(plan, links);
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetLabel(std::to_string(priced) + " collectives, " +
+                 std::to_string(first.total_time_s * 1e6) + " us");
+}
+BENCHMARK(BM_PricePlan3d);
 
 }  // namespace
 }  // namespace shardplan
