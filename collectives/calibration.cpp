@@ -42,7 +42,7 @@ struct Row {
 };
 
 struct Fit {
-  double latency_us = 0;   // theta 1
+  double latency_us = 0;  // theta 1
   double bandwidth_gbps = 0;
   double rms = 0;
 };
@@ -56,7 +56,8 @@ Fit least_squares(const std::vector<Row>& rows, std::string_view what) {
     s1 += w * r.u1 * r.u1;
     s2 += w * r.u2 * r.u2;
   }
-  SP_CHECK(s1 > 0 && s2 > 0, what, ": the rows do not determine a latency and a bandwidth, expected ",
+  SP_CHECK(s1 > 0 && s2 > 0, what,
+           ": the rows do not determine a latency and a bandwidth, expected ",
            "rows with bytes > 0");
   s1 = std::sqrt(s1), s2 = std::sqrt(s2);
   double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
@@ -139,8 +140,8 @@ std::vector<Row> intra_rows(const mesh::Cluster& c, const NcclTestsLog& log) {
 struct InterRows {
   std::vector<Row> rows;
   // For the check that the network, not the fabric, bounds what was measured.
-  double fabric_gbps = 0;          // per-rank bus bandwidth inside a node (0: one rank per node)
-  double nic_share_per_nic = 0;    // network bandwidth of this run per unit of NIC bandwidth
+  double fabric_gbps = 0;        // per-rank bus bandwidth inside a node (0: one rank per node)
+  double nic_share_per_nic = 0;  // network bandwidth of this run per unit of NIC bandwidth
   double intra_latency_us = 0;
 };
 
@@ -175,16 +176,16 @@ InterRows inter_rows(const mesh::Cluster& c, const NcclTestsLog& log) {
     const double f = busbw_factor(log.kind, n);
     out.nic_share_per_nic = nics * spine;
     for_each_time(log, [&](const NcclTestsRow& r, double t) {
-      out.rows.push_back(
-          {t, known, static_cast<double>(inter), static_cast<double>(r.bytes) * f / (nics * spine)});
+      out.rows.push_back({t, known, static_cast<double>(inter),
+                          static_cast<double>(r.bytes) * f / (nics * spine)});
     });
   } else if (log.kind == CollectiveKind::kAllToAll) {
     // Per rank at most one NIC, shared when a node has more ranks than NICs (topology.cpp).
     out.nic_share_per_nic = spine * std::min(1.0, nics / pd) * nd / (nd - pd);
     for_each_time(log, [&](const NcclTestsRow& r, double t) {
-      out.rows.push_back({t, base, 1,
-                          static_cast<double>(r.bytes) * (nd - pd) / nd /
-                              (spine * std::min(1.0, nics / pd))});
+      out.rows.push_back(
+          {t, base, 1,
+           static_cast<double>(r.bytes) * (nd - pd) / nd / (spine * std::min(1.0, nics / pd))});
     });
   } else {
     SP_CHECK(n == 2 && p == 1, log.origin, ": send_recv over ", n, " ranks, ", p,
@@ -200,13 +201,16 @@ InterRows inter_rows(const mesh::Cluster& c, const NcclTestsLog& log) {
 std::string source_of(std::string_view what, const std::vector<const NcclTestsLog*>& logs) {
   std::string s = "shardplan calibrate: " + std::string(what) + " fitted to nccl-tests logs ";
   for (size_t i = 0; i < logs.size(); ++i) s += (i ? ", " : "") + describe(*logs[i]);
-  return s + "; least squares of time = base + steps x latency + bytes x busbw factor / "
-             "bandwidth on relative residuals (Note [Calibration], collectives/calibration.cpp)";
+  return s +
+         "; least squares of time = base + steps x latency + bytes x busbw factor / "
+         "bandwidth on relative residuals (Note [Calibration], collectives/calibration.cpp)";
 }
 
 }  // namespace
 
-std::string_view to_string(CalibratedLink l) { return l == CalibratedLink::kIntra ? "intra" : "ib"; }
+std::string_view to_string(CalibratedLink l) {
+  return l == CalibratedLink::kIntra ? "intra" : "ib";
+}
 
 CalibratedLink parse_calibrated_link(std::string_view s) {
   if (s == "nvlink" || s == "shared_memory" || s == "intra") return CalibratedLink::kIntra;
@@ -235,7 +239,8 @@ LogFit fit_log(const NcclTestsLog& log) {
   return out;
 }
 
-CalibrationResult calibrate(const mesh::Cluster& cluster, std::span<const CalibrationInput> inputs) {
+CalibrationResult calibrate(const mesh::Cluster& cluster,
+                            std::span<const CalibrationInput> inputs) {
   SP_CHECK(!inputs.empty(), "calibrate: no nccl-tests logs, expected at least one");
   CalibrationResult result;
   result.cluster = cluster;
@@ -255,7 +260,8 @@ CalibrationResult calibrate(const mesh::Cluster& cluster, std::span<const Calibr
     const std::string what = "link " + std::string(mesh::to_string(c.intra.fabric));
     const Fit fit = least_squares(rows, what);
     const double line = c.intra.links_per_gpu.value * c.intra.link_bandwidth_gbps.value;
-    SP_CHECK(fit.bandwidth_gbps > 0, what, ": fitted bandwidth is not positive, expected larger "
+    SP_CHECK(fit.bandwidth_gbps > 0, what,
+             ": fitted bandwidth is not positive, expected larger "
              "sizes to take longer");
     SP_CHECK(fit.latency_us > 0, what, ": fitted per-step latency ", fit.latency_us,
              " us is not positive (the small sizes run faster than the base latency ",
@@ -279,13 +285,15 @@ CalibrationResult calibrate(const mesh::Cluster& cluster, std::span<const Calibr
     const Fit fit = least_squares(rows, "link ib");
     mesh::NetworkSpec& net = *c.network;
     const double line = net.nic_line_rate_gbit_per_s.value / 8;
-    SP_CHECK(fit.bandwidth_gbps > 0, "link ib: fitted NIC bandwidth is not positive, expected "
+    SP_CHECK(fit.bandwidth_gbps > 0,
+             "link ib: fitted NIC bandwidth is not positive, expected "
              "larger sizes to take longer");
     SP_CHECK(fit.latency_us > 0, "link ib: fitted per-step latency ", fit.latency_us,
              " us is not positive, expected > 0");
     SP_CHECK(fit.bandwidth_gbps <= line, "link ib: fitted NIC bandwidth ", fit.bandwidth_gbps,
-             " GB/s is above the NIC line rate ", net.nic_line_rate_gbit_per_s.value, " Gb/s = ",
-             line, " GB/s, expected a ring measurement (a 2-node tree exceeds the NICs: "
+             " GB/s is above the NIC line rate ", net.nic_line_rate_gbit_per_s.value,
+             " Gb/s = ", line,
+             " GB/s, expected a ring measurement (a 2-node tree exceeds the NICs: "
              "NCCL_ALGO=Ring, nccl-tests#196)");
     for (size_t i = 0; i < parts.size(); ++i) {
       const double share = fit.bandwidth_gbps * parts[i].nic_share_per_nic;

@@ -42,8 +42,8 @@ LogFit fit_log(const NcclTestsLog& log);
 // What a link's logs say about its cluster-file parameters.
 struct LinkFit {
   CalibratedLink link = CalibratedLink::kIntra;
-  double latency_us = 0;       // per ring step, Simple protocol (the file's latency_us)
-  double bandwidth_gbps = 0;   // intra: per-GPU bus bandwidth; inter: per NIC
+  double latency_us = 0;      // per ring step, Simple protocol (the file's latency_us)
+  double bandwidth_gbps = 0;  // intra: per-GPU bus bandwidth; inter: per NIC
   double previous_latency_us = 0, previous_bandwidth_gbps = 0;
   int64_t points = 0;
   double rms_relative_residual = 0;
@@ -54,9 +54,9 @@ struct CalibrationInput {
   CalibratedLink link = CalibratedLink::kIntra;
 };
 struct CalibrationResult {
-  mesh::Cluster cluster;      // the input cluster with the fitted values and their sources
-  std::vector<LogFit> logs;   // one per input, in order
-  std::vector<LinkFit> links; // intra first, then inter; only the links that had logs
+  mesh::Cluster cluster;       // the input cluster with the fitted values and their sources
+  std::vector<LogFit> logs;    // one per input, in order
+  std::vector<LinkFit> links;  // intra first, then inter; only the links that had logs
 };
 
 // Throws shardplan::Error naming the log when it does not fit the link (an intra log over several

@@ -100,7 +100,8 @@ std::optional<CollectiveKind> kind_in(std::string_view s) {
   const size_t at = s.find("_perf");
   if (at == std::string_view::npos) return std::nullopt;
   size_t start = at;
-  while (start > 0 && (std::isalpha(static_cast<unsigned char>(s[start - 1])) || s[start - 1] == '_')) {
+  while (start > 0 &&
+         (std::isalpha(static_cast<unsigned char>(s[start - 1])) || s[start - 1] == '_')) {
     --start;
   }
   try {
@@ -144,8 +145,8 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, std::string_view origin
         SP_CHECK(log.rows.empty(), origin, ":", line_no,
                  ": a second nccl-tests run starts here, expected one run per log file (split "
                  "the file)");
-        SP_CHECK(rank_host.emplace(*r, std::string(c[7])).second, origin, ":", line_no,
-                 ": rank ", *r,
+        SP_CHECK(rank_host.emplace(*r, std::string(c[7])).second, origin, ":", line_no, ": rank ",
+                 *r,
                  " is listed twice: the ranks did not form one job (nccl-tests built without "
                  "MPI=1 runs one independent test per process), expected each rank once");
       } else if (std::optional<Columns> h = column_header(comment, line_no)) {
@@ -164,9 +165,10 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, std::string_view origin
     };
     SP_CHECK(f.size() == cols->names.size(), origin, ":", line_no, ": ", f.size(),
              " fields, expected ", cols->names.size(), " as in the column header on line ",
-             cols->line, (f.size() < cols->names.size()
-                              ? " (truncated row: field '" + field_name(f.size()) + "' missing)"
-                              : std::string(" (extra fields)")));
+             cols->line,
+             (f.size() < cols->names.size()
+                  ? " (truncated row: field '" + field_name(f.size()) + "' missing)"
+                  : std::string(" (extra fields)")));
     NcclTestsRow row;
     row.line = line_no;
     auto integer = [&](int i) {
@@ -205,8 +207,8 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, std::string_view origin
   SP_CHECK(cols.has_value(), origin,
            ": no nccl-tests column header ('#  size  count  type ... time  algbw  busbw') found, "
            "expected the standard output of an nccl-tests binary");
-  SP_CHECK(!log.rows.empty(), origin, ": no size rows after the column header on line ",
-           cols->line, ", expected at least one");
+  SP_CHECK(!log.rows.empty(), origin, ": no size rows after the column header on line ", cols->line,
+           ", expected at least one");
   if (!kind) kind = kind_in(origin);
   SP_CHECK(kind.has_value(), origin,
            ": no '# Collective test starting: <name>_perf' line and no test name in the file "

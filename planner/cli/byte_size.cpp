@@ -22,13 +22,13 @@ constexpr std::pair<std::string_view, double> kUnits[] = {
     {"GB", 1e9},
     {"TB", 1e12},
     {"KiB", kKi},
-    {"MiB", kKi * kKi},
-    {"GiB", kKi * kKi * kKi},
-    {"TiB", kKi * kKi * kKi * kKi},
+    {"MiB", kKi* kKi},
+    {"GiB", kKi* kKi* kKi},
+    {"TiB", kKi* kKi* kKi* kKi},
     {"K", kKi},
-    {"M", kKi * kKi},
-    {"G", kKi * kKi * kKi},
-    {"T", kKi * kKi * kKi * kKi},
+    {"M", kKi* kKi},
+    {"G", kKi* kKi* kKi},
+    {"T", kKi* kKi* kKi* kKi},
 };
 
 }  // namespace

@@ -60,7 +60,7 @@ std::vector<collectives::CalibrationInput> inputs(const CalibrateOptions& o) {
 
 std::string link_name(const mesh::Cluster& c, collectives::CalibratedLink l) {
   return l == collectives::CalibratedLink::kIntra ? std::string(mesh::to_string(c.intra.fabric))
-                                                   : "ib";
+                                                  : "ib";
 }
 
 void print_text(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
@@ -117,7 +117,8 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
                            "Fit a cluster file's link latencies and bandwidths to nccl-tests logs "
                            "(recorded with NCCL_ALGO=Ring) and write the updated file");
   auto opts = std::make_shared<CalibrateOptions>();
-  cmd.add_option("--cluster", opts->cluster, "Cluster to start from (configs/clusters name or path)")
+  cmd.add_option("--cluster", opts->cluster,
+                 "Cluster to start from (configs/clusters name or path)")
       ->required()
       ->type_name("NAME");
   cmd.add_option("--log", opts->logs,

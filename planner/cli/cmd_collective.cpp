@@ -2,8 +2,8 @@
 // algorithm and protocol NCCL would pick, the time, and nccl-tests' algbw and busbw.
 //   shardplan collective --cluster dgx-h100 --nodes 2 --kind all_reduce --group-size 16
 //       --bytes 1GiB [--algorithm ring] [--json]
-// The group is `--group-size` consecutive devices (node-major, so it fills whole nodes first), alone
-// on the cluster. --bytes is nccl-tests' size S (the whole gathered buffer for all_gather,
+// The group is `--group-size` consecutive devices (node-major, so it fills whole nodes first),
+// alone on the cluster. --bytes is nccl-tests' size S (the whole gathered buffer for all_gather,
 // reduce_scatter and all_to_all). --json prints {"cluster", "kind", "group_size", "nodes",
 // "ranks_per_node", "link_class", "bytes", "algorithm", "protocol", "time_s", "latency_s",
 // "algbw_gbps", "busbw_gbps"}.
@@ -26,13 +26,13 @@ namespace shardplan::cli {
 namespace {
 
 struct CollectiveOptions {
-  std::string cluster;    // --cluster NAME_OR_PATH
-  int64_t nodes = 0;      // --nodes (0: not given)
-  int64_t gpus = 0;       // --gpus (0: not given)
-  std::string kind;       // --kind all_reduce
-  int64_t group_size = 0; // --group-size
-  std::string bytes;      // --bytes 1GiB
-  std::string algorithm;  // --algorithm (empty: the cheapest)
+  std::string cluster;     // --cluster NAME_OR_PATH
+  int64_t nodes = 0;       // --nodes (0: not given)
+  int64_t gpus = 0;        // --gpus (0: not given)
+  std::string kind;        // --kind all_reduce
+  int64_t group_size = 0;  // --group-size
+  std::string bytes;       // --bytes 1GiB
+  std::string algorithm;   // --algorithm (empty: the cheapest)
 };
 
 // Without --nodes/--gpus, just enough of the cluster for the group (whole nodes once it outgrows
@@ -52,9 +52,9 @@ mesh::Cluster sized_cluster(const CollectiveOptions& o) {
              per_node);
     c = mesh::with_nodes(std::move(c), (o.group_size + per_node - 1) / per_node);
   }
-  SP_CHECK(o.group_size <= c.gpus, "--group-size ", o.group_size, " is beyond the cluster: ",
-           c.name, " with ", c.nodes, " node(s) has ", c.gpus, " devices, expected at most ",
-           c.gpus);
+  SP_CHECK(o.group_size <= c.gpus, "--group-size ", o.group_size,
+           " is beyond the cluster: ", c.name, " with ", c.nodes, " node(s) has ", c.gpus,
+           " devices, expected at most ", c.gpus);
   return c;
 }
 
@@ -137,8 +137,8 @@ void register_collective(CLI::App& app, CliContext& ctx) {
       const collectives::Algorithm a = collectives::parse_algorithm(opts->algorithm);
       const auto only = collectives::collective_cost_with(call, a);
       SP_CHECK(only.has_value(), "--algorithm ", opts->algorithm, " cannot run ",
-               collectives::to_string(kind), " over ", call.group_size, " ranks on ",
-               opts->cluster, " (", mesh::to_string(call.links.link_class),
+               collectives::to_string(kind), " over ", call.group_size, " ranks on ", opts->cluster,
+               " (", mesh::to_string(call.links.link_class),
                "), expected one that applies (omit --algorithm for the cheapest)");
       cost = *only;
     }

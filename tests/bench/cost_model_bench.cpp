@@ -1,6 +1,7 @@
 // Collective cost queries against the targets: one query < 200 ns; pricing a
 // redistribution plan (collectives/redistribute_cost.h) < 2 us.
-//   build/bin/bench_cost_model_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   build/bin/bench_cost_model_bench --benchmark_repetitions=5
+//   --benchmark_report_aggregates_only=true
 // A query is collective_cost() on a CollectiveCall whose GroupLinks were computed once (as the
 // planner does per mesh dim): every (algorithm, protocol) that applies is priced and the cheapest
 // kept. Each benchmark checks its answer once before timing (hand formulas of Note [Cost model]);
@@ -28,7 +29,8 @@ using collectives::CollectiveKind;
 
 CollectiveCall first_devices(const char* cluster, int64_t nodes, CollectiveKind kind, int64_t n,
                              int64_t bytes) {
-  const mesh::Topology t(mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster(cluster)), nodes));
+  const mesh::Topology t(
+      mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster(cluster)), nodes));
   std::vector<int64_t> devices(static_cast<size_t>(n));
   std::iota(devices.begin(), devices.end(), int64_t{0});
   return {kind, n, bytes, t.group_links(devices)};
@@ -85,12 +87,13 @@ BENCHMARK(BM_AllToAllTwoH100Nodes);
 // S0,S0,S0 -> S1,S1,S1: md2 all_gather, md1 all_gather, md0 all_to_all, two local chunks; the
 // mesh dims' links computed once. Priced: three collectives, the total their sum.
 void BM_PricePlan3d(benchmark::State& state) {
-  const mesh::ShardSpec src = mesh::make_shard_spec(
-      std::vector<int64_t>{4096, 4096}, tensor::DType::kBFloat16, mesh::DeviceMesh({2, 4, 8}),
-      mesh::parse_placements("S0,S0,S0"));
+  const mesh::ShardSpec src =
+      mesh::make_shard_spec(std::vector<int64_t>{4096, 4096}, tensor::DType::kBFloat16,
+                            mesh::DeviceMesh({2, 4, 8}), mesh::parse_placements("S0,S0,S0"));
   const collectives::RedistributePlan plan =
       collectives::plan_redistribute(src, mesh::parse_placements("S1,S1,S1"));
-  const mesh::Topology t(mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster("dgx-h100")), 8));
+  const mesh::Topology t(
+      mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster("dgx-h100")), 8));
   const std::vector<mesh::GroupLinks> links = mesh::mesh_dim_links(t, src.mesh.shape());
   const collectives::PlanPrice first = collectives::price_plan(plan, links);
   int priced = 0;

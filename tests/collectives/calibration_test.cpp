@@ -80,8 +80,8 @@ TEST(Calibration, ExactIntraNodeLogGivesItsLatencyAndBandwidthBack) {
 TEST(Calibration, ExactTwoNodeLogGivesNicBandwidthAndNetworkLatency) {
   // Generated with t = 8.4 + 28 x 3.4 + 2 x 10 + S x 1.875 / (8 x 22.5e3): 8 NICs of 22.5 GB/s,
   // 10 us per inter-node step; the 28 NVLink steps keep dgx-a100-80g's 3.4 us.
-  const std::vector<CalibrationInput> in = {{data("all_reduce_perf_a100_2node.log"),
-                                             CalibratedLink::kInter}};
+  const std::vector<CalibrationInput> in = {
+      {data("all_reduce_perf_a100_2node.log"), CalibratedLink::kInter}};
   const CalibrationResult r = calibrate(cluster("dgx-a100-80g"), in);
   EXPECT_NEAR(r.logs[0].latency_us, 123.6, 1e-9);
   EXPECT_NEAR(r.logs[0].busbw_gbps, 180, 1e-9);
@@ -100,8 +100,8 @@ TEST(Calibration, ExactTwoNodeLogGivesNicBandwidthAndNetworkLatency) {
   // bandwidth wins at this size: base 14 + 28 x 1.9 + 2 x 10 x 4/14 + S x 1.875 / (0.92 x 180e3).
   const CollectiveCost c = *collective_cost_with(call, Algorithm::kRing);
   EXPECT_EQ(c.protocol, nccl::Proto::kLL128);
-  EXPECT_NEAR(c.time_s * 1e6,
-              14 + 28 * 1.9 + 2 * 10 * 4.0 / 14 + 15360000 * 1.875 / (0.92 * 180e3), 1e-9);
+  EXPECT_NEAR(c.time_s * 1e6, 14 + 28 * 1.9 + 2 * 10 * 4.0 / 14 + 15360000 * 1.875 / (0.92 * 180e3),
+              1e-9);
   EXPECT_LT(c.time_s * 1e6, 283.6);
 }
 
@@ -128,8 +128,9 @@ TEST(Calibration, LogsThatCannotCalibrateTheLinkAreRefused) {
   };
   const std::string one_node = synth("all_reduce", 1, 8, 15.4, 1.75, 350);
   const std::string two_nodes = synth("all_reduce", 2, 8, 123.6, 1.875, 180);
-  refused("dgx-h100", one_node, CalibratedLink::kInter, "x.log: 8 ranks on one node, expected at "
-                                                         "least 2 nodes for link ib");
+  refused("dgx-h100", one_node, CalibratedLink::kInter,
+          "x.log: 8 ranks on one node, expected at "
+          "least 2 nodes for link ib");
   refused("dgx-a100-80g", two_nodes, CalibratedLink::kIntra,
           "x.log: 16 ranks on 2 nodes, expected one node for link nvlink");
   refused("cpu-local", two_nodes, CalibratedLink::kInter, "cluster cpu-local has no network");

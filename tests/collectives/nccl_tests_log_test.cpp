@@ -17,12 +17,15 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::string data(const char* name) { return std::string(SHARDPLAN_TEST_DATA_DIR) + "/nccl_tests/" + name; }
+std::string data(const char* name) {
+  return std::string(SHARDPLAN_TEST_DATA_DIR) + "/nccl_tests/" + name;
+}
 
 // A minimal current-format log: two ranks on one host, `rows` pasted after the header (line 6).
-std::string small_log(const std::string& rows, const std::string& ranks =
-                                                   "#  Rank  0 Group  0 Pid 1 on h device  0 [0] G\n"
-                                                   "#  Rank  1 Group  0 Pid 2 on h device  1 [1] G\n") {
+std::string small_log(const std::string& rows,
+                      const std::string& ranks =
+                          "#  Rank  0 Group  0 Pid 1 on h device  0 [0] G\n"
+                          "#  Rank  1 Group  0 Pid 2 on h device  1 [1] G\n") {
   return "# Collective test starting: all_reduce_perf\n" + ranks +
          "#       size   count  type  redop  root   time  algbw  busbw #wrong   time  algbw  busbw "
          "#wrong\n" +
@@ -99,15 +102,17 @@ TEST(NcclTestsLog, MissingPartsAreErrors) {
   // Every process calls itself rank 0: nccl-tests built without MPI.
   EXPECT_THAT(
       [] {
-        parse_nccl_tests_log(small_log(kGoodRow, "#  Rank  0 Group  0 Pid 1 on h device  0 [0] G\n"
-                                                 "#  Rank  0 Group  0 Pid 2 on h device  1 [1] G\n"),
+        parse_nccl_tests_log(small_log(kGoodRow,
+                                       "#  Rank  0 Group  0 Pid 1 on h device  0 [0] G\n"
+                                       "#  Rank  0 Group  0 Pid 2 on h device  1 [1] G\n"),
                              "x.log");
       },
       ThrowsMessage<Error>(HasSubstr("x.log:3: rank 0 is listed twice")));
   // Without the "Collective test starting" line the file name must name the test.
   std::string no_kind = small_log(kGoodRow);
   no_kind.erase(0, no_kind.find('\n') + 1);
-  EXPECT_EQ(parse_nccl_tests_log(no_kind, "runs/alltoall_perf.txt").kind, CollectiveKind::kAllToAll);
+  EXPECT_EQ(parse_nccl_tests_log(no_kind, "runs/alltoall_perf.txt").kind,
+            CollectiveKind::kAllToAll);
   EXPECT_THAT([&] { parse_nccl_tests_log(no_kind, "x.log"); },
               ThrowsMessage<Error>(HasSubstr("x.log: no '# Collective test starting")));
 }
