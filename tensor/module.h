@@ -13,10 +13,9 @@
 // A module knows its own fully qualified name (`fqn()`), so `call()` can report it to the trace
 // sink without a lookup. The name is the one `named_modules()` gives: the first path to the module
 // in depth-first registration order ("" for the root). `register_module` renames the child's
-// subtree under the parent's name, so a tree built bottom-up is named correctly once its last
-// registration is done. A module shared under two paths keeps its first name; if it was registered
-// elsewhere first, `assign_fqns()` on the root settles it (trace_forward, to_empty and
-// init_weights call it).
+// subtree (only it) under the parent's name, so a tree built bottom-up is named correctly once its
+// last registration is done. A module shared under two paths may carry the later one until
+// `assign_fqns()` on the root settles it (trace_forward, to_empty and init_weights call it).
 //
 // Note [Tied parameters]
 // A tie is one Tensor (one TensorImpl) held under two names, as PyTorch's
