@@ -221,6 +221,8 @@ CalibratedLink parse_calibrated_link(std::string_view s) {
 }
 
 LogFit fit_log(const NcclTestsLog& log) {
+  SP_CHECK(log.ranks >= 2, log.origin, ": ", log.ranks,
+           " rank, expected at least 2 (a collective over one rank moves nothing)");
   std::vector<Row> rows;
   const double f = busbw_factor(log.kind, std::max<int64_t>(log.ranks, 1));
   for_each_time(log, [&](const NcclTestsRow& r, double t) {

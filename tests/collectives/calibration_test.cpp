@@ -146,6 +146,8 @@ TEST(Calibration, LogsThatCannotCalibrateTheLinkAreRefused) {
   // Tree-like 2-node busbw above 8 x 25 GB/s HDR line rate on A100.
   refused("dgx-a100-80g", synth("all_reduce", 2, 1, 20, 1.0, 220), CalibratedLink::kInter,
           "above the NIC line rate 200 Gb/s");
+  refused("dgx-h100", synth("all_reduce", 1, 1, 5, 0, 300), CalibratedLink::kIntra,
+          "x.log: 1 rank, expected at least 2");
   // Latency below the base latency: the small sizes run faster than the model's floor.
   refused("dgx-h100", synth("all_reduce", 1, 8, 5, 1.75, 300), CalibratedLink::kIntra,
           "per-step latency");
