@@ -20,6 +20,7 @@
 #include "tensor/error.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
+#include "tensor/strict_json.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::tensor {
@@ -28,38 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// ---- Message helpers: untrusted text is quoted, escaped and cut short (one short line) ----
-
-std::string quote(std::string_view s) {
-  constexpr size_t kMaxShown = 64;
-  std::string shown(s.substr(0, kMaxShown));
-  if (s.size() > kMaxShown) shown += "...";
-  // replace: a cut through a UTF-8 sequence must not make dump() throw.
-  return json(shown).dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// Parser messages quote the bytes last read, which may be binary: keep printable ASCII.
-std::string printable(std::string_view message) {
-  constexpr size_t kMaxShown = 160;
-  std::string out;
-  for (const char c : message.substr(0, kMaxShown)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += std::string("\\x") + kHex[u >> 4] + kHex[u & 0xf];
-    }
-  }
-  return message.size() > kMaxShown ? out + "..." : out;
-}
-
-// "[json.exception.parse_error.101] parse error at line 1, column 7: ..." -> the part after "] ".
-std::string parser_message(const std::exception& e) {
-  const std::string_view what = e.what();
-  const size_t tag_end = what.find("] ");
-  return printable(tag_end == std::string_view::npos ? what : what.substr(tag_end + 2));
-}
+// Untrusted text in messages: quoted, escaped and cut short (tensor/strict_json.h).
+std::string quote(std::string_view s) { return quote_json(s); }
 
 int64_t checked_add(int64_t a, int64_t b, std::string_view source, std::string_view what) {
   int64_t out = 0;
@@ -191,8 +162,8 @@ class HeaderHandler {
 
   bool end_array() {
     if (where_ == Where::kOffsets) {
-      SP_CHECK(offsets_seen_ == 2, source_, ": tensor ", quote(entry_.name),
-               ": data_offsets has ", offsets_seen_, " entries, expected 2 [begin, end]");
+      SP_CHECK(offsets_seen_ == 2, source_, ": tensor ", quote(entry_.name), ": data_offsets has ",
+               offsets_seen_, " entries, expected 2 [begin, end]");
     }
     --depth_;
     where_ = Where::kEntry;
@@ -200,7 +171,8 @@ class HeaderHandler {
   }
 
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
-    SP_FAIL(source_, ": header is not valid JSON (at byte ", position, "): ", parser_message(e));
+    SP_FAIL(source_, ": header is not valid JSON (at byte ", position,
+            "): ", json_parser_message(e));
   }
 
  private:
@@ -219,7 +191,8 @@ class HeaderHandler {
   std::string context() const {
     std::string out(source_);
     if (depth_ == 0) return out + ": header";
-    if (depth_ == 1) return out + ": " + (key_ == "__metadata__" ? "__metadata__" : "tensor " + quote(key_));
+    if (depth_ == 1)
+      return out + ": " + (key_ == "__metadata__" ? "__metadata__" : "tensor " + quote(key_));
     if (where_ == Where::kMetadata) return out + ": __metadata__ value of " + quote(key_);
     out += ": tensor " + quote(entry_.name) + ": ";
     switch (where_) {
@@ -308,8 +281,8 @@ class HeaderHandler {
     for (const DTypeName& d : kDTypeNames) {
       if (d.name == s) return d.dtype;
     }
-    const bool known = std::find(kUnsupportedDTypeNames.begin(), kUnsupportedDTypeNames.end(),
-                                 s) != kUnsupportedDTypeNames.end();
+    const bool known = std::find(kUnsupportedDTypeNames.begin(), kUnsupportedDTypeNames.end(), s) !=
+                       kUnsupportedDTypeNames.end();
     SP_FAIL(source_, ": tensor ", quote(entry_.name), ": dtype ", quote(s),
             known ? " is a safetensors dtype shardplan has no element type for, expected one of "
                   : " is not a safetensors dtype, expected one of ",
@@ -399,8 +372,8 @@ class FileReader final : public ByteReader {
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
       const int err = errno;
       ::close(fd_);
-      SP_FAIL("'", path_, "' is not a regular file",
-              S_ISDIR(st.st_mode) ? " (a directory)" : "", err ? std::string(": ") + std::strerror(err) : "");
+      SP_FAIL("'", path_, "' is not a regular file", S_ISDIR(st.st_mode) ? " (a directory)" : "",
+              err ? std::string(": ") + std::strerror(err) : "");
     }
     size_ = st.st_size;
   }
@@ -471,31 +444,6 @@ std::string read_small_file(const fs::path& path, std::string_view what) {
   return text;
 }
 
-// Parses index JSON with nesting bounded and duplicate keys rejected (nlohmann keeps the last).
-json parse_index_json(std::string_view text, std::string_view source) {
-  std::vector<std::unordered_set<std::string>> keys;  // one set per open object
-  const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
-    SP_CHECK(depth <= kMaxIndexDepth, source, ": JSON nested deeper than ", kMaxIndexDepth,
-             " levels, expected a safetensors index");
-    if (event == json::parse_event_t::object_start) {
-      keys.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      keys.pop_back();
-    } else if (event == json::parse_event_t::key) {
-      const std::string& k = parsed.get_ref<const std::string&>();
-      SP_CHECK(keys.back().insert(k).second, source, ": duplicate key ", quote(k));
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), check);
-  } catch (const json::parse_error& e) {
-    SP_FAIL(source, ": not valid JSON (at byte ", e.byte, "): ", parser_message(e));
-  } catch (const json::exception& e) {  // a number like 1e999
-    SP_FAIL(source, ": not valid JSON: ", parser_message(e));
-  }
-}
-
 // A weight_map file name stays in the index's folder: relative, no "..".
 void check_shard_name(const std::string& file, const std::string& tensor, std::string_view source) {
   const fs::path p(file);
@@ -560,7 +508,8 @@ SafetensorsHeader read_safetensors_header(const ByteReader& reader, std::string_
   std::array<char, 8> prefix{};
   reader.read_at(0, prefix);
   uint64_t n = 0;  // little-endian, whatever the host's byte order
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(prefix[static_cast<size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | static_cast<unsigned char>(prefix[static_cast<size_t>(i)]);
   SP_CHECK(n >= 2, source, ": header length ", n, " is too small, expected at least 2 (\"{}\")");
   SP_CHECK(n <= static_cast<uint64_t>(kMaxSafetensorsHeaderBytes), source, ": header length ", n,
            " exceeds the limit of ", kMaxSafetensorsHeaderBytes, " bytes");
@@ -580,15 +529,17 @@ SafetensorsHeader read_safetensors_header(const fs::path& path) {
 // ---- Checkpoints ----
 
 const CheckpointTensor* Checkpoint::find(std::string_view name) const {
-  auto it = std::lower_bound(tensors.begin(), tensors.end(), name,
-                             [](const CheckpointTensor& t, std::string_view n) { return t.name < n; });
+  auto it =
+      std::lower_bound(tensors.begin(), tensors.end(), name,
+                       [](const CheckpointTensor& t, std::string_view n) { return t.name < n; });
   return it != tensors.end() && it->name == name ? &*it : nullptr;
 }
 
 int64_t Checkpoint::numel() const {
   int64_t total = 0;
   for (const CheckpointTensor& t : tensors) {
-    total = checked_add(total, checked_numel(t.shape, "checkpoint"), source.string(), "total numel");
+    total =
+        checked_add(total, checked_numel(t.shape, "checkpoint"), source.string(), "total numel");
   }
   return total;
 }
@@ -605,7 +556,7 @@ Checkpoint read_checkpoint_index(
     std::string_view index_text, const fs::path& index_path,
     const std::function<std::unique_ptr<ByteReader>(const fs::path&)>& open) {
   const std::string source = index_path.string();
-  const json index = parse_index_json(index_text, source);
+  const json index = parse_strict_json(index_text, source, kMaxIndexDepth, "a safetensors index");
   SP_CHECK(index.is_object(), source, ": expected a JSON object with \"weight_map\"");
   for (const auto& [k, v] : index.items()) {
     SP_CHECK(k == "metadata" || k == "weight_map", source, ": unknown key ", quote(k),
@@ -636,7 +587,8 @@ Checkpoint read_checkpoint_index(
               "), which cannot be read: ", e.what());
     }
     SafetensorsHeader header = read_safetensors_header(*reader, path.string());
-    // Both directions: every mapped tensor is in its file, every tensor of the file is mapped to it.
+    // Both directions: every mapped tensor is in its file, every tensor of the file is mapped to
+    // it.
     std::unordered_set<std::string_view> in_file;
     for (const SafetensorsEntry& e : header.tensors) in_file.insert(e.name);
     for (const std::string& name : names) {
@@ -660,7 +612,8 @@ Checkpoint read_checkpoint_index(
     const json& total = ck.index_metadata["total_size"];
     // Hugging Face writes the sum of the tensors' bytes (numel * element size).
     SP_CHECK(total.is_number_unsigned() || (total.is_number_integer() && total.get<int64_t>() >= 0),
-             source, ": metadata.total_size is ", total.dump(), ", expected a non-negative integer");
+             source, ": metadata.total_size is ", total.dump(),
+             ", expected a non-negative integer");
     const int64_t bytes = ck.nbytes();
     SP_CHECK(total.get<uint64_t>() == static_cast<uint64_t>(bytes), source,
              ": metadata.total_size is ", total.dump(), " bytes, but the tensors hold ", bytes);
@@ -755,8 +708,7 @@ void from_json(const json& j, Checkpoint& ck) {
 CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
   // state_dict's names: every name of a tied tensor, persistent buffers only.
   std::vector<NamedTensor> expected = model.named_parameters({.remove_duplicate = false});
-  for (NamedTensor& b :
-       model.named_buffers({.remove_duplicate = false, .persistent_only = true})) {
+  for (NamedTensor& b : model.named_buffers({.remove_duplicate = false, .persistent_only = true})) {
     expected.push_back(std::move(b));
   }
 
@@ -773,9 +725,9 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
   }
   int64_t best = 0;
   for (const auto& [prefix, hits] : strip_hits) {
-    const bool ck_has_prefix = std::any_of(ck.tensors.begin(), ck.tensors.end(), [&](const auto& t) {
-      return t.name.starts_with(prefix);
-    });
+    const bool ck_has_prefix =
+        std::any_of(ck.tensors.begin(), ck.tensors.end(),
+                    [&](const auto& t) { return t.name.starts_with(prefix); });
     if (!ck_has_prefix && hits > best) {
       best = hits;
       r.stripped_prefix = prefix;
@@ -830,7 +782,8 @@ void to_json(json& j, const CheckpointReport& r) {
     for (const auto& m : list) {
       out.push_back(
           {{"name", m.name},
-           {"expected_shape", std::vector<int64_t>(m.expected_shape.begin(), m.expected_shape.end())},
+           {"expected_shape",
+            std::vector<int64_t>(m.expected_shape.begin(), m.expected_shape.end())},
            {"actual_shape", std::vector<int64_t>(m.actual_shape.begin(), m.actual_shape.end())},
            {"expected_dtype", dtype_name(m.expected_dtype)},
            {"actual_dtype", dtype_name(m.actual_dtype)}});

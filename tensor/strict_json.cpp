@@ -31,16 +31,12 @@ std::string quote_json(std::string_view s) {
   return json(shown).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-namespace {
-
 // "[json.exception.parse_error.101] parse error at line 1, column 7: ..." -> the part after "] ".
-std::string parser_message(const std::exception& e) {
+std::string json_parser_message(const std::exception& e) {
   const std::string_view what = e.what();
   const size_t tag_end = what.find("] ");
   return printable(tag_end == std::string_view::npos ? what : what.substr(tag_end + 2));
 }
-
-}  // namespace
 
 json parse_strict_json(std::string_view text, std::string_view source, int max_depth,
                        std::string_view expected) {
@@ -62,9 +58,9 @@ json parse_strict_json(std::string_view text, std::string_view source, int max_d
   try {
     return json::parse(text.begin(), text.end(), check);
   } catch (const json::parse_error& e) {
-    SP_FAIL(source, ": not valid JSON (at byte ", e.byte, "): ", parser_message(e));
+    SP_FAIL(source, ": not valid JSON (at byte ", e.byte, "): ", json_parser_message(e));
   } catch (const json::exception& e) {  // out_of_range: a number like 1e999
-    SP_FAIL(source, ": not valid JSON: ", parser_message(e));
+    SP_FAIL(source, ": not valid JSON: ", json_parser_message(e));
   } catch (const Error& e) {
     SP_FAIL(source, ": ", e.what());
   }

@@ -22,6 +22,8 @@ nlohmann::json parse_strict_json(std::string_view text, std::string_view source,
 // Untrusted text for an error message: printable ASCII kept, other bytes as \xNN, cut after
 // `max_shown` characters with "...".
 std::string printable(std::string_view text, size_t max_shown = 200);
+// A nlohmann exception's message without its "[json.exception...] " tag, made printable.
+std::string json_parser_message(const std::exception& e);
 // A JSON string literal of `s` (escaped, cut after 64 characters), for naming keys and values.
 std::string quote_json(std::string_view s);
 
