@@ -151,8 +151,9 @@ void print_text(const nlohmann::ordered_json& rows, const tensor::TensorSetSumma
 
 void register_inspect(CLI::App& app, CliContext& ctx) {
   CLI::App& cmd = add_verb(app, ctx, "inspect",
-                           "List a set of named meta tensors (shape, dtype, strides, storage "
-                           "aliasing) and their totals");
+                           "Inspect a model (--model: parameters, FLOPs, activation memory), a "
+                           "safetensors checkpoint (--checkpoint) or a tensor description "
+                           "(--description: shapes, strides, storage aliasing)");
   auto opts = std::make_shared<InspectOptions>();
   cmd.add_option("--description", opts->description,
                  "A tensor description (JSON, tensor/describe.h), such as "
