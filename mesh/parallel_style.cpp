@@ -15,7 +15,10 @@ ParallelStyle parse_parallel_style(std::string_view name) {
   if (name == "colwise") return ParallelStyle::kColwise;
   if (name == "rowwise") return ParallelStyle::kRowwise;
   if (name == "sequence" || name == "sequence_parallel") return ParallelStyle::kSequence;
-  SP_FAIL("unknown parallel style '", name, "' (expected colwise, rowwise or sequence)");
+  if (name == "prepare_input") return ParallelStyle::kPrepareInput;
+  if (name == "prepare_output") return ParallelStyle::kPrepareOutput;
+  SP_FAIL("unknown parallel style '", name,
+          "' (expected colwise, rowwise, sequence, prepare_input or prepare_output)");
 }
 
 std::string_view parallel_style_name(ParallelStyle style) {
@@ -26,6 +29,10 @@ std::string_view parallel_style_name(ParallelStyle style) {
       return "rowwise";
     case ParallelStyle::kSequence:
       return "sequence";
+    case ParallelStyle::kPrepareInput:
+      return "prepare_input";
+    case ParallelStyle::kPrepareOutput:
+      return "prepare_output";
   }
   SP_ASSERT(false);
 }
@@ -43,15 +50,37 @@ std::vector<std::string> split_dots(std::string_view s) {
   }
 }
 
+bool is_linear(const tensor::Module& m) {
+  return dynamic_cast<const tensor::Linear*>(&m) != nullptr;
+}
+bool is_embedding(const tensor::Module& m) {
+  return dynamic_cast<const tensor::Embedding*>(&m) != nullptr;
+}
+// Norms by class or by type name: model families define their own (GemmaRMSNorm, LlamaRMSNorm).
+bool is_norm_or_dropout(const tensor::Module& m) {
+  const std::string& t = m.type_name();
+  return dynamic_cast<const tensor::LayerNorm*>(&m) != nullptr ||
+         dynamic_cast<const tensor::RMSNorm*>(&m) != nullptr ||
+         t.find("Norm") != std::string::npos || t.find("Dropout") != std::string::npos;
+}
+
+// The module types a style applies to; throws naming the module otherwise.
+void check_module_type(ParallelStyle style, const tensor::Module& m, const std::string& fqn) {
+  if (style == ParallelStyle::kColwise || style == ParallelStyle::kRowwise) {
+    SP_CHECK(is_linear(m) || is_embedding(m), parallel_style_name(style),
+             " applies to Linear and Embedding modules, but '", fqn, "' is a ", m.type_name());
+  } else if (style == ParallelStyle::kSequence) {
+    SP_CHECK(is_norm_or_dropout(m), "sequence applies to LayerNorm, RMSNorm and Dropout modules, ",
+             "but '", fqn, "' is a ", m.type_name());
+  }
+}
+
 // The TP placement a style gives parameter `name` ("weight", "bias") of `m`, or nullopt to leave it
-// Replicate. Throws for a module type the style does not apply to.
+// Replicate. The module type was checked by match_style_rules.
 std::optional<Placement> style_placement(ParallelStyle style, const tensor::Module& m,
-                                         const std::string& fqn, const std::string& name) {
-  const bool linear = dynamic_cast<const tensor::Linear*>(&m) != nullptr;
-  const bool embedding = dynamic_cast<const tensor::Embedding*>(&m) != nullptr;
-  if (style == ParallelStyle::kSequence) return std::nullopt;
-  SP_CHECK(linear || embedding, parallel_style_name(style), " applies to Linear and Embedding ",
-           "modules, but '", fqn, "' is a ", m.type_name());
+                                         const std::string& name) {
+  if (style != ParallelStyle::kColwise && style != ParallelStyle::kRowwise) return std::nullopt;
+  const bool embedding = is_embedding(m);
   if (style == ParallelStyle::kColwise) {
     // Linear weight (out, in): rows are output features; bias follows them. Embedding: columns.
     if (embedding) return Placement(Shard{1});
@@ -61,7 +90,111 @@ std::optional<Placement> style_placement(ParallelStyle style, const tensor::Modu
   return name == "weight" ? std::optional<Placement>(Shard{1}) : std::nullopt;
 }
 
+// An activation layout is a plain Shard, Replicate or Partial: a _StridedShard only arises from
+// composing FSDP with TP on parameters.
+Placement checked_layout(const std::optional<Placement>& p, const Placement& fallback,
+                         const StyleRule& rule, const char* what) {
+  const Placement out = p.value_or(fallback);
+  SP_CHECK(!out.is_strided_shard(), "parallel style rule '", rule.pattern, "': ", what, " ",
+           to_string(out), " is not an activation layout (expected S<dim>, R or P...)");
+  return out;
+}
+
+// The overrides `rule` may set for its style; anything else is refused by name.
+void check_overrides(const StyleRule& rule, bool input, bool desired_input, bool output,
+                     bool desired_output) {
+  auto refuse = [&](bool allowed, const std::optional<Placement>& p, const char* what) {
+    SP_CHECK(allowed || !p.has_value(), "parallel style rule '", rule.pattern,
+             "': ", parallel_style_name(rule.style), " takes no ", what, " (got ", to_string(*p),
+             ")");
+  };
+  refuse(input, rule.input_layout, "input_layout");
+  refuse(desired_input, rule.desired_input_layout, "desired_input_layout");
+  refuse(output, rule.output_layout, "output_layout");
+  refuse(desired_output, rule.desired_output_layout, "desired_output_layout");
+}
+
+// DTensor.redistribute refuses a Partial target unless the source is that same Partial (spec
+// §3.1): no collective makes summands. Say so when the rule is read, not when a plan is priced.
+void check_layout_change(const StyleRule& rule, const std::string& fqn, const Placement& from,
+                         const Placement& to) {
+  SP_CHECK(!to.is_partial() || from == to, "parallel style rule '", rule.pattern, "' on '", fqn,
+           "': ", to_string(from), " cannot be redistributed to ", to_string(to),
+           " (a Partial target needs the same Partial source)");
+}
+
 }  // namespace
+
+ActivationLayouts activation_layouts(const StyleRule& rule, const tensor::Module& m,
+                                     const std::string& fqn) {
+  check_module_type(rule.style, m, fqn);
+  const Placement R = Replicate{}, last = Shard{-1};
+  ActivationLayouts a;
+  switch (rule.style) {
+    case ParallelStyle::kColwise:
+      check_overrides(rule, true, false, true, false);
+      a.input = checked_layout(rule.input_layout, R, rule, "input_layout");
+      a.desired_input = R;
+      a.computed_output = last;  // output features (Linear) or embedding dim split
+      a.output = checked_layout(rule.output_layout, last, rule, "output_layout");
+      break;
+    case ParallelStyle::kRowwise:
+      check_overrides(rule, true, false, true, false);
+      a.input = checked_layout(rule.input_layout, last, rule, "input_layout");
+      // A Linear contracts the split input features; an Embedding looks up whole index tensors.
+      a.desired_input = is_embedding(m) ? R : last;
+      a.computed_output = Partial{ReduceOp::kSum};
+      a.output = checked_layout(rule.output_layout, R, rule, "output_layout");
+      break;
+    case ParallelStyle::kSequence: {
+      check_overrides(rule, false, false, false, false);
+      const Placement seq = Shard{rule.sequence_dim};
+      a.input = a.desired_input = a.computed_output = a.output = seq;
+      break;
+    }
+    case ParallelStyle::kPrepareInput:
+      check_overrides(rule, true, true, false, false);
+      SP_CHECK(rule.input_layout && rule.desired_input_layout, "parallel style rule '",
+               rule.pattern, "': prepare_input needs both input_layout and desired_input_layout");
+      a.input = checked_layout(rule.input_layout, R, rule, "input_layout");
+      a.desired_input = checked_layout(rule.desired_input_layout, R, rule, "desired_input_layout");
+      break;
+    case ParallelStyle::kPrepareOutput:
+      check_overrides(rule, false, false, true, true);
+      SP_CHECK(rule.output_layout && rule.desired_output_layout, "parallel style rule '",
+               rule.pattern,
+               "': prepare_output needs both output_layout and desired_output_layout");
+      a.computed_output = checked_layout(rule.output_layout, R, rule, "output_layout");
+      a.output = checked_layout(rule.desired_output_layout, R, rule, "desired_output_layout");
+      break;
+  }
+  // The input side is a redistribution too, with the same refusals.
+  if (a.input) check_layout_change(rule, fqn, *a.input, *a.desired_input);
+  if (a.output) check_layout_change(rule, fqn, *a.computed_output, *a.output);
+  return a;
+}
+
+std::vector<StyledModule> match_style_rules(const tensor::Module& root,
+                                            const std::vector<StyleRule>& rules) {
+  std::vector<StyledModule> out;
+  std::map<std::string, std::string> claimed;  // module fqn -> the pattern that matched it
+  const auto modules = root.named_modules();
+  for (size_t r = 0; r < rules.size(); ++r) {
+    const StyleRule& rule = rules[r];
+    bool matched = false;
+    for (const auto& nm : modules) {
+      if (!fqn_matches(rule.pattern, nm.name)) continue;
+      matched = true;
+      auto [it, fresh] = claimed.emplace(nm.name, rule.pattern);
+      SP_CHECK(fresh, "parallelize: module '", nm.name, "' matched by two patterns '", it->second,
+               "' and '", rule.pattern, "'");
+      activation_layouts(rule, *nm.module, nm.name);  // type and layout checks
+      out.push_back({nm.name, nm.module, r});
+    }
+    SP_CHECK(matched, "parallelize: pattern '", rule.pattern, "' matches no module");
+  }
+  return out;
+}
 
 bool fqn_matches(std::string_view pattern, std::string_view fqn) {
   const std::vector<std::string> p = split_dots(pattern), f = split_dots(fqn);
@@ -107,28 +240,20 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
   }
 
   // Tensor-parallel styles.
-  std::map<std::string, std::string> claimed;  // module fqn -> the pattern that matched it
-  const auto modules = root.named_modules();
-  for (const StyleRule& rule : rules) {
-    bool matched = false;
-    for (const auto& nm : modules) {
-      if (!fqn_matches(rule.pattern, nm.name)) continue;
-      matched = true;
-      auto [it, fresh] = claimed.emplace(nm.name, rule.pattern);
-      SP_CHECK(fresh, "parallelize: module '", nm.name, "' matched by two patterns '", it->second,
-               "' and '", rule.pattern, "'");
-      for (const auto& nt : nm.module->named_parameters({.recurse = false})) {
-        auto p = style_placement(rule.style, *nm.module, nm.name, nt.name);
-        ParameterSharding& ps = out[index_of.at(nt.tensor.impl())];
-        if (!ps.style.empty() && ps.style != parallel_style_name(rule.style)) {
-          SP_FAIL("parallelize: parameter '", ps.fqn, "' (tied) gets both ", ps.style, " and ",
-                  parallel_style_name(rule.style));
-        }
-        ps.style = std::string(parallel_style_name(rule.style));
-        if (p) ps.spec.placements[static_cast<size_t>(tp)] = *p;
+  for (const StyledModule& sm : match_style_rules(root, rules)) {
+    const ParallelStyle style = rules[sm.rule].style;
+    // PrepareModuleInput/Output only re-lay activations; parameters keep their placements.
+    if (style == ParallelStyle::kPrepareInput || style == ParallelStyle::kPrepareOutput) continue;
+    for (const auto& nt : sm.module->named_parameters({.recurse = false})) {
+      auto p = style_placement(style, *sm.module, nt.name);
+      ParameterSharding& ps = out[index_of.at(nt.tensor.impl())];
+      if (!ps.style.empty() && ps.style != parallel_style_name(style)) {
+        SP_FAIL("parallelize: parameter '", ps.fqn, "' (tied) gets both ", ps.style, " and ",
+                parallel_style_name(style));
       }
+      ps.style = std::string(parallel_style_name(style));
+      if (p) ps.spec.placements[static_cast<size_t>(tp)] = *p;
     }
-    SP_CHECK(matched, "parallelize: pattern '", rule.pattern, "' matches no module");
   }
 
   // FSDP: Shard(0) over each data-parallel dim. If a mesh dim to the right already shards dim 0,

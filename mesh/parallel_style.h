@@ -8,8 +8,12 @@
 //   // model.layers.0.self_attn.q_proj.weight: [SS0:4, S0] (TP rows first, then FSDP)
 // Patterns match module FQNs dot-component by dot-component with shell wildcards per component
 // ("model.layers.*.mlp.*_proj"), as PyTorch's parallelize_module does with fnmatch.
+// Each rule also carries the activation layouts of its style on the TP mesh dim (PyTorch's
+// input_layouts / output_layouts); mesh/module_boundaries.h turns them into the redistributions a
+// forward pass performs at module boundaries.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,16 +35,66 @@ namespace shardplan::mesh {
 //              Partial output is reduced); Embedding: weight Shard(0), vocab rows split (masked
 //              partial lookup).
 //  kSequence   LayerNorm / RMSNorm / Dropout: parameters Replicate (activations are Shard(seq)).
-enum class ParallelStyle { kColwise, kRowwise, kSequence };
+//  kPrepareInput / kPrepareOutput  any module: parameters untouched; only its input (output) is
+//              re-laid out (PyTorch's PrepareModuleInput / PrepareModuleOutput).
+// Activation layouts (spec §5.6; one Placement on the TP mesh dim, Shard dims may be negative):
+//  style           input (default)  desired input     computed output    output (default)
+//  colwise         R                R                 Shard(-1)          Shard(-1)
+//  rowwise Linear  Shard(-1)        Shard(-1)         Partial(sum)       R
+//  rowwise Embed.  Shard(-1) [1]    R (the indices)   Partial(sum) [2]   R
+//  sequence        Shard(sd)        Shard(sd)         Shard(sd)          Shard(sd)   sd = seq dim
+//  prepare_input   required         required          -                  -
+//  prepare_output  -                -                 required (output)  required (desired)
+// [1] PyTorch's default; a replicated index tensor needs input_layout = R, as torchtitan passes.
+// [2] MaskPartial in PyTorch: rows outside a rank's vocab slice are zero, so it reduces as a sum.
+enum class ParallelStyle { kColwise, kRowwise, kSequence, kPrepareInput, kPrepareOutput };
 
-// "colwise", "rowwise", "sequence" (also "sequence_parallel").
+// "colwise", "rowwise", "sequence" (also "sequence_parallel"), "prepare_input", "prepare_output".
 ParallelStyle parse_parallel_style(std::string_view name);
 std::string_view parallel_style_name(ParallelStyle style);
 
 struct StyleRule {
   std::string pattern;  // module FQN pattern, e.g. "model.layers.*.self_attn.q_proj"
   ParallelStyle style;
+  // Optional overrides, as PyTorch's constructor arguments; unset takes the table's default.
+  // colwise/rowwise: input_layout, output_layout.  sequence: none (sequence_dim instead).
+  // prepare_input: input_layout + desired_input_layout.  prepare_output: output_layout +
+  // desired_output_layout. Any other combination is an error naming the rule.
+  std::optional<Placement> input_layout = std::nullopt;
+  std::optional<Placement> desired_input_layout = std::nullopt;
+  std::optional<Placement> output_layout = std::nullopt;
+  std::optional<Placement> desired_output_layout = std::nullopt;
+  int64_t sequence_dim = 1;  // SequenceParallel's sequence_dim
 };
+
+// The activation layouts one styled module has on the TP mesh dim (the table above, with the
+// rule's overrides). An unset pair means the style leaves that side alone.
+struct ActivationLayouts {
+  std::optional<Placement> input;            // how the caller's tensor is laid out (annotation)
+  std::optional<Placement> desired_input;    // what the module computes on
+  std::optional<Placement> computed_output;  // what its sharded computation yields
+  std::optional<Placement> output;           // what it hands back
+};
+
+// Layouts of `rule` applied to module `m` named `fqn`. Errors (shardplan::Error) name the rule's
+// pattern and the module: a style on a module type it does not apply to (colwise/rowwise: Linear
+// or Embedding; sequence: a norm or dropout), an override the style does not take, a missing
+// required one, a _StridedShard layout (activations are Shard, Replicate or Partial), and an
+// input or output change DTensor refuses (a Partial target from anything but that Partial).
+ActivationLayouts activation_layouts(const StyleRule& rule, const tensor::Module& m,
+                                     const std::string& fqn);
+
+// A module a rule matched, in named_modules order.
+struct StyledModule {
+  std::string fqn;
+  const tensor::Module* module;  // non-owning
+  size_t rule;                   // index into the rules
+};
+
+// Every module each rule matches, after the checks of parallelize_module (a pattern that matches
+// no module, a module matched twice) and of activation_layouts.
+std::vector<StyledModule> match_style_rules(const tensor::Module& root,
+                                            const std::vector<StyleRule>& rules);
 
 struct ParallelizeConfig {
   // Mesh dim (by name) the styles shard over; needed when there are rules.
@@ -62,9 +116,10 @@ bool fqn_matches(std::string_view pattern, std::string_view fqn);
 
 // Placements of every parameter of `root` (named_parameters order, tied parameters once), with
 // unmatched parameters Replicate on the TP dim. Errors (shardplan::Error), each naming the value: a
-// pattern that matches no module, a module matched by two patterns, colwise/rowwise on a module
-// that is neither Linear nor Embedding, an unknown or repeated mesh dim name, a TP dim that is also
-// an FSDP dim, rules without a tp_dim.
+// pattern that matches no module, a module matched by two patterns, what activation_layouts
+// refuses (a style on the wrong module type, bad layout overrides), an unknown or repeated mesh
+// dim name, a TP dim that is also an FSDP dim, rules without a tp_dim. prepare_input/output rules
+// leave parameters alone.
 std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
                                                   const DeviceMesh& mesh,
                                                   const std::vector<StyleRule>& rules,
