@@ -30,7 +30,8 @@ namespace {
           "' has no sharding strategy (supported: mm, bmm, matmul, linear, addmm, ",
           "baddbmm, pointwise ops, sum/mean/amax/amin, view/reshape/transpose/permute/flatten/",
           "unsqueeze/squeeze, embedding, softmax, layer_norm, rms_norm, ",
-          "scaled_dot_product_attention, cat, split)");
+          "scaled_dot_product_attention, cat, split, stack, chunk, unbind, unflatten, expand, ",
+          "select, narrow, slice, argmax, var, cross_entropy)");
 }
 
 // One tensor's placements over the mesh are shardable (§5.1.7): a tensor dim sharded by several
@@ -72,7 +73,9 @@ std::vector<tensor::DimVector> output_shapes(const OpCall& call) {
   using Fn = std::optional<std::vector<tensor::DimVector>> (*)(const OpCall&);
   for (Fn fn : {&detail::matmul_output_shapes, &detail::pointwise_output_shapes,
                 &detail::reduction_output_shapes, &detail::nn_output_shapes,
-                &detail::join_output_shapes, &detail::view_output_shapes}) {
+                &detail::join_output_shapes, &detail::view_output_shapes,
+                &detail::slice_output_shapes, &detail::stack_output_shapes,
+                &detail::stats_output_shapes}) {
     if (auto r = fn(call)) return *r;
   }
   no_strategy(call);
@@ -84,7 +87,8 @@ std::vector<DimStrategy> single_dim_strategies(const OpCall& call, int64_t mesh_
   output_shapes(call);  // validates the shapes before any rule reads them
   using Fn = std::optional<std::vector<DimStrategy>> (*)(const OpCall&);
   for (Fn fn : {&detail::matmul_strategies, &detail::pointwise_strategies,
-                &detail::reduction_strategies, &detail::nn_strategies, &detail::join_strategies}) {
+                &detail::reduction_strategies, &detail::nn_strategies, &detail::join_strategies,
+                &detail::slice_strategies, &detail::stack_strategies, &detail::stats_strategies}) {
     if (auto r = fn(call)) return *r;
   }
   if (auto r = detail::view_strategies(call, mesh_dim_size)) return *r;
@@ -128,7 +132,10 @@ std::vector<OpStrategy> candidate_strategies(const OpCall& call, const DeviceMes
   return out;
 }
 
-bool is_strict_view(const std::string& op) { return op == "view" || op == "_unsafe_view"; }
+bool is_strict_view(const std::string& op) {
+  // unflatten is a view() of the split shape in PyTorch, so it is strict too.
+  return op == "view" || op == "_unsafe_view" || op == "unflatten";
+}
 
 namespace {
 void print_list(std::ostream& os, const std::vector<Placement>& ps) {

@@ -42,6 +42,17 @@ struct OpCall {
   bool keepdim = false;
   // layer_norm / rms_norm: how many trailing dims are normalized (the normalized_shape's length).
   int64_t normalized_ndim = 1;
+  // Indexing (select, narrow, slice, chunk; `dim` is the indexed dim): select's index; narrow's and
+  // slice's start (slice: Python clamping, negative counts from the end).
+  int64_t start = 0;
+  std::optional<int64_t> end;  // slice: the exclusive end (none: to the end of the dim)
+  int64_t step = 1;            // slice
+  int64_t length = 0;          // narrow
+  int64_t chunks = 1;          // chunk: the number of pieces asked for
+  // cross_entropy: "none", "mean" or "sum". expand: `dims` is the target shape (-1 keeps a size);
+  // unflatten: `dims` are the sizes `dim` splits into (one -1 allowed); stack: `dim` is the new
+  // dim; argmax and var: `dims` are the reduced dims (argmax: at most one; empty = all).
+  std::string reduction = "mean";
 };
 
 // The placements of every output and every input on ONE mesh dim (what PyTorch's strategy authors
@@ -74,8 +85,8 @@ std::vector<DimStrategy> single_dim_strategies(const OpCall& call, int64_t mesh_
 // dims sharding one tensor dim; mean: even shards under Partial(avg)).
 std::vector<OpStrategy> candidate_strategies(const OpCall& call, const DeviceMesh& mesh);
 
-// True for ops whose strategies need no redistribution to be taken (`view`, `_unsafe_view`):
-// propagation raises instead of redistributing their input (§5.5 strict views).
+// True for ops whose strategies need no redistribution to be taken (`view`, `_unsafe_view`,
+// `unflatten`): propagation raises instead of redistributing their input (§5.5 strict views).
 bool is_strict_view(const std::string& op);
 
 std::ostream& operator<<(std::ostream& os, const DimStrategy& s);
@@ -91,6 +102,12 @@ std::optional<std::vector<DimStrategy>> reduction_strategies(const OpCall& call)
 std::optional<std::vector<DimStrategy>> nn_strategies(const OpCall& call);
 std::optional<std::vector<DimStrategy>> join_strategies(const OpCall& call);
 std::optional<std::vector<DimStrategy>> view_strategies(const OpCall& call, int64_t mesh_dim_size);
+// Indexing views (strategies_slice.cpp: expand, select, narrow, slice; as_strided is refused),
+// pieces (strategies_stack.cpp: stack, chunk, unbind) and the reductions that are not
+// Partial-linear (strategies_stats.cpp: argmax, var, cross_entropy).
+std::optional<std::vector<DimStrategy>> slice_strategies(const OpCall& call);
+std::optional<std::vector<DimStrategy>> stack_strategies(const OpCall& call);
+std::optional<std::vector<DimStrategy>> stats_strategies(const OpCall& call);
 // Pointwise ops follow one input (spec §5.3): the in-place/out= argument is not modelled, so the
 // input with the most shards (tie: more dims, then the earliest). Returns the output placements
 // that following it gives (Shard re-indexed into the broadcast shape; a Partial the op cannot keep
@@ -117,6 +134,13 @@ std::optional<std::vector<tensor::DimVector>> reduction_output_shapes(const OpCa
 std::optional<std::vector<tensor::DimVector>> nn_output_shapes(const OpCall& call);
 std::optional<std::vector<tensor::DimVector>> join_output_shapes(const OpCall& call);
 std::optional<std::vector<tensor::DimVector>> view_output_shapes(const OpCall& call);
+std::optional<std::vector<tensor::DimVector>> slice_output_shapes(const OpCall& call);
+std::optional<std::vector<tensor::DimVector>> stack_output_shapes(const OpCall& call);
+std::optional<std::vector<tensor::DimVector>> stats_output_shapes(const OpCall& call);
+// Non-strict indexing views keep the shards they can and replicate the rest (like
+// view_followed_input): the input placements they run on, or nullopt for other ops.
+std::optional<std::vector<Placement>> slice_followed_input(const OpCall& call,
+                                                           const std::vector<Placement>& current);
 // Normalises `dim` against `ndim` (negative counts from the end); error names the op.
 int64_t wrap_dim(const OpCall& call, int64_t dim, int64_t ndim);
 // Checks the number of tensor inputs.

@@ -6,8 +6,9 @@
 //    rows would not line up with the torch.chunk split of the flattened dim;
 //  * split (one input dim -> several): the first output piece must divide evenly by the shards;
 //  * permute / transpose / t only re-index dims: any sharding carries over.
-// Views are linear, so Partial passes through. `view` is strict (sharding_propagation.h refuses to
-// redistribute for it); reshape, flatten, squeeze and unsqueeze replicate what cannot be kept.
+// Views are linear, so Partial passes through. `view` and `unflatten` (PyTorch's unflatten is a
+// view() of the split shape: one input dim -> several) are strict (sharding_propagation.h refuses
+// to redistribute for them); reshape, flatten, squeeze and unsqueeze replicate what cannot be kept.
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -23,7 +24,7 @@ using tensor::DimVector;
 
 bool is_reshape_like(const std::string& op) {
   return op == "view" || op == "_unsafe_view" || op == "reshape" || op == "flatten" ||
-         op == "unsqueeze" || op == "squeeze";
+         op == "unsqueeze" || op == "squeeze" || op == "unflatten";
 }
 bool is_permute_like(const std::string& op) {
   return op == "permute" || op == "transpose" || op == "t";
@@ -75,8 +76,11 @@ DimVector reshape_target(const OpCall& call) {
     }
     return out;
   }
-  // view / reshape with at most one -1.
-  const int64_t n = numel(call, in);
+  // view / reshape with at most one -1; unflatten: the same, on the one dim it splits.
+  const bool unflat = call.op == "unflatten";
+  const int64_t ud = unflat ? wrap_dim(call, call.dim, nd) : 0;
+  if (unflat) SP_CHECK(!call.dims.empty(), "op 'unflatten': sizes must be non-empty");
+  const int64_t n = unflat ? in[static_cast<size_t>(ud)] : numel(call, in);
   DimVector out = call.dims;
   int64_t known = 1, infer = -1;
   for (size_t d = 0; d < out.size(); ++d) {
@@ -97,7 +101,12 @@ DimVector reshape_target(const OpCall& call) {
     SP_CHECK(known == n, "op '", call.op, "': shape ", shape_str(out),
              " is invalid for input of size ", n);
   }
-  return out;
+  if (!unflat) return out;
+  DimVector full;
+  for (int64_t d = 0; d < ud; ++d) full.push_back(in[static_cast<size_t>(d)]);
+  for (int64_t s : out) full.push_back(s);
+  for (int64_t d = ud + 1; d < nd; ++d) full.push_back(in[static_cast<size_t>(d)]);
+  return full;
 }
 
 // A group of input dims and output dims with equal products (size-1 dims excluded).
@@ -233,6 +242,7 @@ std::optional<std::vector<DimStrategy>> view_strategies(const OpCall& call, int6
 std::optional<std::vector<Placement>> view_followed_input(const OpCall& call,
                                                           const std::vector<Placement>& current,
                                                           const DeviceMesh& mesh) {
+  if (auto r = slice_followed_input(call, current)) return r;
   if (!is_reshape_like(call.op) && !is_permute_like(call.op)) return std::nullopt;
   std::vector<Placement> r = current;
   std::string why;
