@@ -1,6 +1,7 @@
 #include "mesh/module_boundaries.h"
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_set>
 
@@ -12,6 +13,53 @@ namespace shardplan::mesh {
 
 std::string_view boundary_role_name(BoundaryRole role) {
   return role == BoundaryRole::kInput ? "input" : "output";
+}
+
+BoundaryRole parse_boundary_role(std::string_view name) {
+  if (name == "input") return BoundaryRole::kInput;
+  if (name == "output") return BoundaryRole::kOutput;
+  SP_FAIL("unknown boundary role '", name, "' (expected input or output)");
+}
+
+std::ostream& operator<<(std::ostream& os, const BoundaryRedistribution& b) {
+  return os << b.fqn << ' ' << boundary_role_name(b.role) << ' ' << to_string(b.from) << " -> "
+            << to_string(b.to) << ' ' << b.shape << ' ' << tensor::dtype_name(b.dtype);
+}
+
+void to_json(nlohmann::json& j, const BoundaryRedistribution& b) {
+  j = nlohmann::json::object();
+  j["module"] = b.fqn;
+  j["role"] = std::string(boundary_role_name(b.role));
+  j["from"] = b.from;
+  j["to"] = b.to;
+  j["shape"] = b.shape.vec();
+  j["dtype"] = std::string(tensor::dtype_name(b.dtype));
+}
+
+void from_json(const nlohmann::json& j, BoundaryRedistribution& b) {
+  for (const char* key : {"module", "role", "from", "to", "shape", "dtype"}) {
+    SP_CHECK(j.is_object() && j.contains(key), "boundary redistribution JSON needs \"", key,
+             "\", got ", j.dump());
+  }
+  SP_CHECK(
+      j["module"].is_string() && j["role"].is_string() && j["dtype"].is_string() &&
+          j["shape"].is_array(),
+      "boundary redistribution JSON: module, role and dtype are strings and shape a list, got ",
+      j.dump());
+  BoundaryRedistribution out;
+  out.fqn = j["module"].get<std::string>();
+  out.role = parse_boundary_role(j["role"].get<std::string>());
+  out.from = j["from"].get<std::vector<Placement>>();
+  out.to = j["to"].get<std::vector<Placement>>();
+  SP_CHECK(out.from.size() == out.to.size(), "boundary redistribution '", out.fqn, "': from has ",
+           out.from.size(), " placements but to has ", out.to.size());
+  for (const auto& d : j["shape"]) {
+    SP_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, "boundary redistribution '", out.fqn,
+             "': shape entries are sizes >= 0, got ", d.dump());
+    out.shape.push_back(d.get<int64_t>());
+  }
+  out.dtype = tensor::parse_dtype(j["dtype"].get<std::string>());
+  b = std::move(out);
 }
 
 namespace {

@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +43,8 @@ namespace shardplan::mesh {
 // Which side of the module the tensor crosses.
 enum class BoundaryRole { kInput, kOutput };
 std::string_view boundary_role_name(BoundaryRole role);  // "input", "output"
+// The names boundary_role_name gives; throws shardplan::Error naming the text otherwise.
+BoundaryRole parse_boundary_role(std::string_view name);
 
 struct BoundaryRedistribution {
   std::string fqn;  // the styled module, "model.layers.0.mlp.down_proj"
@@ -51,6 +55,13 @@ struct BoundaryRedistribution {
   tensor::DType dtype = tensor::DType::kFloat32;
   friend bool operator==(const BoundaryRedistribution&, const BoundaryRedistribution&) = default;
 };
+
+// "model.layers.0.mlp.down_proj output S0,P -> S0,S1 [2, 16, 4096] bfloat16"
+std::ostream& operator<<(std::ostream& os, const BoundaryRedistribution& b);
+// {"module":"...","role":"output","from":["S0","P"],"to":["S0","S1"],"shape":[2,16,4096],
+//  "dtype":"bfloat16"}; from_json checks every key and value, naming the bad one.
+void to_json(nlohmann::json& j, const BoundaryRedistribution& b);
+void from_json(const nlohmann::json& j, BoundaryRedistribution& b);
 
 // Runs `root`'s forward on `input` (meta) under a trace and lists, in the order the forward crosses
 // them, every boundary of a module matched by `rules` whose layout changes (from != to). A module

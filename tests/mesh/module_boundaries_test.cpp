@@ -10,6 +10,8 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tensor/error.h"
 #include "tensor/models/models.h"
@@ -101,6 +103,8 @@ std::map<int, std::map<std::string, int>> census(const std::vector<BoundaryRedis
   for (const auto& b : bs) ++c[layer_of(b.fqn)][collective(b.from[tp], b.to[tp])];
   return c;
 }
+
+void expect_error(const std::function<void()>& f, const std::string& needle);
 
 TEST(ActivationLayouts, DefaultsFollowTheStyleTable) {
   const auto lm = small_llama();
@@ -225,6 +229,43 @@ TEST(ModuleBoundaries, NoRulesNoBoundaries) {
   EXPECT_TRUE(module_boundary_redistributions(*lm, DeviceMesh({4}, {"tp"}), {}, cfg("tp"),
                                               tensor::token_ids(1, 8))
                   .empty());
+}
+
+TEST(ModuleBoundaries, RowwiseEmbeddingWithPyTorchsDefaultGathersTheIds) {
+  // RowwiseParallel's default input_layouts is Shard(-1) even on an Embedding, so replicated ids
+  // [2, 16] are taken for sequence shards and gathered (why torchtitan passes Replicate()).
+  const auto lm = small_llama();
+  const auto bs = module_boundary_redistributions(*lm, DeviceMesh({4}, {"tp"}),
+                                                  {{"model.embed_tokens", kRowwise}}, cfg("tp"),
+                                                  tensor::token_ids(kBatch, kSeq));
+  ASSERT_EQ(bs.size(), 2u);
+  EXPECT_EQ(bs[0], (BoundaryRedistribution{"model.embed_tokens",
+                                           BoundaryRole::kInput,
+                                           {S(1)},
+                                           {R},
+                                           DimVector{kBatch, kSeq},
+                                           tensor::DType::kInt64}));
+  EXPECT_EQ(bs[1].role, BoundaryRole::kOutput);
+}
+
+TEST(ModuleBoundaries, PrintsAndRoundTripsThroughJson) {
+  const BoundaryRedistribution b{
+      "model.layers.0.mlp.down_proj", BoundaryRole::kOutput,   {S(0), P}, {S(0), S(1)},
+      DimVector{2, 16, 4096},         tensor::DType::kBFloat16};
+  std::ostringstream os;
+  os << b;
+  EXPECT_EQ(os.str(), "model.layers.0.mlp.down_proj output S0,P -> S0,S1 [2, 16, 4096] bfloat16");
+  const nlohmann::json j = b;
+  EXPECT_EQ(j.dump(),
+            R"({"dtype":"bfloat16","from":["S0","P"],"module":"model.layers.0.mlp.down_proj",)"
+            R"("role":"output","shape":[2,16,4096],"to":["S0","S1"]})");
+  EXPECT_EQ(j.get<BoundaryRedistribution>(), b);
+  nlohmann::json bad = j;
+  bad["role"] = "middle";
+  expect_error([&] { (void)bad.get<BoundaryRedistribution>(); }, "unknown boundary role 'middle'");
+  bad = j;
+  bad.erase("shape");
+  expect_error([&] { (void)bad.get<BoundaryRedistribution>(); }, "needs \"shape\"");
 }
 
 void expect_error(const std::function<void()>& f, const std::string& needle) {
