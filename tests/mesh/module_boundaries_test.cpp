@@ -248,6 +248,23 @@ TEST(ModuleBoundaries, RowwiseEmbeddingWithPyTorchsDefaultGathersTheIds) {
   EXPECT_EQ(bs[1].role, BoundaryRole::kOutput);
 }
 
+TEST(ModuleBoundaries, PrepareModuleOutputRelaysTheOutputOnly) {
+  // The decoder hands back Replicate hidden states; re-lay them as sequence shards (a local
+  // chunk, no collective) for a sequence-parallel head. Its input is left alone.
+  const auto lm = small_llama();
+  StyleRule out{"model", kPrepareOutput};
+  out.output_layout = R;
+  out.desired_output_layout = S(1);
+  const auto bs = module_boundary_redistributions(*lm, DeviceMesh({4}, {"tp"}), {out}, cfg("tp"),
+                                                  tensor::token_ids(kBatch, kSeq));
+  EXPECT_EQ(bs, (std::vector<BoundaryRedistribution>{{"model",
+                                                      BoundaryRole::kOutput,
+                                                      {R},
+                                                      {S(1)},
+                                                      DimVector{kBatch, kSeq, kHidden},
+                                                      tensor::DType::kBFloat16}}));
+}
+
 TEST(ModuleBoundaries, PrintsAndRoundTripsThroughJson) {
   const BoundaryRedistribution b{
       "model.layers.0.mlp.down_proj", BoundaryRole::kOutput,   {S(0), P}, {S(0), S(1)},
