@@ -1,5 +1,7 @@
 #include "mesh/op_strategy.h"
 
+#include <algorithm>
+
 #include "mesh/shard_spec.h"
 #include "tensor/error.h"
 
@@ -12,6 +14,20 @@ int64_t wrap_dim(const OpCall& call, int64_t dim, int64_t ndim) {
   SP_CHECK(dim >= -n && dim < n, "op '", call.op, "': dim ", dim, " out of range for a ", ndim,
            "-d tensor (expected ", -n, "..", n - 1, ")");
   return dim < 0 ? dim + n : dim;
+}
+
+std::vector<int64_t> reduced_dims(const OpCall& call) {
+  const auto nd = static_cast<int64_t>(call.inputs[0].size());
+  std::vector<int64_t> r;
+  if (call.dims.empty()) {
+    for (int64_t d = 0; d < nd; ++d) r.push_back(d);
+    return r;
+  }
+  for (int64_t d : call.dims) r.push_back(wrap_dim(call, d, nd));
+  std::sort(r.begin(), r.end());
+  SP_CHECK(std::adjacent_find(r.begin(), r.end()) == r.end(), "op '", call.op,
+           "': a dim appears twice in the reduced dims");
+  return r;
 }
 
 void check_arity(const OpCall& call, size_t min_inputs, size_t max_inputs) {
@@ -71,11 +87,11 @@ bool avg_partials_even(const OpCall& call, const DeviceMesh& mesh, const OpStrat
 
 std::vector<tensor::DimVector> output_shapes(const OpCall& call) {
   using Fn = std::optional<std::vector<tensor::DimVector>> (*)(const OpCall&);
-  for (Fn fn : {&detail::matmul_output_shapes, &detail::pointwise_output_shapes,
-                &detail::reduction_output_shapes, &detail::nn_output_shapes,
-                &detail::join_output_shapes, &detail::view_output_shapes,
-                &detail::slice_output_shapes, &detail::stack_output_shapes,
-                &detail::stats_output_shapes}) {
+  for (Fn fn :
+       {&detail::matmul_output_shapes, &detail::pointwise_output_shapes,
+        &detail::reduction_output_shapes, &detail::nn_output_shapes, &detail::join_output_shapes,
+        &detail::view_output_shapes, &detail::slice_output_shapes, &detail::stack_output_shapes,
+        &detail::stats_output_shapes}) {
     if (auto r = fn(call)) return *r;
   }
   no_strategy(call);

@@ -143,6 +143,9 @@ std::optional<std::vector<Placement>> slice_followed_input(const OpCall& call,
                                                            const std::vector<Placement>& current);
 // Normalises `dim` against `ndim` (negative counts from the end); error names the op.
 int64_t wrap_dim(const OpCall& call, int64_t dim, int64_t ndim);
+// The reduced dims of a reduction-like op (sum, mean, amax, amin, argmax, var): `call.dims`
+// normalised against input 0 and sorted, all dims when empty; a repeated dim is an error.
+std::vector<int64_t> reduced_dims(const OpCall& call);
 // Checks the number of tensor inputs.
 void check_arity(const OpCall& call, size_t min_inputs, size_t max_inputs);
 }  // namespace detail

@@ -57,21 +57,6 @@ const std::set<std::string>& reduction_ops() {
   return s;
 }
 
-// The reduced dims of a reduction, normalised, sorted (all dims when `call.dims` is empty).
-std::vector<int64_t> reduced_dims(const OpCall& call) {
-  const auto nd = static_cast<int64_t>(call.inputs[0].size());
-  std::vector<int64_t> r;
-  if (call.dims.empty()) {
-    for (int64_t d = 0; d < nd; ++d) r.push_back(d);
-    return r;
-  }
-  for (int64_t d : call.dims) r.push_back(wrap_dim(call, d, nd));
-  std::sort(r.begin(), r.end());
-  SP_CHECK(std::adjacent_find(r.begin(), r.end()) == r.end(), "op '", call.op,
-           "': a dim appears twice in the reduced dims");
-  return r;
-}
-
 ReduceOp reduce_op_of(const std::string& op) {
   if (op == "mean") return ReduceOp::kAvg;
   if (op == "amax") return ReduceOp::kMax;

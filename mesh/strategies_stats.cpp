@@ -40,21 +40,11 @@ std::string shape_str(const DimVector& s) {
   return os.str();
 }
 
-// argmax/var: the reduced dims, normalised and sorted (all dims when `dims` is empty).
+// argmax/var: the reduced dims (detail::reduced_dims); argmax takes one dim or all.
 std::vector<int64_t> reduced(const OpCall& call) {
-  const auto nd = static_cast<int64_t>(call.inputs[0].size());
   SP_CHECK(call.op != "argmax" || call.dims.size() <= 1,
            "op 'argmax': reduces one dim or all, got ", call.dims.size(), " dims");
-  std::vector<int64_t> r;
-  if (call.dims.empty()) {
-    for (int64_t d = 0; d < nd; ++d) r.push_back(d);
-    return r;
-  }
-  for (int64_t d : call.dims) r.push_back(wrap_dim(call, d, nd));
-  std::sort(r.begin(), r.end());
-  SP_CHECK(std::adjacent_find(r.begin(), r.end()) == r.end(), "op '", call.op,
-           "': a dim appears twice in the reduced dims");
-  return r;
+  return reduced_dims(call);
 }
 
 bool contains(const std::vector<int64_t>& v, int64_t x) {
