@@ -41,7 +41,9 @@ std::vector<std::string> list_configs(std::string_view kind) {
 }
 
 fs::path find_config(std::string_view kind, std::string_view name_or_path) {
-  SP_CHECK(!name_or_path.empty(), "empty ", kind, " name; expected a name from configs/", kind,
+  // "models" -> "model" in messages ("unknown model 'x'").
+  const std::string_view one = kind.ends_with('s') ? kind.substr(0, kind.size() - 1) : kind;
+  SP_CHECK(!name_or_path.empty(), "empty ", one, " name; expected a name from configs/", kind,
            "/ or a path to a .json file");
   std::error_code ec;
   const fs::path as_path(name_or_path);
@@ -49,12 +51,12 @@ fs::path find_config(std::string_view kind, std::string_view name_or_path) {
   // Something path-like that is not a file is reported as a missing file, not looked up by name.
   const bool path_like =
       name_or_path.find('/') != std::string_view::npos || as_path.extension() == ".json";
-  SP_CHECK(!path_like, kind, " file '", name_or_path, "' does not exist");
+  SP_CHECK(!path_like, one, " file '", name_or_path, "' does not exist");
   const fs::path named = configs_dir() / kind / (std::string(name_or_path) + ".json");
   if (fs::is_regular_file(named, ec)) return named;
   std::string known;
   for (const std::string& n : list_configs(kind)) known += (known.empty() ? "" : ", ") + n;
-  SP_FAIL("unknown ", kind, " '", name_or_path, "': not a file and not in ",
+  SP_FAIL("unknown ", one, " '", name_or_path, "': not a file and not in ",
           (configs_dir() / kind).string(), "; expected one of: ", known);
 }
 

@@ -229,7 +229,7 @@ TEST(ModelConfig, FilesAndNames) {
               HasSubstr("does not exist"));
   EXPECT_THAT(
       error_of([&] { find_model_config("llama9-1t"); }),
-      AllOf(HasSubstr("unknown models 'llama9-1t'"), HasSubstr("llama3-70b"), HasSubstr("gpt2")));
+      AllOf(HasSubstr("unknown model 'llama9-1t'"), HasSubstr("llama3-70b"), HasSubstr("gpt2")));
   std::filesystem::remove_all(dir);
 }
 
