@@ -20,6 +20,7 @@
 #include "planner/cli/cli_common.h"
 #include "planner/cli/inspect_checkpoint.h"
 #include "planner/cli/inspect_model.h"
+#include "planner/cli/text_format.h"
 #include "tensor/describe.h"
 #include "tensor/error.h"
 
@@ -61,34 +62,6 @@ NamedTensors load_source(const InspectOptions& o) {
   SP_CHECK(chosen != nullptr, "inspect: nothing to inspect, expected one of: ", flags,
            ", --model, --checkpoint");
   return chosen->load(*chosen->value);
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
-    digits.insert(static_cast<size_t>(i), ",");
-  }
-  return digits;
-}
-
-// "474.7 MiB": bytes for a reader; the exact count is printed beside it.
-std::string human_bytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (v >= 1024 && unit + 1 < std::size(kUnits)) {
-    v /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[unit]);
-  return buf;
-}
-
-std::string dims(const nlohmann::json& list) {
-  std::string out = "[";
-  for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].dump();
-  return out + "]";
 }
 
 // One row per tensor from the description (it carries the stable storage ids and view_of names).

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/cli/text_format.h"
 #include "tensor/error.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
@@ -19,34 +20,6 @@ namespace shardplan::cli {
 namespace {
 
 using nlohmann::ordered_json;
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
-    digits.insert(static_cast<size_t>(i), ",");
-  }
-  return digits;
-}
-
-// "131.4 GiB" beside exact byte counts.
-std::string human_bytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (v >= 1024 && unit + 1 < std::size(kUnits)) {
-    v /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[unit]);
-  return buf;
-}
-
-std::string dims(const nlohmann::json& list) {
-  std::string out = "[";
-  for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].dump();
-  return out + "]";
-}
 
 void print_table(const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows,
@@ -82,16 +55,18 @@ std::string name_list(const nlohmann::json& names) {
 
 void print_check(const nlohmann::json& check) {
   std::cout << "\ncheck against " << check["config"].get<std::string>() << " ("
-            << check["model"].get<std::string>() << "): "
-            << (check["loadable"].get<bool>() ? "loadable" : "NOT loadable") << '\n'
+            << check["model"].get<std::string>()
+            << "): " << (check["loadable"].get<bool>() ? "loadable" : "NOT loadable") << '\n'
             << "  matched           " << check["matched"].get<int64_t>() << '\n';
   if (!check["stripped_prefix"].get<std::string>().empty()) {
-    std::cout << "  prefix            model names under '" << check["stripped_prefix"].get<std::string>()
+    std::cout << "  prefix            model names under '"
+              << check["stripped_prefix"].get<std::string>()
               << "' matched without it (a base-model checkpoint)\n";
   }
   auto list = [&](const char* key, const char* label) {
     if (check[key].empty()) return;
-    std::cout << "  " << label << " (" << check[key].size() << "): " << name_list(check[key]) << '\n';
+    std::cout << "  " << label << " (" << check[key].size() << "): " << name_list(check[key])
+              << '\n';
   };
   list("missing", "missing         ");
   list("unexpected", "unexpected      ");
@@ -117,8 +92,8 @@ void print_text(const ordered_json& r) {
               {false, false, false, false, true, true});
   const int64_t bytes = r["bytes"].get<int64_t>();
   std::cout << '\n'
-            << "checkpoint  " << r["checkpoint"].get<std::string>() << " ("
-            << r["files"].size() << (r["files"].size() == 1 ? " file" : " files") << ")\n"
+            << "checkpoint  " << r["checkpoint"].get<std::string>() << " (" << r["files"].size()
+            << (r["files"].size() == 1 ? " file" : " files") << ")\n"
             << "tensors     " << with_commas(r["tensor_count"].get<int64_t>()) << '\n'
             << "parameters  " << with_commas(r["parameters"].get<int64_t>()) << '\n'
             << "bytes       " << with_commas(bytes) << " (" << human_bytes(bytes) << ")\n";

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "planner/cli/text_format.h"
 #include "tensor/config_paths.h"
 #include "tensor/error.h"
 #include "tensor/models/model_source.h"
@@ -17,29 +18,10 @@ namespace {
 using nlohmann::ordered_json;
 using namespace shardplan::tensor;
 
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
-    digits.insert(static_cast<size_t>(i), ",");
-  }
-  return digits;
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-// "131.4 GiB".
-std::string human_bytes(double bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  size_t unit = 0;
-  while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return fmt(unit == 0 ? "%.0f " : "%.1f ", bytes) + kUnits[unit];
 }
 
 // Rows of the module table: the root's and the backbone's direct children, and the first
