@@ -331,18 +331,24 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names, int64_t rank
   return slice_dims(dims, rank);
 }
 
-DeviceMesh DeviceMesh::slice_dims(const std::vector<int64_t>& mesh_dims, int64_t rank) const {
-  SP_CHECK(!mesh_dims.empty(), "mesh slice: no dims requested, expected at least one");
+std::vector<int64_t> DeviceMesh::distinct_dims(const std::vector<int64_t>& mesh_dims,
+                                               const char* what, std::vector<bool>& used) const {
+  SP_CHECK(!mesh_dims.empty(), "mesh ", what, ": no dims requested, expected at least one");
   std::vector<int64_t> dims;
-  std::vector<bool> used(shape_.size(), false);
   for (int64_t md : mesh_dims) {
     const int64_t d = normalize_dim(md);
-    SP_CHECK(!used[static_cast<size_t>(d)], "mesh slice: mesh dim ",
+    SP_CHECK(!used[static_cast<size_t>(d)], "mesh ", what, ": mesh dim ",
              has_dim_names() ? names_[static_cast<size_t>(d)] : std::to_string(d),
              " requested twice, expected each dim once");
     used[static_cast<size_t>(d)] = true;
     dims.push_back(d);
   }
+  return dims;
+}
+
+DeviceMesh DeviceMesh::slice_dims(const std::vector<int64_t>& mesh_dims, int64_t rank) const {
+  std::vector<bool> used(shape_.size(), false);
+  const std::vector<int64_t> dims = distinct_dims(mesh_dims, "slice", used);
   const std::optional<MeshCoord> at = coordinate_of(rank);
   SP_CHECK(at.has_value(), "mesh slice: rank ", rank, " is not in ", to_string(*this));
   std::vector<int64_t> shape;
@@ -384,17 +390,8 @@ DeviceMesh DeviceMesh::flatten_dims(const std::vector<std::string>& names,
 
 DeviceMesh DeviceMesh::flatten_dims(const std::vector<int64_t>& mesh_dims,
                                     std::string new_name) const {
-  SP_CHECK(!mesh_dims.empty(), "mesh flatten: no dims requested, expected at least one");
-  std::vector<int64_t> dims;
   std::vector<bool> used(shape_.size(), false);
-  for (int64_t md : mesh_dims) {
-    const int64_t d = normalize_dim(md);
-    SP_CHECK(!used[static_cast<size_t>(d)], "mesh flatten: mesh dim ",
-             has_dim_names() ? names_[static_cast<size_t>(d)] : std::to_string(d),
-             " requested twice, expected each dim once");
-    used[static_cast<size_t>(d)] = true;
-    dims.push_back(d);
-  }
+  const std::vector<int64_t> dims = distinct_dims(mesh_dims, "flatten", used);
   if (has_dim_names() && new_name.empty()) {
     std::vector<std::string> parts;
     for (int64_t d : dims) parts.push_back(names_[static_cast<size_t>(d)]);

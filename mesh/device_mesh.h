@@ -123,6 +123,10 @@ class DeviceMesh {
   void check_names() const;
   MeshCoord unravel(int64_t flat_index) const;
   int64_t normalize_dim(int64_t mesh_dim) const;
+  // slice/flatten: `mesh_dims` normalised, each at most once (else an error naming `what`);
+  // `used` (one flag per mesh dim) marks the chosen ones.
+  std::vector<int64_t> distinct_dims(const std::vector<int64_t>& mesh_dims, const char* what,
+                                     std::vector<bool>& used) const;
   // A new mesh of `shape` whose rank at each coordinate is rank_of(coord) (enumerates it).
   DeviceMesh derived(std::vector<int64_t> shape, std::vector<std::string> names,
                      const std::function<int64_t(const MeshCoord&)>& rank_of) const;
