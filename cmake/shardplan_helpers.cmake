@@ -2,17 +2,26 @@
 # shardplan_<layer> with the alias shardplan::<layer>; the layering is whatever DEPS each folder names.
 #
 #   shardplan_add_library(NAME tensor DEPS shardplan::kernels nlohmann_json::nlohmann_json
-#                         [DEFINITIONS FOO=1] [EXCLUDE_DIRS cli])
+#                         [DIR tensor/base] [DEFINITIONS FOO=1] [EXCLUDE_DIRS cli])
+# DIR (relative to the project root) defaults to NAME; the base library lives in tensor/base/.
 
 # Warnings for code we own. CUDA sources get them through nvcc's host-compiler pass-through.
+# SHARDPLAN_WERROR (CI's test build) turns them into errors for our code only: third-party headers
+# come in through -isystem and stay quiet.
 function(shardplan_target_warnings target)
   get_target_property(_type ${target} TYPE)
   if(_type STREQUAL "INTERFACE_LIBRARY")
     return()
   endif()
+  set(_cxx -Wall -Wextra)
+  set(_cuda -Xcompiler=-Wall,-Wextra)
+  if(SHARDPLAN_WERROR)
+    list(APPEND _cxx -Werror)
+    set(_cuda -Xcompiler=-Wall,-Wextra,-Werror)
+  endif()
   target_compile_options(${target} PRIVATE
-    "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra>"
-    "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
+    "$<$<COMPILE_LANGUAGE:CXX>:${_cxx}>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:${_cuda}>")
 endfunction()
 
 # A tri-state cache option: AUTO (the default: use it when found), ON (required), OFF.
@@ -38,11 +47,14 @@ endfunction()
 # A folder with no sources yet becomes an INTERFACE library, so dependants can always link
 # shardplan::<layer>; once a .cpp appears it turns into a static library on the next build.
 function(shardplan_add_library)
-  cmake_parse_arguments(ARG "" "NAME" "DEPS;DEFINITIONS;EXCLUDE_DIRS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;DIR" "DEPS;DEFINITIONS;EXCLUDE_DIRS" ${ARGN})
   if(NOT ARG_NAME)
     message(FATAL_ERROR "shardplan_add_library: NAME is required")
   endif()
-  set(_dir "${PROJECT_SOURCE_DIR}/${ARG_NAME}")
+  if(NOT ARG_DIR)
+    set(ARG_DIR "${ARG_NAME}")
+  endif()
+  set(_dir "${PROJECT_SOURCE_DIR}/${ARG_DIR}")
   set(_patterns "${_dir}/*.cpp")
   if(SHARDPLAN_HAVE_CUDA)
     list(APPEND _patterns "${_dir}/*.cu")  # .cu only with CUDA on: the .cpp twin is the CPU path.

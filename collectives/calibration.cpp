@@ -6,8 +6,8 @@
 
 #include "collectives/dtensor_compat.h"
 #include "collectives/nccl_tuning.h"
-#include "mesh/topology.h"
-#include "tensor/error.h"
+#include "collectives/topology.h"
+#include "tensor/base/error.h"
 
 // Note [Calibration]
 // A cluster file holds, per link class, the two numbers the ring formula of Note [Cost model]
@@ -92,13 +92,13 @@ int64_t ring_steps(CollectiveKind k, int64_t n) {
   return k == CollectiveKind::kAllReduce ? 2 * (n - 1) : n - 1;
 }
 
-double base_latency_us(mesh::Library lib) {
+double base_latency_us(collectives::Library lib) {
   switch (lib) {
-    case mesh::Library::kNccl:
+    case collectives::Library::kNccl:
       return nccl::base_latency_us(nccl::Algo::kRing, nccl::Proto::kSimple);
-    case mesh::Library::kMpi:
+    case collectives::Library::kMpi:
       return 0;
-    case mesh::Library::kDTensorCompat:
+    case collectives::Library::kDTensorCompat:
       return dtensor::kBaseLatencyUs;
   }
   return 0;
@@ -120,13 +120,13 @@ std::string describe(const NcclTestsLog& log) {
   return os.str();
 }
 
-std::vector<Row> intra_rows(const mesh::Cluster& c, const NcclTestsLog& log) {
+std::vector<Row> intra_rows(const collectives::Cluster& c, const NcclTestsLog& log) {
   const int64_t n = log.ranks;
   SP_CHECK(log.nodes == 1, log.origin, ": ", log.ranks, " ranks on ", log.nodes,
            " nodes, expected one node for link ", to_string(c.intra.fabric),
            " (use --link ib for a log across nodes)");
-  SP_CHECK(n >= 2 && n <= mesh::gpus_per_node(c), log.origin, ": ", n, " ranks on one node, ",
-           "expected 2 to ", mesh::gpus_per_node(c), " (", c.name, "'s devices per node)");
+  SP_CHECK(n >= 2 && n <= collectives::gpus_per_node(c), log.origin, ": ", n, " ranks on one node, ",
+           "expected 2 to ", collectives::gpus_per_node(c), " (", c.name, "'s devices per node)");
   const double base = base_latency_us(c.library);
   const double f = busbw_factor(log.kind, n);
   const double steps = is_ring_kind(log.kind) ? static_cast<double>(ring_steps(log.kind, n)) : 1;
@@ -145,7 +145,7 @@ struct InterRows {
   double intra_latency_us = 0;
 };
 
-InterRows inter_rows(const mesh::Cluster& c, const NcclTestsLog& log) {
+InterRows inter_rows(const collectives::Cluster& c, const NcclTestsLog& log) {
   SP_CHECK(c.network.has_value(), log.origin, ": cluster ", c.name,
            " has no network, expected a cluster with one for link ib");
   SP_CHECK(log.nodes >= 2, log.origin, ": ", log.ranks, " ranks on one node, expected at least 2 ",
@@ -153,15 +153,15 @@ InterRows inter_rows(const mesh::Cluster& c, const NcclTestsLog& log) {
   SP_CHECK(log.same_ranks_per_node, log.origin, ": different rank counts on its ", log.nodes,
            " hosts, expected the same number on each");
   const int64_t p = log.ranks_per_node, n = log.ranks, nodes = log.nodes;
-  SP_CHECK(p <= mesh::gpus_per_node(c), log.origin, ": ", p, " ranks per node, expected at most ",
-           mesh::gpus_per_node(c), " (", c.name, "'s devices per node)");
-  const mesh::Topology topo(mesh::with_nodes(c, nodes));
+  SP_CHECK(p <= collectives::gpus_per_node(c), log.origin, ": ", p, " ranks per node, expected at most ",
+           collectives::gpus_per_node(c), " (", c.name, "'s devices per node)");
+  const collectives::Topology topo(collectives::with_nodes(c, nodes));
   std::vector<int64_t> devices;
   for (int64_t node = 0; node < nodes; ++node) {
-    for (int64_t i = 0; i < p; ++i) devices.push_back(node * mesh::gpus_per_node(c) + i);
+    for (int64_t i = 0; i < p; ++i) devices.push_back(node * collectives::gpus_per_node(c) + i);
   }
-  const mesh::GroupLinks g = topo.group_links(devices);
-  const mesh::NetworkSpec& net = *c.network;
+  const collectives::GroupLinks g = topo.group_links(devices);
+  const collectives::NetworkSpec& net = *c.network;
   const double spine = g.crosses_spine ? 1 / net.oversubscription.value : 1;
   const double nics = net.nics_per_node.value;
   const double base = base_latency_us(c.library);
@@ -241,12 +241,12 @@ LogFit fit_log(const NcclTestsLog& log) {
   return out;
 }
 
-CalibrationResult calibrate(const mesh::Cluster& cluster,
+CalibrationResult calibrate(const collectives::Cluster& cluster,
                             std::span<const CalibrationInput> inputs) {
   SP_CHECK(!inputs.empty(), "calibrate: no nccl-tests logs, expected at least one");
   CalibrationResult result;
   result.cluster = cluster;
-  mesh::Cluster& c = result.cluster;
+  collectives::Cluster& c = result.cluster;
   for (const CalibrationInput& in : inputs) result.logs.push_back(fit_log(in.log));
 
   std::vector<const NcclTestsLog*> intra_logs, inter_logs;
@@ -259,7 +259,7 @@ CalibrationResult calibrate(const mesh::Cluster& cluster,
       const std::vector<Row> r = intra_rows(c, *log);
       rows.insert(rows.end(), r.begin(), r.end());
     }
-    const std::string what = "link " + std::string(mesh::to_string(c.intra.fabric));
+    const std::string what = "link " + std::string(collectives::to_string(c.intra.fabric));
     const Fit fit = least_squares(rows, what);
     const double line = c.intra.links_per_gpu.value * c.intra.link_bandwidth_gbps.value;
     SP_CHECK(fit.bandwidth_gbps > 0, what,
@@ -285,7 +285,7 @@ CalibrationResult calibrate(const mesh::Cluster& cluster,
       rows.insert(rows.end(), parts.back().rows.begin(), parts.back().rows.end());
     }
     const Fit fit = least_squares(rows, "link ib");
-    mesh::NetworkSpec& net = *c.network;
+    collectives::NetworkSpec& net = *c.network;
     const double line = net.nic_line_rate_gbit_per_s.value / 8;
     SP_CHECK(fit.bandwidth_gbps > 0,
              "link ib: fitted NIC bandwidth is not positive, expected "

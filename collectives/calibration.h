@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "collectives/nccl_tests_log.h"
-#include "mesh/cluster.h"
+#include "collectives/cluster.h"
 
 namespace shardplan::collectives {
 
@@ -54,7 +54,7 @@ struct CalibrationInput {
   CalibratedLink link = CalibratedLink::kIntra;
 };
 struct CalibrationResult {
-  mesh::Cluster cluster;       // the input cluster with the fitted values and their sources
+  collectives::Cluster cluster;       // the input cluster with the fitted values and their sources
   std::vector<LogFit> logs;    // one per input, in order
   std::vector<LinkFit> links;  // intra first, then inter; only the links that had logs
 };
@@ -64,6 +64,6 @@ struct CalibrationResult {
 // cluster has, a collective the fit cannot use), or naming the link when the fit is not physical
 // (latency or bandwidth <= 0, a bandwidth above the line rate: not a ring, see the note, or an
 // inter-node ring that the fabric, not the network, bounds).
-CalibrationResult calibrate(const mesh::Cluster& cluster, std::span<const CalibrationInput> inputs);
+CalibrationResult calibrate(const collectives::Cluster& cluster, std::span<const CalibrationInput> inputs);
 
 }  // namespace shardplan::collectives

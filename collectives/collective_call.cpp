@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {
@@ -63,7 +63,7 @@ double busbw_factor(CollectiveKind k, int64_t n) {
 
 std::ostream& operator<<(std::ostream& os, const CollectiveCall& c) {
   return os << to_string(c.kind) << "(n=" << c.group_size << ", " << c.bytes << " B, "
-            << mesh::to_string(c.links.link_class) << ")";
+            << collectives::to_string(c.links.link_class) << ")";
 }
 
 nlohmann::ordered_json to_json(const CollectiveCall& c) {
@@ -71,7 +71,7 @@ nlohmann::ordered_json to_json(const CollectiveCall& c) {
   j["kind"] = to_string(c.kind);
   j["group_size"] = c.group_size;
   j["bytes"] = c.bytes;
-  j["links"] = mesh::to_json(c.links);
+  j["links"] = collectives::to_json(c.links);
   return j;
 }
 
@@ -96,7 +96,7 @@ CollectiveCall collective_call_from_json(const nlohmann::json& j) {
            "collective call: field 'bytes': expected an integer >= 0, got ", j["bytes"].dump());
   c.group_size = j["group_size"].get<int64_t>();
   c.bytes = j["bytes"].get<int64_t>();
-  c.links = mesh::group_links_from_json(j["links"]);
+  c.links = collectives::group_links_from_json(j["links"]);
   SP_CHECK(c.links.group_size == c.group_size, "collective call: links are for a group of ",
            c.links.group_size, " ranks, expected ", c.group_size);
   return c;

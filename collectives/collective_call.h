@@ -1,5 +1,5 @@
 // A collective call as a plain value: what runs (kind), over how many ranks, how many bytes, and
-// the links its group crosses (mesh::GroupLinks, from the Topology). cost_model.h prices it.
+// the links its group crosses (collectives::GroupLinks, from the Topology). cost_model.h prices it.
 //   CollectiveCall c{CollectiveKind::kAllReduce, 8, 1 << 30, topo.group_links(devices)};
 //   std::cout << c;  // all_reduce(n=8, 1073741824 B, nvlink)
 // `bytes` follows nccl-tests (spec 5.1): the whole buffer S, which for all_gather, reduce_scatter
@@ -12,7 +12,7 @@
 #include <ostream>
 #include <string_view>
 
-#include "mesh/topology.h"
+#include "collectives/topology.h"
 
 namespace shardplan::collectives {
 
@@ -40,7 +40,7 @@ struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   int64_t group_size = 1;
   int64_t bytes = 0;  // nccl-tests' S (see above)
-  mesh::GroupLinks links;
+  collectives::GroupLinks links;
   friend bool operator==(const CollectiveCall&, const CollectiveCall&) = default;
 };
 

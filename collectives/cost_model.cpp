@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "collectives/dtensor_compat.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 // Note [Cost model]
 // Notation: S = bytes (nccl-tests' buffer size), n ranks on N nodes, p = ranks per node; B_in =
@@ -47,8 +47,6 @@
 namespace shardplan::collectives {
 namespace {
 
-using mesh::GroupLinks;
-using mesh::Library;
 using nccl::Algo;
 using nccl::LinkType;
 using nccl::Proto;
@@ -183,7 +181,7 @@ Priced best_flat(CollectiveKind kind, int64_t n, double bytes, const GroupLinks&
 // Sub-groups of a group spanning nodes with p ranks on each (Note [Cost model], Hierarchical).
 GroupLinks intra_part(const GroupLinks& g) {
   GroupLinks s = g;
-  s.link_class = mesh::LinkClass::kNvlink;
+  s.link_class = collectives::LinkClass::kNvlink;
   s.group_size = g.ranks_per_node;
   s.nodes = 1;
   s.inter_bandwidth_gbps = s.nic_bandwidth_gbps = s.inter_latency_us = 0;
@@ -191,7 +189,7 @@ GroupLinks intra_part(const GroupLinks& g) {
 }
 GroupLinks inter_part(const GroupLinks& g) {
   GroupLinks s = g;
-  s.link_class = mesh::LinkClass::kNetwork;
+  s.link_class = collectives::LinkClass::kNetwork;
   s.group_size = g.nodes;
   s.ranks_per_node = 1;
   s.intra_bandwidth_gbps = s.intra_latency_us = 0;

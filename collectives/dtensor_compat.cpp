@@ -1,14 +1,14 @@
 #include "collectives/dtensor_compat.h"
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives::dtensor {
 
-std::vector<mesh::GroupLinks> dtensor_mesh_links(std::span<const int64_t> shape,
+std::vector<collectives::GroupLinks> dtensor_mesh_links(std::span<const int64_t> shape,
                                                  int64_t devices_per_host) {
   SP_CHECK(devices_per_host >= 1, "DTensor topology: devices per host ", devices_per_host,
            ", expected >= 1");
-  std::vector<mesh::GroupLinks> dims(shape.size());
+  std::vector<collectives::GroupLinks> dims(shape.size());
   int64_t product = 1;
   bool inter = false;
   // From the last dim to the first (MeshTopoInfo.build_from_mesh): once the running product of
@@ -19,12 +19,12 @@ std::vector<mesh::GroupLinks> dtensor_mesh_links(std::span<const int64_t> shape,
              " has size ", n, ", expected >= 1 (and a mesh below 2^40 ranks)");
     product *= n;
     inter = inter || product > devices_per_host;
-    mesh::GroupLinks& g = dims[k];
-    g.library = mesh::Library::kDTensorCompat;
+    collectives::GroupLinks& g = dims[k];
+    g.library = collectives::Library::kDTensorCompat;
     g.group_size = n;
     if (inter) {
       // Every hop is an inter-host hop: one rank per "node" in our terms.
-      g.link_class = mesh::LinkClass::kNetwork;
+      g.link_class = collectives::LinkClass::kNetwork;
       g.nodes = n;
       g.ranks_per_node = 1;
       g.inter_bandwidth_gbps = gibps_to_gbps(kBandwidthGiBps * kInterBandwidthFactor);
@@ -32,7 +32,7 @@ std::vector<mesh::GroupLinks> dtensor_mesh_links(std::span<const int64_t> shape,
       g.inter_latency_us = kInterLatencyUs;
       g.groups_sharing_nics = 1;
     } else {
-      g.link_class = mesh::LinkClass::kNvlink;
+      g.link_class = collectives::LinkClass::kNvlink;
       g.nodes = 1;
       g.ranks_per_node = n;
       g.intra_bandwidth_gbps = gibps_to_gbps(kBandwidthGiBps);

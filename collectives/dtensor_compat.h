@@ -1,6 +1,6 @@
 // PyTorch DTensor's communication estimator (torch/distributed/tensor/_collective_utils.py,
 // spec/dtensor_semantics.md 4), as a configuration of our cost model: its constants, and its
-// per-mesh-dim topology rule as mesh::GroupLinks with library dtensor_compat. Pricing those with
+// per-mesh-dim topology rule as collectives::GroupLinks with library dtensor_compat. Pricing those with
 // collective_cost() reproduces DTensor's numbers, which checks that the formulas are wired right.
 //   auto dims = dtensor_mesh_links({2, 8}, /*devices_per_host=*/8);  // dim 0 inter-host
 //   collective_cost({CollectiveKind::kAllGather, 8, 4 << 20, dims[1]}).time_s;  // 49.773 us
@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "mesh/topology.h"
+#include "collectives/topology.h"
 
 namespace shardplan::collectives::dtensor {
 
@@ -31,7 +31,7 @@ inline constexpr double gibps_to_gbps(double gibps) { return gibps * kGiB / 1e9;
 // Per mesh dim, DTensor's view of its links (spec 4.1): walking dims from last to first with a
 // running product of sizes, a dim whose product exceeds `devices_per_host` and every dim before
 // it are inter-host. Throws shardplan::Error for sizes < 1 or devices_per_host < 1.
-std::vector<mesh::GroupLinks> dtensor_mesh_links(std::span<const int64_t> mesh_shape,
+std::vector<collectives::GroupLinks> dtensor_mesh_links(std::span<const int64_t> mesh_shape,
                                                  int64_t devices_per_host);
 
 }  // namespace shardplan::collectives::dtensor

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 

@@ -7,7 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
 
 // Note [nccl-tests output]
 // nccl-tests (src/common.cu) prints, per run:
@@ -229,11 +230,7 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, std::string_view origin
 }
 
 NcclTestsLog load_nccl_tests_log(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  SP_CHECK(in.good(), "nccl-tests log '", path.string(), "': cannot open it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_nccl_tests_log(text.str(), path.string());
+  return parse_nccl_tests_log(read_text_file(path, "nccl-tests log"), path.string());
 }
 
 }  // namespace shardplan::collectives

@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "mesh/cluster.h"
+#include "collectives/cluster.h"
 
 namespace shardplan::collectives::nccl {
 
@@ -57,19 +57,19 @@ inline constexpr double kTreeAllReduceAlgbwFactor = 0.5;
 
 // llMaxBws (GB/s), the LL protocol's bandwidth cap: by GPU generation on one node; by node count
 // on several (row 0, Intel/other CPUs: 2 nodes, >= 3 nodes).
-constexpr double ll_max_bandwidth_gbps(mesh::Arch arch, int64_t nodes) {
+constexpr double ll_max_bandwidth_gbps(collectives::Arch arch, int64_t nodes) {
   if (nodes >= 3) return 20.4;
   if (nodes == 2) return 39.0;
   switch (arch) {
-    case mesh::Arch::kVolta:
+    case collectives::Arch::kVolta:
       return 39.0;
-    case mesh::Arch::kAmpere:
+    case collectives::Arch::kAmpere:
       return 87.7;
-    case mesh::Arch::kHopper:
+    case collectives::Arch::kHopper:
       return 141.0;
-    case mesh::Arch::kBlackwell:
+    case collectives::Arch::kBlackwell:
       return 282.0;
-    case mesh::Arch::kCpu:
+    case collectives::Arch::kCpu:
       return 0;
   }
   return 0;

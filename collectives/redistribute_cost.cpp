@@ -2,11 +2,11 @@
 
 #include <memory>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 
-CollectiveCall collective_call(const RedistributeStep& step, const mesh::GroupLinks& links) {
+CollectiveCall collective_call(const RedistributeStep& step, const collectives::GroupLinks& links) {
   const std::optional<CollectiveKind> kind = collective_kind(step.op);
   SP_CHECK(kind.has_value(), "redistribute step ", step, " runs no collective");
   SP_CHECK(links.group_size == step.group_size, "redistribute step on mesh dim ", step.mesh_dim,
@@ -16,7 +16,7 @@ CollectiveCall collective_call(const RedistributeStep& step, const mesh::GroupLi
 
 namespace {
 
-double step_time_s(const RedistributeStep& step, std::span<const mesh::GroupLinks> dim_links) {
+double step_time_s(const RedistributeStep& step, std::span<const collectives::GroupLinks> dim_links) {
   if (!step.communicates()) return 0;
   SP_CHECK(step.mesh_dim >= 0 && step.mesh_dim < static_cast<int64_t>(dim_links.size()),
            "redistribute: no links for mesh dim ", step.mesh_dim, " (", dim_links.size(),
@@ -27,7 +27,7 @@ double step_time_s(const RedistributeStep& step, std::span<const mesh::GroupLink
 
 }  // namespace
 
-PlanPrice price_plan(const RedistributePlan& plan, std::span<const mesh::GroupLinks> dim_links) {
+PlanPrice price_plan(const RedistributePlan& plan, std::span<const collectives::GroupLinks> dim_links) {
   SP_CHECK(static_cast<int64_t>(dim_links.size()) == plan.source.mesh.ndim(),
            "redistribute: links for ", dim_links.size(), " mesh dims, expected one per dim of the ",
            plan.source.mesh.ndim(), "-d mesh");
@@ -45,9 +45,9 @@ PlanPrice price_plan(const RedistributePlan& plan, std::span<const mesh::GroupLi
   return out;
 }
 
-StepCostFn link_time_cost(std::vector<mesh::GroupLinks> dim_links) {
+StepCostFn link_time_cost(std::vector<collectives::GroupLinks> dim_links) {
   // Shared so copies of the function (std::function copies its target) do not copy the links.
-  auto links = std::make_shared<const std::vector<mesh::GroupLinks>>(std::move(dim_links));
+  auto links = std::make_shared<const std::vector<collectives::GroupLinks>>(std::move(dim_links));
   return [links](const RedistributeStep& step) { return step_time_s(step, *links); };
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "tensor/dtype.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tensor/base/checked.h"
 #include "tensor/dtype.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 
 using ::shardplan::operator<<;
 using mesh::Placement;
-using tensor::DimVector;
+using shardplan::DimVector;
 
 // Note [Uneven shard padding]
 // Collectives move equal-sized pieces, so uneven torch.chunk shards are padded (spec §3.1):
@@ -242,8 +243,8 @@ DimVector largest_buffer(std::span<const int64_t> shape, std::span<const int64_t
 
 int64_t buffer_bytes(std::span<const int64_t> shape, int64_t itemsize, int64_t copies) {
   int64_t n = itemsize;
-  bool overflow = __builtin_mul_overflow(n, copies, &n);
-  for (int64_t s : shape) overflow |= __builtin_mul_overflow(n, s, &n);
+  bool overflow = !mul_into(n, copies, n);
+  for (int64_t s : shape) overflow |= !mul_into(n, s, n);
   SP_CHECK(!overflow, "redistribute: a padded buffer of ", copies, " x ", shape, " elements of ",
            itemsize, " bytes exceeds 2^63 bytes");
   return n;

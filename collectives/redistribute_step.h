@@ -19,7 +19,7 @@
 #include "collectives/collective_call.h"
 #include "mesh/placement.h"
 #include "mesh/shard_spec.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 
 namespace shardplan::collectives {
 
@@ -47,8 +47,8 @@ struct RedistributeStep {
   // (with plain shards the group of mesh coordinate 0; Note [Uneven shard padding]).
   int64_t bytes_per_rank = 0;
   // The local tensor of the rank at mesh coordinate 0 before and after the step.
-  tensor::DimVector local_shape_before;
-  tensor::DimVector local_shape_after;
+  shardplan::DimVector local_shape_before;
+  shardplan::DimVector local_shape_after;
 
   bool communicates() const { return collective_kind(op).has_value(); }
   friend bool operator==(const RedistributeStep&, const RedistributeStep&) = default;

@@ -4,8 +4,8 @@
 
 namespace shardplan::mesh::detail {
 
-std::optional<int64_t> input_dim_of(int64_t out_dim, const tensor::DimVector& out_shape,
-                                    const tensor::DimVector& in_shape) {
+std::optional<int64_t> input_dim_of(int64_t out_dim, const shardplan::DimVector& out_shape,
+                                    const shardplan::DimVector& in_shape) {
   const int64_t lead =
       static_cast<int64_t>(out_shape.size()) - static_cast<int64_t>(in_shape.size());
   const int64_t d = out_dim - lead;
@@ -15,14 +15,14 @@ std::optional<int64_t> input_dim_of(int64_t out_dim, const tensor::DimVector& ou
   return d;
 }
 
-Placement map_to_input(const Placement& p, const tensor::DimVector& out_shape,
-                       const tensor::DimVector& in_shape) {
+Placement map_to_input(const Placement& p, const shardplan::DimVector& out_shape,
+                       const shardplan::DimVector& in_shape) {
   if (!p.is_shard()) return p;
   const auto d = input_dim_of(p.shard_dim(), out_shape, in_shape);
   return d ? Placement(Shard{*d}) : Placement(Replicate{});
 }
 
-bool broadcasts_to(const tensor::DimVector& in, const tensor::DimVector& out) {
+bool broadcasts_to(const shardplan::DimVector& in, const shardplan::DimVector& out) {
   if (in.size() > out.size()) return false;
   const size_t lead = out.size() - in.size();
   for (size_t d = 0; d < in.size(); ++d) {
@@ -31,10 +31,10 @@ bool broadcasts_to(const tensor::DimVector& in, const tensor::DimVector& out) {
   return true;
 }
 
-std::optional<tensor::DimVector> broadcast_shapes(const std::vector<tensor::DimVector>& shapes) {
+std::optional<shardplan::DimVector> broadcast_shapes(const std::vector<shardplan::DimVector>& shapes) {
   size_t nd = 0;
   for (const auto& s : shapes) nd = std::max(nd, s.size());
-  tensor::DimVector out(nd, 1);
+  shardplan::DimVector out(nd, 1);
   for (const auto& s : shapes) {
     const size_t lead = nd - s.size();
     for (size_t d = 0; d < s.size(); ++d) {

@@ -7,20 +7,20 @@
 #include <optional>
 
 #include "mesh/placement.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 
 namespace shardplan::mesh::detail {
 
 // The input dim output dim `out_dim` maps to, or nullopt when it is broadcast.
-std::optional<int64_t> input_dim_of(int64_t out_dim, const tensor::DimVector& out_shape,
-                                    const tensor::DimVector& in_shape);
+std::optional<int64_t> input_dim_of(int64_t out_dim, const shardplan::DimVector& out_shape,
+                                    const shardplan::DimVector& in_shape);
 // The input placement that yields output placement `p`: Shard re-indexed (or Replicate on a
 // broadcast dim); Replicate and Partial unchanged.
-Placement map_to_input(const Placement& p, const tensor::DimVector& out_shape,
-                       const tensor::DimVector& in_shape);
+Placement map_to_input(const Placement& p, const shardplan::DimVector& out_shape,
+                       const shardplan::DimVector& in_shape);
 // `in` broadcasts to `out` (every aligned dim equal or 1, no more dims than `out`).
-bool broadcasts_to(const tensor::DimVector& in, const tensor::DimVector& out);
+bool broadcasts_to(const shardplan::DimVector& in, const shardplan::DimVector& out);
 // The broadcast shape of several shapes, or nullopt when they do not broadcast.
-std::optional<tensor::DimVector> broadcast_shapes(const std::vector<tensor::DimVector>& shapes);
+std::optional<shardplan::DimVector> broadcast_shapes(const std::vector<shardplan::DimVector>& shapes);
 
 }  // namespace shardplan::mesh::detail

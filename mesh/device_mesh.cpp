@@ -1,3 +1,4 @@
+#include "tensor/base/checked.h"
 #include "mesh/device_mesh.h"
 
 #include <algorithm>
@@ -6,11 +7,11 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 
-// Shapes print as [2, 3] (tensor/error.h); this namespace's own operator<< would hide it.
+// Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 namespace {
 
@@ -20,7 +21,7 @@ int64_t checked_mesh_size(const std::vector<int64_t>& shape) {
   for (size_t d = 0; d < shape.size(); ++d) {
     SP_CHECK(shape[d] >= 1, "mesh shape ", std::span<const int64_t>(shape), ": dim ", d,
              " has size ", shape[d], ", expected >= 1");
-    SP_CHECK(!__builtin_mul_overflow(n, shape[d], &n), "mesh shape ",
+    SP_CHECK(mul_into(n, shape[d], n), "mesh shape ",
              std::span<const int64_t>(shape), " has more than 2^63 ranks");
   }
   return n;
@@ -45,8 +46,8 @@ bool nested_order(const std::vector<int64_t>& shape, const std::vector<int64_t>&
     const int64_t d = *it;
     if (strides[d] <= span) return false;
     int64_t reach = 0;
-    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
-        __builtin_add_overflow(span, reach, &span)) {
+    if (!mul_into(shape[d] - 1, strides[d], reach) ||
+        !add_into(span, reach, span)) {
       return false;
     }
   }
@@ -96,10 +97,10 @@ DeviceMesh DeviceMesh::from_strides(std::vector<int64_t> shape, int64_t offset,
   int64_t span = 0, reach = 0;
   bool ok = nested_order(m.shape_, m.strides_, &m.affine_order_);
   for (size_t d = 0; ok && d < m.shape_.size(); ++d) {
-    ok = !__builtin_mul_overflow(m.shape_[d] - 1, m.strides_[d], &reach) &&
-         !__builtin_add_overflow(span, reach, &span);
+    ok = mul_into(m.shape_[d] - 1, m.strides_[d], reach) &&
+         add_into(span, reach, span);
   }
-  SP_CHECK(ok && !__builtin_add_overflow(offset, span, &span), "mesh strides ",
+  SP_CHECK(ok && add_into(offset, span, span), "mesh strides ",
            std::span<const int64_t>(m.strides_), " for shape ", std::span<const int64_t>(m.shape_),
            " are not a valid layout, expected positive strides with each larger than the span of "
            "the smaller ones (distinct ranks)");

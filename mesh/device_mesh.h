@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 
 namespace shardplan::mesh {
 
 // The index of a rank along each mesh dim (not a tensor index).
-using MeshCoord = tensor::DimVector;
+using MeshCoord = shardplan::DimVector;
 
 class DeviceMesh {
  public:

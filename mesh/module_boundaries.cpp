@@ -5,20 +5,22 @@
 #include <optional>
 #include <unordered_set>
 
-#include "tensor/error.h"
+#include "tensor/base/enum_names.h"
+#include "tensor/base/error.h"
 #include "tensor/module.h"
 #include "tensor/trace.h"
 
 namespace shardplan::mesh {
 
-std::string_view boundary_role_name(BoundaryRole role) {
-  return role == BoundaryRole::kInput ? "input" : "output";
-}
+namespace {
+constexpr EnumName<BoundaryRole> kRoleNames[] = {{"input", BoundaryRole::kInput},
+                                                 {"output", BoundaryRole::kOutput}};
+}  // namespace
+
+std::string_view boundary_role_name(BoundaryRole role) { return enum_name(role, kRoleNames); }
 
 BoundaryRole parse_boundary_role(std::string_view name) {
-  if (name == "input") return BoundaryRole::kInput;
-  if (name == "output") return BoundaryRole::kOutput;
-  SP_FAIL("unknown boundary role '", name, "' (expected input or output)");
+  return parse_enum_name(name, kRoleNames, "boundary role");
 }
 
 std::ostream& operator<<(std::ostream& os, const BoundaryRedistribution& b) {
@@ -74,7 +76,7 @@ struct Crossing {
 struct Call {
   std::string fqn;
   size_t styled;  // index into the matched modules
-  std::optional<tensor::DimVector> in_shape, out_shape;
+  std::optional<shardplan::DimVector> in_shape, out_shape;
   tensor::DType in_dtype = tensor::DType::kFloat32, out_dtype = tensor::DType::kFloat32;
 };
 
@@ -137,7 +139,7 @@ class Recorder final : public tensor::TraceSink {
 // `layout` with a negative Shard dim wrapped against an activation of `ndim` dims; errors name
 // the module and the side.
 Placement normalized(const Placement& layout, int64_t ndim, const std::string& fqn,
-                     BoundaryRole role, const tensor::DimVector& shape) {
+                     BoundaryRole role, const shardplan::DimVector& shape) {
   if (!layout.is_shard()) return layout;
   const int64_t d = layout.shard_dim();
   SP_CHECK(d >= -ndim && d < ndim, "module '", fqn, "' ", boundary_role_name(role), " layout ",
@@ -184,7 +186,7 @@ std::vector<BoundaryRedistribution> module_boundary_redistributions(
     const std::optional<Placement>& from = in ? a.input : a.computed_output;
     const std::optional<Placement>& to = in ? a.desired_input : a.output;
     if (!from) continue;  // the style leaves this side alone
-    const std::optional<tensor::DimVector>& shape = in ? call.in_shape : call.out_shape;
+    const std::optional<shardplan::DimVector>& shape = in ? call.in_shape : call.out_shape;
     // A module that ran no op on a tensor (an identity) has nothing to re-lay out.
     if (!shape) continue;
     const auto ndim = static_cast<int64_t>(shape->size());

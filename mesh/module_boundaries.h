@@ -30,7 +30,7 @@
 #include "mesh/device_mesh.h"
 #include "mesh/parallel_style.h"
 #include "mesh/placement.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -51,7 +51,7 @@ struct BoundaryRedistribution {
   BoundaryRole role;
   std::vector<Placement> from;  // one per mesh dim; Shard dims normalised (never negative)
   std::vector<Placement> to;
-  tensor::DimVector shape;  // the activation's global shape
+  shardplan::DimVector shape;  // the activation's global shape
   tensor::DType dtype = tensor::DType::kFloat32;
   friend bool operator==(const BoundaryRedistribution&, const BoundaryRedistribution&) = default;
 };

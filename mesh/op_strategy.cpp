@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "mesh/shard_spec.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 
@@ -52,9 +52,9 @@ namespace {
 
 // One tensor's placements over the mesh are shardable (§5.1.7): a tensor dim sharded by several
 // mesh dims needs at least the product of their sizes elements.
-bool shardable(const tensor::DimVector& shape, const std::vector<Placement>& ps,
+bool shardable(const shardplan::DimVector& shape, const std::vector<Placement>& ps,
                const DeviceMesh& mesh) {
-  tensor::DimVector need(shape.size(), 1);
+  shardplan::DimVector need(shape.size(), 1);
   for (size_t md = 0; md < ps.size(); ++md) {
     if (!ps[md].is_any_shard()) continue;
     const int64_t d = ps[md].shard_dim();
@@ -85,8 +85,8 @@ bool avg_partials_even(const OpCall& call, const DeviceMesh& mesh, const OpStrat
 
 }  // namespace
 
-std::vector<tensor::DimVector> output_shapes(const OpCall& call) {
-  using Fn = std::optional<std::vector<tensor::DimVector>> (*)(const OpCall&);
+std::vector<shardplan::DimVector> output_shapes(const OpCall& call) {
+  using Fn = std::optional<std::vector<shardplan::DimVector>> (*)(const OpCall&);
   for (Fn fn :
        {&detail::matmul_output_shapes, &detail::pointwise_output_shapes,
         &detail::reduction_output_shapes, &detail::nn_output_shapes, &detail::join_output_shapes,

@@ -17,7 +17,7 @@
 
 #include "mesh/device_mesh.h"
 #include "mesh/placement.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 
 namespace shardplan::mesh {
 
@@ -27,15 +27,15 @@ namespace shardplan::mesh {
 // each family reads are listed beside them; unused ones are ignored.
 struct OpCall {
   OpCall() = default;
-  OpCall(std::string op_name, std::vector<tensor::DimVector> input_shapes = {},
-         tensor::DimVector dims_arg = {})
+  OpCall(std::string op_name, std::vector<shardplan::DimVector> input_shapes = {},
+         shardplan::DimVector dims_arg = {})
       : op(std::move(op_name)), inputs(std::move(input_shapes)), dims(std::move(dims_arg)) {}
 
   std::string op;
-  std::vector<tensor::DimVector> inputs;
+  std::vector<shardplan::DimVector> inputs;
   // Reductions (sum, mean, amax, amin): the reduced dims (empty = all). permute: the permutation.
   // view/reshape: the target shape (one -1 allowed). split: the sizes of the pieces.
-  tensor::DimVector dims;
+  shardplan::DimVector dims;
   // softmax/log_softmax, cat, split, transpose (first dim), unsqueeze, squeeze: the dim.
   int64_t dim = 0;
   int64_t dim1 = 1;  // transpose: the second dim
@@ -72,7 +72,7 @@ struct OpStrategy {
 
 // The global output shapes of `call` (checked: an input count or shape the op rejects is a
 // shardplan::Error naming the op).
-std::vector<tensor::DimVector> output_shapes(const OpCall& call);
+std::vector<shardplan::DimVector> output_shapes(const OpCall& call);
 
 // The per-mesh-dim candidate list of `call` on a mesh dim of `mesh_dim_size` ranks, in the
 // family's documented order. A missing strategy is a shardplan::Error "op 'X' has no sharding
@@ -128,15 +128,15 @@ bool view_candidate_ok(const OpCall& call, const DeviceMesh& mesh, const OpStrat
 // PyTorch's words ("Attempted to flatten unevenly sharded dimension ...").
 std::string view_keep_refusal(const OpCall& call, int64_t in_dim, int64_t shards);
 bool nn_candidate_ok(const OpCall& call, const DeviceMesh& mesh, const OpStrategy& s);
-std::optional<std::vector<tensor::DimVector>> matmul_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> pointwise_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> reduction_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> nn_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> join_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> view_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> slice_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> stack_output_shapes(const OpCall& call);
-std::optional<std::vector<tensor::DimVector>> stats_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> matmul_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> pointwise_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> reduction_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> nn_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> join_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> view_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> slice_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> stack_output_shapes(const OpCall& call);
+std::optional<std::vector<shardplan::DimVector>> stats_output_shapes(const OpCall& call);
 // Non-strict indexing views keep the shards they can and replicate the rest (like
 // view_followed_input): the input placements they run on, or nullopt for other ops.
 std::optional<std::vector<Placement>> slice_followed_input(const OpCall& call,

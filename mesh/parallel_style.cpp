@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/module.h"
 
 namespace shardplan::mesh {

@@ -3,11 +3,11 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 
-// Shapes print as [2, 3] (tensor/error.h); this namespace's own operator<< would hide it.
+// Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 
 std::string_view reduce_op_name(ReduceOp op) {

@@ -3,15 +3,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "tensor/base/checked.h"
+#include "tensor/base/error.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::mesh {
 
-// Shapes print as [2, 3] (tensor/error.h); this namespace's own operator<< would hide it.
+// Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 ShardSpec make_shard_spec(std::span<const int64_t> shape, tensor::DType dtype, DeviceMesh mesh,
                           std::vector<Placement> placements) {
@@ -30,7 +31,7 @@ ShardSpec make_shard_spec(std::span<const int64_t> shape, std::span<const int64_
   // Sizes >= 0 and numel/bytes within int64, so every local count derived later fits too.
   const int64_t numel = tensor::checked_numel(shape, "shard spec");
   int64_t bytes = 0;
-  SP_CHECK(!__builtin_mul_overflow(numel, tensor::itemsize(dtype), &bytes), "shard spec: shape ",
+  SP_CHECK(mul_into(numel, tensor::itemsize(dtype), bytes), "shard spec: shape ",
            shape, " of ", dtype, " holds more than 2^63 bytes");
   SP_CHECK(strides.size() == shape.size(), "shard spec: strides ", strides, " have ",
            strides.size(), " entries for shape ", shape, ", expected one per dim");
@@ -74,8 +75,8 @@ bool required_size(const ShardSpec& spec, int64_t d, int64_t* need) {
   for (size_t md = 0; md < spec.placements.size(); ++md) {
     const Placement& p = spec.placements[md];
     if (!p.is_any_shard() || p.shard_dim() != d) continue;
-    if (__builtin_mul_overflow(*need, spec.mesh.shape()[md], need) ||
-        __builtin_mul_overflow(*need, p.split_factor(), need)) {
+    if (!mul_into(*need, spec.mesh.shape()[md], *need) ||
+        !mul_into(*need, p.split_factor(), *need)) {
       return false;
     }
   }
@@ -113,7 +114,7 @@ bool is_evenly_shardable(const ShardSpec& spec) {
     const int64_t k = spec.mesh.shape()[md];
     // A strided shard is even when every one of its split_factor pieces splits evenly.
     int64_t unit = 0;
-    if (__builtin_mul_overflow(k, p.split_factor(), &unit) || cur[d] % unit != 0) return false;
+    if (!mul_into(k, p.split_factor(), unit) || cur[d] % unit != 0) return false;
     cur[d] /= k;
   }
   return true;

@@ -17,7 +17,7 @@
 
 #include "mesh/device_mesh.h"
 #include "mesh/placement.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::tensor {
@@ -27,8 +27,8 @@ class Tensor;
 namespace shardplan::mesh {
 
 struct ShardSpec {
-  tensor::DimVector shape;    // global sizes; INVARIANT: each >= 0, numel and bytes fit in int64
-  tensor::DimVector strides;  // global strides (elements); INVARIANT: same length as shape
+  shardplan::DimVector shape;    // global sizes; INVARIANT: each >= 0, numel and bytes fit in int64
+  shardplan::DimVector strides;  // global strides (elements); INVARIANT: same length as shape
   tensor::DType dtype = tensor::DType::kFloat32;
   DeviceMesh mesh;
   // INVARIANT: one per mesh dim; Shard/StridedShard dims normalised into [0, ndim); split_factor
@@ -77,8 +77,8 @@ ChunkPiece chunk_piece(int64_t n, int64_t k, int64_t r);
 
 // A rank's local shard: its sizes and the global index of its first element per tensor dim.
 struct LocalShard {
-  tensor::DimVector shape;
-  tensor::DimVector offset;
+  shardplan::DimVector shape;
+  shardplan::DimVector offset;
   friend bool operator==(const LocalShard&, const LocalShard&) = default;
 };
 
@@ -89,12 +89,12 @@ struct LocalShard {
 LocalShard local_shape_and_offset(const ShardSpec& spec, std::span<const int64_t> coord);
 // The same for a global rank; a rank not in the mesh gets shape {0} and an empty offset (§1.3).
 LocalShard local_shape_and_offset_for_rank(const ShardSpec& spec, int64_t rank);
-tensor::DimVector local_shape(const ShardSpec& spec, std::span<const int64_t> coord);
-tensor::DimVector global_offset(const ShardSpec& spec, std::span<const int64_t> coord);
+shardplan::DimVector local_shape(const ShardSpec& spec, std::span<const int64_t> coord);
+shardplan::DimVector global_offset(const ShardSpec& spec, std::span<const int64_t> coord);
 // Strides of the local shard as materialised (a clone of the chunk): dense strides in the memory
 // order of the global strides. Equals PyTorch's compute_local_stride (§2.4) whenever the sharding
 // is even: (4,8,4) strides (32,1,8) with S(2) on 2 ranks -> (16,1,8).
-tensor::DimVector local_strides(const ShardSpec& spec, std::span<const int64_t> coord);
+shardplan::DimVector local_strides(const ShardSpec& spec, std::span<const int64_t> coord);
 // numel(local shape) * itemsize.
 int64_t local_bytes(const ShardSpec& spec, std::span<const int64_t> coord);
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 
@@ -125,7 +125,7 @@ Propagation propagate(OpCall call, const std::vector<ShardSpec>& inputs,
     SP_CHECK(inputs[i].shape == call.inputs[i], "op '", call.op, "': input ", i, " spec shape ",
              inputs[i].shape, " differs from the call's ", call.inputs[i]);
   }
-  const std::vector<tensor::DimVector> out_shapes = output_shapes(call);
+  const std::vector<shardplan::DimVector> out_shapes = output_shapes(call);
   std::vector<OpStrategy> cands = candidate_strategies(call, mesh);
   // Pointwise ops follow an input rather than shopping for the cheapest layout (§5.3): relu of a
   // Partial input is all-reduced to Replicate, not reduce-scattered. Keep the candidates with the

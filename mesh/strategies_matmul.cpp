@@ -7,7 +7,7 @@
 
 #include "mesh/broadcast_map.h"
 #include "mesh/op_strategy.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 
@@ -59,8 +59,8 @@ void check_equal(const OpCall& call, int64_t a, int64_t b, const char* what) {
 }
 
 // The equation of matmul-like `a @ b` (matmul's 1-d/2-d/N-d cases, mm, bmm), checking sizes.
-Equation matmul_equation(const OpCall& call, const tensor::DimVector& a,
-                         const tensor::DimVector& b) {
+Equation matmul_equation(const OpCall& call, const shardplan::DimVector& a,
+                         const shardplan::DimVector& b) {
   const auto na = a.size(), nb = b.size();
   SP_CHECK(na >= 1 && nb >= 1, "op '", call.op, "': operands must be at least 1-d, got ", na,
            "-d and ", nb, "-d");
@@ -81,9 +81,9 @@ Equation matmul_equation(const OpCall& call, const tensor::DimVector& a,
   return {bl + "mk", bl + "kn", bl + "mn"};
 }
 
-tensor::DimVector equation_output(const Equation& eq, const tensor::DimVector& a,
-                                  const tensor::DimVector& b) {
-  tensor::DimVector out;
+shardplan::DimVector equation_output(const Equation& eq, const shardplan::DimVector& a,
+                                  const shardplan::DimVector& b) {
+  shardplan::DimVector out;
   for (char c : eq.out) {
     const int64_t p = pos(eq.lhs, c);
     out.push_back(p >= 0 ? a[static_cast<size_t>(p)] : b[static_cast<size_t>(pos(eq.rhs, c))]);
@@ -97,7 +97,7 @@ struct MatmulForm {
   Equation eq;
   size_t lhs = 0, rhs = 1;
   int64_t bias = -1;
-  tensor::DimVector out_shape;
+  shardplan::DimVector out_shape;
 };
 
 std::optional<MatmulForm> matmul_form(const OpCall& call) {
@@ -141,10 +141,10 @@ std::optional<MatmulForm> matmul_form(const OpCall& call) {
 
 }  // namespace
 
-std::optional<std::vector<tensor::DimVector>> matmul_output_shapes(const OpCall& call) {
+std::optional<std::vector<shardplan::DimVector>> matmul_output_shapes(const OpCall& call) {
   auto f = matmul_form(call);
   if (!f) return std::nullopt;
-  return std::vector<tensor::DimVector>{f->out_shape};
+  return std::vector<shardplan::DimVector>{f->out_shape};
 }
 
 std::optional<std::vector<DimStrategy>> matmul_strategies(const OpCall& call) {

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "mesh/op_strategy.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 bool is_norm(const std::string& op) { return op == "layer_norm" || op == "rms_norm"; }
 bool is_softmax(const std::string& op) { return op == "softmax" || op == "log_softmax"; }

@@ -16,7 +16,7 @@
 
 #include "mesh/broadcast_map.h"
 #include "mesh/op_strategy.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 
@@ -66,17 +66,17 @@ ReduceOp reduce_op_of(const std::string& op) {
 
 }  // namespace
 
-std::optional<std::vector<tensor::DimVector>> pointwise_output_shapes(const OpCall& call) {
+std::optional<std::vector<shardplan::DimVector>> pointwise_output_shapes(const OpCall& call) {
   if (!is_pointwise(call.op)) return std::nullopt;
   check_pointwise_arity(call);
   auto out = broadcast_shapes(call.inputs);
   SP_CHECK(out.has_value(), "op '", call.op, "': input shapes do not broadcast: ", call);
-  return std::vector<tensor::DimVector>{*out};
+  return std::vector<shardplan::DimVector>{*out};
 }
 
 std::optional<std::vector<DimStrategy>> pointwise_strategies(const OpCall& call) {
   if (!is_pointwise(call.op)) return std::nullopt;
-  const tensor::DimVector out = *broadcast_shapes(call.inputs);
+  const shardplan::DimVector out = *broadcast_shapes(call.inputs);
   const size_t n = call.inputs.size();
   std::vector<DimStrategy> r;
   r.push_back({{Replicate{}}, std::vector<Placement>(n, Replicate{})});
@@ -122,7 +122,7 @@ std::optional<std::vector<Placement>> pointwise_followed_output(
       follow = i, best_shards = shards;
     }
   }
-  const tensor::DimVector out = *broadcast_shapes(call.inputs);
+  const shardplan::DimVector out = *broadcast_shapes(call.inputs);
   const auto lead = static_cast<int64_t>(out.size() - call.inputs[follow].size());
   const std::vector<DimStrategy> table = *pointwise_strategies(call);
   std::vector<Placement> r;
@@ -140,11 +140,11 @@ std::optional<std::vector<Placement>> pointwise_followed_output(
   return r;
 }
 
-std::optional<std::vector<tensor::DimVector>> reduction_output_shapes(const OpCall& call) {
+std::optional<std::vector<shardplan::DimVector>> reduction_output_shapes(const OpCall& call) {
   if (!reduction_ops().count(call.op)) return std::nullopt;
   check_arity(call, 1, 1);
   const std::vector<int64_t> red = reduced_dims(call);
-  tensor::DimVector out;
+  shardplan::DimVector out;
   const auto& in = call.inputs[0];
   for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
     const bool reduced = std::binary_search(red.begin(), red.end(), d);
@@ -153,7 +153,7 @@ std::optional<std::vector<tensor::DimVector>> reduction_output_shapes(const OpCa
     else if (call.keepdim)
       out.push_back(1);
   }
-  return std::vector<tensor::DimVector>{out};
+  return std::vector<shardplan::DimVector>{out};
 }
 
 std::optional<std::vector<DimStrategy>> reduction_strategies(const OpCall& call) {

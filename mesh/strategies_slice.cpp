@@ -20,13 +20,13 @@
 #include <string>
 
 #include "mesh/op_strategy.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 bool is_slice_op(const std::string& op) {
   return op == "expand" || op == "select" || op == "narrow" || op == "slice";

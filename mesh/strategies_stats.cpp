@@ -22,13 +22,13 @@
 #include <string>
 
 #include "mesh/op_strategy.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 bool is_stats_op(const std::string& op) {
   return op == "argmax" || op == "var" || op == "cross_entropy";

@@ -13,14 +13,15 @@
 #include <sstream>
 #include <string>
 
+#include "tensor/base/checked.h"
 #include "mesh/op_strategy.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 bool is_reshape_like(const std::string& op) {
   return op == "view" || op == "_unsafe_view" || op == "reshape" || op == "flatten" ||
@@ -39,7 +40,7 @@ std::string shape_str(const DimVector& s) {
 int64_t numel(const OpCall& call, const DimVector& s) {
   int64_t n = 1;
   for (int64_t v : s) {
-    SP_CHECK(v >= 0 && !__builtin_mul_overflow(n, v, &n), "op '", call.op, "': shape ",
+    SP_CHECK(v >= 0 && mul_into(n, v, n), "op '", call.op, "': shape ",
              shape_str(s), " has a negative size or overflows int64");
   }
   return n;
@@ -90,7 +91,7 @@ DimVector reshape_target(const OpCall& call) {
       continue;
     }
     SP_CHECK(out[d] >= 0, "op '", call.op, "': invalid size ", out[d], " in ", shape_str(out));
-    SP_CHECK(!__builtin_mul_overflow(known, out[d], &known), "op '", call.op, "': shape ",
+    SP_CHECK(mul_into(known, out[d], known), "op '", call.op, "': shape ",
              shape_str(out), " overflows int64");
   }
   if (infer >= 0) {

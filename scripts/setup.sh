@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # Installs what shardplan needs to build and test (Debian 12 / Ubuntu 24.04 and later), then configures
-# and builds the default preset into build/ (build/bin/shardplan). Idempotent: when every package is
+# the default preset into build/ and builds build/bin/shardplan. Idempotent: when every package is
 # already there apt is skipped and the build is incremental. CUDA, NCCL and torch are not installed:
 # the build detects CUDA/NCCL when present, and the PyTorch oracle's data are checked in.
 #
-#   bash scripts/setup.sh           # install + build the default preset
+#   bash scripts/setup.sh           # install + build the shardplan binary (the quick start)
+#   bash scripts/setup.sh --all     # ... and every test suite and benchmark (scripts/test.sh does)
+#   bash scripts/setup.sh --werror  # compiler warnings in shardplan's code are errors (CI)
 #   bash scripts/setup.sh --asan    # also build the asan-ubsan preset (build-asan/)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build_asan=0
+build_all=0
+werror=OFF
 for arg in "$@"; do
   case "$arg" in
     --asan) build_asan=1 ;;
-    -h | --help) sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup.sh: unknown argument '$arg' (expected --asan or --help)" >&2; exit 2 ;;
+    --all) build_all=1 ;;
+    --werror) werror=ON ;;
+    -h | --help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected --all, --werror, --asan or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -23,6 +29,7 @@ done
 packages=(
   build-essential cmake
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang
   nlohmann-json3-dev libcli11-dev libboost-graph-dev
   openmpi-bin libopenmpi-dev
   python3
@@ -63,10 +70,15 @@ if [[ "$(printf '%s\n' 3.25 "$cmake_version" | sort -V | head -n1)" != 3.25 ]]; 
 fi
 
 jobs=$(nproc)
-cmake --preset default
-cmake --build --preset default -j "$jobs"
+cmake --preset default -DSHARDPLAN_WERROR="$werror"
+if ((build_all)); then
+  cmake --build --preset default -j "$jobs"
+else
+  # The quick start needs only the binary: tests and benchmarks are built by scripts/test.sh.
+  cmake --build --preset default -j "$jobs" --target shardplan
+fi
 if ((build_asan)); then
-  cmake --preset asan-ubsan
+  cmake --preset asan-ubsan -DSHARDPLAN_WERROR="$werror"
   cmake --build --preset asan-ubsan -j "$jobs"
 fi
 echo "setup.sh: built build/bin/shardplan"

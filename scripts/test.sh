@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: the default preset (RelWithDebInfo), then the same tests under
-# AddressSanitizer + UBSan (asan-ubsan preset, no CUDA). Exits non-zero on the first failure.
+# AddressSanitizer + UBSan (asan-ubsan preset, no CUDA), then each fuzz harness briefly. Both builds
+# treat compiler warnings in shardplan's code as errors. Exits non-zero on the first failure.
 #   bash scripts/test.sh                      # everything
 #   SHARDPLAN_SKIP_ASAN=1 bash scripts/test.sh  # skip the sanitizer build and run
 set -euo pipefail
@@ -8,13 +9,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs=$(nproc)
 
-bash scripts/setup.sh
+bash scripts/setup.sh --all --werror
 echo "== test.sh: default preset"
 ctest --preset default --output-on-failure -j "$jobs"
 
 if [[ "${SHARDPLAN_SKIP_ASAN:-0}" != 1 ]]; then
   echo "== test.sh: asan-ubsan preset"
-  cmake --preset asan-ubsan
+  cmake --preset asan-ubsan -DSHARDPLAN_WERROR=ON
   cmake --build --preset asan-ubsan -j "$jobs"
   ctest --preset asan-ubsan --output-on-failure -j "$jobs"
 fi

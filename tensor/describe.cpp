@@ -11,8 +11,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/error.h"
-#include "tensor/strict_json.h"
+#include "tensor/base/checked.h"
+#include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
+#include "tensor/base/strict_json.h"
 
 // Note [Tensor description format]
 // A description is what torch.save keeps of a tensor besides its data, for a list of named
@@ -111,7 +113,7 @@ const std::string& text(const json& v, const std::string& where, const char* fie
 
 int64_t checked_add(int64_t a, int64_t b, const char* what) {
   int64_t sum = 0;
-  SP_CHECK(!__builtin_add_overflow(a, b, &sum), "summarize: ", what, " overflow int64");
+  SP_CHECK(add_into(a, b, sum), "summarize: ", what, " overflow int64");
   return sum;
 }
 
@@ -165,17 +167,17 @@ std::vector<StorageEntry> parse_storages(const json& list) {
 void check_layout(const TensorEntry& t, const StorageEntry& storage) {
   int64_t numel = 1;
   bool overflow = false;
-  for (int64_t s : t.sizes) overflow |= __builtin_mul_overflow(numel, s, &numel);
+  for (int64_t s : t.sizes) overflow |= !mul_into(numel, s, numel);
   // A zero size makes numel 0 whatever overflowed before it, as in checked_numel.
   if (std::find(t.sizes.begin(), t.sizes.end(), 0) == t.sizes.end()) {
     SP_CHECK(!overflow, t.where, ": sizes ", t.sizes, " have more elements than int64 can count");
     int64_t bytes = 0;
-    SP_CHECK(!__builtin_mul_overflow(numel, itemsize(t.dtype), &bytes), t.where, ": sizes ",
+    SP_CHECK(mul_into(numel, itemsize(t.dtype), bytes), t.where, ": sizes ",
              t.sizes, " of ", t.dtype, " take more bytes than int64 can count");
   }
   const int64_t elems = required_storage_elements(t.sizes, t.strides, t.offset, t.where.c_str());
   int64_t need = 0;
-  SP_CHECK(!__builtin_mul_overflow(elems, itemsize(t.dtype), &need), t.where, ": sizes ", t.sizes,
+  SP_CHECK(mul_into(elems, itemsize(t.dtype), need), t.where, ": sizes ", t.sizes,
            ", strides ", t.strides, ", storage_offset ", t.offset, " of ", t.dtype,
            " address more bytes than int64 can count");
   SP_CHECK(need <= storage.nbytes, t.where, ": sizes ", t.sizes, ", strides ", t.strides,
@@ -388,7 +390,7 @@ NamedTensors load_description(const nlohmann::json& d, const LoadOptions& option
 
 NamedTensors load_description_string(std::string_view text, std::string_view source,
                                      const LoadOptions& options) {
-  // Depth bounded while parsing, duplicate keys rejected (tensor/strict_json.h).
+  // Depth bounded while parsing, duplicate keys rejected (tensor/base/strict_json.h).
   const json doc = parse_strict_json(text, source, kMaxDescriptionDepth, "a tensor description");
   try {
     return load_description(doc, options);
@@ -398,17 +400,7 @@ NamedTensors load_description_string(std::string_view text, std::string_view sou
 }
 
 NamedTensors load_description_file(const std::filesystem::path& path, const LoadOptions& options) {
-  std::error_code ec;
-  SP_CHECK(!std::filesystem::is_directory(path, ec), "tensor description '", path.string(),
-           "' is a directory, expected a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  SP_CHECK(in.is_open(), "cannot open tensor description '", path.string(),
-           "': ", std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  SP_CHECK(!in.bad(), "cannot read tensor description '", path.string(),
-           "': ", std::strerror(errno));
-  return load_description_string(contents.str(), path.string(), options);
+  return load_description_string(read_text_file(path, "tensor description"), path.string(), options);
 }
 
 TensorSetSummary summarize(const NamedTensors& named) {

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 

@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 namespace {

@@ -1,7 +1,7 @@
 #include "tensor/init.h"
 
 #include "kernels/init_fill.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 namespace {

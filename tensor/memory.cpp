@@ -2,21 +2,22 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/error.h"
+#include "tensor/base/checked.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 namespace {
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
   uint64_t r = 0;
-  SP_CHECK(!__builtin_mul_overflow(a, b, &r), "model_state_memory: ", what, " = ", a, " x ", b,
+  SP_CHECK(mul_into(a, b, r), "model_state_memory: ", what, " = ", a, " x ", b,
            " bytes overflows uint64");
   return r;
 }
 
 uint64_t checked_add(uint64_t a, uint64_t b) {
   uint64_t r = 0;
-  SP_CHECK(!__builtin_add_overflow(a, b, &r), "model_state_memory: total bytes ", a, " + ", b,
+  SP_CHECK(add_into(a, b, r), "model_state_memory: total bytes ", a, " + ", b,
            " overflows uint64");
   return r;
 }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/module.h"
 
 namespace shardplan::tensor {

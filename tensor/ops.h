@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 

@@ -2,6 +2,8 @@
 // Note [Untrusted safetensors headers] in safetensors.h.
 #include "tensor/safetensors.h"
 
+#include "tensor/base/checked.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,10 +19,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
-#include "tensor/strict_json.h"
+#include "tensor/base/strict_json.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::tensor {
@@ -29,12 +32,12 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// Untrusted text in messages: quoted, escaped and cut short (tensor/strict_json.h).
+// Untrusted text in messages: quoted, escaped and cut short (tensor/base/strict_json.h).
 std::string quote(std::string_view s) { return quote_json(s); }
 
 int64_t checked_add(int64_t a, int64_t b, std::string_view source, std::string_view what) {
   int64_t out = 0;
-  SP_CHECK(!__builtin_add_overflow(a, b, &out), source, ": ", what, " overflows int64");
+  SP_CHECK(add_into(a, b, out), source, ": ", what, " overflows int64");
   return out;
 }
 
@@ -302,7 +305,7 @@ class HeaderHandler {
     // plausible byte count.
     int64_t bytes = itemsize(entry_.dtype);
     for (const int64_t d : entry_.shape) {
-      SP_CHECK(!__builtin_mul_overflow(bytes, d, &bytes), source_, ": tensor ", name, ": shape ",
+      SP_CHECK(mul_into(bytes, d, bytes), source_, ": tensor ", name, ": shape ",
                entry_.shape, " of ", safetensors_dtype_name(entry_.dtype),
                " holds more than 2^63 bytes");
     }
@@ -363,41 +366,16 @@ void check_layout(const SafetensorsHeader& h, std::string_view source) {
 
 // ---- Readers ----
 
+// A checkpoint file read through tensor/base/file_io.h: a bad path is bad input, an OS read error
+// a RuntimeFailure (exit 1), a file shorter than its header says is bad input (truncated).
 class FileReader final : public ByteReader {
  public:
-  explicit FileReader(const fs::path& path) : path_(path.string()) {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    SP_CHECK(fd_ >= 0, "cannot open '", path_, "': ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      const int err = errno;
-      ::close(fd_);
-      SP_FAIL("'", path_, "' is not a regular file", S_ISDIR(st.st_mode) ? " (a directory)" : "",
-              err ? std::string(": ") + std::strerror(err) : "");
-    }
-    size_ = st.st_size;
-  }
-  ~FileReader() override { ::close(fd_); }
-  FileReader(const FileReader&) = delete;
-  FileReader& operator=(const FileReader&) = delete;
-
-  int64_t size() const override { return size_; }
-  void read_at(int64_t offset, std::span<char> out) const override {
-    size_t done = 0;
-    while (done < out.size()) {
-      const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done,
-                                static_cast<off_t>(offset + static_cast<int64_t>(done)));
-      if (n < 0 && errno == EINTR) continue;
-      SP_CHECK(n > 0, "cannot read ", out.size(), " bytes at offset ", offset, " of '", path_,
-               "': ", n == 0 ? "unexpected end of file" : std::strerror(errno));
-      done += static_cast<size_t>(n);
-    }
-  }
+  explicit FileReader(const fs::path& path) : file_(path, "safetensors file") {}
+  int64_t size() const override { return file_.size(); }
+  void read_at(int64_t offset, std::span<char> out) const override { file_.read_at(offset, out); }
 
  private:
-  std::string path_;
-  int fd_ = -1;
-  int64_t size_ = 0;
+  ReadOnlyFile file_;
 };
 
 class MemoryReader final : public ByteReader {

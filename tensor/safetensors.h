@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "tensor/describe.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::tensor {

@@ -4,18 +4,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "tensor/base/checked.h"
+#include "tensor/base/error.h"
 #include "tensor/free_list_allocator.h"
-
-namespace shardplan {
-
-std::ostream& operator<<(std::ostream& os, std::span<const int64_t> dims) {
-  os << '[';
-  for (size_t i = 0; i < dims.size(); ++i) os << (i ? ", " : "") << dims[i];
-  return os << ']';
-}
-
-}  // namespace shardplan
 
 namespace shardplan::tensor {
 
@@ -74,7 +65,7 @@ int64_t checked_numel(std::span<const int64_t> sizes, const char* op) {
   int64_t nonzero_product = 1;  // also bound the product of non-zero sizes: strides are built on it
   for (int64_t s : sizes) {
     SP_CHECK(s >= 0, op, ": Trying to create tensor with negative dimension ", s, ": ", sizes);
-    if (s != 0) overflow |= __builtin_mul_overflow(nonzero_product, s, &nonzero_product);
+    if (s != 0) overflow |= !mul_into(nonzero_product, s, nonzero_product);
     n = s == 0 ? 0 : n;
   }
   SP_CHECK(!overflow, op, ": shape ", sizes, " has more elements than int64 can count");
@@ -90,10 +81,10 @@ int64_t required_storage_elements(std::span<const int64_t> sizes, std::span<cons
   bool overflow = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
     int64_t term = 0;
-    overflow |= __builtin_mul_overflow(sizes[i] - 1, strides[i], &term);
-    overflow |= __builtin_add_overflow(extent, term, &extent);
+    overflow |= !mul_into(sizes[i] - 1, strides[i], term);
+    overflow |= !add_into(extent, term, extent);
   }
-  overflow |= __builtin_add_overflow(extent, offset, &extent);
+  overflow |= !add_into(extent, offset, extent);
   SP_CHECK(!overflow, op, ": sizes ", sizes, " with strides ", strides, " and offset ", offset,
            " address more elements than int64 can count");
   return extent;
@@ -224,7 +215,7 @@ Tensor fresh_tensor(DimVector&& sizes, DimVector&& strides, DType dtype, Device 
                         : contiguous ? numel
                                      : required_storage_elements(sizes, strides, 0, op);
   int64_t bytes = 0;
-  SP_CHECK(!__builtin_mul_overflow(elems, itemsize(dtype), &bytes), op, ": ", elems,
+  SP_CHECK(mul_into(elems, itemsize(dtype), bytes), op, ": ", elems,
            " elements of ", dtype, " overflow int64 bytes");
   auto impl = std::allocate_shared<TensorImpl>(FreeListAllocator<TensorImpl>{});
   impl->sizes = std::move(sizes);
@@ -274,7 +265,7 @@ Tensor make_on_storage(StoragePtr storage, DimVector sizes, DimVector strides, i
   SP_CHECK(offset >= 0, op, ": storage offset must be non-negative, got ", offset);
   const int64_t elems = required_storage_elements(sizes, strides, offset, op);
   int64_t bytes = 0;
-  SP_CHECK(!__builtin_mul_overflow(elems, itemsize(dtype), &bytes) && bytes <= storage->nbytes(),
+  SP_CHECK(mul_into(elems, itemsize(dtype), bytes) && bytes <= storage->nbytes(),
            op, ": sizes ", sizes, ", strides ", strides, ", offset ", offset, " of ", dtype,
            " need ", elems, " elements but the storage holds ", storage->nbytes(), " bytes");
   return Tensor(new_impl(std::move(storage), std::move(sizes), std::move(strides), offset, dtype));
@@ -287,7 +278,7 @@ void set_storage(Tensor& t, StoragePtr storage, DimVector strides, int64_t offse
   SP_CHECK(offset >= 0, "set_storage: storage offset must be non-negative, got ", offset);
   const int64_t elems = required_storage_elements(t.sizes(), strides, offset, "set_storage");
   int64_t bytes = 0;
-  SP_CHECK(!__builtin_mul_overflow(elems, t.itemsize(), &bytes) && bytes <= storage->nbytes(),
+  SP_CHECK(mul_into(elems, t.itemsize(), bytes) && bytes <= storage->nbytes(),
            "set_storage: shape ", t.sizes(), " with strides ", strides, " and offset ", offset,
            " needs ", elems, " elements of ", t.dtype(), " but the storage holds ",
            storage->nbytes(), " bytes");

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "tensor/device.h"
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/storage.h"
 

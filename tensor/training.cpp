@@ -8,7 +8,9 @@
 #include <unordered_set>
 #include <utility>
 
-#include "tensor/error.h"
+#include "tensor/base/checked.h"
+#include "tensor/base/enum_names.h"
+#include "tensor/base/error.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/trace.h"
@@ -603,7 +605,7 @@ class Deriver {
     const int64_t per_param = p.grad_bytes + 2 * (weights + p.optimizer_state_bytes) +
                               (p.master_bytes > 0 ? p.param_bytes : 0);
     int64_t bytes = 0;
-    SP_CHECK(!__builtin_mul_overflow(params, per_param, &bytes),
+    SP_CHECK(mul_into(params, per_param, bytes),
              "trace_training_step: optimizer bytes of ", params, " parameters overflow int64");
     tot.optimizer_bytes = bytes;
   }
@@ -708,33 +710,23 @@ TrainingStep trace_training_step(Module& model, const TraceOptions& options) {
   return step;
 }
 
-std::string_view to_string(RecomputePolicy p) {
-  switch (p) {
-    case RecomputePolicy::kNone:
-      return "none";
-    case RecomputePolicy::kSelective:
-      return "selective";
-    case RecomputePolicy::kFull:
-      return "full";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<RecomputePolicy> kRecomputeNames[] = {{"none", RecomputePolicy::kNone},
+                                                         {"selective", RecomputePolicy::kSelective},
+                                                         {"full", RecomputePolicy::kFull}};
+constexpr EnumName<AttentionImpl> kAttentionNames[] = {{"flash", AttentionImpl::kFlash},
+                                                       {"math", AttentionImpl::kMath}};
+}  // namespace
 
-std::string_view to_string(AttentionImpl a) {
-  return a == AttentionImpl::kFlash ? "flash" : "math";
-}
+std::string_view to_string(RecomputePolicy p) { return enum_name(p, kRecomputeNames); }
+std::string_view to_string(AttentionImpl a) { return enum_name(a, kAttentionNames); }
 
 RecomputePolicy parse_recompute_policy(std::string_view s) {
-  if (s == "none") return RecomputePolicy::kNone;
-  if (s == "selective") return RecomputePolicy::kSelective;
-  if (s == "full") return RecomputePolicy::kFull;
-  SP_FAIL("recompute policy '", s, "': expected none, selective or full");
+  return parse_enum_name(s, kRecomputeNames, "recompute policy");
 }
 
 AttentionImpl parse_attention_impl(std::string_view s) {
-  if (s == "flash") return AttentionImpl::kFlash;
-  if (s == "math") return AttentionImpl::kMath;
-  SP_FAIL("attention implementation '", s, "': expected flash or math");
+  return parse_enum_name(s, kAttentionNames, "attention implementation");
 }
 
 std::ostream& operator<<(std::ostream& os, const StepTotals& t) {

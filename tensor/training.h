@@ -43,7 +43,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/dim_vector.h"
+#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/memory.h"
 #include "tensor/op_graph.h"

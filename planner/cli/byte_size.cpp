@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 

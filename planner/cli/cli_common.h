@@ -12,23 +12,24 @@
 #include <string>
 #include <string_view>
 
+#include "tensor/base/error.h"
+
 namespace shardplan::cli {
 
-// The process exit status (DESIGN.md "Contracts"). Only main() turns errors into these.
+// The process exit status (docs/architecture.md "Errors and exit codes"). Only main() turns errors
+// into these.
 enum class ExitCode : int {
   kOk = 0,
-  // The input was fine but running failed (I/O, a backend); also internal errors (bugs).
+  // The input was fine but running failed (an OS read/write error, a backend); also internal
+  // errors (bugs), which print file:line.
   kRuntimeFailure = 1,
   // shardplan::Error or a command-line parse error: the user can fix it.
   kBadInput = 2,
 };
 
-// A failure that is neither the user's input nor a bug: a file that cannot be written, a backend
-// that fails at run time. main() prints "shardplan: error: <what>" and exits with kRuntimeFailure.
-class RuntimeFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Runtime failures are shardplan::RuntimeFailure (tensor/base/error.h): main() prints
+// "shardplan: error: <what>" and exits with kRuntimeFailure.
+using RuntimeFailure = ::shardplan::RuntimeFailure;
 
 // State shared by all verbs; main() owns it and it outlives the parse, so callbacks may capture it.
 struct CliContext {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "collectives/calibration.h"
-#include "mesh/cluster.h"
+#include "collectives/cluster.h"
 #include "planner/cli/cli_common.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {
@@ -58,8 +58,8 @@ std::vector<collectives::CalibrationInput> inputs(const CalibrateOptions& o) {
   return in;
 }
 
-std::string link_name(const mesh::Cluster& c, collectives::CalibratedLink l) {
-  return l == collectives::CalibratedLink::kIntra ? std::string(mesh::to_string(c.intra.fabric))
+std::string link_name(const collectives::Cluster& c, collectives::CalibratedLink l) {
+  return l == collectives::CalibratedLink::kIntra ? std::string(collectives::to_string(c.intra.fabric))
                                                   : "ib";
 }
 
@@ -136,11 +136,11 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
       ->required()
       ->type_name("FILE");
   cmd.callback([&ctx, opts] {
-    const mesh::Cluster base = mesh::load_cluster(mesh::resolve_cluster(opts->cluster));
+    const collectives::Cluster base = collectives::load_cluster(collectives::resolve_cluster(opts->cluster));
     const collectives::CalibrationResult r = collectives::calibrate(base, inputs(*opts));
     // Re-read what is written with the strict loader: a file this verb writes always loads.
-    const nlohmann::ordered_json j = mesh::cluster_to_json(r.cluster);
-    mesh::cluster_from_json(j, opts->out);
+    const nlohmann::ordered_json j = collectives::cluster_to_json(r.cluster);
+    collectives::cluster_from_json(j, opts->out);
     write_file_atomically(opts->out, j.dump(2) + "\n");
     ctx.json ? print_json(*opts, r) : print_text(*opts, r);
   });

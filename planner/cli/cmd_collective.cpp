@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "collectives/cost_model.h"
-#include "mesh/cluster.h"
-#include "mesh/topology.h"
+#include "collectives/cluster.h"
+#include "collectives/topology.h"
 #include "planner/cli/byte_size.h"
 #include "planner/cli/cli_common.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {
@@ -37,20 +37,20 @@ struct CollectiveOptions {
 
 // Without --nodes/--gpus, just enough of the cluster for the group (whole nodes once it outgrows
 // one). With them, the group must fit in what they give.
-mesh::Cluster sized_cluster(const CollectiveOptions& o) {
-  mesh::Cluster c = mesh::load_cluster(mesh::resolve_cluster(o.cluster));
-  const int64_t per_node = mesh::gpus_per_node(c);
+collectives::Cluster sized_cluster(const CollectiveOptions& o) {
+  collectives::Cluster c = collectives::load_cluster(collectives::resolve_cluster(o.cluster));
+  const int64_t per_node = collectives::gpus_per_node(c);
   if (o.nodes > 0) {
-    c = mesh::with_nodes(std::move(c), o.nodes);
+    c = collectives::with_nodes(std::move(c), o.nodes);
   } else if (o.gpus > 0) {
-    c = mesh::with_gpus(std::move(c), o.gpus);
+    c = collectives::with_gpus(std::move(c), o.gpus);
   } else if (o.group_size <= per_node) {
-    c = mesh::with_gpus(std::move(c), o.group_size);
+    c = collectives::with_gpus(std::move(c), o.group_size);
   } else {
     SP_CHECK(c.network.has_value(), "--group-size ", o.group_size, ": cluster ", c.name,
              " is one node of ", per_node, " devices without a network, expected at most ",
              per_node);
-    c = mesh::with_nodes(std::move(c), (o.group_size + per_node - 1) / per_node);
+    c = collectives::with_nodes(std::move(c), (o.group_size + per_node - 1) / per_node);
   }
   SP_CHECK(o.group_size <= c.gpus, "--group-size ", o.group_size,
            " is beyond the cluster: ", c.name, " with ", c.nodes, " node(s) has ", c.gpus,
@@ -60,11 +60,11 @@ mesh::Cluster sized_cluster(const CollectiveOptions& o) {
 
 void print_text(const CollectiveOptions& o, const collectives::CollectiveCall& call,
                 const collectives::CollectiveCost& cost) {
-  const mesh::GroupLinks& g = call.links;
+  const collectives::GroupLinks& g = call.links;
   std::cout << collectives::to_string(call.kind) << " of " << call.bytes << " B ("
             << format_byte_size(call.bytes) << ") over " << call.group_size << " ranks on "
             << o.cluster << " (" << g.nodes << " node(s), up to " << g.ranks_per_node
-            << " per node, " << mesh::to_string(g.link_class) << ")\n"
+            << " per node, " << collectives::to_string(g.link_class) << ")\n"
             << std::fixed << std::setprecision(3) << "algorithm  "
             << collectives::to_string(cost.algorithm) << " ("
             << collectives::to_string(cost.protocol) << ")\n"
@@ -82,7 +82,7 @@ void print_json(const CollectiveOptions& o, const collectives::CollectiveCall& c
   j["group_size"] = call.group_size;
   j["nodes"] = call.links.nodes;
   j["ranks_per_node"] = call.links.ranks_per_node;
-  j["link_class"] = mesh::to_string(call.links.link_class);
+  j["link_class"] = collectives::to_string(call.links.link_class);
   j["bytes"] = call.bytes;
   const nlohmann::ordered_json c = collectives::to_json(cost);
   for (const auto& [key, value] : c.items()) j[key] = value;
@@ -125,7 +125,7 @@ void register_collective(CLI::App& app, CliContext& ctx) {
   cmd.callback([&ctx, opts] {
     const collectives::CollectiveKind kind = collectives::parse_collective_kind(opts->kind);
     const int64_t bytes = parse_byte_size(opts->bytes, "--bytes");
-    const mesh::Topology topo(sized_cluster(*opts));
+    const collectives::Topology topo(sized_cluster(*opts));
     std::vector<int64_t> devices(static_cast<size_t>(opts->group_size));
     std::iota(devices.begin(), devices.end(), int64_t{0});
     const collectives::CollectiveCall call{kind, opts->group_size, bytes,
@@ -138,7 +138,7 @@ void register_collective(CLI::App& app, CliContext& ctx) {
       const auto only = collectives::collective_cost_with(call, a);
       SP_CHECK(only.has_value(), "--algorithm ", opts->algorithm, " cannot run ",
                collectives::to_string(kind), " over ", call.group_size, " ranks on ", opts->cluster,
-               " (", mesh::to_string(call.links.link_class),
+               " (", collectives::to_string(call.links.link_class),
                "), expected one that applies (omit --algorithm for the cheapest)");
       cost = *only;
     }

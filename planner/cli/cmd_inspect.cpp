@@ -22,7 +22,7 @@
 #include "planner/cli/inspect_model.h"
 #include "planner/cli/text_format.h"
 #include "tensor/describe.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

@@ -20,12 +20,12 @@
 #include "collectives/min_cost_redistribute.h"
 #include "collectives/redistribute_cost.h"
 #include "collectives/redistribute_plan.h"
-#include "mesh/cluster.h"
+#include "collectives/cluster.h"
 #include "mesh/shard_spec.h"
-#include "mesh/topology.h"
+#include "collectives/topology.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {
@@ -42,15 +42,15 @@ struct RedistributeOptions {
 
 // The cluster the mesh runs on. Without --nodes/--gpus: just enough of it for the mesh (whole
 // nodes once the mesh outgrows one).
-mesh::Cluster sized_cluster(const RedistributeOptions& o, int64_t mesh_size) {
-  mesh::Cluster c = mesh::load_cluster(mesh::resolve_cluster(o.cluster));
-  if (o.nodes > 0) return mesh::with_nodes(std::move(c), o.nodes);
-  if (o.gpus > 0) return mesh::with_gpus(std::move(c), o.gpus);
-  const int64_t per_node = mesh::gpus_per_node(c);
-  if (mesh_size <= per_node) return mesh::with_gpus(std::move(c), mesh_size);
+collectives::Cluster sized_cluster(const RedistributeOptions& o, int64_t mesh_size) {
+  collectives::Cluster c = collectives::load_cluster(collectives::resolve_cluster(o.cluster));
+  if (o.nodes > 0) return collectives::with_nodes(std::move(c), o.nodes);
+  if (o.gpus > 0) return collectives::with_gpus(std::move(c), o.gpus);
+  const int64_t per_node = collectives::gpus_per_node(c);
+  if (mesh_size <= per_node) return collectives::with_gpus(std::move(c), mesh_size);
   SP_CHECK(c.network.has_value(), "--cluster ", o.cluster, ": one node of ", per_node,
            " devices and no network, but the mesh has ", mesh_size, " ranks");
-  return mesh::with_nodes(std::move(c), (mesh_size + per_node - 1) / per_node);
+  return collectives::with_nodes(std::move(c), (mesh_size + per_node - 1) / per_node);
 }
 
 std::string bracketed(std::span<const int64_t> v) {
@@ -166,13 +166,13 @@ void register_redistribute(CLI::App& app, CliContext& ctx) {
     const mesh::ShardSpec source =
         opts->tensor_mesh.shard_spec(parse_placements_option(opts->from, "--from"));
     const std::vector<mesh::Placement> target = parse_placements_option(opts->to, "--to");
-    mesh::check_shardable(source);
-    mesh::check_shardable(collectives::checked_target(source, target));
+    // Empty shards are valid on both sides (distribute_tensor's rule, docs/semantics.md §2.4): the
+    // planners pad them like any uneven shard, and refuse (checked_target) what DTensor refuses.
 
-    std::optional<std::vector<mesh::GroupLinks>> links;
+    std::optional<std::vector<collectives::GroupLinks>> links;
     if (!opts->cluster.empty()) {
-      const mesh::Topology topo(sized_cluster(*opts, source.mesh.size()));
-      links = mesh::mesh_dim_links(topo, source.mesh.shape());
+      const collectives::Topology topo(sized_cluster(*opts, source.mesh.size()));
+      links = collectives::mesh_dim_links(topo, source.mesh.shape());
     }
     const collectives::RedistributePlan plan =
         opts->planner == "greedy"

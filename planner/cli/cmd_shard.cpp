@@ -2,8 +2,10 @@
 // coordinate, local shape, global offset and local bytes, one row per rank in rank order.
 //   shardplan shard --shape 10,5 --dtype bf16 --mesh 2x2 [--mesh-names dp,tp] --placements S0,S0
 // --json prints {"ranks":[{"rank":0,"coord":[0,0],"local_shape":[3,5],"global_offset":[0,0],
-// "bytes":30},...]}. Layouts PyTorch's is_tensor_shardable refuses (more shards than elements on a
-// dim) are bad input, as is anything make_shard_spec rejects.
+// "bytes":30},...]}. Like PyTorch's distribute_tensor, more shards than elements on a dim is a
+// valid layout: the trailing ranks hold empty shards whose global offset is the dim's size
+// (docs/semantics.md §2.4). is_tensor_shardable only filters op strategies, it does not refuse a
+// layout. Anything make_shard_spec rejects is bad input.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -108,7 +110,6 @@ void register_shard(CLI::App& app, CliContext& ctx) {
   cmd.callback([&ctx, opts] {
     const mesh::ShardSpec spec =
         opts->tensor_mesh.shard_spec(parse_placements_option(opts->placements, "--placements"));
-    mesh::check_shardable(spec);
     ctx.json ? print_json(spec) : print_text(spec);
   });
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "planner/cli/text_format.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
 #include "tensor/safetensors.h"

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "planner/cli/text_format.h"
-#include "tensor/config_paths.h"
-#include "tensor/error.h"
+#include "tensor/base/config_paths.h"
+#include "tensor/base/error.h"
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/training.h"
@@ -64,19 +64,30 @@ void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
                  "Hugging Face config.json, or a .safetensors file / model.safetensors.index.json "
                  "with its config.json beside it")
       ->type_name("NAME_OR_PATH");
-  cmd.add_option("--seq", o.seq, "Tokens per sequence of the traced forward (with --model)")
-      ->capture_default_str();
+  cmd.add_option("--seq", o.seq,
+                 "Tokens per sequence of the traced forward (with --model); default: the model's "
+                 "maximum positions, at most 4096");
   cmd.add_option("--batch", o.batch, "Sequences of the traced forward (with --model)")
       ->capture_default_str();
 }
 
-ordered_json inspect_model_report(const ModelInspectOptions& o) {
-  SP_CHECK(o.seq > 0, "--seq ", o.seq, ": expected a positive number of tokens");
-  SP_CHECK(o.batch > 0, "--batch ", o.batch, ": expected a positive number of sequences");
+ordered_json inspect_model_report(const ModelInspectOptions& opts) {
+  SP_CHECK(!opts.seq || *opts.seq > 0, "--seq ", opts.seq.value_or(0),
+           ": expected a positive number of tokens");
+  SP_CHECK(opts.batch > 0, "--batch ", opts.batch, ": expected a positive number of sequences");
   // A name, a config.json, or a checkpoint with its config.json (tensor/models/model_source.h).
-  const ModelSource src = find_model_source(o.model);
+  const ModelSource src = find_model_source(opts.model);
   const std::filesystem::path& path = src.config_path;
   const ModelConfig& cfg = src.config;
+  // A default must never make the plain command fail: the model's own positions, capped.
+  struct {
+    std::string model;
+    int64_t seq;
+    int64_t batch;
+  } o{opts.model, opts.seq.value_or(cfg.max_position_embeddings > 0
+                                        ? std::min(cfg.max_position_embeddings, kDefaultSeqCap)
+                                        : kDefaultSeqCap),
+      opts.batch};
   SP_CHECK(cfg.model_type != "gpt2" || o.seq <= cfg.max_position_embeddings, "--seq ", o.seq, ": ",
            o.model, " has learned positions up to n_positions ", cfg.max_position_embeddings);
   const ModulePtr model = build_model(cfg);
@@ -98,6 +109,7 @@ ordered_json inspect_model_report(const ModelInspectOptions& o) {
                        {"bytes", src.checkpoint->nbytes()}};
   }
   r["seq"] = o.seq;
+  r["seq_is_default"] = !opts.seq.has_value();
   r["batch"] = o.batch;
   r["parameters"] = model->parameters_numel();
   const auto kinds = parameters_by_kind(*model);
@@ -135,6 +147,12 @@ ordered_json inspect_model_report(const ModelInspectOptions& o) {
   }
   r["activation_bytes_by_recompute"] = acts;
   ordered_json notes = ordered_json::array();
+  if (!opts.seq) {
+    notes.push_back("seq " + std::to_string(o.seq) +
+                    " by default: the model's maximum positions (" +
+                    std::to_string(cfg.max_position_embeddings) + ") capped at " +
+                    std::to_string(kDefaultSeqCap) + "; --seq sets it");
+  }
   notes.push_back(
       "flops_per_token: traced forward only, all ops; forward_backward_3x is the 3x "
       "convention; training_model_flops is the traced training step (fwd + bwd + loss)");
@@ -152,8 +170,12 @@ ordered_json inspect_model_report(const ModelInspectOptions& o) {
   return r;
 }
 
-void run_inspect_model(const ModelInspectOptions& o, const CliContext& ctx) {
-  const ordered_json r = inspect_model_report(o);
+void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
+  const ordered_json r = inspect_model_report(opts);
+  const struct {
+    int64_t seq;
+    int64_t batch;
+  } o{r["seq"].get<int64_t>(), r["batch"].get<int64_t>()};
   if (ctx.json) {
     std::cout << r.dump(2) << '\n';
     return;

@@ -1,8 +1,9 @@
 // shardplan: the command-line entry point. Builds the verb list, parses, runs the chosen verb, and
-// is the only place where errors become exit codes (STYLE.md "Errors"):
-//   shardplan::Error, command-line errors -> "shardplan: error: ..."           exit 2 (bad input)
-//   cli::RuntimeFailure                  -> "shardplan: error: ..."           exit 1
-//   any other exception                  -> "shardplan: internal error: ..."  exit 1
+// is the only place where errors become exit codes (docs/architecture.md "Errors and exit codes"):
+//   shardplan::Error, command-line errors -> "shardplan: error: ..."                     exit 2
+//   shardplan::RuntimeFailure            -> "shardplan: error: ..."                     exit 1
+//   shardplan::InternalError (SP_ASSERT) -> "shardplan: internal error at file:line: ..." exit 1
+//   any other exception                  -> "shardplan: internal error: ..."            exit 1
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -12,7 +13,7 @@
 
 #include "planner/cli/cli_common.h"
 #include "shardplan/build_info.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 // The verbs, each defined in planner/cli/cmd_<verb>.cpp. To add one: declare it here and list it in
@@ -79,8 +80,10 @@ int run(int argc, char** argv) {
     return report("error", parse_error_message(app, e), ExitCode::kBadInput);
   } catch (const shardplan::Error& e) {
     return report("error", e.what(), ExitCode::kBadInput);
-  } catch (const shardplan::cli::RuntimeFailure& e) {
+  } catch (const shardplan::RuntimeFailure& e) {
     return report("error", e.what(), ExitCode::kRuntimeFailure);
+  } catch (const shardplan::InternalError& e) {
+    return report("internal error", std::string("at ") + e.what(), ExitCode::kRuntimeFailure);
   } catch (const std::exception& e) {
     return report("internal error", e.what(), ExitCode::kRuntimeFailure);
   }

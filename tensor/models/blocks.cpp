@@ -1,6 +1,6 @@
 #include "tensor/models/blocks.h"
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor::models {
 

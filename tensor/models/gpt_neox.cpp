@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/models_internal.h"
 

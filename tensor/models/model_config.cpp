@@ -7,8 +7,10 @@
 #include <ostream>
 #include <sstream>
 
-#include "tensor/config_paths.h"
-#include "tensor/error.h"
+#include "tensor/base/config_paths.h"
+#include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
+#include "tensor/base/strict_json.h"
 #include "tensor/models/blocks.h"
 
 namespace shardplan::tensor {
@@ -451,16 +453,12 @@ std::ostream& operator<<(std::ostream& os, const ModelConfig& c) {
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  SP_CHECK(in.good(), path.string(), ": cannot open the model config");
-  json j;
-  try {
-    // Depth and size are bounded by the file (a config is a few KB); nlohmann parses iteratively
-    // enough for such files. Comments are not JSON and are rejected.
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    SP_FAIL(path.string(), ": not valid JSON: ", e.what());
-  }
+  // Strict: a key given twice ("num_hidden_layers": 32, ..., "num_hidden_layers": 80) is refused
+  // instead of silently keeping the last; nesting is bounded while parsing (a config.json is a
+  // flat object with a few nested ones: rope_scaling, quantization_config, text_config).
+  constexpr int kMaxDepth = 16;
+  const json j = parse_strict_json(read_text_file(path, "model config"), path.string(), kMaxDepth,
+                                   "a Hugging Face config.json");
   return parse_model_config(j, path.string());
 }
 

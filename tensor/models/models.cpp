@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/models_internal.h"
 
 namespace shardplan::tensor {

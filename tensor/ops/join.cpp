@@ -1,6 +1,8 @@
 // cat and stack: PyTorch's shape rules, including the legacy skip of 1-d empty tensors in cat.
 #include "tensor/ops/common.h"
 
+#include "tensor/base/checked.h"
+
 namespace shardplan::tensor {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -38,7 +40,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                "dimension ", d, ". Expected size ", ref->sizes()[j], " but got size ",
                t.sizes()[j], " for tensor number ", i, " in the list.");
     }
-    SP_CHECK(!__builtin_add_overflow(shape[d], t.sizes()[d], &shape[d]), "cat: size along dim ",
+    SP_CHECK(add_into(shape[d], t.sizes()[d], shape[d]), "cat: size along dim ",
              d, " overflows int64");
     all_channels_last &= compute_channels_last_contiguous_2d(t.sizes(), t.strides()) &&
                          !t.is_contiguous();

@@ -4,6 +4,8 @@
 
 #include "tensor/ops/common.h"
 
+#include "tensor/base/checked.h"
+
 namespace shardplan::tensor {
 namespace {
 
@@ -18,7 +20,7 @@ DimVector infer_size(const DimVector& shape, int64_t numel, const char* op) {
       infer_at = static_cast<int64_t>(i);
     } else {
       SP_CHECK(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ", shape);
-      SP_CHECK(!__builtin_mul_overflow(known, shape[i], &known), op, ": shape ", shape,
+      SP_CHECK(mul_into(known, shape[i], known), op, ": shape ", shape,
                " overflows int64");
     }
   }
@@ -394,7 +396,7 @@ Tensor as_strided(const Tensor& t, const DimVector& size, const DimVector& strid
   checked_numel(size, "as_strided");
   const int64_t need = required_storage_elements(size, stride, offset, "as_strided");
   int64_t need_bytes = 0;
-  SP_CHECK(!__builtin_mul_overflow(need, t.itemsize(), &need_bytes) &&
+  SP_CHECK(mul_into(need, t.itemsize(), need_bytes) &&
                need_bytes <= t.storage()->nbytes(),
            "as_strided: setStorage: sizes ", size, ", strides ", stride, ", storage offset ", offset,
            ", and itemsize ", t.itemsize(), " requiring a storage size of ", need_bytes,

@@ -190,3 +190,37 @@ expect_match("calibrate --link pcie" "^shardplan: error: unknown link class 'pci
 if(EXISTS "${calibrated}")
   message(FATAL_ERROR "calibrate wrote ${calibrated} although it failed")
 endif()
+
+# More shards than elements is a valid layout, as in PyTorch's distribute_tensor: 3 elements over 4
+# ranks are chunks of ceil(3/4) = 1, so ranks 0-2 hold one element each and rank 3 an empty shard
+# whose global offset is the dim size, 3 (compute_local_shape_and_global_offset).
+run(0 shard --shape 3 --dtype bf16 --mesh 4 --placements S0 --json)
+foreach(r 0 1 2 3)
+  string(JSON n${r} GET "${OUT}" ranks ${r} local_shape 0)
+  string(JSON o${r} GET "${OUT}" ranks ${r} global_offset 0)
+endforeach()
+if(NOT "${n0}${n1}${n2}${n3}" STREQUAL "1110" OR NOT "${o0}${o1}${o2}${o3}" STREQUAL "0123")
+  message(FATAL_ERROR "shard 3 over 4 ranks: shapes ${n0},${n1},${n2},${n3} offsets "
+                      "${o0},${o1},${o2},${o3}, expected 1,1,1,0 and 0,1,2,3\n${OUT}")
+endif()
+# ... and it redistributes: all_gather of one padded element per rank (bf16: 2 B per rank x 4).
+run(0 redistribute --shape 3 --dtype bf16 --mesh 4 --from S0 --to R --json)
+string(JSON op0 GET "${OUT}" steps 0 op)
+string(JSON bytes0 GET "${OUT}" steps 0 bytes_per_rank)
+if(NOT op0 STREQUAL "all_gather" OR NOT bytes0 EQUAL 8)
+  message(FATAL_ERROR "redistribute S0 -> R of 3 elements over 4 ranks: ${op0} ${bytes0} B, "
+                      "expected all_gather of 8 B\n${OUT}")
+endif()
+
+# inspect without --seq: the model's own positions capped at 4096 (GPT-2: 1024), said in the output.
+run(0 inspect --model gpt2 --json)
+string(JSON seq GET "${OUT}" seq)
+string(JSON seq_default GET "${OUT}" seq_is_default)
+if(NOT seq EQUAL 1024 OR NOT seq_default STREQUAL "ON")
+  message(FATAL_ERROR "inspect --model gpt2: seq ${seq} (default ${seq_default}), expected 1024\n${OUT}")
+endif()
+run(0 inspect --model llama3-8b --json)
+string(JSON seq GET "${OUT}" seq)
+if(NOT seq EQUAL 4096)
+  message(FATAL_ERROR "inspect --model llama3-8b: seq ${seq}, expected 4096 (8192 capped)\n${OUT}")
+endif()

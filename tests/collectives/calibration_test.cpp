@@ -12,8 +12,8 @@
 #include <string>
 
 #include "collectives/cost_model.h"
-#include "mesh/topology.h"
-#include "tensor/error.h"
+#include "collectives/topology.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {
@@ -24,7 +24,7 @@ using ::testing::ThrowsMessage;
 NcclTestsLog data(const char* name) {
   return load_nccl_tests_log(std::string(SHARDPLAN_TEST_DATA_DIR) + "/nccl_tests/" + name);
 }
-mesh::Cluster cluster(const char* name) { return mesh::load_cluster(mesh::resolve_cluster(name)); }
+collectives::Cluster cluster(const char* name) { return collectives::load_cluster(collectives::resolve_cluster(name)); }
 
 // A current-format log of `kind` on `hosts` x `per_host` ranks with t(S) = a + S * f / (b * 1e3),
 // times printed with 2 decimals.
@@ -66,10 +66,10 @@ TEST(Calibration, ExactIntraNodeLogGivesItsLatencyAndBandwidthBack) {
               HasSubstr("all_reduce_perf_h100_8gpu.log (all_reduce, 8 ranks on 1 node, 16 rows)"));
   EXPECT_EQ(r.cluster.network, cluster("dgx-h100").network);  // only the fabric changed
   // The file round-trips through the strict loader.
-  EXPECT_EQ(mesh::cluster_from_json(mesh::cluster_to_json(r.cluster), "calibrated"), r.cluster);
+  EXPECT_EQ(collectives::cluster_from_json(collectives::cluster_to_json(r.cluster), "calibrated"), r.cluster);
 
   // The calibrated cluster prices the logged run (Ring; Simple wins at 32 MB) at the logged time.
-  const mesh::Topology t(mesh::with_nodes(r.cluster, 1));
+  const collectives::Topology t(collectives::with_nodes(r.cluster, 1));
   const std::vector<int64_t> devices = {0, 1, 2, 3, 4, 5, 6, 7};
   const CollectiveCall call{CollectiveKind::kAllReduce, 8, 32000000, t.group_links(devices)};
   const CollectiveCost c = *collective_cost_with(call, Algorithm::kRing);
@@ -91,7 +91,7 @@ TEST(Calibration, ExactTwoNodeLogGivesNicBandwidthAndNetworkLatency) {
   EXPECT_NEAR(r.cluster.network->latency_us.value, 10, 1e-9);
   EXPECT_DOUBLE_EQ(r.cluster.intra.latency_us.value, 3.4);
   // Priced back: 16 ranks on 2 nodes, Ring/Simple at the largest logged size.
-  const mesh::Topology t(mesh::with_nodes(r.cluster, 2));
+  const collectives::Topology t(collectives::with_nodes(r.cluster, 2));
   std::vector<int64_t> devices(16);
   for (int i = 0; i < 16; ++i) devices[static_cast<size_t>(i)] = i;
   const CollectiveCall call{CollectiveKind::kAllReduce, 16, 15360000, t.group_links(devices)};

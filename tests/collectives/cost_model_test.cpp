@@ -5,22 +5,22 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {
 
-using mesh::GroupLinks;
+using collectives::GroupLinks;
 using ::testing::HasSubstr;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-mesh::Topology topo(const char* cluster, int64_t nodes) {
-  return mesh::Topology(
-      mesh::with_nodes(mesh::load_cluster(mesh::resolve_cluster(cluster)), nodes));
+collectives::Topology topo(const char* cluster, int64_t nodes) {
+  return collectives::Topology(
+      collectives::with_nodes(collectives::load_cluster(collectives::resolve_cluster(cluster)), nodes));
 }
 // A group of `n` consecutive devices, alone on the cluster.
-GroupLinks first_devices(const mesh::Topology& t, int64_t n) {
+GroupLinks first_devices(const collectives::Topology& t, int64_t n) {
   std::vector<int64_t> devices(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) devices[static_cast<size_t>(i)] = i;
   return t.group_links(devices);
@@ -34,7 +34,7 @@ double within(double value, double reference) { return std::abs(value / referenc
 
 TEST(CostAccuracy, DgxA100AllReduceBusbwNearNcclsTwoHundredThirty) {
   // ~230 GB/s (sjeaugey, nccl-tests#149), 232.54 measured (nccl-tests#175); sizes >= 8 GB.
-  const mesh::Topology t = topo("dgx-a100-80g", 1);
+  const collectives::Topology t = topo("dgx-a100-80g", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(t, 8), 8 * kGiB));
   EXPECT_EQ(c.algorithm, Algorithm::kRing);
@@ -45,18 +45,18 @@ TEST(CostAccuracy, DgxA100AllReduceBusbwNearNcclsTwoHundredThirty) {
 TEST(CostAccuracy, DgxA100FortyGigabyteHasTheSameFabricAndNetwork) {
   // Selene's DGX A100 (40 GB parts): same NVLink3 fabric, 8x HDR. ~230 GB/s inside a node
   // (nccl-tests#149), 192 GB/s across nodes with NCCL_ALGO=RING (nccl#812).
-  const mesh::Topology one = topo("dgx-a100-40g", 1);
+  const collectives::Topology one = topo("dgx-a100-40g", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(one, 8), 8 * kGiB));
   EXPECT_LT(within(c.busbw_gbps, 230), 0.10) << c;
-  const mesh::Topology two = topo("dgx-a100-40g", 2);
+  const collectives::Topology two = topo("dgx-a100-40g", 2);
   const CollectiveCost r = *collective_cost_with(
       call(CollectiveKind::kAllReduce, first_devices(two, 16), 8 * kGiB), Algorithm::kRing);
   EXPECT_LT(within(r.busbw_gbps, 192), 0.10) << r;
 }
 
 TEST(CostAccuracy, DgxH100AllReduceWithAndWithoutNvls) {
-  const mesh::Topology t = topo("dgx-h100", 1);
+  const collectives::Topology t = topo("dgx-h100", 1);
   const CollectiveCall ar = call(CollectiveKind::kAllReduce, first_devices(t, 8), 8 * kGiB);
   // NCCL_ALGO=RING: ~370 GB/s (sjeaugey, nccl-tests#212).
   const CollectiveCost ring = *collective_cost_with(ar, Algorithm::kRing);
@@ -70,24 +70,24 @@ TEST(CostAccuracy, DgxH100AllReduceWithAndWithoutNvls) {
   const double s = 8.0 * kGiB;
   EXPECT_NEAR(best.time_s * 1e6, 25 + s * 9 / 8 / (370.8 * 0.85 * 1e3), 1e-6);
   // No NVLS on A100: the algorithm is not even a candidate.
-  const mesh::Topology a = topo("dgx-a100-80g", 1);
+  const collectives::Topology a = topo("dgx-a100-80g", 1);
   EXPECT_FALSE(collective_cost_with(call(CollectiveKind::kAllReduce, first_devices(a, 8), kGiB),
                                     Algorithm::kNvls));
 }
 
 TEST(CostAccuracy, HgxH200AllReduceNearTheUserReport) {
   // 475 GB/s peak all_reduce on 8 H200 (nccl-tests#272, NCCL 2.20.3).
-  const mesh::Topology t = topo("hgx-h200", 1);
+  const collectives::Topology t = topo("hgx-h200", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(t, 8), 8 * kGiB));
   EXPECT_LT(within(c.busbw_gbps, 475), 0.10) << c;
 }
 
 TEST(CostAccuracy, InterNodeRingIsBoundedByTheNics) {
-  const mesh::Topology t = topo("dgx-h100", 2);
+  const collectives::Topology t = topo("dgx-h100", 2);
   // dp over 2 nodes with tp = 8 inside: each dp ring has one ConnectX-7 (46-48 GB/s, nccl-tests
   // #290/#267).
-  const GroupLinks dp = mesh::mesh_dim_links(t, std::vector<int64_t>{2, 8})[0];
+  const GroupLinks dp = collectives::mesh_dim_links(t, std::vector<int64_t>{2, 8})[0];
   const CollectiveCost r =
       *collective_cost_with(call(CollectiveKind::kAllReduce, dp, 8 * kGiB), Algorithm::kRing);
   EXPECT_LE(r.busbw_gbps, 48.0);
@@ -97,7 +97,7 @@ TEST(CostAccuracy, InterNodeRingIsBoundedByTheNics) {
       call(CollectiveKind::kAllReduce, first_devices(t, 16), 8 * kGiB), Algorithm::kRing);
   EXPECT_LE(full.busbw_gbps, 8 * 48.0);
   // DGX A100 with 8x HDR: 192 GB/s multi-node all_reduce busbw (AddyLaddy, nccl#812).
-  const mesh::Topology a = topo("dgx-a100-80g", 2);
+  const collectives::Topology a = topo("dgx-a100-80g", 2);
   const CollectiveCost a16 = *collective_cost_with(
       call(CollectiveKind::kAllReduce, first_devices(a, 16), 8 * kGiB), Algorithm::kRing);
   EXPECT_LT(within(a16.busbw_gbps, 192), 0.10) << a16;
@@ -109,7 +109,7 @@ TEST(CostAccuracy, InterNodeRingIsBoundedByTheNics) {
 TEST(CostFormulas, SmallAllReduceOnOneA100NodeIsRingLL) {
   // Ring LL: base 6.6 + 2(n-1) x 0.6 us (tuning.cc, spec 5.3) + 8 B x 2(7)/8 / min(87.7, 240/2)
   // GB/s.
-  const mesh::Topology t = topo("dgx-a100-80g", 1);
+  const collectives::Topology t = topo("dgx-a100-80g", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(t, 8), 8));
   EXPECT_EQ(c.algorithm, Algorithm::kRing);
@@ -121,7 +121,7 @@ TEST(CostFormulas, SmallAllReduceOnOneA100NodeIsRingLL) {
 
 TEST(CostFormulas, LargeAllGatherOnOneA100NodeIsRingSimple) {
   // base 8.4 + 7 x 3.4 us + S (n-1)/n / 240 GB/s.
-  const mesh::Topology t = topo("dgx-a100-80g", 1);
+  const collectives::Topology t = topo("dgx-a100-80g", 1);
   const double s = static_cast<double>(kGiB);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllGather, first_devices(t, 8), kGiB));
@@ -137,7 +137,7 @@ TEST(CostFormulas, TreeAllReduceAcrossFourNodes) {
   // Tree: B = min(240, 8 x 24) = 192 GB/s; at 1 GiB log2(2^30/64) = 24 >= 23: no correction.
   // LL128 multi-node keeps 120/128 of B (> Simple's 0.92), so it wins: base 14.0 +
   // 2((8-1) x 1.25 + log2(4) x 8.5) us; algbw = 0.5 x 120/128 x 192.
-  const mesh::Topology t = topo("dgx-a100-80g", 4);
+  const collectives::Topology t = topo("dgx-a100-80g", 4);
   const CollectiveCall ar = call(CollectiveKind::kAllReduce, first_devices(t, 32), kGiB);
   const CollectiveCost c = *collective_cost_with(ar, Algorithm::kTree);
   EXPECT_EQ(c.protocol, nccl::Proto::kLL128);
@@ -152,7 +152,7 @@ TEST(CostFormulas, TreeAllReduceAcrossFourNodes) {
 
 TEST(CostFormulas, RingAcrossNodesCountsInterNodeSteps) {
   // 16 ranks on 2 H100 nodes, Simple: 2(n-1) = 30 steps of which 2(N-1) = 2 cross nodes.
-  const mesh::Topology t = topo("dgx-h100", 2);
+  const collectives::Topology t = topo("dgx-h100", 2);
   const CollectiveCost c = *collective_cost_with(
       call(CollectiveKind::kAllReduce, first_devices(t, 16), 4 * kGiB), Algorithm::kRing);
   const double lat = 8.4 + 28 * 3.4 + 2 * 14.0;
@@ -162,15 +162,15 @@ TEST(CostFormulas, RingAcrossNodesCountsInterNodeSteps) {
 
 TEST(CostFormulas, HierarchicalIsTheSumOfItsPhases) {
   // 64 nodes x 8: many ring steps; hierarchical = RS(8, S) + AR(64, S/8) + AG(8, S) inside.
-  const mesh::Topology t = topo("dgx-h100", 64);
+  const collectives::Topology t = topo("dgx-h100", 64);
   const GroupLinks g = first_devices(t, 512);
   const int64_t s = 64 << 20;
   const CollectiveCost h =
       *collective_cost_with(call(CollectiveKind::kAllReduce, g, s), Algorithm::kHierarchical);
-  const mesh::Topology one = topo("dgx-h100", 1);
+  const collectives::Topology one = topo("dgx-h100", 1);
   const GroupLinks node = first_devices(one, 8);
   // The inter-node phase: 8 node-crossing groups of 64 ranks, one per rail: 1 NIC each.
-  const mesh::Topology t64 = topo("dgx-h100", 64);
+  const collectives::Topology t64 = topo("dgx-h100", 64);
   std::vector<int64_t> rail0;
   for (int64_t n = 0; n < 64; ++n) rail0.push_back(n * 8);
   const GroupLinks across = t64.group_links(rail0, 8);
@@ -187,7 +187,7 @@ TEST(CostFormulas, HierarchicalIsTheSumOfItsPhases) {
 TEST(CostFormulas, AllToAllAcrossNodesUsesOneNicPerRank) {
   // 16 ranks on 2 H100 nodes: each sends S 7/16 over NVLink and S 8/16 over its own NIC (48 GB/s)
   // at once; base 8.4 + max(3.4, 14) us.
-  const mesh::Topology t = topo("dgx-h100", 2);
+  const collectives::Topology t = topo("dgx-h100", 2);
   const double s = static_cast<double>(kGiB);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllToAll, first_devices(t, 16), kGiB));
@@ -197,7 +197,7 @@ TEST(CostFormulas, AllToAllAcrossNodesUsesOneNicPerRank) {
 }
 
 TEST(CostFormulas, SendRecvOneNicAcrossNodesNvlinkInside) {
-  const mesh::Topology t = topo("dgx-h100", 2);
+  const collectives::Topology t = topo("dgx-h100", 2);
   const std::vector<int64_t> across = {0, 8}, inside = {0, 1};
   const double s = static_cast<double>(kGiB);
   const CollectiveCost x =
@@ -210,7 +210,7 @@ TEST(CostFormulas, SendRecvOneNicAcrossNodesNvlinkInside) {
 
 TEST(CostFormulas, BroadcastIsAPipelinedChainAtLinkSpeed) {
   // busbw factor 1: t = 8.4 + 7 x 3.4 + S / 370.8 GB/s for a large S.
-  const mesh::Topology t = topo("dgx-h100", 1);
+  const collectives::Topology t = topo("dgx-h100", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kBroadcast, first_devices(t, 8), kGiB));
   EXPECT_NEAR(c.time_s * 1e6, 8.4 + 7 * 3.4 + static_cast<double>(kGiB) / 370.8e3, 1e-6);
@@ -219,7 +219,7 @@ TEST(CostFormulas, BroadcastIsAPipelinedChainAtLinkSpeed) {
 
 TEST(CostFormulas, CpuLocalIsRingSimpleWithoutBaseLatency) {
   // MPI over shared memory: 2(n-1) steps of the file's 1.0 us, S x 2(n-1)/n / 9.69 GB/s.
-  const mesh::Topology t = topo("cpu-local", 1);
+  const collectives::Topology t = topo("cpu-local", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(t, 2), 1 << 20));
   EXPECT_EQ(c.algorithm, Algorithm::kRing);
@@ -227,7 +227,7 @@ TEST(CostFormulas, CpuLocalIsRingSimpleWithoutBaseLatency) {
 }
 
 TEST(CostFormulas, MoreBytesNeverCostLessAndBusbwApproachesTheLink) {
-  const mesh::Topology t = topo("dgx-h100", 4);
+  const collectives::Topology t = topo("dgx-h100", 4);
   const GroupLinks g = first_devices(t, 32);
   for (CollectiveKind k :
        {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
@@ -242,7 +242,7 @@ TEST(CostFormulas, MoreBytesNeverCostLessAndBusbwApproachesTheLink) {
 }
 
 TEST(CostFormulas, OneRankCostsNothing) {
-  const mesh::Topology t = topo("dgx-h100", 1);
+  const collectives::Topology t = topo("dgx-h100", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(t, 1), kGiB));
   EXPECT_EQ(c.algorithm, Algorithm::kNone);
@@ -253,7 +253,7 @@ TEST(CostFormulas, OneRankCostsNothing) {
 // ------------------------------------------------------------------------
 
 TEST(CollectiveCallValue, JsonRoundTripEqualityHashAndPrinting) {
-  const mesh::Topology t = topo("dgx-h100", 2);
+  const collectives::Topology t = topo("dgx-h100", 2);
   const CollectiveCall c = call(CollectiveKind::kReduceScatter, first_devices(t, 16), 12345);
   EXPECT_EQ(collective_call_from_json(to_json(c)), c);
   EXPECT_EQ(std::hash<CollectiveCall>{}(collective_call_from_json(to_json(c))),
@@ -274,7 +274,7 @@ TEST(CollectiveCallValue, JsonRoundTripEqualityHashAndPrinting) {
 }
 
 TEST(CollectiveCallValue, MalformedCallsAreErrors) {
-  const mesh::Topology t = topo("dgx-h100", 1);
+  const collectives::Topology t = topo("dgx-h100", 1);
   const GroupLinks g = first_devices(t, 4);
   EXPECT_THAT(
       [&] {
@@ -306,7 +306,7 @@ TEST(NcclTuning, ConstantsAsPublishedAndTheirRatios) {
       nccl::hw_latency_us(nccl::LinkType::kNet, nccl::Algo::kTree, nccl::Proto::kSimple), 14.0);
   EXPECT_DOUBLE_EQ(
       nccl::latency_ratio(nccl::LinkType::kNvlink, nccl::Algo::kRing, nccl::Proto::kSimple), 1.0);
-  EXPECT_DOUBLE_EQ(nccl::ll_max_bandwidth_gbps(mesh::Arch::kAmpere, 1), 87.7);
+  EXPECT_DOUBLE_EQ(nccl::ll_max_bandwidth_gbps(collectives::Arch::kAmpere, 1), 87.7);
   EXPECT_DOUBLE_EQ(nccl::kTreeCorrectionFactor[2][11], 0.5);  // Simple at 128 KiB
 }
 

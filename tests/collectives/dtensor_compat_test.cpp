@@ -18,7 +18,7 @@ double ar_us(double b_gib, int64_t n, double lat, double bw) {
   return 6.6 + 2 * static_cast<double>(n - 1) * lat +
          (b_gib * 2 * static_cast<double>(n - 1) / static_cast<double>(n)) / bw * 1e6;
 }
-double us(CollectiveKind k, const mesh::GroupLinks& g, int64_t bytes) {
+double us(CollectiveKind k, const collectives::GroupLinks& g, int64_t bytes) {
   return collective_cost({k, g.group_size, bytes, g}).time_s * 1e6;
 }
 
@@ -33,13 +33,13 @@ TEST(DTensorCompat, WorkedExampleShardToReplicateOnEightGpus) {
 
 TEST(DTensorCompat, TopologyRuleMarksOuterDimsInterHost) {
   // spec 4.1 examples with 8 devices per host.
-  EXPECT_EQ(dtensor_mesh_links(std::vector<int64_t>{8}, 8)[0].link_class, mesh::LinkClass::kNvlink);
+  EXPECT_EQ(dtensor_mesh_links(std::vector<int64_t>{8}, 8)[0].link_class, collectives::LinkClass::kNvlink);
   const auto d28 = dtensor_mesh_links(std::vector<int64_t>{2, 8}, 8);
-  EXPECT_EQ(d28[0].link_class, mesh::LinkClass::kNetwork);
-  EXPECT_EQ(d28[1].link_class, mesh::LinkClass::kNvlink);
+  EXPECT_EQ(d28[0].link_class, collectives::LinkClass::kNetwork);
+  EXPECT_EQ(d28[1].link_class, collectives::LinkClass::kNvlink);
   const auto d44 = dtensor_mesh_links(std::vector<int64_t>{4, 4}, 8);
-  EXPECT_EQ(d44[0].link_class, mesh::LinkClass::kNetwork);
-  EXPECT_EQ(d44[1].link_class, mesh::LinkClass::kNvlink);
+  EXPECT_EQ(d44[0].link_class, collectives::LinkClass::kNetwork);
+  EXPECT_EQ(d44[1].link_class, collectives::LinkClass::kNvlink);
 }
 
 TEST(DTensorCompat, EveryFormulaOnIntraAndInterHostDims) {

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {

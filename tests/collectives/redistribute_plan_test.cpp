@@ -11,7 +11,7 @@
 #include "collectives/dtensor_compat.h"
 #include "collectives/min_cost_redistribute.h"
 #include "collectives/redistribute_cost.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {
@@ -240,7 +240,7 @@ TEST(RedistributeGreedy, StridedShardGoesThroughReplicate) {
 // as an all_gather of the unscaled shard + 1.0 us) the graph planner goes through RRR on a small
 // tensor, where greedy uses an all_to_all.
 TEST(RedistributeMinCost, SpecGraphTraceWithDTensorCosts) {
-  const std::vector<mesh::GroupLinks> links =
+  const std::vector<collectives::GroupLinks> links =
       dtensor::dtensor_mesh_links(std::vector<int64_t>{2, 2, 2}, 8);
   const StepCostFn dtensor_cost = [&](const RedistributeStep& s) {
     if (!s.communicates()) return 0.0;

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {

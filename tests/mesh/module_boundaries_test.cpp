@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 
@@ -21,7 +21,7 @@ namespace shardplan::mesh {
 namespace {
 
 using enum ParallelStyle;
-using tensor::DimVector;
+using shardplan::DimVector;
 
 const Placement R = Replicate{};
 const Placement P = Partial{ReduceOp::kSum};

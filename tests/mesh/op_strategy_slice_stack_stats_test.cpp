@@ -5,12 +5,12 @@
 
 #include "mesh/op_strategy.h"
 #include "mesh/sharding_propagation.h"
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 const Placement R = Replicate{};
 const Placement P = Partial{};

@@ -4,12 +4,12 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 const Placement R = Replicate{};
 const Placement P = Partial{};

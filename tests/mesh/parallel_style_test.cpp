@@ -8,13 +8,13 @@
 
 #include <map>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/models.h"
 
 namespace shardplan::mesh {
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 const Placement R = Replicate{};
 Placement S(int64_t d) { return Shard{d}; }

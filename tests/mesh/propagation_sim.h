@@ -18,7 +18,7 @@
 
 namespace shardplan::mesh::sim {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 
 struct Array {
   DimVector shape;

@@ -16,7 +16,7 @@ namespace shardplan::mesh {
 namespace {
 
 using sim::Array;
-using tensor::DimVector;
+using shardplan::DimVector;
 
 // out[idx] = x[src(idx)] over every index of `shape`.
 Array gather(const Array& x, const DimVector& shape,

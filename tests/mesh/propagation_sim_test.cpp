@@ -13,7 +13,7 @@ namespace shardplan::mesh {
 namespace {
 
 using sim::Array;
-using tensor::DimVector;
+using shardplan::DimVector;
 
 // Runs every candidate of `call` on `mesh` and returns how many were checked.
 size_t check_all(const OpCall& call, const DeviceMesh& mesh, const std::vector<Array>& globals,

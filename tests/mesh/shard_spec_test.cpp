@@ -6,13 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/ops.h"
 
 namespace shardplan::mesh {
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 using tensor::DType;
 
 ShardSpec spec_of(std::vector<int64_t> shape, std::vector<int64_t> mesh_shape,

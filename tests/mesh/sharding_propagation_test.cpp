@@ -6,12 +6,12 @@
 
 #include <limits>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {
 
-using tensor::DimVector;
+using shardplan::DimVector;
 using tensor::DType;
 
 const Placement R = Replicate{};

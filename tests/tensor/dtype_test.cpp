@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 namespace {

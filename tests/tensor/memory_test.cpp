@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 namespace {

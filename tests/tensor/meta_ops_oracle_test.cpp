@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tests/tensor/oracle/op_dispatch.h"
 
 namespace shardplan::tensor {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/ops.h"
 #include "tests/tensor/test_models.h"
 

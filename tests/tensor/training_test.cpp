@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/module.h"
 #include "tests/tensor/test_models.h"
 #include "tests/tensor/training_models.h"

@@ -17,7 +17,7 @@
 #include <set>
 #include <string>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/models.h"
 
 namespace shardplan::tensor {

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tensor/config_paths.h"
-#include "tensor/error.h"
+#include "tensor/base/config_paths.h"
+#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -324,7 +324,9 @@ TEST(ConfigPaths, EnvironmentOverrides) {
   std::filesystem::create_directories(dir / "models");
   std::ofstream(dir / "models" / "tiny.json") << llama_json().dump();
   ::setenv("SHARDPLAN_CONFIGS_DIR", dir.c_str(), 1);
-  EXPECT_EQ(list_configs("models"), std::vector<std::string>{"tiny"});
+  // Note [Locating configs]: the user's folder comes first and the shipped models stay reachable.
+  EXPECT_THAT(list_configs("models"), ::testing::IsSupersetOf({"tiny", "llama3-70b"}));
+  EXPECT_EQ(configs_dir(), dir);
   EXPECT_EQ(find_model_config("tiny").vocab_size, 32000);
   ::setenv("SHARDPLAN_CONFIGS_DIR", (dir / "missing").c_str(), 1);
   EXPECT_THAT(error_of([] { configs_dir(); }), HasSubstr("SHARDPLAN_CONFIGS_DIR"));

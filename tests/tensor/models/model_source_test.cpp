@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 

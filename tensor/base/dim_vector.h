@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
-namespace shardplan::tensor {
+namespace shardplan {
 
 class DimVector {
  public:
@@ -140,4 +140,4 @@ inline std::ostream& operator<<(std::ostream& os, const DimVector& d) {
   return ::shardplan::operator<<(os, std::span<const int64_t>(d));
 }
 
-}  // namespace shardplan::tensor
+}  // namespace shardplan

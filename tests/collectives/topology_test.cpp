@@ -1,15 +1,15 @@
 // Topology: the graph's shape and paths, counted by hand from Note [Topology graph], and the links
 // each mesh dim's groups cross under the default and explicit rank orders.
-#include "mesh/topology.h"
+#include "collectives/topology.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
-namespace shardplan::mesh {
+namespace shardplan::collectives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -127,4 +127,4 @@ TEST(GroupLinksValue, JsonRoundTripAndPrinting) {
 }
 
 }  // namespace
-}  // namespace shardplan::mesh
+}  // namespace shardplan::collectives

@@ -1,6 +1,6 @@
 // Cluster files: every shipped file loads under its own name with the published figures, the
 // loader rejects malformed files with one line naming the file and the field, node scaling.
-#include "mesh/cluster.h"
+#include "collectives/cluster.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
-namespace shardplan::mesh {
+namespace shardplan::collectives {
 namespace {
 
 namespace fs = std::filesystem;
@@ -154,10 +154,10 @@ TEST_F(ClusterResolve, ByNameByPathAndThroughTheEnvironment) {
   EXPECT_EQ(load_cluster(resolve_cluster("mine")).name, "mine");
   EXPECT_EQ(load_cluster(resolve_cluster("dgx-h100")).name, "dgx-h100");  // falls back
   EXPECT_THAT([] { resolve_cluster("dgx-z900"); }, ::testing::ThrowsMessage<Error>(::testing::AllOf(
-                                                       HasSubstr("'dgx-z900': no such cluster"),
+                                                       HasSubstr("unknown cluster 'dgx-z900'"),
                                                        HasSubstr("dgx-h100"), HasSubstr("mine"))));
   EXPECT_THAT([] { resolve_cluster("nowhere/x.json"); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("no such file")));
+              ::testing::ThrowsMessage<Error>(HasSubstr("cluster file 'nowhere/x.json' does not exist")));
 }
 
 TEST_F(ClusterResolve, MalformedJsonNamesTheFile) {
@@ -168,4 +168,4 @@ TEST_F(ClusterResolve, MalformedJsonNamesTheFile) {
 }
 
 }  // namespace
-}  // namespace shardplan::mesh
+}  // namespace shardplan::collectives

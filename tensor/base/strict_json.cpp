@@ -1,11 +1,11 @@
-#include "tensor/strict_json.h"
+#include "tensor/base/strict_json.h"
 
 #include <unordered_set>
 #include <vector>
 
-#include "tensor/error.h"
+#include "tensor/base/error.h"
 
-namespace shardplan::tensor {
+namespace shardplan {
 
 using json = nlohmann::json;
 
@@ -66,4 +66,4 @@ json parse_strict_json(std::string_view text, std::string_view source, int max_d
   }
 }
 
-}  // namespace shardplan::tensor
+}  // namespace shardplan

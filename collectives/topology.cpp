@@ -1,4 +1,4 @@
-#include "mesh/topology.h"
+#include "collectives/topology.h"
 
 #include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
@@ -7,7 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/error.h"
+#include "tensor/base/enum_names.h"
+#include "tensor/base/error.h"
 
 // Note [Topology graph]
 // Vertices: per node, its GPUs, one switch vertex for the intra-node fabric (the NVSwitch plane,
@@ -21,7 +22,7 @@
 // The file's latencies are NCCL's end-to-end per-step figures, so the switch hops carry none:
 // splitting them further would invent numbers no source gives.
 
-namespace shardplan::mesh {
+namespace shardplan::collectives {
 
 namespace {
 enum class VertexKind { kGpu, kSwitch, kNic, kLeaf, kSpine };
@@ -37,7 +38,7 @@ using BoostGraph =
     boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, VertexProp, EdgeProp>;
 using Vertex = BoostGraph::vertex_descriptor;
 
-constexpr std::pair<std::string_view, LinkClass> kLinkClassNames[] = {
+constexpr EnumName<LinkClass> kLinkClassNames[] = {
     {"nvlink", LinkClass::kNvlink},
     {"shared_memory", LinkClass::kSharedMemory},
     {"network", LinkClass::kNetwork},
@@ -49,21 +50,10 @@ struct Topology::Graph {
   std::vector<Vertex> gpu;  // by device id
 };
 
-std::string_view to_string(LinkClass c) {
-  for (const auto& [name, value] : kLinkClassNames) {
-    if (value == c) return name;
-  }
-  SP_ASSERT(false, "LinkClass without a name");
-  return {};
-}
+std::string_view to_string(LinkClass c) { return enum_name(c, kLinkClassNames); }
 
 LinkClass parse_link_class(std::string_view s) {
-  std::string expected;
-  for (const auto& [name, value] : kLinkClassNames) {
-    if (s == name) return value;
-    expected += (expected.empty() ? "" : ", ") + std::string(name);
-  }
-  SP_FAIL("unknown link class '", s, "', expected one of: ", expected);
+  return parse_enum_name(s, kLinkClassNames, "link class");
 }
 
 double bottleneck_bandwidth_gbps(const GroupLinks& g) {
@@ -414,4 +404,4 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
   return out;
 }
 
-}  // namespace shardplan::mesh
+}  // namespace shardplan::collectives

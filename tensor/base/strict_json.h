@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace shardplan::tensor {
+namespace shardplan {
 
 // Throws shardplan::Error "<source>: ..." for invalid JSON (with the byte offset), nesting deeper
 // than `max_depth`, or a key repeated within one object. `expected` ("a tensor description") ends
@@ -27,4 +27,4 @@ std::string json_parser_message(const std::exception& e);
 // A JSON string literal of `s` (escaped, cut after 64 characters), for naming keys and values.
 std::string quote_json(std::string_view s);
 
-}  // namespace shardplan::tensor
+}  // namespace shardplan

@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "mesh/cluster.h"
+#include "collectives/cluster.h"
 
-namespace shardplan::mesh {
+namespace shardplan::collectives {
 
 // What a group's traffic crosses: one node's fabric (nvlink or shared_memory), only the network
 // (one rank per node), or both (several ranks on each of several nodes).
@@ -103,4 +103,4 @@ std::vector<int64_t> rank_order_by_dims(std::span<const int64_t> mesh_shape,
 std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int64_t> mesh_shape,
                                        std::span<const int64_t> device_of_rank = {});
 
-}  // namespace shardplan::mesh
+}  // namespace shardplan::collectives

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace shardplan::mesh {
+namespace shardplan::collectives {
 
 // A number and where it comes from (a datasheet, an NCCL source file, a calibration run).
 struct Quantity {
@@ -101,13 +101,9 @@ Cluster load_cluster(const std::filesystem::path& path);
 nlohmann::ordered_json cluster_to_json(const Cluster& c);
 std::ostream& operator<<(std::ostream& os, const Cluster& c);
 
-// Where `name_or_path` lives: an existing path (or anything with '/' or ending in .json) is
-// taken as is; a bare name is looked up as <dir>/clusters/<name>.json in, in order,
-// $SHARDPLAN_CONFIGS_DIR and the source tree's configs/ (compiled in as SHARDPLAN_SOURCE_DIR), so
-// it works from the source tree, from build/bin and from anywhere else. Throws naming the places
-// searched and the clusters found there.
+// Where `name_or_path` lives: find_config("clusters", ...) of tensor/base/config_paths.h (Note
+// [Locating configs]): a path is taken as is, a bare name is looked up in $SHARDPLAN_CONFIGS_DIR, the
+// installed share/shardplan/configs and the source tree's configs/, in that order.
 std::filesystem::path resolve_cluster(std::string_view name_or_path);
-// Directories searched for bare names, in order (existing ones only).
-std::vector<std::filesystem::path> config_dirs();
 
-}  // namespace shardplan::mesh
+}  // namespace shardplan::collectives

@@ -1,0 +1,261 @@
+#include "collectives/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "tensor/base/config_paths.h"
+#include "tensor/base/error.h"
+#include "tensor/base/enum_names.h"
+#include "tensor/base/file_io.h"
+#include "tensor/base/json_fields.h"
+#include "tensor/base/strict_json.h"
+
+// Note [Cluster file format]
+// {"format": "shardplan.cluster", "version": 1, "name": "dgx-h100", "description": "...",
+//  "collective_library": {"name": "nccl" | "mpi" | "dtensor_compat", "version": "2.30.7"},
+//  "accelerator": {"model": "...", "arch": "cpu|volta|ampere|hopper|blackwell",
+//                  "dense_tflops": {"<dtype>": Q, ...}, "memory_gb": Q, "memory_bandwidth_gbps":
+//                  Q},
+//  "accelerators_per_node": Q,
+//  "intra_node": {"fabric": "nvlink|shared_memory", "links_per_gpu": Q, "link_bandwidth_gbps": Q,
+//                 "bus_bandwidth_gbps": Q, "latency_us": Q, "nvls": bool,
+//                 "nvls_efficiency": Q (only and always when nvls is true)},
+//  "network": {"nics_per_node": Q, "nic_line_rate_gbit_per_s": Q, "nic_bandwidth_gbps": Q,
+//              "latency_us": Q, "topology": "rail_optimized_fat_tree", "nodes_per_leaf": Q,
+//              "oversubscription": Q}        (optional: absent for a single-node machine)
+// }
+// where Q = {"value": <number>, "source": "<where the number comes from>"}. Every key is
+// required unless marked optional; unknown keys are errors (a typo must not silently fall back to
+// a default). Counts (links, NICs, accelerators, nodes per leaf) must be positive integers;
+// bandwidths, latencies and peaks positive; efficiencies in (0, 1]; oversubscription >= 1.
+
+namespace shardplan::collectives {
+namespace {
+
+constexpr std::string_view kFormat = "shardplan.cluster";
+constexpr int64_t kVersion = 1;
+constexpr std::string_view kRailFatTree = "rail_optimized_fat_tree";
+
+// Q = {"value": number, "source": non-empty string}, the value checked against `kind`.
+enum class Kind { kPositive, kCount, kFraction, kAtLeastOne };
+Quantity quantity(JsonFields& r, std::string_view key, Kind kind = Kind::kPositive) {
+  JsonFields q = r.object(key);
+  Quantity out{q.number("value"), q.str("source")};
+  if (out.source.empty()) q.fail("source", "expected a non-empty source for the number");
+  const double x = out.value;
+  const bool ok = kind == Kind::kPositive   ? x > 0
+                  : kind == Kind::kCount    ? x >= 1 && x <= 1e6 && x == std::floor(x)
+                  : kind == Kind::kFraction ? x > 0 && x <= 1
+                                            : x >= 1;
+  if (!ok) {
+    const char* expected = kind == Kind::kPositive   ? "a positive number"
+                           : kind == Kind::kCount    ? "a positive integer"
+                           : kind == Kind::kFraction ? "a number in (0, 1]"
+                                                     : "a number >= 1";
+    q.fail("value", std::string("expected ") + expected + ", got " + json_excerpt(q.json()["value"]));
+  }
+  q.done();
+  return out;
+}
+
+constexpr EnumName<Arch> kArchNames[] = {{"cpu", Arch::kCpu},
+                                         {"volta", Arch::kVolta},
+                                         {"ampere", Arch::kAmpere},
+                                         {"hopper", Arch::kHopper},
+                                         {"blackwell", Arch::kBlackwell}};
+constexpr EnumName<Fabric> kFabricNames[] = {{"nvlink", Fabric::kNvlink},
+                                             {"shared_memory", Fabric::kSharedMemory}};
+constexpr EnumName<Library> kLibraryNames[] = {
+    {"nccl", Library::kNccl}, {"mpi", Library::kMpi}, {"dtensor_compat", Library::kDTensorCompat}};
+
+nlohmann::ordered_json q_json(const Quantity& q) {
+  nlohmann::ordered_json j;
+  j["value"] = q.value;
+  j["source"] = q.source;
+  return j;
+}
+
+}  // namespace
+
+std::string_view to_string(Arch a) { return enum_name(a, kArchNames); }
+std::string_view to_string(Fabric f) { return enum_name(f, kFabricNames); }
+std::string_view to_string(Library l) { return enum_name(l, kLibraryNames); }
+
+int64_t gpus_per_node(const Cluster& c) {
+  return static_cast<int64_t>(c.accelerators_per_node.value);
+}
+
+Cluster with_nodes(Cluster c, int64_t nodes) {
+  SP_CHECK(nodes >= 1, "cluster ", c.name, ": --nodes ", nodes, ", expected at least 1");
+  SP_CHECK(nodes == 1 || c.network.has_value(), "cluster ", c.name,
+           " has no network section (a single machine): --nodes ", nodes, ", expected 1");
+  // The per-node count is at most 1e6 (validated), so this bound keeps nodes * per-node exact.
+  SP_CHECK(nodes <= (int64_t{1} << 32), "cluster ", c.name, ": --nodes ", nodes, " is too large");
+  c.nodes = nodes;
+  c.gpus = nodes * gpus_per_node(c);
+  return c;
+}
+
+Cluster with_gpus(Cluster c, int64_t gpus) {
+  const int64_t per_node = gpus_per_node(c);
+  SP_CHECK(gpus >= 1, "cluster ", c.name, ": --gpus ", gpus, ", expected at least 1");
+  if (gpus <= per_node) {
+    c.nodes = 1;
+    c.gpus = gpus;
+    return c;
+  }
+  SP_CHECK(gpus % per_node == 0, "cluster ", c.name, ": --gpus ", gpus, " is not a multiple of ",
+           per_node, " accelerators per node (or at most one node)");
+  c = with_nodes(std::move(c), gpus / per_node);
+  return c;
+}
+
+Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view) {
+  const std::string origin(origin_view);
+  JsonFields doc(j, origin);
+  if (doc.str("format") != kFormat) doc.fail("format", "expected \"" + std::string(kFormat) + "\"");
+  const nlohmann::json& version = doc.get("version");
+  if (!version.is_number_integer() || version.get<int64_t>() != kVersion) {
+    doc.fail("version", "expected " + std::to_string(kVersion) + ", got " + json_excerpt(version));
+  }
+  Cluster c;
+  c.name = doc.str("name");
+  if (c.name.empty()) doc.fail("name", "expected a non-empty name");
+  c.description = doc.str("description");
+  {
+    JsonFields lib = doc.object("collective_library");
+    c.library = lib.enumeration("name", kLibraryNames);
+    c.library_version = lib.str("version");
+    lib.done();
+  }
+  {
+    JsonFields a = doc.object("accelerator");
+    c.accelerator.model = a.str("model");
+    c.accelerator.arch = a.enumeration("arch", kArchNames);
+    JsonFields peaks = a.object("dense_tflops");
+    for (auto it = peaks.json().begin(); it != peaks.json().end(); ++it) {
+      c.accelerator.dense_tflops[it.key()] = quantity(peaks, it.key());
+    }
+    if (c.accelerator.dense_tflops.empty()) a.fail("dense_tflops", "expected at least one dtype");
+    c.accelerator.memory_gb = quantity(a, "memory_gb");
+    c.accelerator.memory_bandwidth_gbps = quantity(a, "memory_bandwidth_gbps");
+    a.done();
+  }
+  c.accelerators_per_node = quantity(doc, "accelerators_per_node", Kind::kCount);
+  {
+    JsonFields in = doc.object("intra_node");
+    c.intra.fabric = in.enumeration("fabric", kFabricNames);
+    c.intra.links_per_gpu = quantity(in, "links_per_gpu", Kind::kCount);
+    c.intra.link_bandwidth_gbps = quantity(in, "link_bandwidth_gbps");
+    c.intra.bus_bandwidth_gbps = quantity(in, "bus_bandwidth_gbps");
+    c.intra.latency_us = quantity(in, "latency_us");
+    c.intra.nvls = in.boolean("nvls");
+    if (c.intra.nvls) {
+      c.intra.nvls_efficiency = quantity(in, "nvls_efficiency", Kind::kFraction);
+    } else if (in.has("nvls_efficiency")) {
+      in.fail("nvls_efficiency", "given but nvls is false");
+    }
+    if (c.intra.nvls && c.intra.fabric != Fabric::kNvlink) in.fail("nvls", "needs fabric nvlink");
+    // Achievable bandwidth cannot beat the wires it runs on.
+    const double line = c.intra.links_per_gpu.value * c.intra.link_bandwidth_gbps.value;
+    if (c.intra.bus_bandwidth_gbps.value > line) {
+      in.fail("bus_bandwidth_gbps",
+              "value " + nlohmann::json(c.intra.bus_bandwidth_gbps.value).dump() +
+                  " exceeds links_per_gpu * link_bandwidth_gbps = " + nlohmann::json(line).dump());
+    }
+    in.done();
+  }
+  if (doc.has("network")) {
+    JsonFields n = doc.object("network");
+    NetworkSpec net;
+    net.nics_per_node = quantity(n, "nics_per_node", Kind::kCount);
+    net.nic_line_rate_gbit_per_s = quantity(n, "nic_line_rate_gbit_per_s");
+    net.nic_bandwidth_gbps = quantity(n, "nic_bandwidth_gbps");
+    net.latency_us = quantity(n, "latency_us");
+    if (n.str("topology") != kRailFatTree) {
+      n.fail("topology", "unknown value, expected \"" + std::string(kRailFatTree) + "\"");
+    }
+    net.nodes_per_leaf = quantity(n, "nodes_per_leaf", Kind::kCount);
+    net.oversubscription = quantity(n, "oversubscription", Kind::kAtLeastOne);
+    // 8 bits per byte: the line rate bounds what a NIC can achieve.
+    const double line_gbps = net.nic_line_rate_gbit_per_s.value / 8;
+    if (net.nic_bandwidth_gbps.value > line_gbps) {
+      n.fail("nic_bandwidth_gbps",
+             "value " + nlohmann::json(net.nic_bandwidth_gbps.value).dump() +
+                 " exceeds the line rate / 8 = " + nlohmann::json(line_gbps).dump());
+    }
+    n.done();
+    c.network = net;
+  }
+  doc.done();
+  return with_nodes(std::move(c), 1);
+}
+
+Cluster load_cluster(const std::filesystem::path& path) {
+  // Strict (duplicate keys refused, depth bounded): a cluster file is at most 4 objects deep.
+  constexpr int kMaxDepth = 8;
+  const nlohmann::json j = parse_strict_json(read_text_file(path, "cluster file"), path.string(),
+                                             kMaxDepth, "a shardplan cluster file");
+  return cluster_from_json(j, path.string());
+}
+
+nlohmann::ordered_json cluster_to_json(const Cluster& c) {
+  nlohmann::ordered_json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["name"] = c.name;
+  j["description"] = c.description;
+  j["collective_library"] = {{"name", to_string(c.library)}, {"version", c.library_version}};
+  nlohmann::ordered_json a;
+  a["model"] = c.accelerator.model;
+  a["arch"] = to_string(c.accelerator.arch);
+  a["dense_tflops"] = nlohmann::ordered_json::object();
+  for (const auto& [dtype, q] : c.accelerator.dense_tflops) a["dense_tflops"][dtype] = q_json(q);
+  a["memory_gb"] = q_json(c.accelerator.memory_gb);
+  a["memory_bandwidth_gbps"] = q_json(c.accelerator.memory_bandwidth_gbps);
+  j["accelerator"] = a;
+  j["accelerators_per_node"] = q_json(c.accelerators_per_node);
+  nlohmann::ordered_json in;
+  in["fabric"] = to_string(c.intra.fabric);
+  in["links_per_gpu"] = q_json(c.intra.links_per_gpu);
+  in["link_bandwidth_gbps"] = q_json(c.intra.link_bandwidth_gbps);
+  in["bus_bandwidth_gbps"] = q_json(c.intra.bus_bandwidth_gbps);
+  in["latency_us"] = q_json(c.intra.latency_us);
+  in["nvls"] = c.intra.nvls;
+  if (c.intra.nvls_efficiency) in["nvls_efficiency"] = q_json(*c.intra.nvls_efficiency);
+  j["intra_node"] = in;
+  if (c.network) {
+    const NetworkSpec& n = *c.network;
+    nlohmann::ordered_json net;
+    net["nics_per_node"] = q_json(n.nics_per_node);
+    net["nic_line_rate_gbit_per_s"] = q_json(n.nic_line_rate_gbit_per_s);
+    net["nic_bandwidth_gbps"] = q_json(n.nic_bandwidth_gbps);
+    net["latency_us"] = q_json(n.latency_us);
+    net["topology"] = kRailFatTree;
+    net["nodes_per_leaf"] = q_json(n.nodes_per_leaf);
+    net["oversubscription"] = q_json(n.oversubscription);
+    j["network"] = net;
+  }
+  return j;
+}
+
+std::ostream& operator<<(std::ostream& os, const Cluster& c) {
+  os << "Cluster(" << c.name << ", " << c.nodes << " node(s) x " << gpus_per_node(c) << " "
+     << c.accelerator.model << ", " << to_string(c.intra.fabric) << " "
+     << c.intra.bus_bandwidth_gbps.value << " GB/s";
+  if (c.network) {
+    os << ", " << c.network->nics_per_node.value << "x " << c.network->nic_bandwidth_gbps.value
+       << " GB/s NICs";
+  }
+  return os << ")";
+}
+
+std::filesystem::path resolve_cluster(std::string_view name_or_path) {
+  return find_config("clusters", name_or_path);
+}
+
+}  // namespace shardplan::collectives

@@ -1,0 +1,48 @@
+// Reading user-named files with the error tiers of tensor/base/error.h: a path that does not name a
+// readable regular file (missing, a directory, no permission) is bad input (shardplan::Error, exit 2);
+// an error the operating system reports while reading an opened file (EIO, a vanished NFS mount) is
+// a RuntimeFailure (exit 1), never blamed on the user. Malformed content is the parser's business
+// (bad input again).
+//   std::string text = read_text_file(path, "cluster file");  // "cannot open cluster file 'x': ..."
+//   ReadOnlyFile f(path, "checkpoint");  f.read_at(offset, buffer);  // pread, EINTR retried
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace shardplan {
+
+// Whether an errno from open()/stat() means the user named a bad path (ENOENT, ENOTDIR, EACCES,
+// EISDIR, ELOOP, ENAMETOOLONG, EPERM) rather than the system failing (EIO, EMFILE, ENOMEM, ...).
+bool is_bad_path_errno(int errno_value);
+
+// A regular file opened read-only; closed on destruction. `what` names the file's role in messages.
+class ReadOnlyFile {
+ public:
+  ReadOnlyFile(const std::filesystem::path& path, std::string_view what);
+  ~ReadOnlyFile();
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  int64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Exactly out.size() bytes at `offset`. A short file (end of file before the bytes) is bad input
+  // (a truncated file); an OS read error is a RuntimeFailure.
+  void read_at(int64_t offset, std::span<char> out) const;
+  // The whole file.
+  std::string read_all() const;
+
+ private:
+  std::string path_;
+  std::string what_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+};
+
+// The whole file as text (bytes as they are), with ReadOnlyFile's error tiers.
+std::string read_text_file(const std::filesystem::path& path, std::string_view what);
+
+}  // namespace shardplan

@@ -1,0 +1,124 @@
+#include "tensor/base/json_fields.h"
+
+#include <cmath>
+
+#include "tensor/base/error.h"
+#include "tensor/base/strict_json.h"
+
+namespace shardplan {
+
+std::string json_excerpt(const nlohmann::json& v) {
+  // replace: invalid UTF-8 inside a string must not make dump() throw while reporting an error.
+  constexpr size_t kMaxShown = 80;
+  const std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return printable(text, kMaxShown);
+}
+
+JsonFields::JsonFields(const nlohmann::json& j, std::string origin, std::string path)
+    : j_(j), origin_(std::move(origin)), path_(std::move(path)) {
+  SP_CHECK(j_.is_object(), origin_, ": field '", path_.empty() ? "<document>" : path_,
+           "': expected a JSON object, got ", j_.type_name());
+}
+
+void JsonFields::fail(std::string_view key, std::string_view what) const {
+  SP_FAIL(origin_, ": field '", join(key), "': ", what);
+}
+
+bool JsonFields::has(std::string_view key) const { return j_.contains(key); }
+
+std::string JsonFields::join(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+const nlohmann::json& JsonFields::get(std::string_view key) {
+  seen_.insert(std::string(key));
+  const auto it = j_.find(key);
+  if (it == j_.end()) fail(key, "missing (required)");
+  return *it;
+}
+
+std::string JsonFields::str(std::string_view key) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_string()) fail(key, "expected a string, got " + json_excerpt(v));
+  return v.get<std::string>();
+}
+
+bool JsonFields::boolean(std::string_view key) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_boolean()) fail(key, "expected true or false, got " + json_excerpt(v));
+  return v.get<bool>();
+}
+
+namespace {
+
+// An integer JSON value in [min, max], or nullopt. nlohmann stores non-negative integers as
+// unsigned: one above int64's range must not wrap.
+std::optional<int64_t> as_integer(const nlohmann::json& v, int64_t min, int64_t max) {
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    x = static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else {
+    return std::nullopt;
+  }
+  if (x < min || x > max) return std::nullopt;
+  return x;
+}
+
+std::string range_text(int64_t min, int64_t max) {
+  constexpr int64_t kLow = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kHigh = std::numeric_limits<int64_t>::max();
+  if (min == kLow && max == kHigh) return "an integer";
+  if (max == kHigh) return "an integer >= " + std::to_string(min);
+  if (min == kLow) return "an integer <= " + std::to_string(max);
+  return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+}
+
+}  // namespace
+
+int64_t JsonFields::integer(std::string_view key, int64_t min, int64_t max) {
+  const nlohmann::json& v = get(key);
+  if (std::optional<int64_t> x = as_integer(v, min, max)) return *x;
+  fail(key, "expected " + range_text(min, max) + ", got " + json_excerpt(v));
+}
+
+double JsonFields::number(std::string_view key) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    fail(key, "expected a number, got " + json_excerpt(v));
+  }
+  return v.get<double>();
+}
+
+std::vector<int64_t> JsonFields::integers(std::string_view key, int64_t min, int64_t max) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_array()) fail(key, "expected an array of integers, got " + json_excerpt(v));
+  std::vector<int64_t> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::optional<int64_t> x = as_integer(v[i], min, max);
+    if (!x) {
+      fail(key, "element " + std::to_string(i) + ": expected " + range_text(min, max) + ", got " +
+                    json_excerpt(v[i]));
+    }
+    out.push_back(*x);
+  }
+  return out;
+}
+
+JsonFields JsonFields::object(std::string_view key) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_object()) fail(key, "expected a JSON object, got " + json_excerpt(v));
+  return JsonFields(v, origin_, join(key));
+}
+
+void JsonFields::done() const {
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    if (!seen_.contains(it.key())) fail(it.key(), "unknown key");
+  }
+}
+
+}  // namespace shardplan
