@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tensor/base/error.h"
+#include "tensor/layers.h"
 #include "tensor/module.h"
 
 namespace shardplan::mesh {

@@ -190,7 +190,8 @@ int64_t kept_dim(const OpCall& call, int64_t d, int64_t shards, std::string* why
     *why = os.str();
     return -1;
   }
-  SP_FAIL("internal: input dim ", d, " of ", in, " is in no view group of the view to ", out);
+  SP_ASSERT(false, "input dim ", d, " of ", in, " is in no view group of the view to ", out);
+  return -1;
 }
 
 }  // namespace

@@ -8,267 +8,17 @@
 #include <unordered_set>
 #include <utility>
 
-#include "tensor/base/checked.h"
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
+#include "tensor/saved_tensor_rules.h"
+#include "tensor/step_recorder.h"
 #include "tensor/trace.h"
 
 namespace shardplan::tensor {
 namespace {
 
-// ---- Recording: a lean TraceSink (no per-op strings beyond the op name) ----
-
-// An address -> index map with open addressing: the recorder looks up every op's tensors and
-// storages, and std::unordered_map's heap node per entry was a fifth of a Llama-3-70B trace.
-// Keys are never erased; the table doubles at half load.
-class AddressIndex {
- public:
-  explicit AddressIndex(size_t expected) {
-    size_t n = 16;
-    while (n < 2 * expected) n *= 2;
-    resize(n);
-  }
-  // The value slot of `key` and whether it was inserted with `value`. The pointer lives until the
-  // next insertion.
-  std::pair<int64_t*, bool> try_emplace(const void* key, int64_t value) {
-    if (2 * (size_ + 1) > slots_.size()) resize(2 * slots_.size());
-    Slot& s = slots_[slot_of(key)];
-    if (s.key == key) return {&s.value, false};
-    s = {key, value};
-    ++size_;
-    return {&s.value, true};
-  }
-  bool contains(const void* key) const { return slots_[slot_of(key)].key == key; }
-  int64_t& operator[](const void* key) { return *try_emplace(key, 0).first; }
-
- private:
-  struct Slot {
-    const void* key = nullptr;
-    int64_t value = 0;
-  };
-  // The slot holding `key`, or the empty slot where it would go.
-  size_t slot_of(const void* key) const {
-    // Fibonacci hashing of the address: its top bits pick the slot.
-    size_t i = (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_;
-    while (slots_[i].key != nullptr && slots_[i].key != key) i = (i + 1) & (slots_.size() - 1);
-    return i;
-  }
-  void resize(size_t n) {
-    std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(n));
-    shift_ = 64 - std::countr_zero(n);
-    for (const Slot& s : old) {
-      if (s.key != nullptr) slots_[slot_of(s.key)] = s;
-    }
-  }
-  std::vector<Slot> slots_;
-  size_t size_ = 0;
-  int shift_ = 64;
-};
-
-class StepRecorder : public TraceSink {
- public:
-  StepRecorder(TrainingStep& step, const std::unordered_set<std::string_view>& block_fqns)
-      : step_(step), block_fqns_(block_fqns), ids_(kExpected), buffer_of_(kExpected) {
-    held_.reserve(kExpected);
-    step_.ops.reserve(kExpected);
-    step_.tensors.reserve(kExpected);
-    step_.buffers.reserve(kExpected);
-  }
-
-  int64_t tensor_id(const Tensor& t, TensorRole role_if_new) {
-    const int64_t id = static_cast<int64_t>(step_.tensors.size());
-    const auto [known, inserted] = ids_.try_emplace(t.impl(), id);
-    if (!inserted) return *known;
-    held_.push_back(t);
-    StepTensor st;
-    st.sizes = t.sizes();
-    st.dtype = t.dtype();
-    st.nbytes = t.nbytes();
-    st.role = t.is_parameter() ? TensorRole::kParameter : role_if_new;
-    st.requires_grad = t.requires_grad();
-    const auto [buffer, new_buffer] =
-        buffer_of_.try_emplace(t.storage().get(), static_cast<int64_t>(step_.buffers.size()));
-    st.buffer = *buffer;
-    if (new_buffer) {
-      StepBuffer b;
-      b.bytes = t.storage()->nbytes();
-      // A storage first seen as an op's output is an activation that op created.
-      if (role_if_new == TensorRole::kActivation && !t.is_parameter()) {
-        b.producer = current_op_;
-        b.is_activation = true;
-      }
-      step_.buffers.push_back(b);
-    }
-    step_.tensors.push_back(std::move(st));
-    return id;
-  }
-
-  void on_op(const OpEvent& e) override {
-    current_op_ = static_cast<int64_t>(step_.ops.size());
-    TrainingOp op;
-    op.op = std::string(e.op);
-    op.call = open_.empty() ? -1 : open_.back();
-    op.block = open_block_;
-    op.flops = e.flops;
-    op.matmul_flops = e.matmul_flops;
-    op.bytes_read = e.bytes_read;
-    op.bytes_written = e.bytes_written;
-    op.is_view = e.is_view;
-    op.inputs.reserve(e.inputs.size());
-    for (const Tensor& t : e.inputs) {
-      if (t.defined()) op.inputs.push_back(tensor_id(t, TensorRole::kOther));
-    }
-    // Dropout switched off (TraceOptions::dropout): the identity, so its output is its input's
-    // storage for every later op and view.
-    op.skipped = !dropout_ && op.op == "dropout" && !op.inputs.empty();
-    for (const Tensor& t : e.outputs) {
-      if (!t.defined()) continue;
-      if (op.skipped && !ids_.contains(t.impl())) {
-        buffer_of_[t.storage().get()] = step_.tensors[static_cast<size_t>(op.inputs[0])].buffer;
-      }
-      const int64_t id = tensor_id(t, TensorRole::kActivation);
-      step_.tensors[static_cast<size_t>(id)].producer = current_op_;  // latest writer (in place)
-      op.outputs.push_back(id);
-    }
-    step_.ops.push_back(std::move(op));
-  }
-
-  void on_module_enter(std::string_view fqn, std::string_view type) override {
-    StepCall c;
-    c.fqn = std::string(fqn);
-    c.type = std::string(type);
-    c.parent = open_.empty() ? -1 : open_.back();
-    c.first_op = static_cast<int64_t>(step_.ops.size());
-    const int id = static_cast<int>(step_.calls.size());
-    // Blocks are outermost: a block inside a block is part of it.
-    if (open_block_ < 0 && block_fqns_.count(fqn) != 0) {
-      open_block_ = static_cast<int>(step_.blocks.size());
-      block_call_ = id;
-      StepBlock b;
-      b.fqn = c.fqn;
-      b.type = c.type;
-      b.first_op = c.first_op;
-      step_.blocks.push_back(std::move(b));
-    }
-    step_.calls.push_back(std::move(c));
-    open_.push_back(id);
-  }
-
-  void on_module_exit(std::string_view fqn) override {
-    SP_ASSERT(!open_.empty(), "module exit '", fqn, "' without an enter");
-    const int id = open_.back();
-    open_.pop_back();
-    step_.calls[static_cast<size_t>(id)].end_op = static_cast<int64_t>(step_.ops.size());
-    if (id == block_call_) {
-      step_.blocks[static_cast<size_t>(open_block_)].end_op =
-          static_cast<int64_t>(step_.ops.size());
-      open_block_ = -1;
-      block_call_ = -1;
-    }
-  }
-
-  void set_dropout(bool on) { dropout_ = on; }
-
- private:
-  TrainingStep& step_;
-  const std::unordered_set<std::string_view>& block_fqns_;
-  // Sized for an 80-layer transformer (~3k ops, ~4k tensors) so the trace does not rehash.
-  static constexpr size_t kExpected = 4096;
-  AddressIndex ids_;          // TensorImpl -> StepTensor id
-  AddressIndex buffer_of_;    // StorageImpl -> StepBuffer id
-  std::vector<Tensor> held_;  // keeps every seen TensorImpl alive: its address stays its key
-  std::vector<int> open_;
-  int open_block_ = -1;
-  int block_call_ = -1;
-  int64_t current_op_ = -1;
-  bool dropout_ = true;
-};
-
-// ---- Note [Saved-tensor rules] ----
-// What PyTorch's autograd saves for each op's backward (tools/autograd/derivatives.yaml and the
-// fused kernels' forward outputs). Parameters among the saved inputs are saved by reference and
-// are not activation memory (Note [Saved tensors and activation memory]).
-enum class Rule : uint8_t {
-  kNothing,         // backward needs only shapes (or nothing)
-  kInputs,          // all tensor inputs
-  kProduct,         // the two factors of a matrix product (not the added bias)
-  kFirstInput,      // input 0 only
-  kOutput,          // the result
-  kTensorOperands,  // both operands when both are tensors; nothing with a Python-number operand
-  kDropout,         // a 1-byte mask per element
-  kLayerNorm,       // input + fp32 mean and rstd per row
-  kRmsNorm,         // input + fp32 rstd per row
-  kSdpa,            // AttentionImpl decides
-  kCrossEntropy,    // log-probabilities (input's shape and dtype) + target
-  kEmbedding,       // the indices
-  kWhere,           // the boolean condition
-};
-
-const std::unordered_map<std::string_view, Rule>& rule_table() {
-  static const std::unordered_map<std::string_view, Rule> table = {
-      // Matrix products: grad_a = g b^T needs b, grad_b = a^T g needs a (the bias needs nothing).
-      {"linear", Rule::kProduct},   // input and weight (weight is a parameter: not counted)
-      {"matmul", Rule::kProduct},   // both operands (Q K^T saves Q and K)
-      {"mm", Rule::kProduct},       // both operands
-      {"bmm", Rule::kProduct},      // both operands
-      {"addmm", Rule::kProduct},    // mat1, mat2 (the bias input is listed but is a parameter)
-      {"baddbmm", Rule::kProduct},  // batch1, batch2 (and the added tensor, by reference)
-      // Pointwise with a derivative that needs an input.
-      {"gelu", Rule::kFirstInput},     // GeluBackward: self
-      {"silu", Rule::kFirstInput},     // SiluBackward: self
-      {"log", Rule::kFirstInput},      // 1/self
-      {"sin", Rule::kFirstInput},      // cos(self)
-      {"cos", Rule::kFirstInput},      // -sin(self)
-      {"square", Rule::kFirstInput},   // 2 self
-      {"abs", Rule::kFirstInput},      // sign(self)
-      {"pow", Rule::kTensorOperands},  // self (and exponent when it is a tensor)
-      {"mul", Rule::kTensorOperands},  // grad_a = g*b, grad_b = g*a; a Python number saves nothing
-      {"div", Rule::kTensorOperands},  // grad_a = g/b, grad_b = -g*a/b^2
-      {"maximum", Rule::kInputs},      // both, to route the gradient
-      {"minimum", Rule::kInputs},      // both
-      {"atan2", Rule::kInputs},        // both
-      // Pointwise whose derivative is a function of the result.
-      {"relu", Rule::kOutput},         // result > 0
-      {"tanh", Rule::kOutput},         // 1 - result^2
-      {"sigmoid", Rule::kOutput},      // result (1 - result)
-      {"exp", Rule::kOutput},          // result
-      {"sqrt", Rule::kOutput},         // 1 / (2 result)
-      {"rsqrt", Rule::kOutput},        // -result^3 / 2
-      {"reciprocal", Rule::kOutput},   // -result^2
-      {"softmax", Rule::kOutput},      // SoftmaxBackward: result
-      {"log_softmax", Rule::kOutput},  // LogSoftmaxBackward: result
-      // Linear in their inputs: the gradient passes through (or is summed/reshaped).
-      {"add", Rule::kNothing},         // AddBackward: alpha only
-      {"sub", Rule::kNothing},         // SubBackward: alpha only
-      {"neg", Rule::kNothing},         // -g
-      {"sum", Rule::kNothing},         // expand g to the input's shape
-      {"mean", Rule::kNothing},        // expand g / n
-      {"cat", Rule::kNothing},         // split g by the inputs' sizes
-      {"to", Rule::kNothing},          // cast g back
-      {"contiguous", Rule::kNothing},  // a copy: g as is
-      {"reshape", Rule::kNothing},     // (the copying case) view g back
-      {"stack", Rule::kNothing},       // unbind g
-      // Fused or composite kernels with saved forward outputs of their own.
-      {"dropout", Rule::kDropout},       // native_dropout saves its bool mask
-      {"layer_norm", Rule::kLayerNorm},  // native_layer_norm: input, weight, bias, mean, rstd
-      {"rms_norm", Rule::kRmsNorm},  // fused RMSNorm (apex / torch._fused_rms_norm): input, rstd
-      {"scaled_dot_product_attention", Rule::kSdpa},
-      {"cross_entropy", Rule::kCrossEntropy},  // log_softmax result + nll_loss target
-      {"embedding", Rule::kEmbedding},         // EmbeddingBackward: indices (an input: not counted)
-      {"where", Rule::kWhere},                 // the condition (bool)
-      {"amax", Rule::kInputs},                 // self and result, to find the maxima
-      {"amin", Rule::kInputs},
-      {"var", Rule::kFirstInput},  // self (and the mean it recomputes)
-  };
-  return table;
-}
-
-bool is_matmul_op(std::string_view op) {
-  return op == "linear" || op == "matmul" || op == "mm" || op == "bmm" || op == "addmm" ||
-         op == "baddbmm";
-}
 
 // Bytes of one fp32 value per row of a [.., last] tensor (layer-norm statistics, logsumexp).
 int64_t fp32_per_row(const StepTensor& t) {
@@ -286,7 +36,7 @@ class Deriver {
     mark_recompute();
     retain_and_attribute();
     peak();
-    optimizer();
+    count_parameters();
     sum_totals();
   }
 
@@ -314,9 +64,9 @@ class Deriver {
       if (op.skipped) op.bytes_read = op.bytes_written = 0;
       return;
     }
-    auto it = rule_table().find(op.op);
-    const Rule rule = it == rule_table().end() ? Rule::kInputs : it->second;
-    op.rule_known = it != rule_table().end();
+    const std::optional<Rule> known = saved_tensor_rule(op.op);
+    const Rule rule = known.value_or(Rule::kInputs);
+    op.rule_known = known.has_value();
     const auto& in = op.inputs;
     switch (rule) {
       case Rule::kNothing:
@@ -586,7 +336,7 @@ class Deriver {
     s_.totals.peak_activation_bytes = best;
   }
 
-  void optimizer() {
+  void count_parameters() {
     // Trainable elements: each parameter storage once (ties and views share one).
     std::vector<bool> seen(s_.buffers.size(), false);
     int64_t params = 0;
@@ -597,17 +347,6 @@ class Deriver {
     }
     StepTotals& tot = s_.totals;
     tot.parameters = params;
-    tot.optimizer_flops = adam_flops_per_param() * static_cast<double>(params);
-    // Reads gradient, weights (master copy when there is one), both moments; writes the weights,
-    // moments and, with a master copy, the 16-bit working weights.
-    const MixedPrecision& p = s_.options.precision;
-    const int64_t weights = p.master_bytes > 0 ? p.master_bytes : p.param_bytes;
-    const int64_t per_param = p.grad_bytes + 2 * (weights + p.optimizer_state_bytes) +
-                              (p.master_bytes > 0 ? p.param_bytes : 0);
-    int64_t bytes = 0;
-    SP_CHECK(mul_into(params, per_param, bytes),
-             "trace_training_step: optimizer bytes of ", params, " parameters overflow int64");
-    tot.optimizer_bytes = bytes;
   }
 
   void sum_totals() {
@@ -658,14 +397,6 @@ void find_blocks(const Module& m, std::vector<std::string>& out) {
 }
 
 }  // namespace
-
-double adam_flops_per_param() {
-  // torch.optim.Adam's update per element: exp_avg.lerp_(g, 1-b1) 3; exp_avg_sq.mul_(b2)
-  // .addcmul_(g, g, 1-b2) 4; denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps 3;
-  // p.addcdiv_(exp_avg, denom, -step_size) 3. Bias corrections are per-step scalars.
-  constexpr double kAdamFlops = 3 + 4 + 3 + 3;
-  return kAdamFlops;
-}
 
 int64_t TrainingStep::max_block_activation_bytes() const {
   int64_t best = 0;
@@ -732,7 +463,7 @@ AttentionImpl parse_attention_impl(std::string_view s) {
 std::ostream& operator<<(std::ostream& os, const StepTotals& t) {
   return os << "StepTotals(ops=" << t.ops << ", forward_flops=" << t.forward_flops
             << ", backward_flops=" << t.backward_flops << ", recompute_flops=" << t.recompute_flops
-            << ", optimizer_flops=" << t.optimizer_flops << ", parameters=" << t.parameters
+            << ", parameters=" << t.parameters
             << ", activation_bytes=" << t.activation_bytes
             << ", peak_activation_bytes=" << t.peak_activation_bytes << ")";
 }
@@ -744,10 +475,8 @@ void to_json(nlohmann::json& j, const StepTotals& t) {
        {"backward_flops", t.backward_flops},
        {"backward_matmul_flops", t.backward_matmul_flops},
        {"recompute_flops", t.recompute_flops},
-       {"optimizer_flops", t.optimizer_flops},
        {"forward_bytes", t.forward_bytes},
        {"backward_bytes", t.backward_bytes},
-       {"optimizer_bytes", t.optimizer_bytes},
        {"parameters", t.parameters},
        {"activation_bytes", t.activation_bytes},
        {"activation_bytes_outside_blocks", t.activation_bytes_outside_blocks},
@@ -761,10 +490,8 @@ void from_json(const nlohmann::json& j, StepTotals& t) {
   t.backward_flops = j.at("backward_flops").get<double>();
   t.backward_matmul_flops = j.at("backward_matmul_flops").get<double>();
   t.recompute_flops = j.at("recompute_flops").get<double>();
-  t.optimizer_flops = j.at("optimizer_flops").get<double>();
   t.forward_bytes = j.at("forward_bytes").get<int64_t>();
   t.backward_bytes = j.at("backward_bytes").get<int64_t>();
-  t.optimizer_bytes = j.at("optimizer_bytes").get<int64_t>();
   t.parameters = j.at("parameters").get<int64_t>();
   t.activation_bytes = j.at("activation_bytes").get<int64_t>();
   t.activation_bytes_outside_blocks = j.at("activation_bytes_outside_blocks").get<int64_t>();
@@ -788,11 +515,11 @@ nlohmann::json summary_json(const TrainingStep& step) {
             {"recompute", to_string(o.recompute)},
             {"dropout", o.dropout},
             {"attention", to_string(o.attention)},
-            {"loss", o.loss},
-            {"precision", o.precision}}},
+            {"loss", o.loss}}},
           {"totals", step.totals},
           {"max_block_activation_bytes", step.max_block_activation_bytes()},
           {"blocks", blocks}};
 }
 
 }  // namespace shardplan::tensor
+

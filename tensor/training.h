@@ -45,7 +45,6 @@
 
 #include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
-#include "tensor/memory.h"
 #include "tensor/op_graph.h"
 #include "tensor/tensor.h"
 
@@ -78,8 +77,6 @@ struct TraceOptions {
   // Blocks (Note [Blocks and recomputation]); empty: the children of ModuleLists found in the
   // model.
   std::vector<std::string> block_fqns;
-  // Optimizer (Adam) precision: bytes per parameter of the optimizer step's traffic.
-  MixedPrecision precision;
 };
 
 // One saved-for-backward item of an op.
@@ -157,10 +154,8 @@ struct StepTotals {
   double backward_flops = 0;
   double backward_matmul_flops = 0;
   double recompute_flops = 0;
-  double optimizer_flops = 0;
   int64_t forward_bytes = 0;  // read + written
   int64_t backward_bytes = 0;
-  int64_t optimizer_bytes = 0;
   int64_t parameters = 0;  // trainable elements, ties and views counted once
   // Saved for backward at the end of forward, all blocks and the rest (Note [Saved tensors ...]).
   int64_t activation_bytes = 0;
@@ -192,9 +187,6 @@ struct TrainingStep {
 // Throws shardplan::Error on bad options (batch or seq < 1, a block FQN that is not a module)
 // or when the model's forward rejects the input.
 TrainingStep trace_training_step(Module& model, const TraceOptions& options = {});
-
-// FLOPs and bytes Adam's step spends per parameter element (Note in training.cpp).
-double adam_flops_per_param();
 
 std::string_view to_string(RecomputePolicy p);
 std::string_view to_string(AttentionImpl a);

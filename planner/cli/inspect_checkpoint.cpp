@@ -1,6 +1,5 @@
 // `shardplan inspect --checkpoint PATH [--config config.json] [--strict] [--json]`: see
-// inspect_checkpoint.h. Everything but the printing is tensor/safetensors.h; this file only shapes
-// its values into the report.
+// inspect_checkpoint.h. The report is planner/checkpoint_report.h; this file prints it.
 #include "planner/cli/inspect_checkpoint.h"
 
 #include <algorithm>
@@ -11,10 +10,8 @@
 #include <vector>
 
 #include "planner/cli/text_format.h"
+#include "planner/checkpoint_report.h"
 #include "tensor/base/error.h"
-#include "tensor/models/model_config.h"
-#include "tensor/models/models.h"
-#include "tensor/safetensors.h"
 
 namespace shardplan::cli {
 namespace {
@@ -120,58 +117,9 @@ void add_checkpoint_options(CLI::App& cmd, CheckpointInspectOptions& o) {
                "With --config: exit 1 when tensors are missing, unexpected or mis-shaped");
 }
 
-ordered_json inspect_checkpoint_report(const CheckpointInspectOptions& o) {
-  SP_CHECK(!o.checkpoint.empty(), "inspect: --checkpoint is required with --config or --strict");
-  const tensor::Checkpoint ck = tensor::read_checkpoint(o.checkpoint);
-  ordered_json r;
-  r["checkpoint"] = ck.source.string();
-  r["files"] = ordered_json::array();
-  for (const tensor::CheckpointFile& f : ck.files) {
-    r["files"].push_back({{"path", f.path.string()},
-                          {"header_bytes", f.header.header_bytes},
-                          {"data_bytes", f.header.data_bytes},
-                          {"metadata", f.header.metadata}});
-  }
-  r["tensors"] = ordered_json::array();
-  // By dtype in the format's spelling; std::map keeps the output order stable.
-  std::map<std::string, std::array<int64_t, 3>> by_dtype;  // tensors, parameters, bytes
-  for (const tensor::CheckpointTensor& t : ck.tensors) {
-    const std::string dtype(tensor::safetensors_dtype_name(t.dtype));
-    const int64_t numel = tensor::checked_numel(t.shape, "inspect");
-    r["tensors"].push_back({{"name", t.name},
-                            {"dtype", dtype},
-                            {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
-                            {"file", ck.file_of(t).filename().string()},
-                            {"offset", t.offset},
-                            {"nbytes", t.nbytes}});
-    auto& d = by_dtype[dtype];
-    d[0] += 1;
-    d[1] += numel;  // bounded by the file sizes, which ck.numel() below checks in total
-    d[2] += t.nbytes;
-  }
-  r["tensor_count"] = ck.tensors.size();
-  r["parameters"] = ck.numel();
-  r["bytes"] = ck.nbytes();
-  r["by_dtype"] = ordered_json::object();
-  for (const auto& [dtype, d] : by_dtype) {
-    r["by_dtype"][dtype] = {{"tensors", d[0]}, {"parameters", d[1]}, {"bytes", d[2]}};
-  }
-  if (!o.config.empty()) {
-    const tensor::ModelConfig cfg = tensor::find_model_config(o.config);
-    const tensor::ModulePtr model = tensor::build_model(cfg);
-    const nlohmann::json check = tensor::check_checkpoint(ck, *model);
-    ordered_json c;
-    c["config"] = o.config;
-    c["model"] = model->type_name();
-    for (const auto& [k, v] : check.items()) c[k] = v;
-    r["check"] = std::move(c);
-  }
-  return r;
-}
-
 void run_inspect_checkpoint(const CheckpointInspectOptions& o, CliContext& ctx) {
   SP_CHECK(!o.strict || !o.config.empty(), "inspect: --strict needs --config to check against");
-  const ordered_json r = inspect_checkpoint_report(o);
+  const ordered_json r = planner::checkpoint_report(o.checkpoint, o.config);
   if (ctx.json) {
     std::cout << r.dump(2) << '\n';
   } else {

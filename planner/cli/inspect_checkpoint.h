@@ -23,10 +23,6 @@ struct CheckpointInspectOptions {
 // Adds --checkpoint, --config and --strict to the inspect verb.
 void add_checkpoint_options(CLI::App& cmd, CheckpointInspectOptions& o);
 
-// The whole report as the --json document: "checkpoint", "files", "tensors", "tensor_count",
-// "parameters", "bytes", "by_dtype", and "check" (with --config).
-nlohmann::ordered_json inspect_checkpoint_report(const CheckpointInspectOptions& o);
-
 // Prints the report (text, or JSON with ctx.json) and sets ctx.exit_code under --strict.
 void run_inspect_checkpoint(const CheckpointInspectOptions& o, CliContext& ctx);
 

@@ -55,7 +55,24 @@ ReadOnlyFile::ReadOnlyFile(const std::filesystem::path& path, std::string_view w
   size_ = st.st_size;
 }
 
-ReadOnlyFile::~ReadOnlyFile() { ::close(fd_); }
+ReadOnlyFile ReadOnlyFile::adopt(int fd, int64_t size, std::string path, std::string_view what) {
+  ReadOnlyFile f;
+  f.fd_ = fd;
+  f.size_ = size;
+  f.path_ = std::move(path);
+  f.what_ = what;
+  return f;
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
+    : path_(std::move(other.path_)), what_(std::move(other.what_)), fd_(other.fd_),
+      size_(other.size_) {
+  other.fd_ = -1;
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 void ReadOnlyFile::read_at(int64_t offset, std::span<char> out) const {
   int64_t end = 0;

@@ -23,7 +23,11 @@ bool is_bad_path_errno(int errno_value);
 class ReadOnlyFile {
  public:
   ReadOnlyFile(const std::filesystem::path& path, std::string_view what);
+  // Takes ownership of an open descriptor that is read as `size` bytes (no stat): how a test
+  // reaches the OS-error path with a descriptor whose reads fail (a pipe: ESPIPE).
+  static ReadOnlyFile adopt(int fd, int64_t size, std::string path, std::string_view what);
   ~ReadOnlyFile();
+  ReadOnlyFile(ReadOnlyFile&& other) noexcept;
   ReadOnlyFile(const ReadOnlyFile&) = delete;
   ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
 
@@ -36,6 +40,7 @@ class ReadOnlyFile {
   std::string read_all() const;
 
  private:
+  ReadOnlyFile() = default;
   std::string path_;
   std::string what_;
   int fd_ = -1;

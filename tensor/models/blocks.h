@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 

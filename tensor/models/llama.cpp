@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "tensor/layers.h"
 #include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/models_internal.h"

@@ -1,6 +1,7 @@
 // The Module tree: fully qualified names, listing order and de-duplication (PyTorch's
 // named_parameters / named_modules), parameter counts written out by hand, ties, registration
 // errors, module FQNs at call time.
+#include "tensor/layers.h"
 #include "tensor/module.h"
 
 #include <gmock/gmock.h>

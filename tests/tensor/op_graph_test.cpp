@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tests/tensor/test_models.h"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tensor/safetensors.h"
 #include "tests/tensor/safetensors_test_support.h"

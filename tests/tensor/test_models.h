@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 

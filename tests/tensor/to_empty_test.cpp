@@ -10,6 +10,7 @@
 
 #include "tensor/base/error.h"
 #include "tensor/init.h"
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tests/tensor/test_models.h"

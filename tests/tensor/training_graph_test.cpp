@@ -1,6 +1,7 @@
 // The training step as a Boost.Graph: one vertex per op plus "outside", one edge per (tensor,
 // reader), a DAG in forward order, saved edges matching the ops' saved lists.
 #if __has_include(<boost/graph/adjacency_list.hpp>)
+#include "tensor/layers.h"
 #include "tensor/training_graph.h"
 
 #include <gtest/gtest.h>

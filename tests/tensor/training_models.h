@@ -12,6 +12,7 @@
 #include <cmath>
 #include <memory>
 
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tensor/base/error.h"
+#include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tests/tensor/test_models.h"
 #include "tests/tensor/training_models.h"
@@ -299,12 +300,9 @@ TEST(TrainingStep, MlpSavedBytesByHand) {
   // require grad (a plain input), so only its weight gradient: 16384; the second both: 32768.
   EXPECT_DOUBLE_EQ(st.totals.forward_matmul_flops, 2 * 16384.0);
   EXPECT_DOUBLE_EQ(st.totals.backward_matmul_flops, 16384.0 + 32768.0);
-  // Parameters: 16*64 + 64 + 64*16 + 16 = 2128; Adam 13 FLOPs each.
+  // Parameters: 16*64 + 64 + 64*16 + 16 = 2128 (the optimizer step is priced by the planner,
+  // planner/optimizer_step.h, from this count).
   EXPECT_EQ(st.totals.parameters, 2128);
-  EXPECT_DOUBLE_EQ(st.totals.optimizer_flops, 13.0 * 2128);
-  // Mixed-precision Adam bytes per parameter: read grad 2 + master 4 + moments 8, write master 4
-  // + moments 8 + bf16 copy 2 = 28.
-  EXPECT_EQ(st.totals.optimizer_bytes, 28 * 2128);
 }
 
 TEST(TrainingStep, PeakCoversRetainedAndRecomputedActivations) {

@@ -1,6 +1,6 @@
 // Model-state memory against ZeRO's published numbers (Rajbhandari et al. SC20, Fig. 1 / §5) and
 // Megatron-LM's distributed-optimizer table (docs/user-guide/features/dist_optimizer.md).
-#include "tensor/memory.h"
+#include "planner/model_state_memory.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "tensor/base/error.h"
 
-namespace shardplan::tensor {
+namespace shardplan::planner {
 namespace {
 
 // ZeRO's worked example: Psi = 7.5B parameters, N_d = 64, K = 12. Expected per-rank bytes, from the
@@ -102,4 +102,4 @@ TEST(ModelStateMemory, ValueSemanticsAndJsonRoundTrip) {
 }
 
 }  // namespace
-}  // namespace shardplan::tensor
+}  // namespace shardplan::planner

@@ -1,6 +1,6 @@
 // Model-state memory of data-parallel training: parameters, gradients and optimizer states for a
 // mixed-precision recipe, and what one rank holds of them under ZeRO stages 0-3 (Rajbhandari et
-// al., SC20, §3.1 and §5; spec/performance_model.md §3). The planner adds activations to it.
+// al., SC20, §3.1 and §5; docs/cost-model.md §3). The planner adds activations to it.
 //   ModelStateMemory m = model_state_memory(7'500'000'000, MixedPrecision{}, 3, 64);
 //   m.total_bytes();   // 1'875'000'000: 16 bytes per parameter over 64 ranks
 #pragma once
@@ -11,7 +11,7 @@
 #include <ostream>
 #include <string>
 
-namespace shardplan::tensor {
+namespace shardplan::planner {
 
 // Bytes per parameter of each model-state component. The default is ZeRO's mixed-precision Adam:
 // 16-bit working weights and gradients, fp32 master weights and two fp32 Adam moments, so
@@ -65,9 +65,9 @@ void from_json(const nlohmann::json& j, MixedPrecision& p);
 void to_json(nlohmann::json& j, const ModelStateMemory& m);
 void from_json(const nlohmann::json& j, ModelStateMemory& m);
 
-}  // namespace shardplan::tensor
+}  // namespace shardplan::planner
 
 template <>
-struct std::hash<shardplan::tensor::MixedPrecision> {
-  size_t operator()(const shardplan::tensor::MixedPrecision& p) const noexcept;
+struct std::hash<shardplan::planner::MixedPrecision> {
+  size_t operator()(const shardplan::planner::MixedPrecision& p) const noexcept;
 };

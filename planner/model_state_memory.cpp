@@ -1,11 +1,11 @@
-#include "tensor/memory.h"
+#include "planner/model_state_memory.h"
 
 #include <nlohmann/json.hpp>
 
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 
-namespace shardplan::tensor {
+namespace shardplan::planner {
 namespace {
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
@@ -106,10 +106,10 @@ void from_json(const nlohmann::json& j, ModelStateMemory& m) {
   m.optimizer_bytes = j.at("optimizer_bytes").get<uint64_t>();
 }
 
-}  // namespace shardplan::tensor
+}  // namespace shardplan::planner
 
-size_t std::hash<shardplan::tensor::MixedPrecision>::operator()(
-    const shardplan::tensor::MixedPrecision& p) const noexcept {
+size_t std::hash<shardplan::planner::MixedPrecision>::operator()(
+    const shardplan::planner::MixedPrecision& p) const noexcept {
   size_t h = 0;
   for (int64_t v : {p.param_bytes, p.grad_bytes, p.master_bytes, p.optimizer_state_bytes}) {
     h = h * 1000003u ^ std::hash<int64_t>{}(v);

@@ -1,0 +1,111 @@
+#include "tensor/layers.h"
+
+#include <cmath>
+
+#include "tensor/base/error.h"
+#include "tensor/init.h"
+#include "tensor/ops.h"
+#include "tensor/trace.h"
+
+namespace shardplan::tensor {
+
+
+namespace {
+
+// register_parameter sets requires_grad; the tensor is created as a plain leaf.
+TensorOptions param_options(const TensorOptions& opts) {
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  return o;
+}
+
+void check_nonnegative(int64_t v, const char* module, const char* what) {
+  SP_CHECK(v >= 0, module, ": ", what, " must be non-negative, got ", v);
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const TensorOptions& opts)
+    : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+  check_nonnegative(in_features, "Linear", "in_features");
+  check_nonnegative(out_features, "Linear", "out_features");
+  const TensorOptions o = param_options(opts);
+  register_parameter("weight", empty({out_features, in_features}, o));
+  register_parameter("bias", bias ? empty({out_features}, o) : Tensor());
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight(), bias()); }
+
+void Linear::reset_parameters(uint64_t seed) {
+  // kaiming_uniform_(a=sqrt(5)): gain = sqrt(2 / (1 + a^2)) = sqrt(1/3), bound =
+  // gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in); the bias uses the same bound (nn.Linear).
+  if (in_features_ == 0) {
+    // Zero-element weight; PyTorch's bias bound is 0 then, so U(0, 0) = 0.
+    if (bias().defined()) init_member_constant("bias", Scalar(0.0));
+    return;
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features_));
+  init_member_uniform("weight", seed, -bound, bound);
+  if (bias().defined()) init_member_uniform("bias", seed, -bound, bound);
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const TensorOptions& opts)
+    : Module("Embedding"), num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
+  check_nonnegative(num_embeddings, "Embedding", "num_embeddings");
+  check_nonnegative(embedding_dim, "Embedding", "embedding_dim");
+  register_parameter("weight", empty({num_embeddings, embedding_dim}, param_options(opts)));
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight(), indices); }
+
+void Embedding::reset_parameters(uint64_t seed) { init_member_normal("weight", seed, 0.0, 1.0); }
+
+LayerNorm::LayerNorm(DimVector normalized_shape, double eps, bool elementwise_affine, bool bias,
+                     const TensorOptions& opts)
+    : Module("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  const TensorOptions o = param_options(opts);
+  register_parameter("weight", elementwise_affine ? empty(normalized_shape_, o) : Tensor());
+  register_parameter("bias", elementwise_affine && bias ? empty(normalized_shape_, o) : Tensor());
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape_, weight(), bias(), eps_);
+}
+
+void LayerNorm::reset_parameters(uint64_t /*seed*/) {
+  if (weight().defined()) init_member_constant("weight", Scalar(1.0));
+  if (bias().defined()) init_member_constant("bias", Scalar(0.0));
+}
+
+RMSNorm::RMSNorm(DimVector normalized_shape, std::optional<double> eps, bool elementwise_affine,
+                 const TensorOptions& opts)
+    : Module("RMSNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  register_parameter("weight",
+                     elementwise_affine ? empty(normalized_shape_, param_options(opts)) : Tensor());
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape_, weight(), eps_); }
+
+void RMSNorm::reset_parameters(uint64_t /*seed*/) {
+  if (weight().defined()) init_member_constant("weight", Scalar(1.0));
+}
+
+GELU::GELU(std::string approximate) : Module("GELU"), approximate_(std::move(approximate)) {
+  SP_CHECK(approximate_ == "none" || approximate_ == "tanh",
+           "GELU: approximate must be 'none' or 'tanh', got '", approximate_, "'");
+}
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
+
+Module& ModuleList::operator[](size_t i) const {
+  SP_CHECK(i < size(), type_name(), ": index ", i, " is out of range for ", size(), " modules");
+  return *named_children()[i].second;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& [name, m] : named_children()) h = m->call(h);
+  return h;
+}
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,112 @@
+// The built-in layers the model builders are made of (PyTorch's torch.nn names, parameter names and
+// shapes): Linear, Embedding, LayerNorm, RMSNorm, GELU, ModuleList, Sequential. Each is a Module
+// (tensor/module.h) whose parameters are meta tensors until to_empty.
+//   auto proj = std::make_shared<Linear>(4096, 11008, /*bias=*/false, TensorOptions{DType::kBFloat16});
+//   Tensor y = proj->call(x);  // x [.., 4096] -> y [.., 11008], traced as one linear op
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/module.h"
+
+namespace shardplan::tensor {
+
+// Meta by default; TensorOptions picks dtype and device.
+// Constructors allocate but do not initialize: call init_weights after to_empty.
+
+// y = x W^T + b, W [out, in], b [out]. Init: U(-1/sqrt(in), 1/sqrt(in)) for both, which is what
+// PyTorch's kaiming_uniform_(a=sqrt(5)) reduces to (gain sqrt(2/(1+5)), bound gain*sqrt(3/in)).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true,
+         const TensorOptions& opts = {});
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters(uint64_t seed) override;
+  Tensor weight() const { return parameter("weight"); }
+  Tensor bias() const { return parameter("bias"); }  // undefined without bias
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+
+ private:
+  int64_t in_features_;
+  int64_t out_features_;
+};
+
+// Lookup table [num_embeddings, embedding_dim]; forward takes integer indices. Init: N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, const TensorOptions& opts = {});
+  Tensor forward(const Tensor& indices) override;
+  void reset_parameters(uint64_t seed) override;
+  Tensor weight() const { return parameter("weight"); }
+
+ private:
+  int64_t num_embeddings_;
+  int64_t embedding_dim_;
+};
+
+// Init: weight 1, bias 0.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(DimVector normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true, const TensorOptions& opts = {});
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters(uint64_t seed) override;
+  Tensor weight() const { return parameter("weight"); }
+  Tensor bias() const { return parameter("bias"); }
+
+ private:
+  DimVector normalized_shape_;
+  double eps_;
+};
+
+// eps unset: the dtype's machine epsilon at run time, as PyTorch. Init: weight 1.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(DimVector normalized_shape, std::optional<double> eps = {},
+                   bool elementwise_affine = true, const TensorOptions& opts = {});
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters(uint64_t seed) override;
+  Tensor weight() const { return parameter("weight"); }
+
+ private:
+  DimVector normalized_shape_;
+  std::optional<double> eps_;
+};
+
+// approximate: "none" or "tanh".
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::string approximate_;
+};
+
+// Children named "0", "1", ... in order; no forward of its own.
+class ModuleList : public Module {
+ public:
+  ModuleList() : ModuleList("ModuleList") {}
+  // Registers `m` under the next index and returns it.
+  template <typename M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+    return register_module(std::to_string(size()), std::move(m));
+  }
+  size_t size() const { return named_children().size(); }
+  Module& operator[](size_t i) const;
+
+ protected:
+  explicit ModuleList(std::string type_name) : Module(std::move(type_name)) {}
+};
+
+// A ModuleList whose forward feeds each child's output to the next.
+class Sequential : public ModuleList {
+ public:
+  Sequential() : ModuleList("Sequential") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+}  // namespace shardplan::tensor
