@@ -1,4 +1,4 @@
-// Errors of shardplan: the two tiers of STYLE.md.
+// Errors of shardplan: the bad-input and internal-bug tiers of docs/architecture.md §4.1.
 //   SP_CHECK(cond, "msg", value, ...)  -> bad input the user can cause: throws shardplan::Error, which
 //                                        only main() turns into exit code 2.
 //   SP_ASSERT(cond)                    -> a broken invariant (a bug): aborts with file:line.

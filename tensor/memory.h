@@ -1,6 +1,6 @@
 // Model-state memory of data-parallel training: parameters, gradients and optimizer states for a
 // mixed-precision recipe, and what one rank holds of them under ZeRO stages 0-3 (Rajbhandari et
-// al., SC20, §3.1 and §5; spec/performance_model.md §3). The planner adds activations to it.
+// al., SC20, §3.1 and §5; docs/cost-model.md §3). The planner adds activations to it.
 //   ModelStateMemory m = model_state_memory(7'500'000'000, MixedPrecision{}, 3, 64);
 //   m.total_bytes();   // 1'875'000'000: 16 bytes per parameter over 64 ranks
 #pragma once

@@ -14,7 +14,7 @@
 
 namespace shardplan::cli {
 
-// The process exit status (DESIGN.md "Contracts"). Only main() turns errors into these.
+// The process exit status (docs/architecture.md §4.1). Only main() turns errors into these.
 enum class ExitCode : int {
   kOk = 0,
   // The input was fine but running failed (I/O, a backend); also internal errors (bugs).

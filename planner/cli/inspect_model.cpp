@@ -25,8 +25,8 @@ std::string fmt(const char* f, double v) {
 }
 
 // Rows of the module table: the root's and the backbone's direct children, and the first
-// decoder layer with its direct children standing for all `layers` of them (Note [Repeated
-// blocks] of DESIGN.md: the layers are identical). ModuleLists are containers and skipped.
+// decoder layer with its direct children standing for all `layers` of them (docs/architecture.md
+// §3, "Repeated blocks": the layers are identical). ModuleLists are containers and skipped.
 ordered_json module_rows(const Module& root, const OpGraph& g, const ModelConfig& c,
                          double tokens) {
   const std::string layers = layers_path(c);

@@ -1,5 +1,5 @@
 // shardplan: the command-line entry point. Builds the verb list, parses, runs the chosen verb, and
-// is the only place where errors become exit codes (STYLE.md "Errors"):
+// is the only place where errors become exit codes (docs/architecture.md §4.1):
 //   shardplan::Error, command-line errors -> "shardplan: error: ..."           exit 2 (bad input)
 //   cli::RuntimeFailure                  -> "shardplan: error: ..."           exit 1
 //   any other exception                  -> "shardplan: internal error: ..."  exit 1
