@@ -1,5 +1,6 @@
-# Helpers shared by the layer folders. One static library per top-level folder (DESIGN.md), named
-# shardplan_<layer> with the alias shardplan::<layer>; the layering is whatever DEPS each folder names.
+# Helpers shared by the layer folders. One static library per top-level folder (docs/architecture.md
+# §1), named shardplan_<layer> with the alias shardplan::<layer>; the layering is whatever DEPS each
+# folder names.
 #
 #   shardplan_add_library(NAME tensor DEPS shardplan::kernels nlohmann_json::nlohmann_json
 #                         [DIR tensor/base] [DEFINITIONS FOO=1] [EXCLUDE_DIRS cli])

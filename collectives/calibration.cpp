@@ -12,8 +12,8 @@
 // Note [Calibration]
 // A cluster file holds, per link class, the two numbers the ring formula of Note [Cost model]
 // (cost_model.cpp) needs: a per-step latency l (Ring, Simple) and a bandwidth. nccl-tests times a
-// collective of S bytes; busbw = S * f / t with nccl-tests' factor f (spec 5.1). Each time t is
-// therefore modelled exactly as the cost model prices that run with Ring/Simple:
+// collective of S bytes; busbw = S * f / t with nccl-tests' factor f (docs/cost-model.md §5.1).
+// Each time t is therefore modelled exactly as the cost model prices that run with Ring/Simple:
 //   intra (one node, n ranks):  t = base + steps * l_in + S f / B_in
 //   inter (N nodes, p per node): t = base + (steps - inter) l_in + inter * l_net + S f / (K b)
 // with base NCCL's Ring/Simple base latency (8.4 us; 0 for MPI), steps = 2(n-1) for all_reduce and

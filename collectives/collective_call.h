@@ -2,8 +2,8 @@
 // the links its group crosses (collectives::GroupLinks, from the Topology). cost_model.h prices it.
 //   CollectiveCall c{CollectiveKind::kAllReduce, 8, 1 << 30, topo.group_links(devices)};
 //   std::cout << c;  // all_reduce(n=8, 1073741824 B, nvlink)
-// `bytes` follows nccl-tests (spec 5.1): the whole buffer S, which for all_gather, reduce_scatter
-// and all_to_all is the gathered (count * nranks) size; algbw = S / time.
+// `bytes` follows nccl-tests (docs/cost-model.md §5.1): the whole buffer S, which for all_gather,
+// reduce_scatter and all_to_all is the gathered (count * nranks) size; algbw = S / time.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,8 @@ std::string_view to_string(CollectiveKind k);
 // are accepted; throws shardplan::Error listing the names otherwise.
 CollectiveKind parse_collective_kind(std::string_view s);
 
-// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md; spec 5.1): busbw = algbw * factor.
-// all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; the rest 1.
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md; docs/cost-model.md §5.1): busbw = algbw *
+// factor. all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; the rest 1.
 double busbw_factor(CollectiveKind k, int64_t n);
 
 struct CollectiveCall {

@@ -14,12 +14,13 @@
 // cluster file; other algorithms and protocols scaled by NCCL's ratios, nccl_tuning.h).
 // Times in microseconds; transfer_us() turns bytes and GB/s into time.
 //
-// Ring (NCCL tuning.cc, spec 5.3): steps = 2(n-1) for all_reduce, n-1 for all_gather,
-//   reduce_scatter, broadcast, reduce (a pipelined chain); of those 2(N-1) (resp. N-1) cross nodes.
+// Ring (NCCL tuning.cc, docs/cost-model.md §5.3): steps = 2(n-1) for all_reduce, n-1 for
+//   all_gather, reduce_scatter, broadcast, reduce (a pipelined chain); of those 2(N-1) (resp. N-1)
+//   cross nodes.
 //   lat = base + (steps - inter) l_in + inter l_net; each rank sends S * busbw_factor bytes over
-//   its bottleneck link B = min(B_in, B_net): that is what busbw measures (spec 5.1), and why a
-//   ring spanning nodes is bounded by the node's NICs (8 x 24 GB/s = 192 GB/s on DGX A100,
-//   nccl#812). Protocols: LL min(llMax, 0.5 B), LL128 0.92 B, Simple B.
+//   its bottleneck link B = min(B_in, B_net): that is what busbw measures (docs/cost-model.md
+//   §5.1), and why a ring spanning nodes is bounded by the node's NICs (8 x 24 GB/s = 192 GB/s on
+//   DGX A100, nccl#812). Protocols: LL min(llMax, 0.5 B), LL128 0.92 B, Simple B.
 // Tree (all_reduce only): lat = base + 2((p-1) l_in + log2(N) l_net); busBw = B x protocol factor
 //   x treeCorrectionFactor(S); algbw = 0.5 busBw (every byte goes up and down the tree).
 // NVLS (one node, fabric with NVLink SHARP, Simple): lat = hwLat[NVLink][NVLS] (no base). The
@@ -268,7 +269,8 @@ Priced price(const CollectiveCall& call, std::optional<Algorithm> only) {
   auto wants = [&](Algorithm a) { return !only || *only == a; };
   Priced best;
   if (g.library == Library::kDTensorCompat) {
-    // DTensor prices all_to_all as an all_gather of the same bytes plus a penalty (spec 4.2).
+    // DTensor prices all_to_all as an all_gather of the same bytes plus a penalty
+    // (docs/semantics.md §4.2).
     if (call.kind == CollectiveKind::kAllToAll) {
       if (!wants(Algorithm::kRing)) return {};
       Priced r = ring(CollectiveKind::kAllGather, n, bytes, g);

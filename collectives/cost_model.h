@@ -1,6 +1,7 @@
 // The communication cost model: how long a collective takes on its group's links, NCCL's way
-// (spec 5.3): every applicable (algorithm, protocol) is priced as latency + bytes / bandwidth and
-// the cheapest wins. Reports time, algbw and busbw with nccl-tests' definitions (spec 5.1).
+// (docs/cost-model.md §5.3): every applicable (algorithm, protocol) is priced as latency + bytes /
+// bandwidth and the cheapest wins. Reports time, algbw and busbw with nccl-tests' definitions
+// (docs/cost-model.md §5.1).
 //   CollectiveCost c = collective_cost({CollectiveKind::kAllReduce, 8, 1 << 30, links});
 //   c.algorithm == Algorithm::kRing; c.busbw_gbps ~ 240 on a DGX A100
 // Note [Cost model] in cost_model.cpp derives each algorithm's formula.

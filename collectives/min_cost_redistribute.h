@@ -1,5 +1,5 @@
 // The minimum-cost redistribution planner: a shortest path over placement states (the idea of
-// PyTorch's DTensorRedistributePlanner, spec/dtensor_semantics.md §3.4), solved with Boost.Graph's
+// PyTorch's DTensorRedistributePlanner, docs/semantics.md §3.4), solved with Boost.Graph's
 // Dijkstra under a cost function of one step.
 //   RedistributePlan p = plan_min_cost_redistribute(spec, parse_placements("S1,S1,S1"));
 //   auto t = plan_min_cost_redistribute(spec, target, link_time_cost(mesh_dim_links(topo, shape)));

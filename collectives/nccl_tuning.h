@@ -1,8 +1,9 @@
 // NCCL's tuning constants (src/graph/tuning.cc, NCCL v2.30.7 @ 5067397c, as written out in
-// spec/performance_model.md 5.3): the software side of the cost model, per algorithm and protocol.
+// docs/cost-model.md §5.3): the software side of the cost model, per algorithm and protocol.
 // The hardware side (bandwidths, per-step latencies) lives in configs/clusters/*.json.
 //   double ll_hop = hw_latency_us(LinkType::kNvlink, Algo::kRing, Proto::kLL);   // 0.6
-// Constants drift between NCCL versions (spec 5.3 "Version history"); cluster files pin one.
+// Constants drift between NCCL versions (docs/cost-model.md §5.3, "Version drift"); cluster files
+// pin one.
 #pragma once
 
 #include <array>

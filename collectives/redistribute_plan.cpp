@@ -44,8 +44,9 @@ mesh::ShardSpec checked_target(const mesh::ShardSpec& source, std::span<const Pl
 
 namespace {
 
-// Whether mesh dims before `mesh_dim` split tensor dim d the same way in `a` and `b` (spec §3.3's
-// "misaligned nested sharding" test; placements compared exactly, so S(0) and SS(0, 2) differ).
+// Whether mesh dims before `mesh_dim` split tensor dim d the same way in `a` and `b`
+// (docs/semantics.md §3.3's "misaligned nested sharding" test; placements compared exactly, so S(0)
+// and SS(0, 2) differ).
 bool same_outer_levels(std::span<const Placement> a, std::span<const Placement> b, size_t mesh_dim,
                        int64_t d) {
   for (size_t j = 0; j < mesh_dim; ++j) {

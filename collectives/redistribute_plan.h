@@ -1,5 +1,5 @@
 // Redistribution plans: placements A -> B on a ShardSpec as an ordered list of one-mesh-dim steps
-// (spec/dtensor_semantics.md §3), in the order of PyTorch's default greedy planner (§3.3).
+// (docs/semantics.md §3), in the order of PyTorch's default greedy planner (§3.3).
 //   ShardSpec s = make_shard_spec({8, 8}, DType::kFloat32, DeviceMesh({2, 2}),
 //                                 parse_placements("S0,S1"));
 //   RedistributePlan p = plan_redistribute(s, parse_placements("S1,S0"));
@@ -25,7 +25,7 @@ struct RedistributePlan {
   mesh::ShardSpec target;  // source with the target placements (normalised)
   std::vector<RedistributeStep> steps;
 
-  // Steps that run a collective (spec §3.6's CommDebugMode counts).
+  // Steps that run a collective (docs/semantics.md §3.6's CommDebugMode counts).
   int64_t num_collectives() const;
   friend bool operator==(const RedistributePlan&, const RedistributePlan&) = default;
 };
@@ -40,12 +40,13 @@ nlohmann::ordered_json to_json(const RedistributePlan& p);
 mesh::ShardSpec checked_target(const mesh::ShardSpec& source,
                                std::span<const mesh::Placement> target);
 
-// PyTorch's generate_greedy_transform_infos (spec §3.3). With a Shard in the source: pass 1 walks
-// mesh dims inner -> outer and moves each to its target, or to Replicate when the target shards a
-// tensor dim whose outer levels differ between now and the target (misaligned nesting) or when a
-// strided shard is involved; pass 2 walks outer -> inner and finishes what is left (typically
-// R -> S local chunks). Without a Shard in the source only pass 2 runs. Changes on size-1 mesh
-// dims appear as noop steps; unchanged mesh dims as nothing. Throws what checked_target throws.
+// PyTorch's generate_greedy_transform_infos (docs/semantics.md §3.3). With a Shard in the source:
+// pass 1 walks mesh dims inner -> outer and moves each to its target, or to Replicate when the
+// target shards a tensor dim whose outer levels differ between now and the target (misaligned
+// nesting) or when a strided shard is involved; pass 2 walks outer -> inner and finishes what is
+// left (typically R -> S local chunks). Without a Shard in the source only pass 2 runs. Changes on
+// size-1 mesh dims appear as noop steps; unchanged mesh dims as nothing. Throws what checked_target
+// throws.
 RedistributePlan plan_redistribute(const mesh::ShardSpec& source,
                                    std::span<const mesh::Placement> target);
 

@@ -14,7 +14,8 @@ using mesh::Placement;
 using shardplan::DimVector;
 
 // Note [Uneven shard padding]
-// Collectives move equal-sized pieces, so uneven torch.chunk shards are padded (spec §3.1):
+// Collectives move equal-sized pieces, so uneven torch.chunk shards are padded (docs/semantics.md
+// §3.1):
 //  * all_gather along d: every rank pads its shard to c = ceil(n/k) (the size coordinate 0 of the
 //    group holds), the gathered buffer is c*k, then narrowed to n. A strided shard pads to its
 //    group's largest piece (again its first rank's) and reorders after the gather.
@@ -147,8 +148,8 @@ std::optional<std::string> refused_transition(const Placement& src, const Placem
 
 namespace {
 
-// Coordinate 0's size of a dim of n elements after one level `p` over k ranks (spec §2.2, §2.5):
-// the largest piece of that level.
+// Coordinate 0's size of a dim of n elements after one level `p` over k ranks (docs/semantics.md
+// §2.2, §2.5): the largest piece of that level.
 int64_t first_piece(int64_t n, const Placement& p, int64_t k) {
   if (p.is_shard()) return mesh::chunk_piece(n, k, 0).size;
   int64_t size = 0;
@@ -294,8 +295,8 @@ std::optional<RedistributeStep> step_on(std::span<const int64_t> shape, int64_t 
   };
   step.local_shape_before = with_level(src);
   step.local_shape_after = with_level(dst);
-  // Spec §3.1: nothing to do for an unchanged placement or over a single rank (a chunk into one
-  // piece is the whole, a Partial over one rank is already the value).
+  // docs/semantics.md §3.1: nothing to do for an unchanged placement or over a single rank (a chunk
+  // into one piece is the whole, a Partial over one rank is already the value).
   if (src == dst || k == 1) return step;
 
   for (const Placement* p : {&src, &dst}) {
@@ -311,8 +312,8 @@ std::optional<RedistributeStep> step_on(std::span<const int64_t> shape, int64_t 
     }
   }
 
-  // The rules of spec §3.1, one per (source kind, target kind), and how many padded pieces of
-  // the largest rank's shard the buffer holds.
+  // The rules of docs/semantics.md §3.1, one per (source kind, target kind), and how many padded
+  // pieces of the largest rank's shard the buffer holds.
   int64_t copies = k;
   if (src.is_any_shard() && dst.is_replicate()) {
     step.op = StepOp::kAllGather;

@@ -1,5 +1,5 @@
 // One step of a redistribution: a single mesh dim changes placement (PyTorch's "transform info",
-// spec/dtensor_semantics.md §3.1), with the collective it needs and the exact per-rank buffer.
+// docs/semantics.md §3.1), with the collective it needs and the exact per-rank buffer.
 //   ShardSpec s = make_shard_spec({5, 5}, DType::kFloat32, DeviceMesh({4}), {Shard{0}});
 //   RedistributeStep st = make_step(s, 0, Shard{1});
 //   st.op == StepOp::kAllToAll;  st.bytes_per_rank == 2 * 8 * 4   // (2, 8) padded, see below
@@ -23,7 +23,7 @@
 
 namespace shardplan::collectives {
 
-// What one mesh dim's change costs (spec §3.1):
+// What one mesh dim's change costs (docs/semantics.md §3.1):
 //   S/SS -> R        all_gather        P -> R        all_reduce
 //   R -> S/SS        local_chunk (0)   P -> S/SS     reduce_scatter
 //   S(i) -> S(j)     all_to_all        size-1 dim    noop (0)
@@ -62,8 +62,8 @@ nlohmann::ordered_json to_json(const RedistributeStep& s);
 // throws shardplan::Error naming a missing or ill-typed field.
 RedistributeStep redistribute_step_from_json(const nlohmann::json& j);
 
-// Why a placement change is refused (spec §3.1 and DTensor.redistribute's user rule), or
-// std::nullopt when it is allowed. Shard -> Partial, Partial(a) -> Partial(b) and
+// Why a placement change is refused (docs/semantics.md §3.1 and DTensor.redistribute's user rule),
+// or std::nullopt when it is allowed. Shard -> Partial, Partial(a) -> Partial(b) and
 // Replicate -> Partial are refused: a target Partial is only accepted where the source already is
 // that Partial.
 std::optional<std::string> refused_transition(const mesh::Placement& src,

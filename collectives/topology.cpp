@@ -297,7 +297,7 @@ GroupLinks Topology::group_links(std::span<const int64_t> devices, int64_t shari
           : p.bottleneck_gbps;
   out.inter_bandwidth_gbps = net.nics_per_node.value * nic / static_cast<double>(sharing);
   // Per rank, at most one NIC: NCCL cannot aggregate NICs for point-to-point traffic such as
-  // alltoall (sjeaugey, NVIDIA/nccl-tests#267; spec 5.2).
+  // alltoall (sjeaugey, NVIDIA/nccl-tests#267; docs/cost-model.md §5.2).
   out.nic_bandwidth_gbps =
       std::min(nic, out.inter_bandwidth_gbps / static_cast<double>(out.ranks_per_node));
   return out;

@@ -1,6 +1,6 @@
 // Initialisation fills addressed by global element index: value = f(seed, tensor key, global
 // index), so a shard filled alone on any rank, CPU or GPU, equals that slice of the whole tensor
-// filled at once (DESIGN.md "Init is keyed on the global element index").
+// filled at once (docs/architecture.md §5, "Init is keyed on the global element index").
 //   const uint64_t key = tensor_key_from_name("layers.0.attn.q.weight");
 //   const FillSpec spec{FillKind::kNormal, /*mean=*/0.0, /*std=*/0.02, seed, key};
 //   if (auto why = check_fill_spec(ElementType::kBFloat16, spec)) return error(*why);

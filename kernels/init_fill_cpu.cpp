@@ -56,7 +56,7 @@ IntRange int_range(ElementType type) {
 bool is_integral(double x) { return std::isfinite(x) && std::trunc(x) == x; }
 
 // Share of N(mean, std) inside [low, high]: Phi(beta) - Phi(alpha), Phi(x) = erfc(-x / sqrt 2) / 2.
-// libm is fine here: this only decides whether the spec is accepted, it never feeds a value.
+// libm is fine here: this only decides whether the FillSpec is accepted, it never feeds a value.
 double normal_mass_between(double mean, double std, double low, double high) {
   const auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
   return phi((high - mean) / std) - phi((low - mean) / std);

@@ -1,6 +1,7 @@
-// Broadcasting between an op's output and one of its inputs, for the strategy rules (spec §5.3,
-// infer_broadcast_dims_map): dims align from the right, and an output dim maps to an input dim only
-// when the sizes are equal (a size-1 or missing input dim is broadcast, so it holds no shard).
+// Broadcasting between an op's output and one of its inputs, for the strategy rules
+// (docs/semantics.md §5.3, infer_broadcast_dims_map): dims align from the right, and an output dim
+// maps to an input dim only when the sizes are equal (a size-1 or missing input dim is broadcast,
+// so it holds no shard).
 //   map_to_input(Shard{1}, {4, 8}, {8}) == Shard{0};   map_to_input(Shard{0}, {4, 8}, {8}) == R
 #pragma once
 

@@ -1,6 +1,7 @@
-// DeviceMesh: an n-d array of global ranks with optional dim names (PyTorch's DeviceMesh, spec
-// §1). Row-major and strided layouts are stored as (offset, strides), never per rank, so a
-// 1,000,000-rank mesh costs a few words; an arbitrary rank list is stored once, as given.
+// DeviceMesh: an n-d array of global ranks with optional dim names (PyTorch's DeviceMesh,
+// docs/semantics.md §1). Row-major and strided layouts are stored as (offset, strides), never per
+// rank, so a 1,000,000-rank mesh costs a few words; an arbitrary rank list is stored once, as
+// given.
 //   DeviceMesh m({2, 4}, {"dp", "tp"});           // ranks [[0,1,2,3],[4,5,6,7]]
 //   m.coordinate_of(6) == MeshCoord{1, 2};  m.group_ranks(0, 1) == {1, 5}
 //   m.slice({"tp"}, 5).ranks() == {4, 5, 6, 7}
@@ -28,9 +29,9 @@ class DeviceMesh {
  public:
   // A 0-d mesh with one rank (rank 0); rarely useful, but makes DeviceMesh default-constructible.
   DeviceMesh();
-  // init_device_mesh: ranks arange(prod(shape)) reshaped row-major (spec §1.2). `dim_names` is
-  // empty or one unique non-empty name per dim. Throws shardplan::Error on a size < 1, an
-  // overflowing product or bad names.
+  // init_device_mesh: ranks arange(prod(shape)) reshaped row-major (docs/semantics.md §1.2).
+  // `dim_names` is empty or one unique non-empty name per dim. Throws shardplan::Error on a
+  // size < 1, an overflowing product or bad names.
   explicit DeviceMesh(std::vector<int64_t> shape, std::vector<std::string> dim_names = {});
   // An arbitrary layout: `ranks` lists the global ranks in row-major order of `shape`. Ranks must
   // be
@@ -70,17 +71,17 @@ class DeviceMesh {
   int64_t rank_at(std::span<const int64_t> coord) const;
   // The rank at row-major position `flat_index` of the array (0 <= flat_index < size()).
   int64_t rank_at_flat_index(int64_t flat_index) const;
-  // Where `rank` sits (spec §1.3); std::nullopt if the mesh does not contain it. O(ndim) for
-  // strided layouts, O(log size) for explicit lists.
+  // Where `rank` sits (docs/semantics.md §1.3); std::nullopt if the mesh does not contain it.
+  // O(ndim) for strided layouts, O(log size) for explicit lists.
   std::optional<MeshCoord> coordinate_of(int64_t rank) const;
   bool contains(int64_t rank) const { return coordinate_of(rank).has_value(); }
   // Every rank in row-major order. Materialises size() integers: for tests and small meshes.
   std::vector<int64_t> ranks() const;
 
-  // The process group along mesh dim `mesh_dim` that contains `rank` (spec §1.4): the ranks whose
-  // coordinates equal rank's on every other dim, ordered by their coordinate on `mesh_dim` (so the
-  // rank's index in it is its coordinate there, PyTorch's get_local_rank). Throws if `rank` is not
-  // in the mesh.
+  // The process group along mesh dim `mesh_dim` that contains `rank` (docs/semantics.md §1.4): the
+  // ranks whose coordinates equal rank's on every other dim, ordered by their coordinate on
+  // `mesh_dim` (so the rank's index in it is its coordinate there, PyTorch's get_local_rank).
+  // Throws if `rank` is not in the mesh.
   std::vector<int64_t> group_ranks(int64_t mesh_dim, int64_t rank) const;
   // Number of groups along `mesh_dim` = size() / size(mesh_dim).
   int64_t num_groups(int64_t mesh_dim) const;
@@ -88,10 +89,11 @@ class DeviceMesh {
   // (0 <= group_index < num_groups(mesh_dim)); enumerates groups without a rank to start from.
   std::vector<int64_t> group_ranks_by_index(int64_t mesh_dim, int64_t group_index) const;
 
-  // mesh["dp", "cp"] for the caller `rank` (spec §1.5): the submesh over the named dims, every
-  // other dim fixed at rank's coordinate. Names may come in any order; the submesh's dims follow
-  // the requested order (what PyTorch's docstring shows; older PyTorch code only accepted ascending
-  // order). Throws on an unnamed mesh, an unknown or repeated name, or a rank not in the mesh.
+  // mesh["dp", "cp"] for the caller `rank` (docs/semantics.md §1.5): the submesh over the named
+  // dims, every other dim fixed at rank's coordinate. Names may come in any order; the submesh's
+  // dims follow the requested order (what PyTorch's docstring shows; older PyTorch code only
+  // accepted ascending order). Throws on an unnamed mesh, an unknown or repeated name, or a rank
+  // not in the mesh.
   DeviceMesh slice(const std::vector<std::string>& names, int64_t rank) const;
   // The same by mesh dim indices, for unnamed meshes.
   DeviceMesh slice_dims(const std::vector<int64_t>& mesh_dims, int64_t rank) const;
@@ -99,8 +101,9 @@ class DeviceMesh {
   // Merges the named dims into one dim called `new_name` (default: names joined by "_", as
   // PyTorch's _flatten names "dp_cp"), placed at the lowest of their positions; its coordinate is
   // row-major over the named dims in the order given. (2,2,2) (dp,cp,tp) -> flatten_dims({dp,cp})
-  // is (4,2) (dp_cp,tp), whose dp_cp group of rank 0 is [0,2,4,6] (spec §1.6). All other dims are
-  // kept in order. The whole mesh is kept: slice the result to get PyTorch's 1-d flattened submesh.
+  // is (4,2) (dp_cp,tp), whose dp_cp group of rank 0 is [0,2,4,6] (docs/semantics.md §1.6). All
+  // other dims are kept in order. The whole mesh is kept: slice the result to get PyTorch's 1-d
+  // flattened submesh.
   DeviceMesh flatten_dims(const std::vector<std::string>& names, std::string new_name = "") const;
   DeviceMesh flatten_dims(const std::vector<int64_t>& mesh_dims, std::string new_name = "") const;
   // All dims into one (PyTorch's submesh._flatten()).

@@ -1,4 +1,4 @@
-// Sharding strategies of one op (spec/dtensor_semantics.md §5): what an op call looks like to the
+// Sharding strategies of one op (docs/semantics.md §5): what an op call looks like to the
 // propagation rules (global shapes and static arguments), the per-mesh-dim candidate lists each op
 // family writes, and their expansion to the whole mesh (Cartesian product + shardability filter).
 //   OpCall mm{"mm", {{8, 16}, {16, 32}}};
@@ -108,15 +108,15 @@ std::optional<std::vector<DimStrategy>> view_strategies(const OpCall& call, int6
 std::optional<std::vector<DimStrategy>> slice_strategies(const OpCall& call);
 std::optional<std::vector<DimStrategy>> stack_strategies(const OpCall& call);
 std::optional<std::vector<DimStrategy>> stats_strategies(const OpCall& call);
-// Pointwise ops follow one input (spec §5.3): the in-place/out= argument is not modelled, so the
-// input with the most shards (tie: more dims, then the earliest). Returns the output placements
-// that following it gives (Shard re-indexed into the broadcast shape; a Partial the op cannot keep
-// becomes Replicate), or nullopt for ops that are not pointwise.
+// Pointwise ops follow one input (docs/semantics.md §5.3): the in-place/out= argument is not
+// modelled, so the input with the most shards (tie: more dims, then the earliest). Returns the
+// output placements that following it gives (Shard re-indexed into the broadcast shape; a Partial
+// the op cannot keep becomes Replicate), or nullopt for ops that are not pointwise.
 std::optional<std::vector<Placement>> pointwise_followed_output(
     const OpCall& call, const std::vector<std::vector<Placement>>& current, const DeviceMesh& mesh);
-// View ops keep what they can and replicate the rest (spec §5.5, non-strict views): the input
-// placements a view of `current` runs on (a Shard the view cannot keep becomes Replicate), or
-// nullopt for ops that are not views.
+// View ops keep what they can and replicate the rest (docs/semantics.md §5.5, non-strict views):
+// the input placements a view of `current` runs on (a Shard the view cannot keep becomes
+// Replicate), or nullopt for ops that are not views.
 std::optional<std::vector<Placement>> view_followed_input(const OpCall& call,
                                                           const std::vector<Placement>& current,
                                                           const DeviceMesh& mesh);

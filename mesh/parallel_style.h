@@ -1,6 +1,6 @@
 // Parallel styles applied to a Module tree by fully-qualified-name patterns (PyTorch's
-// parallelize_module + fully_shard, spec §5.6 and §2.5): the placements of every parameter over a
-// mesh, and through ShardSpec its local shape on any rank.
+// parallelize_module + fully_shard, docs/semantics.md §5.6 and §2.5): the placements of every
+// parameter over a mesh, and through ShardSpec its local shape on any rank.
 //   ModulePtr lm = build_model(find_model_config("llama3-8b"));
 //   DeviceMesh mesh({2, 4}, {"dp", "tp"});
 //   ParallelizeConfig cfg;  cfg.tp_dim = "tp";  cfg.fsdp_dims = {"dp"};
@@ -37,7 +37,8 @@ namespace shardplan::mesh {
 //  kSequence   LayerNorm / RMSNorm / Dropout: parameters Replicate (activations are Shard(seq)).
 //  kPrepareInput / kPrepareOutput  any module: parameters untouched; only its input (output) is
 //              re-laid out (PyTorch's PrepareModuleInput / PrepareModuleOutput).
-// Activation layouts (spec §5.6; one Placement on the TP mesh dim, Shard dims may be negative):
+// Activation layouts (docs/semantics.md §5.6; one Placement on the TP mesh dim, Shard dims may be
+// negative):
 //  style           input (default)  desired input     computed output    output (default)
 //  colwise         R                R                 Shard(-1)          Shard(-1)
 //  rowwise Linear  Shard(-1)        Shard(-1)         Partial(sum)       R
@@ -101,7 +102,7 @@ struct ParallelizeConfig {
   std::string tp_dim;
   // Mesh dims FSDP shards every parameter's dim 0 over (fully_shard). A dp mesh dim LEFT of a mesh
   // dim that already shards dim 0 (colwise TP) gets _StridedShard(0, product of those later dims'
-  // sizes): TP's split happens first, FSDP's second (Note in placement.h, spec §2.5).
+  // sizes): TP's split happens first, FSDP's second (Note in placement.h, docs/semantics.md §2.5).
   std::vector<std::string> fsdp_dims;
 };
 

@@ -50,7 +50,8 @@ std::string to_string(const Placement& p) {
   struct Visitor {
     std::string operator()(const Shard& s) const { return "S" + std::to_string(s.dim); }
     std::string operator()(const Replicate&) const { return "R"; }
-    // Partial(sum) is the default reduce op, printed as plain "P" like the spec's notation.
+    // Partial(sum) is the default reduce op, printed as plain "P" like the notation of
+    // docs/semantics.md.
     std::string operator()(const Partial& q) const {
       return q.op == ReduceOp::kSum ? "P" : "P" + std::string(reduce_op_name(q.op));
     }

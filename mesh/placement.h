@@ -1,5 +1,5 @@
 // Placement: how one mesh dim lays a tensor out over its ranks (PyTorch DTensor placements,
-// spec/dtensor_semantics.md §2.1). A closed sum type; one Placement per mesh dim.
+// docs/semantics.md §2.1). A closed sum type; one Placement per mesh dim.
 //   std::vector<Placement> p = parse_placements("S0,R");   // {Shard{0}, Replicate{}}
 //   p[0].is_shard() && p[0].shard_dim() == 0;  to_string(p[1]) == "R"
 //
@@ -13,7 +13,8 @@
 //   all_reduce (-> R) or a reduce_scatter (-> S) turns it into a real layout. With x [S(0)] and w
 //   [R] instead, rank r holds rows 2r..2r+1 of y exactly: [S(0)], no communication needed.
 //
-// Command-line syntax (DESIGN.md "Contracts"), produced by to_string and read by parse_placement:
+// Command-line syntax (docs/architecture.md §4.4), produced by to_string and read by
+// parse_placement:
 //   S<d>       Shard(d); d may be negative ("S-1") and is normalised against a tensor later
 //   R          Replicate
 //   P | Psum   Partial(sum);  Pavg, Pmax, Pmin, Pprod: Partial with that reduce op
@@ -38,7 +39,8 @@ enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProd };
 // "sum", "avg", "max", "min", "prod".
 std::string_view reduce_op_name(ReduceOp op);
 
-// Tensor dim `dim` is split over the mesh dim's ranks with torch.chunk semantics (spec §2.2).
+// Tensor dim `dim` is split over the mesh dim's ranks with torch.chunk semantics (docs/semantics.md
+// §2.2).
 struct Shard {
   int64_t dim = 0;
   friend bool operator==(const Shard&, const Shard&) = default;
@@ -55,10 +57,10 @@ struct Partial {
   friend bool operator==(const Partial&, const Partial&) = default;
 };
 
-// PyTorch's _StridedShard (spec §2.5): chunk dim `dim` into `split_factor` pieces, chunk each piece
-// over the k ranks, rank i holds the concatenation of every piece's i-th sub-chunk. Expresses
-// "sharded by a later mesh dim first" (FSDP over TP: [SS(0, tp), S(0)] on mesh (dp, tp)).
-// INVARIANT (checked by make_shard_spec, not here): split_factor >= 1.
+// PyTorch's _StridedShard (docs/semantics.md §2.5): chunk dim `dim` into `split_factor` pieces,
+// chunk each piece over the k ranks, rank i holds the concatenation of every piece's i-th
+// sub-chunk. Expresses "sharded by a later mesh dim first" (FSDP over TP: [SS(0, tp), S(0)] on mesh
+// (dp, tp)). INVARIANT (checked by make_shard_spec, not here): split_factor >= 1.
 struct StridedShard {
   int64_t dim = 0;
   int64_t split_factor = 1;

@@ -48,7 +48,7 @@ ShardSpec make_shard_spec(std::span<const int64_t> shape, std::span<const int64_
              " shards tensor dim ", d, ", but the tensor of shape ", shape, " has ", ndim,
              " dims, expected a dim in [", -ndim, ", ", ndim - 1, "]");
     const int64_t nd = d < 0 ? d + ndim : d;
-    // Shard(-1) means the last dim (spec §2.1); store it normalised.
+    // Shard(-1) means the last dim (docs/semantics.md §2.1); store it normalised.
     if (p.is_shard()) {
       p = Shard{nd};
     } else {
@@ -183,7 +183,8 @@ void select_positions(const std::vector<IndexRange>& from, int64_t a, int64_t b,
   }
 }
 
-// The general algorithm of spec §2.4 with index lists as ranges (needed for strided shards).
+// The general algorithm of docs/semantics.md §2.4 with index lists as ranges (needed for strided
+// shards).
 std::vector<std::vector<IndexRange>> ranges_general(const ShardSpec& spec,
                                                     std::span<const int64_t> coord,
                                                     DimVector* local) {
@@ -199,8 +200,8 @@ std::vector<std::vector<IndexRange>> ranges_general(const ShardSpec& spec,
     const int64_t k = spec.mesh.shape()[md], i = coord[md], n = (*local)[d];
     std::vector<IndexRange> next;
     int64_t size = 0;
-    // Spec §2.5: chunk into split_factor pieces, each piece into k; this rank takes sub-chunk i of
-    // every piece. A plain Shard is the split_factor == 1 case.
+    // docs/semantics.md §2.5: chunk into split_factor pieces, each piece into k; this rank takes
+    // sub-chunk i of every piece. A plain Shard is the split_factor == 1 case.
     for (int64_t j = 0; j < p.split_factor(); ++j) {
       const ChunkPiece piece = chunk_piece(n, p.split_factor(), j);
       const ChunkPiece sub = chunk_piece(piece.size, k, i);
@@ -228,7 +229,7 @@ LocalShard local_shape_and_offset(const ShardSpec& spec, std::span<const int64_t
     return out;
   }
   // Plain shards: the index list of every level is one contiguous range, so the first index is
-  // the sum of the per-level chunk offsets (spec §2.3).
+  // the sum of the per-level chunk offsets (docs/semantics.md §2.3).
   for (size_t md = 0; md < spec.placements.size(); ++md) {
     const Placement& p = spec.placements[md];
     if (!p.is_shard()) continue;
@@ -237,8 +238,8 @@ LocalShard local_shape_and_offset(const ShardSpec& spec, std::span<const int64_t
     out.shape[d] = c.size;
     out.offset[d] += c.offset;
   }
-  // Empty shard -> offset = global size (spec §2.4 sentinel); an unsharded empty dim already has
-  // offset 0 == its size.
+  // Empty shard -> offset = global size (docs/semantics.md §2.4 sentinel); an unsharded empty dim
+  // already has offset 0 == its size.
   for (size_t d = 0; d < out.shape.size(); ++d) {
     if (out.shape[d] == 0) out.offset[d] = spec.shape[d];
   }

@@ -1,6 +1,7 @@
 // ShardSpec: a global meta tensor (shape, strides, dtype) laid out over a DeviceMesh with one
 // Placement per mesh dim (PyTorch's DTensorSpec), and the free functions giving each rank's local
-// shard: shape, global offset, strides, bytes, and the global index ranges it holds (spec §2).
+// shard: shape, global offset, strides, bytes, and the global index ranges it holds
+// (docs/semantics.md §2).
 //   ShardSpec s = make_shard_spec({10, 5}, DType::kBFloat16, DeviceMesh({2, 2}),
 //                                 parse_placements("S0,S0"));
 //   local_shape(s, {0, 1}) == {2, 5};  global_offset(s, {0, 1}) == {3, 0}   // rows 3..4
@@ -52,9 +53,10 @@ ShardSpec make_shard_spec(std::span<const int64_t> shape, std::span<const int64_
 ShardSpec make_shard_spec(const tensor::Tensor& t, DeviceMesh mesh,
                           std::vector<Placement> placements);
 
-// PyTorch's is_tensor_shardable (spec §5.1.7): for every tensor dim, the product of the sizes of the
-// mesh dims sharding it (times the split_factor of a StridedShard, §2.5) is at most the dim's size.
-// Uneven shards pass, and torch.chunk can still leave trailing shards empty (5 on 4 ranks: 2,2,1,0).
+// PyTorch's is_tensor_shardable (docs/semantics.md §5.1.7): for every tensor dim, the product of
+// the sizes of the mesh dims sharding it (times the split_factor of a StridedShard, §2.5) is at
+// most the dim's size. Uneven shards pass, and torch.chunk can still leave trailing shards empty
+// (5 on 4 ranks: 2,2,1,0).
 bool is_shardable(const ShardSpec& spec);
 // Throws shardplan::Error naming the first dim that is not shardable and the numbers involved.
 void check_shardable(const ShardSpec& spec);
@@ -66,9 +68,9 @@ int64_t num_shards(const ShardSpec& spec);
 // All placements Replicate.
 bool is_replicated(const ShardSpec& spec);
 
-// One level of torch.chunk (spec §2.2): element count and first index of chunk `r` of `n` elements
-// split `k` ways. Trailing chunks may be empty: (5, 4) -> sizes 2,2,1,0; an empty chunk's offset is
-// min(c*r, n) (use the ShardSpec functions for the global sentinel).
+// One level of torch.chunk (docs/semantics.md §2.2): element count and first index of chunk `r` of
+// `n` elements split `k` ways. Trailing chunks may be empty: (5, 4) -> sizes 2,2,1,0; an empty
+// chunk's offset is min(c*r, n) (use the ShardSpec functions for the global sentinel).
 struct ChunkPiece {
   int64_t size = 0;
   int64_t offset = 0;
@@ -82,10 +84,10 @@ struct LocalShard {
   friend bool operator==(const LocalShard&, const LocalShard&) = default;
 };
 
-// compute_local_shape_and_global_offset (spec §2.3-2.5) for mesh coordinate `coord`: mesh dims
-// applied left to right, each chunking the current local size; offsets compose through the index
-// list. A dim whose shard is empty gets offset = global size (the sentinel DCP uses to drop it).
-// Throws if `coord` is not a coordinate of spec.mesh.
+// compute_local_shape_and_global_offset (docs/semantics.md §2.3-2.5) for mesh coordinate `coord`:
+// mesh dims applied left to right, each chunking the current local size; offsets compose through
+// the index list. A dim whose shard is empty gets offset = global size (the sentinel DCP uses to
+// drop it). Throws if `coord` is not a coordinate of spec.mesh.
 LocalShard local_shape_and_offset(const ShardSpec& spec, std::span<const int64_t> coord);
 // The same for a global rank; a rank not in the mesh gets shape {0} and an empty offset (§1.3).
 LocalShard local_shape_and_offset_for_rank(const ShardSpec& spec, int64_t rank);

@@ -1,6 +1,6 @@
-// Sharding propagation (spec §5.1): given an op call and the current layout of its inputs, pick
-// one candidate strategy of op_strategy.h by the cost of moving the inputs to it, and derive the
-// output layouts.
+// Sharding propagation (docs/semantics.md §5.1): given an op call and the current layout of its
+// inputs, pick one candidate strategy of op_strategy.h by the cost of moving the inputs to it, and
+// derive the output layouts.
 //   ShardSpec x = make_shard_spec({8, 16}, DType::kFloat32, mesh4, {Shard{0}});
 //   ShardSpec w = make_shard_spec({16, 32}, DType::kFloat32, mesh4, {Replicate{}});
 //   Propagation p = propagate(OpCall{"mm"}, {x, w});   // out [S0], cost 0, no redistribution
@@ -29,11 +29,11 @@ using RedistributeCostFn =
 // collectives/ gives exact plans.
 double estimated_redistribute_bytes(const ShardSpec& current, const std::vector<Placement>& target);
 
-// _select_min_cost_strategy (spec §5.1.3): `costs[c][i]` is candidate c's cost for input i and
-// `matches_current[c]` says whether its required inputs equal the current ones. One candidate:
-// it. Otherwise, on the summed costs: (a) the most negative total if any is negative; (b) the LAST
-// zero-total candidate that matches the current placements; (c) the first zero-total candidate;
-// (d) the first minimum. Throws if there is no candidate or every total is infinite.
+// _select_min_cost_strategy (docs/semantics.md §5.1.3): `costs[c][i]` is candidate c's cost for
+// input i and `matches_current[c]` says whether its required inputs equal the current ones. One
+// candidate: it. Otherwise, on the summed costs: (a) the most negative total if any is negative;
+// (b) the LAST zero-total candidate that matches the current placements; (c) the first zero-total
+// candidate; (d) the first minimum. Throws if there is no candidate or every total is infinite.
 size_t select_min_cost(const std::vector<std::vector<double>>& costs,
                        const std::vector<bool>& matches_current);
 

@@ -1,7 +1,7 @@
-// Einsum-style strategies for the matmul family (spec §5.2): dims of the equation are batch (in the
-// output and both inputs), contracting (in both inputs, not the output), lhs-only and rhs-only.
-// Sharding a batch / lhs-only / rhs-only dim splits the output the same way; sharding a contracting
-// dim on both inputs leaves each rank a summand of the output: Partial(sum).
+// Einsum-style strategies for the matmul family (docs/semantics.md §5.2): dims of the equation are
+// batch (in the output and both inputs), contracting (in both inputs, not the output), lhs-only and
+// rhs-only. Sharding a batch / lhs-only / rhs-only dim splits the output the same way; sharding a
+// contracting dim on both inputs leaves each rank a summand of the output: Partial(sum).
 #include <algorithm>
 #include <string>
 

@@ -1,4 +1,5 @@
-// Pointwise ops with broadcasting and Partial linearity (spec §5.3), and reductions over dims.
+// Pointwise ops with broadcasting and Partial linearity (docs/semantics.md §5.3), and reductions
+// over dims.
 // Note [Partial linearity]
 // A rank holding a Partial(sum) summand x_r may apply f locally only if f(sum x_r) = sum f(x_r):
 //  * add/sub of two Partial(sum) inputs: (sum a_r) + (sum b_r) = sum (a_r + b_r)   -> all Partial.

@@ -1,15 +1,16 @@
-// Indexing views: expand, select, narrow, slice (PyTorch's non-strict view ops, spec §5.5: what
-// cannot stay sharded is replicated, then the op runs locally). Every rank must be able to take
-// its output piece from its input piece alone:
+// Indexing views: expand, select, narrow, slice (PyTorch's non-strict view ops, docs/semantics.md
+// §5.5: what cannot stay sharded is replicated, then the op runs locally). Every rank must be able
+// to take its output piece from its input piece alone:
 //  * expand: a dim broadcast from size 1 (or a new leading dim) has no input dim to carry a shard,
 //    so the input is whole there (Replicate); a dim that keeps its size keeps its shard (the
-//    spec's Broadcast vs InputDim dim map);
+//    Broadcast vs InputDim dim map of docs/semantics.md §5.5);
 //  * select / narrow / slice: the indexed dim cannot stay sharded, since the picked rows sit on
 //    some ranks only and the output's torch.chunk split of the new size would not line up with
 //    them; the other dims follow, re-indexed past a removed dim. A slice keeping the whole dim
 //    is the identity and keeps its shard: its bounds clamp to each rank's piece, so the same call
 //    runs locally. A whole-dim narrow does not: its length would overrun a rank's piece.
-//    (The spec only names expand among these; the select/narrow/slice rules are derived here.)
+//    (docs/semantics.md §5.5 has a PyTorch rule for expand only; the select/narrow/slice rules are
+//    derived here.)
 // All four pick or copy elements, a linear map, so Partial(sum) passes through. The local call
 // takes the rank's sizes where the global call names sizes (expand's kept dims; -1 needs none),
 // as DTensor rewrites the size arguments of view ops.

@@ -6,7 +6,7 @@
 //  * var: the variance of a union is not the sum, mean or max of the pieces' variances (it needs
 //    each piece's mean and count too), and var(sum of summands) is not the sum of their
 //    variances: the reduced dims are Replicate and no Partial input or output, like argmax.
-//    (The spec is silent on both; this is the mathematically correct rule.)
+//    (PyTorch has no rule for either; this is the mathematically correct one.)
 //  * cross_entropy(input, target[, weight]): the loss of one row needs the log-softmax over the
 //    class dim (dim 1, or 0 for a 1-d input), so the class dim is Replicate; the batch/sequence
 //    dims shard input and target alike, the weight stays whole. The reduction decides the output:

@@ -1,6 +1,6 @@
-// View ops (spec §5.5): reshape-like ops are described by groups of input dims whose product
-// equals a group of output dims (size-1 dims stand alone). Within a group only the leftmost input
-// dim may stay sharded, and only where every rank's piece is still one contiguous run of the
+// View ops (docs/semantics.md §5.5): reshape-like ops are described by groups of input dims whose
+// product equals a group of output dims (size-1 dims stand alone). Within a group only the leftmost
+// input dim may stay sharded, and only where every rank's piece is still one contiguous run of the
 // output:
 //  * flatten (several input dims -> one): the leftmost input dim must divide evenly, else a rank's
 //    rows would not line up with the torch.chunk split of the flattened dim;

@@ -1,5 +1,6 @@
 // Always-on invariant check for kernels/: a failure is a bug in the caller or here, so it reports
-// the expression, a message and file:line on stderr and aborts (the STYLE.md second tier).
+// the expression, a message and file:line on stderr and aborts (the internal-bug tier of
+// docs/architecture.md §4.1).
 //   SHARDPLAN_KERNELS_CHECK(region.ndim >= 0, "negative ndim");
 #pragma once
 

@@ -1,6 +1,6 @@
-// What `--model NAME_OR_PATH` names (DESIGN.md, "Models are named by..."): a file in
-// configs/models/, a Hugging Face config.json, or a safetensors checkpoint (a .safetensors file, a
-// model.safetensors.index.json, or their folder) whose config.json lies beside it, as
+// What `--model NAME_OR_PATH` names (docs/architecture.md §4.4, "Models are named by..."): a file
+// in configs/models/, a Hugging Face config.json, or a safetensors checkpoint (a .safetensors file,
+// a model.safetensors.index.json, or their folder) whose config.json lies beside it, as
 // save_pretrained writes them.
 //   ModelSource src = find_model_source("ckpt/model.safetensors.index.json");
 //   ModulePtr m = build_model(src.config);  // src.checkpoint: headers read, checked against m

@@ -84,7 +84,7 @@ Tensor randn(const DimVector& size, const TensorOptions& opts) {
   SP_CHECK(is_floating(dtype) || is_complex(dtype),
            "randn: expected a floating point or complex dtype, got ", dtype);
   // Values on real devices come from init_normal with an explicit seed and key, never from a
-  // hidden global generator (DESIGN.md: init is keyed on the global element index).
+  // hidden global generator (docs/architecture.md §5: init is keyed on the global element index).
   SP_CHECK(opts.device.is_meta(), "randn: only meta tensors are created here; on ", opts.device,
            " use empty + init_normal(tensor, seed, key)");
   return new_tensor(size, nullptr, dtype, opts, "randn");

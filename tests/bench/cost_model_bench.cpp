@@ -83,7 +83,7 @@ void BM_AllToAllTwoH100Nodes(benchmark::State& state) {
 }
 BENCHMARK(BM_AllToAllTwoH100Nodes);
 
-// Spec 3.4's greedy plan on mesh (2, 4, 8) over 8 DGX H100 nodes, (4096, 4096) bf16
+// docs/semantics.md §3.4's greedy plan on mesh (2, 4, 8) over 8 DGX H100 nodes, (4096, 4096) bf16
 // S0,S0,S0 -> S1,S1,S1: md2 all_gather, md1 all_gather, md0 all_to_all, two local chunks; the
 // mesh dims' links computed once. Priced: three collectives, the total their sum.
 void BM_PricePlan3d(benchmark::State& state) {

@@ -44,7 +44,8 @@ void BM_LocalShapeAndOffset4d(benchmark::State& state) {
 }
 BENCHMARK(BM_LocalShapeAndOffset4d);
 
-// Spec §3.4's case on mesh (2,4,8): S(0)S(0)S(0) -> S(1)S(1)S(1) of a (4096, 4096) bf16 tensor.
+// docs/semantics.md §3.4's case on mesh (2,4,8): S(0)S(0)S(0) -> S(1)S(1)S(1) of a (4096, 4096)
+// bf16 tensor.
 mesh::ShardSpec source_3d() {
   return mesh::make_shard_spec(std::vector<int64_t>{4096, 4096}, tensor::DType::kBFloat16,
                                DeviceMesh({2, 4, 8}), parse_placements("S0,S0,S0"));
@@ -73,7 +74,7 @@ collectives::RedistributePlan greedy(const mesh::ShardSpec& s,
   return collectives::plan_redistribute(s, t);
 }
 
-// Greedy (spec §3.4 trace): md2 ag, md1 ag, md0 a2a, md1 chunk, md2 chunk.
+// Greedy (docs/semantics.md §3.4 trace): md2 ag, md1 ag, md0 a2a, md1 chunk, md2 chunk.
 void BM_GreedyPlan3d(benchmark::State& state) {
   time_plan(state, greedy, [](const collectives::RedistributePlan& p) {
     return p.steps.size() == 5 && p.num_collectives() == 3;

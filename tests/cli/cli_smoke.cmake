@@ -1,4 +1,4 @@
-# ctest `cli_smoke`: the shardplan binary keeps the CLI contract of DESIGN.md. Run as
+# ctest `cli_smoke`: the shardplan binary keeps the CLI contract of docs/architecture.md §4. Run as
 #   cmake -DSHARDPLAN=<path to shardplan> -DEXPECTED_VERSION=0.1.0 -P cli_smoke.cmake
 
 # run(<expected exit code> <args...>): runs shardplan, checks the exit code, leaves OUT and ERR.
@@ -48,8 +48,9 @@ foreach(args IN ITEMS "" "--no-such-flag" "no-such-verb" "env;--bogus")
   endif()
 endforeach()
 
-# redistribute: spec §3.6's [S0,S1] -> [S1,S0] on mesh (2,2) is md1 all_gather, md0 all_to_all,
-# md1 local chunk (2 collectives); bf16 (8,8): each rank holds (4,4), gathers 2 x 16 x 2 B = 64 B.
+# redistribute: docs/semantics.md §3.6's [S0,S1] -> [S1,S0] on mesh (2,2) is md1 all_gather, md0
+# all_to_all, md1 local chunk (2 collectives); bf16 (8,8): each rank holds (4,4), gathers
+# 2 x 16 x 2 B = 64 B.
 run(0 redistribute --shape 8,8 --dtype bf16 --mesh 2x2 --from S0,S1 --to S1,S0 --json)
 string(JSON collectives ERROR_VARIABLE json_error GET "${OUT}" collectives)
 string(JSON nsteps LENGTH "${OUT}" steps)

@@ -33,8 +33,9 @@ TEST(ClusterFiles, EveryShippedClusterLoadsUnderItsFileName) {
 }
 
 TEST(ClusterFiles, FiguresMatchThePublishedSpecs) {
-  // spec 6: A100 80 GB 2,039 GB/s; H100 989.4 dense bf16 TFLOP/s; 8x 200 Gb/s HDR on Selene;
-  // 8x 400 Gb/s per H100 node; NCCL topo.h: 12 x 20.0 = 240 (A100), 18 x 20.6 = 370.8 (H100).
+  // docs/cost-model.md §6: A100 80 GB 2,039 GB/s; H100 989.4 dense bf16 TFLOP/s; 8x 200 Gb/s HDR
+  // on Selene; 8x 400 Gb/s per H100 node; NCCL topo.h: 12 x 20.0 = 240 (A100), 18 x 20.6 = 370.8
+  // (H100).
   const Cluster a80 = load_cluster(resolve_cluster("dgx-a100-80g"));
   EXPECT_DOUBLE_EQ(a80.accelerator.memory_bandwidth_gbps.value, 2039);
   EXPECT_DOUBLE_EQ(a80.intra.bus_bandwidth_gbps.value, 12 * 20.0);

@@ -1,5 +1,6 @@
-// The cost model against published NCCL figures (spec 5.2) and against hand computations of the
-// formulas in Note [Cost model] (cost_model.cpp), with NCCL's constants (spec 5.3) written out.
+// The cost model against published NCCL figures (docs/cost-model.md §5.2) and against hand
+// computations of the formulas in Note [Cost model] (cost_model.cpp), with NCCL's constants
+// (docs/cost-model.md §5.3) written out.
 #include "collectives/cost_model.h"
 
 #include <gmock/gmock.h>
@@ -92,7 +93,8 @@ TEST(CostAccuracy, InterNodeRingIsBoundedByTheNics) {
       *collective_cost_with(call(CollectiveKind::kAllReduce, dp, 8 * kGiB), Algorithm::kRing);
   EXPECT_LE(r.busbw_gbps, 48.0);
   EXPECT_GE(r.busbw_gbps, 46.0);
-  // One 16-GPU ring over both nodes: at most the 8 NICs, 8 x 48 = 384 (spec 5.2, derived ceiling).
+  // One 16-GPU ring over both nodes: at most the 8 NICs, 8 x 48 = 384 (docs/cost-model.md §5.2,
+  // derived ceiling).
   const CollectiveCost full = *collective_cost_with(
       call(CollectiveKind::kAllReduce, first_devices(t, 16), 8 * kGiB), Algorithm::kRing);
   EXPECT_LE(full.busbw_gbps, 8 * 48.0);
@@ -107,8 +109,8 @@ TEST(CostAccuracy, InterNodeRingIsBoundedByTheNics) {
 // ---- hand computations of the formulas ---------------------------------------------------------
 
 TEST(CostFormulas, SmallAllReduceOnOneA100NodeIsRingLL) {
-  // Ring LL: base 6.6 + 2(n-1) x 0.6 us (tuning.cc, spec 5.3) + 8 B x 2(7)/8 / min(87.7, 240/2)
-  // GB/s.
+  // Ring LL: base 6.6 + 2(n-1) x 0.6 us (tuning.cc, docs/cost-model.md §5.3) + 8 B x 2(7)/8 /
+  // min(87.7, 240/2) GB/s.
   const collectives::Topology t = topo("dgx-a100-80g", 1);
   const CollectiveCost c =
       collective_cost(call(CollectiveKind::kAllReduce, first_devices(t, 8), 8));
@@ -297,7 +299,8 @@ TEST(CollectiveCallValue, MalformedCallsAreErrors) {
 }
 
 TEST(NcclTuning, ConstantsAsPublishedAndTheirRatios) {
-  // spec 5.3: base Ring LL 6.6, Tree Simple 8.4; hwLat NVLink Ring LL 0.6, NET Tree Simple 14.
+  // docs/cost-model.md §5.3: base Ring LL 6.6, Tree Simple 8.4; hwLat NVLink Ring LL 0.6, NET Tree
+  // Simple 14.
   EXPECT_DOUBLE_EQ(nccl::base_latency_us(nccl::Algo::kRing, nccl::Proto::kLL), 6.6);
   EXPECT_DOUBLE_EQ(nccl::base_latency_us(nccl::Algo::kTree, nccl::Proto::kSimple), 8.4);
   EXPECT_DOUBLE_EQ(

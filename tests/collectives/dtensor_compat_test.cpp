@@ -1,5 +1,5 @@
 // DTensor compatibility: DTensor's constants configured as links, priced by collective_cost(),
-// reproduce spec/dtensor_semantics.md 4.2-4.4 (formulas written out below with B in GiB).
+// reproduce docs/semantics.md §4.2-4.4 (formulas written out below with B in GiB).
 #include "collectives/dtensor_compat.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 namespace shardplan::collectives::dtensor {
 namespace {
 
-// spec 4.2, in microseconds, B = bytes / 2^30, bw in DTensor's "GB/s".
+// docs/semantics.md §4.2, in microseconds, B = bytes / 2^30, bw in DTensor's "GB/s".
 double ag_us(double b_gib, int64_t n, double lat, double bw) {
   return 6.6 + static_cast<double>(n - 1) * lat +
          (b_gib * static_cast<double>(n - 1) / static_cast<double>(n)) / bw * 1e6;
@@ -23,7 +23,8 @@ double us(CollectiveKind k, const collectives::GroupLinks& g, int64_t bytes) {
 }
 
 TEST(DTensorCompat, WorkedExampleShardToReplicateOnEightGpus) {
-  // spec 4.4: fp32 1024x1024 on mesh (8,), S(0) -> R: all_gather of B = 4 MiB / 8 x 8.
+  // docs/semantics.md §4.4: fp32 1024x1024 on mesh (8,), S(0) -> R: all_gather of
+  // B = 4 MiB / 8 x 8.
   const auto dims = dtensor_mesh_links(std::vector<int64_t>{8}, 8);
   const int64_t bytes = 1024 * 1024 * 4;
   EXPECT_NEAR(us(CollectiveKind::kAllGather, dims[0], bytes), 49.773, 5e-4);
@@ -32,7 +33,7 @@ TEST(DTensorCompat, WorkedExampleShardToReplicateOnEightGpus) {
 }
 
 TEST(DTensorCompat, TopologyRuleMarksOuterDimsInterHost) {
-  // spec 4.1 examples with 8 devices per host.
+  // docs/semantics.md §4.1 examples with 8 devices per host.
   EXPECT_EQ(dtensor_mesh_links(std::vector<int64_t>{8}, 8)[0].link_class, collectives::LinkClass::kNvlink);
   const auto d28 = dtensor_mesh_links(std::vector<int64_t>{2, 8}, 8);
   EXPECT_EQ(d28[0].link_class, collectives::LinkClass::kNetwork);

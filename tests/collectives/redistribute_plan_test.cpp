@@ -1,4 +1,4 @@
-// Redistribution plans against spec/dtensor_semantics.md §3: the greedy order and CommDebugMode
+// Redistribution plans against docs/semantics.md §3: the greedy order and CommDebugMode
 // counts of §3.6, the padding worked examples of §3.1 (bytes computed by hand below), the graph
 // planner trace of §3.4, refused transitions and bad input.
 #include "collectives/redistribute_plan.h"
@@ -26,7 +26,7 @@ mesh::ShardSpec spec(std::vector<int64_t> shape, std::vector<int64_t> mesh_shape
                                parse_placements(placements));
 }
 
-// "md1 S1->R all_gather; md0 S0->S1 all_to_all" (the spec's table notation).
+// "md1 S1->R all_gather; md0 S0->S1 all_to_all" (the table notation of docs/semantics.md §3.6).
 std::string trace(const RedistributePlan& p) {
   std::string out;
   for (const RedistributeStep& s : p.steps) {
@@ -48,7 +48,7 @@ struct CountCase {
   int64_t collectives;
 };
 
-// Spec §3.6, 2-d mesh (2,2): the plan column and the count, verbatim.
+// docs/semantics.md §3.6, 2-d mesh (2,2): the plan column and the count.
 TEST(RedistributeGreedy, SpecTable2dMeshPlansAndCounts) {
   const std::vector<CountCase> cases = {
       {"S0,S1", "S0,S0", {8, 8}, "md1 S1->S0 all_to_all", 1},
@@ -84,7 +84,7 @@ TEST(RedistributeGreedy, SpecTable2dMeshPlansAndCounts) {
   }
 }
 
-// Spec §3.6, 1-d mesh of 4, sizes 12, 13, 14 on either dim (uneven included).
+// docs/semantics.md §3.6, 1-d mesh of 4, sizes 12, 13, 14 on either dim (uneven included).
 TEST(RedistributeGreedy, SpecCounts1dMesh) {
   for (int64_t n : {12, 13, 14}) {
     for (const char* sd : {"S0", "S1"}) {
@@ -102,7 +102,7 @@ TEST(RedistributeGreedy, SpecCounts1dMesh) {
   }
 }
 
-// Spec §3.6: mesh (4,1), any change on the size-1 dim communicates nothing.
+// docs/semantics.md §3.6: mesh (4,1), any change on the size-1 dim communicates nothing.
 TEST(RedistributeGreedy, SizeOneMeshDimIsNoop) {
   for (const char* to : {"S0,S1", "S0,S0", "S0,R"}) {
     const RedistributePlan p = greedy(spec({8, 8}, {4, 1}, "S0,S1"), to);
@@ -112,21 +112,22 @@ TEST(RedistributeGreedy, SizeOneMeshDimIsNoop) {
   EXPECT_EQ(trace(greedy(spec({8, 8}, {4, 1}, "S0,P"), "S0,R")), "md1 P->R noop");
 }
 
-// Spec §3.4, greedy trace on mesh (2,2,2): S(0)[0]S(0)[1]S(0)[2] -> S(1)[0]S(1)[1]S(1)[2].
+// docs/semantics.md §3.4, greedy trace on mesh (2,2,2): S(0)[0]S(0)[1]S(0)[2] ->
+// S(1)[0]S(1)[1]S(1)[2].
 TEST(RedistributeGreedy, SpecOrderedTrace3dMesh) {
   EXPECT_EQ(trace(greedy(spec({8, 8}, {2, 2, 2}, "S0,S0,S0"), "S1,S1,S1")),
             "md2 S0->R all_gather; md1 S0->R all_gather; md0 S0->S1 all_to_all; "
             "md1 R->S1 local_chunk; md2 R->S1 local_chunk");
 }
 
-// Issue #157585 (spec §3.6 note): S0S0 -> RS0 needs 2 all_gathers, S0S0 -> S0R only 1.
+// Issue #157585 (docs/semantics.md §3.6 note): S0S0 -> RS0 needs 2 all_gathers, S0S0 -> S0R only 1.
 TEST(RedistributeGreedy, Issue157585Counts) {
   const mesh::ShardSpec s = spec({8, 8}, {2, 2}, "S0,S0");
   EXPECT_EQ(greedy(s, "R,S0").num_collectives(), 2);
   EXPECT_EQ(greedy(s, "S0,R").num_collectives(), 1);
 }
 
-// Spec §3.1's padding examples on mesh (4,), float32 (4 bytes), worked by hand.
+// docs/semantics.md §3.1's padding examples on mesh (4,), float32 (4 bytes), worked by hand.
 TEST(RedistributeBytes, SpecPaddingExamples) {
   // S(0) -> R, n = 5: pieces 2,2,1,0 padded to 2 -> gathered 8 elements = 32 bytes per rank.
   RedistributeStep s = greedy(spec({5}, {4}, "S0"), "R").steps.at(0);
@@ -177,7 +178,7 @@ TEST(RedistributeBytes, StridedShardLargestGroup) {
   EXPECT_EQ(s.local_shape_before.vec(), std::vector<int64_t>{2});  // coordinate 0's
 }
 
-// Spec §3.1 / test_redistribute_to_partial: which targets with Partial are accepted.
+// docs/semantics.md §3.1 / test_redistribute_to_partial: which targets with Partial are accepted.
 TEST(RedistributeRefused, PartialTargets) {
   const mesh::ShardSpec ps = spec({8, 8}, {2, 2}, "P,S0");
   EXPECT_EQ(trace(greedy(ps, "P,S1")), "md1 S0->S1 all_to_all");
@@ -225,7 +226,7 @@ TEST(RedistributeGreedy, NegativeTargetDim) {
   EXPECT_TRUE(p.target.placements[0].is_shard(1));
 }
 
-// _StridedShard (spec §2.5): FSDP-over-TP [SS(0,2), S(0)] back to replicated and back.
+// _StridedShard (docs/semantics.md §2.5): FSDP-over-TP [SS(0,2), S(0)] back to replicated and back.
 TEST(RedistributeGreedy, StridedShardGoesThroughReplicate) {
   const mesh::ShardSpec s = spec({8, 8}, {2, 2}, "SS0:2,S0");
   EXPECT_EQ(trace(greedy(s, "R,R")), "md1 S0->R all_gather; md0 SS0:2->R all_gather");
@@ -236,9 +237,9 @@ TEST(RedistributeGreedy, StridedShardGoesThroughReplicate) {
             "md0 R->SS0:2 local_chunk; md1 R->S0 local_chunk");
 }
 
-// Spec §3.4: with DTensor's one-step costs (all_gather on the gathered bytes; all_to_all priced
-// as an all_gather of the unscaled shard + 1.0 us) the graph planner goes through RRR on a small
-// tensor, where greedy uses an all_to_all.
+// docs/semantics.md §3.4: with DTensor's one-step costs (all_gather on the gathered bytes;
+// all_to_all priced as an all_gather of the unscaled shard + 1.0 us) the graph planner goes through
+// RRR on a small tensor, where greedy uses an all_to_all.
 TEST(RedistributeMinCost, SpecGraphTraceWithDTensorCosts) {
   const std::vector<collectives::GroupLinks> links =
       dtensor::dtensor_mesh_links(std::vector<int64_t>{2, 2, 2}, 8);
@@ -263,7 +264,7 @@ TEST(RedistributeMinCost, SpecGraphTraceWithDTensorCosts) {
             trace(greedy(s, "S1,S1,S1")));
 }
 
-// A plan of one all_gather priced with DTensor's constants gives spec §4.4's 49.773 us
+// A plan of one all_gather priced with DTensor's constants gives docs/semantics.md §4.4's 49.773 us
 // (fp32 1024x1024 on mesh (8,), 8 GPUs per host).
 TEST(RedistributeCost, SpecWorkedNumber) {
   const RedistributePlan p = greedy(spec({1024, 1024}, {8}, "S0"), "R");
@@ -271,7 +272,7 @@ TEST(RedistributeCost, SpecWorkedNumber) {
   ASSERT_EQ(price.steps.size(), 1u);
   ASSERT_TRUE(price.steps[0].has_value());
   EXPECT_NEAR(price.total_time_s * 1e6, 49.773, 0.001);
-  // R -> S(0) is free (spec §4.4).
+  // R -> S(0) is free (docs/semantics.md §4.4).
   EXPECT_EQ(price_plan(greedy(spec({1024, 1024}, {8}, "R"), "S0"),
                        dtensor::dtensor_mesh_links(std::vector<int64_t>{8}, 8))
                 .total_time_s,

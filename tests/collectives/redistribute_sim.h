@@ -2,8 +2,9 @@
 // tensor as the global element ids it owns (row-major global index, -1 for padding) and, per
 // element, a 64-bit value standing for the partial sums it carries. Each step moves these arrays
 // between the ranks of its mesh-dim groups the way the collective does (pad, exchange, unpad, sum),
-// written from the collective semantics of spec §3.1, not from the planner's code. Summing the
-// same contribution twice, or losing one, changes a value (random 64-bit weights, wrapping sums).
+// written from the collective semantics of docs/semantics.md §3.1, not from the planner's code.
+// Summing the same contribution twice, or losing one, changes a value (random 64-bit weights,
+// wrapping sums).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -30,7 +31,8 @@ struct Local {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// torch.chunk of n into k, piece j: [begin, begin + size), written out here (spec §2.2).
+// torch.chunk of n into k, piece j: [begin, begin + size), written out here (docs/semantics.md
+// §2.2).
 struct Piece {
   int64_t begin, size;
 };

@@ -1,4 +1,4 @@
-// DeviceMesh against the facts of spec/dtensor_semantics.md §1 (coordinates, groups, slicing,
+// DeviceMesh against the facts of docs/semantics.md §1 (coordinates, groups, slicing,
 // flattening) and hand-worked layouts; bad input gives one shardplan::Error each.
 #include "mesh/device_mesh.h"
 
@@ -27,7 +27,7 @@ std::string error_of(F&& f) {
 }
 
 TEST(DeviceMesh, RowMajorCoordinatesOfSpecExamples) {
-  // Spec §1.2: (2,4): rank 6 -> (1,2), rank 3 -> (0,3); (2,2,2): rank 5 -> (1,0,1).
+  // docs/semantics.md §1.2: (2,4): rank 6 -> (1,2), rank 3 -> (0,3); (2,2,2): rank 5 -> (1,0,1).
   const DeviceMesh m({2, 4});
   EXPECT_EQ(*m.coordinate_of(6), (MeshCoord{1, 2}));
   EXPECT_EQ(*m.coordinate_of(3), (MeshCoord{0, 3}));
@@ -50,7 +50,8 @@ TEST(DeviceMesh, RankOutsideTheMeshHasNoCoordinate) {
 }
 
 TEST(DeviceMesh, GroupsPerDimAreTheRowsWithThatDimLast) {
-  // Spec §1.4, mesh [[0,1,2,3],[4,5,6,7]]: dim 0 groups {0,4},{1,5},{2,6},{3,7}; dim 1 {0..3},{4..7}.
+  // docs/semantics.md §1.4, mesh [[0,1,2,3],[4,5,6,7]]: dim 0 groups {0,4},{1,5},{2,6},{3,7}; dim 1
+  // {0..3},{4..7}.
   const DeviceMesh m({2, 4});
   EXPECT_EQ(m.num_groups(0), 4);
   EXPECT_EQ(m.num_groups(1), 2);
@@ -62,7 +63,8 @@ TEST(DeviceMesh, GroupsPerDimAreTheRowsWithThatDimLast) {
 }
 
 TEST(DeviceMesh, SliceByNameKeepsTheCallersOtherCoordinates) {
-  // Spec §1.5: (2,4) (dp,tp): ["tp"] on 0-3 -> [0,1,2,3], on 4-7 -> [4,5,6,7]; ["dp"] on 1 -> [1,5].
+  // docs/semantics.md §1.5: (2,4) (dp,tp): ["tp"] on 0-3 -> [0,1,2,3], on 4-7 -> [4,5,6,7]; ["dp"]
+  // on 1 -> [1,5].
   const DeviceMesh m({2, 4}, {"dp", "tp"});
   for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(m.slice({"tp"}, r).ranks(), (Ranks{0, 1, 2, 3}));
   for (int64_t r = 4; r < 8; ++r) EXPECT_EQ(m.slice({"tp"}, r).ranks(), (Ranks{4, 5, 6, 7}));
@@ -90,7 +92,8 @@ TEST(DeviceMesh, SliceOfThreeDimsFixesTheRest) {
 }
 
 TEST(DeviceMesh, FlattenDpCpGivesStrideTwoGroups) {
-  // Spec §1.6: flatten (dp,cp) of (2,2,2) (dp,cp,tp): ranks 0,2,4,6 -> [0,2,4,6]; 1,3,5,7 -> odd.
+  // docs/semantics.md §1.6: flatten (dp,cp) of (2,2,2) (dp,cp,tp): ranks 0,2,4,6 -> [0,2,4,6];
+  // 1,3,5,7 -> odd.
   const DeviceMesh m({2, 2, 2}, {"dp", "cp", "tp"});
   const DeviceMesh f = m.flatten_dims(std::vector<std::string>{"dp", "cp"});
   EXPECT_EQ(f.shape(), (std::vector<int64_t>{4, 2}));

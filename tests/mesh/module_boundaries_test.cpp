@@ -1,9 +1,10 @@
-// Activation layouts of the parallel styles (spec §5.6's table) and the redistributions a forward
-// implies at module boundaries, on a 3-layer Llama 3 8B shaped model (hidden 4096, bf16) with
-// token ids [2, 16]. Expected counts come from Megatron-LM's f/g operators (Shoeybi et al. 2019,
-// §3: one all_reduce after the attention output projection and one after the MLP's second
-// Linear per layer in forward) and Korthikanti et al. 2022 §4.2.2 (with sequence parallelism g
-// becomes an all_gather before each block and g-bar a reduce_scatter after it: 2 + 2 per layer).
+// Activation layouts of the parallel styles (docs/semantics.md §5.6's table) and the
+// redistributions a forward implies at module boundaries, on a 3-layer Llama 3 8B shaped model
+// (hidden 4096, bf16) with token ids [2, 16]. Expected counts come from Megatron-LM's f/g operators
+// (Shoeybi et al. 2019, §3: one all_reduce after the attention output projection and one after the
+// MLP's second Linear per layer in forward) and Korthikanti et al. 2022 §4.2.2 (with sequence
+// parallelism g becomes an all_gather before each block and g-bar a reduce_scatter after it: 2 + 2
+// per layer).
 #include "mesh/module_boundaries.h"
 
 #include <gtest/gtest.h>
@@ -80,7 +81,8 @@ std::vector<StyleRule> sequence_parallel_plan() {
           head};
 }
 
-// The collective a change on the TP mesh dim needs, by the rules of spec §3.1 written out.
+// The collective a change on the TP mesh dim needs, by the rules of docs/semantics.md §3.1 written
+// out.
 std::string collective(const Placement& from, const Placement& to) {
   if (from.is_partial() && to.is_replicate()) return "all_reduce";
   if (from.is_partial() && to.is_shard()) return "reduce_scatter";

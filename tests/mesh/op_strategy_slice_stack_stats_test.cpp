@@ -119,7 +119,7 @@ TEST(OpStrategyGaps, StackIsCatOnANewDim) {
 
 TEST(OpStrategyGaps, UnflattenIsAStrictView) {
   // (12, 5) unflatten(0, (4, -1)) -> (4, 3, 5): dim 0 keeps its shard when 4 divides by the
-  // shards (spec §5.5 split rule), dim 1 lands on 2.
+  // shards (docs/semantics.md §5.5 split rule), dim 1 lands on 2.
   const OpCall call("unflatten", {{12, 5}}, {4, -1});
   EXPECT_EQ(output_shapes(call)[0], (DimVector{4, 3, 5}));
   EXPECT_EQ(single_dim_strategies(call, 2),

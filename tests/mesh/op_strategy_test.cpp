@@ -1,5 +1,5 @@
-// Candidate lists written out by hand (spec §5.2-5.5) and the Cartesian product / shardability
-// filter; bad input.
+// Candidate lists written out by hand (docs/semantics.md §5.2-5.5) and the Cartesian product /
+// shardability filter; bad input.
 #include "mesh/op_strategy.h"
 
 #include <gtest/gtest.h>
@@ -20,14 +20,14 @@ DimStrategy ds(std::vector<Placement> out, std::vector<Placement> in) {
 }
 
 TEST(OpStrategy, MmMatchesSpecList) {
-  // Spec §5.2: mm "mk,kn->mn": [R,R,R]; [P,S1,S0]; [S0,S0,R]; [S1,R,S1].
+  // docs/semantics.md §5.2: mm "mk,kn->mn": [R,R,R]; [P,S1,S0]; [S0,S0,R]; [S1,R,S1].
   const std::vector<DimStrategy> want{ds({R}, {R, R}), ds({P}, {S(1), S(0)}), ds({S(0)}, {S(0), R}),
                                       ds({S(1)}, {R, S(1)})};
   EXPECT_EQ(single_dim_strategies(OpCall("mm", {{8, 16}, {16, 32}})), want);
 }
 
 TEST(OpStrategy, BmmMatchesSpecList) {
-  // Spec §5.2: bmm: [R,R,R]; [S0,S0,S0]; [P,S2,S1]; [S1,S1,R]; [S2,R,S2].
+  // docs/semantics.md §5.2: bmm: [R,R,R]; [S0,S0,S0]; [P,S2,S1]; [S1,S1,R]; [S2,R,S2].
   const std::vector<DimStrategy> want{ds({R}, {R, R}), ds({S(0)}, {S(0), S(0)}),
                                       ds({P}, {S(2), S(1)}), ds({S(1)}, {S(1), R}),
                                       ds({S(2)}, {R, S(2)})};
@@ -43,7 +43,8 @@ TEST(OpStrategy, LinearWeightIsOutByIn) {
 }
 
 TEST(OpStrategy, MmOn2dMeshIs16Candidates) {
-  // 4 per mesh dim, squared; every dim has >= 4 elements, so the filter keeps all 16 (spec §5.2).
+  // 4 per mesh dim, squared; every dim has >= 4 elements, so the filter keeps all 16
+  // (docs/semantics.md §5.2).
   const auto c = candidate_strategies(OpCall("mm", {{8, 16}, {16, 32}}), DeviceMesh({2, 2}));
   ASSERT_EQ(c.size(), 16u);
   // Mesh dim 0 varies slowest: candidate 1 is [R, P] on the output, 4 is [P, R].

@@ -296,7 +296,7 @@ TEST(PropagationSim, CatAlongOtherDimsAndSoftmaxRows) {
 }
 
 TEST(PropagationSim, ChosenStrategyOfPropagateReassembles) {
-  // Rowwise linear from the spec (§5.2): x S(-1), w S(1) -> Partial output, no redistribution.
+  // Rowwise linear of docs/semantics.md §5.2: x S(-1), w S(1) -> Partial output, no redistribution.
   const DeviceMesh mesh({4});
   const ShardSpec x = make_shard_spec(DimVector{2, 8}, tensor::DType::kFloat64, mesh, {Shard{1}});
   const ShardSpec w = make_shard_spec(DimVector{3, 8}, tensor::DType::kFloat64, mesh, {Shard{1}});

@@ -41,7 +41,7 @@ Case random_case(std::mt19937_64& rng) {
     }
   }
   // Sometimes the FSDP-over-TP layout: StridedShard(d, split = size of a later mesh dim) on an
-  // earlier mesh dim, plain Shard(d) on that later one (spec 2.5).
+  // earlier mesh dim, plain Shard(d) on that later one (docs/semantics.md §2.5).
   if (mdim >= 2 && uniform(0, 3) == 0) {
     const int64_t later = uniform(1, mdim - 1);
     const int64_t earlier = uniform(0, later - 1);

@@ -1,4 +1,4 @@
-// Worked vectors of spec/dtensor_semantics.md §2.2-2.6 (verified there against PyTorch's tests) and
+// Worked vectors of docs/semantics.md §2.2-2.6 (several from PyTorch's tests and docstrings) and
 // vectors derived by hand below, each with the arithmetic written out.
 #include "mesh/shard_spec.h"
 
@@ -30,8 +30,8 @@ std::vector<LocalShard> all_ranks(const ShardSpec& s) {
 LocalShard ls(DimVector shape, DimVector offset) { return {std::move(shape), std::move(offset)}; }
 
 TEST(ChunkPiece, TorchChunkSizesLeaveTrailingChunksEmpty) {
-  // Spec §2.2: c = ceil(n/k); n=5,k=4 -> 2,2,1,0; n=6,k=4 -> 2,2,2,0; n=13,k=4 -> 4,4,4,1;
-  // n=7,k=3 -> 3,3,1.
+  // docs/semantics.md §2.2: c = ceil(n/k); n=5,k=4 -> 2,2,1,0; n=6,k=4 -> 2,2,2,0; n=13,k=4 ->
+  // 4,4,4,1; n=7,k=3 -> 3,3,1.
   auto sizes = [](int64_t n, int64_t k) {
     std::vector<int64_t> out;
     for (int64_t r = 0; r < k; ++r) out.push_back(chunk_piece(n, k, r).size);
@@ -96,7 +96,8 @@ TEST(LocalShape, V14ReplicateThenShardDependsOnlyOnTheTpCoordinate) {
 }
 
 TEST(LocalShape, NestedUnevenIsNotTheFlatSplit) {
-  // Spec §2.3: (10) on (2,2) [S0,S0] -> 3,2,3,2 rows at 0,3,5,8 (the flat split would be 3,3,3,1).
+  // docs/semantics.md §2.3: (10) on (2,2) [S0,S0] -> 3,2,3,2 rows at 0,3,5,8 (the flat split would
+  // be 3,3,3,1).
   EXPECT_EQ(all_ranks(spec_of({10}, {2, 2}, "S0,S0")),
             (std::vector<LocalShard>{ls({3}, {0}), ls({2}, {3}), ls({3}, {5}), ls({2}, {8})}));
 }
@@ -117,7 +118,8 @@ TEST(LocalShape, NonMemberRankGetsShapeZeroAndEmptyOffset) {
 }
 
 TEST(LocalStrides, EvenShardDividesLargerStrides) {
-  // Spec §2.4: global (4,8,4) strides (32,1,8), [S2] on 2 ranks -> local (4,8,2) strides (16,1,8).
+  // docs/semantics.md §2.4: global (4,8,4) strides (32,1,8), [S2] on 2 ranks -> local (4,8,2)
+  // strides (16,1,8).
   const ShardSpec s = make_shard_spec(DimVector{4, 8, 4}, DimVector{32, 1, 8}, DType::kFloat32,
                                       DeviceMesh({2}), parse_placements("S2"));
   EXPECT_EQ(local_shape(s, MeshCoord{1}), (DimVector{4, 8, 2}));

@@ -1,5 +1,5 @@
-// Selection among candidates: the spec's worked examples (§5.2, §5.3, §5.5), the priority rule of
-// _select_min_cost_strategy, strict views, the default cost and a plugged-in cost.
+// Selection among candidates: the worked examples of docs/semantics.md (§5.2, §5.3, §5.5), the
+// priority rule of _select_min_cost_strategy, strict views, the default cost and a plugged-in cost.
 #include "mesh/sharding_propagation.h"
 
 #include <gtest/gtest.h>
@@ -162,7 +162,7 @@ TEST(ShardingPropagation, BadInput) {
   EXPECT_THROW(
       propagate(OpCall("mm"), {spec({8, 16}, kMesh4, {R}), spec({16, 32}, DeviceMesh({2}), {R})}),
       Error);
-  // Call shapes that disagree with the specs.
+  // Call shapes that disagree with the ShardSpecs.
   EXPECT_THROW(propagate(OpCall("mm", {{8, 16}, {16, 8}}),
                          {spec({8, 16}, kMesh4, {R}), spec({16, 32}, kMesh4, {R})}),
                Error);
