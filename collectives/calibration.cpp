@@ -125,8 +125,9 @@ std::vector<Row> intra_rows(const collectives::Cluster& c, const NcclTestsLog& l
   SP_CHECK(log.nodes == 1, log.origin, ": ", log.ranks, " ranks on ", log.nodes,
            " nodes, expected one node for link ", to_string(c.intra.fabric),
            " (use --link ib for a log across nodes)");
-  SP_CHECK(n >= 2 && n <= collectives::gpus_per_node(c), log.origin, ": ", n, " ranks on one node, ",
-           "expected 2 to ", collectives::gpus_per_node(c), " (", c.name, "'s devices per node)");
+  SP_CHECK(n >= 2 && n <= collectives::gpus_per_node(c), log.origin, ": ", n,
+           " ranks on one node, ", "expected 2 to ", collectives::gpus_per_node(c), " (", c.name,
+           "'s devices per node)");
   const double base = base_latency_us(c.library);
   const double f = busbw_factor(log.kind, n);
   const double steps = is_ring_kind(log.kind) ? static_cast<double>(ring_steps(log.kind, n)) : 1;
@@ -153,8 +154,9 @@ InterRows inter_rows(const collectives::Cluster& c, const NcclTestsLog& log) {
   SP_CHECK(log.same_ranks_per_node, log.origin, ": different rank counts on its ", log.nodes,
            " hosts, expected the same number on each");
   const int64_t p = log.ranks_per_node, n = log.ranks, nodes = log.nodes;
-  SP_CHECK(p <= collectives::gpus_per_node(c), log.origin, ": ", p, " ranks per node, expected at most ",
-           collectives::gpus_per_node(c), " (", c.name, "'s devices per node)");
+  SP_CHECK(p <= collectives::gpus_per_node(c), log.origin, ": ", p,
+           " ranks per node, expected at most ", collectives::gpus_per_node(c), " (", c.name,
+           "'s devices per node)");
   const collectives::Topology topo(collectives::with_nodes(c, nodes));
   std::vector<int64_t> devices;
   for (int64_t node = 0; node < nodes; ++node) {

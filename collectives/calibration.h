@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/nccl_tests_log.h"
 #include "collectives/cluster.h"
+#include "collectives/nccl_tests_log.h"
 
 namespace shardplan::collectives {
 
@@ -54,9 +54,9 @@ struct CalibrationInput {
   CalibratedLink link = CalibratedLink::kIntra;
 };
 struct CalibrationResult {
-  collectives::Cluster cluster;       // the input cluster with the fitted values and their sources
-  std::vector<LogFit> logs;    // one per input, in order
-  std::vector<LinkFit> links;  // intra first, then inter; only the links that had logs
+  collectives::Cluster cluster;  // the input cluster with the fitted values and their sources
+  std::vector<LogFit> logs;      // one per input, in order
+  std::vector<LinkFit> links;    // intra first, then inter; only the links that had logs
 };
 
 // Throws shardplan::Error naming the log when it does not fit the link (an intra log over several
@@ -64,6 +64,7 @@ struct CalibrationResult {
 // cluster has, a collective the fit cannot use), or naming the link when the fit is not physical
 // (latency or bandwidth <= 0, a bandwidth above the line rate: not a ring, see the note, or an
 // inter-node ring that the fabric, not the network, bounds).
-CalibrationResult calibrate(const collectives::Cluster& cluster, std::span<const CalibrationInput> inputs);
+CalibrationResult calibrate(const collectives::Cluster& cluster,
+                            std::span<const CalibrationInput> inputs);
 
 }  // namespace shardplan::collectives

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "tensor/base/config_paths.h"
-#include "tensor/base/error.h"
 #include "tensor/base/enum_names.h"
+#include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
 #include "tensor/base/json_fields.h"
 #include "tensor/base/strict_json.h"
@@ -56,7 +56,8 @@ Quantity quantity(JsonFields& r, std::string_view key, Kind kind = Kind::kPositi
                            : kind == Kind::kCount    ? "a positive integer"
                            : kind == Kind::kFraction ? "a number in (0, 1]"
                                                      : "a number >= 1";
-    q.fail("value", std::string("expected ") + expected + ", got " + json_excerpt(q.json()["value"]));
+    q.fail("value",
+           std::string("expected ") + expected + ", got " + json_excerpt(q.json()["value"]));
   }
   q.done();
   return out;

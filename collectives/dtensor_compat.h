@@ -1,7 +1,8 @@
 // PyTorch DTensor's communication estimator (torch/distributed/tensor/_collective_utils.py,
 // docs/semantics.md §4), as a configuration of our cost model: its constants, and its
-// per-mesh-dim topology rule as collectives::GroupLinks with library dtensor_compat. Pricing those with
-// collective_cost() reproduces DTensor's numbers, which checks that the formulas are wired right.
+// per-mesh-dim topology rule as collectives::GroupLinks with library dtensor_compat. Pricing those
+// with collective_cost() reproduces DTensor's numbers, which checks that the formulas are wired
+// right.
 //   auto dims = dtensor_mesh_links({2, 8}, /*devices_per_host=*/8);  // dim 0 inter-host
 //   collective_cost({CollectiveKind::kAllGather, 8, 4 << 20, dims[1]}).time_s;  // 49.773 us
 #pragma once
@@ -33,6 +34,6 @@ inline constexpr double gibps_to_gbps(double gibps) { return gibps * kGiB / 1e9;
 // first with a running product of sizes, a dim whose product exceeds `devices_per_host` and every
 // dim before it are inter-host. Throws shardplan::Error for sizes < 1 or devices_per_host < 1.
 std::vector<collectives::GroupLinks> dtensor_mesh_links(std::span<const int64_t> mesh_shape,
-                                                 int64_t devices_per_host);
+                                                        int64_t devices_per_host);
 
 }  // namespace shardplan::collectives::dtensor

@@ -16,7 +16,8 @@ CollectiveCall collective_call(const RedistributeStep& step, const collectives::
 
 namespace {
 
-double step_time_s(const RedistributeStep& step, std::span<const collectives::GroupLinks> dim_links) {
+double step_time_s(const RedistributeStep& step,
+                   std::span<const collectives::GroupLinks> dim_links) {
   if (!step.communicates()) return 0;
   SP_CHECK(step.mesh_dim >= 0 && step.mesh_dim < static_cast<int64_t>(dim_links.size()),
            "redistribute: no links for mesh dim ", step.mesh_dim, " (", dim_links.size(),
@@ -27,7 +28,8 @@ double step_time_s(const RedistributeStep& step, std::span<const collectives::Gr
 
 }  // namespace
 
-PlanPrice price_plan(const RedistributePlan& plan, std::span<const collectives::GroupLinks> dim_links) {
+PlanPrice price_plan(const RedistributePlan& plan,
+                     std::span<const collectives::GroupLinks> dim_links) {
   SP_CHECK(static_cast<int64_t>(dim_links.size()) == plan.source.mesh.ndim(),
            "redistribute: links for ", dim_links.size(), " mesh dims, expected one per dim of the ",
            plan.source.mesh.ndim(), "-d mesh");

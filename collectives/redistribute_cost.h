@@ -26,7 +26,8 @@ struct PlanPrice {
 };
 
 // Throws shardplan::Error when `dim_links` does not have one entry per mesh dim of the plan.
-PlanPrice price_plan(const RedistributePlan& plan, std::span<const collectives::GroupLinks> dim_links);
+PlanPrice price_plan(const RedistributePlan& plan,
+                     std::span<const collectives::GroupLinks> dim_links);
 
 // Seconds of one step on its mesh dim's links (0 for local steps): the cost function for
 // plan_min_cost_redistribute. Keeps its own copy of the links.

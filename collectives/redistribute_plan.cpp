@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "tensor/dtype.h"
 #include "tensor/base/error.h"
+#include "tensor/dtype.h"
 
 namespace shardplan::collectives {
 

@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "tensor/base/checked.h"
-#include "tensor/dtype.h"
 #include "tensor/base/error.h"
+#include "tensor/dtype.h"
 
 namespace shardplan::collectives {
 

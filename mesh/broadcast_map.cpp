@@ -31,7 +31,8 @@ bool broadcasts_to(const shardplan::DimVector& in, const shardplan::DimVector& o
   return true;
 }
 
-std::optional<shardplan::DimVector> broadcast_shapes(const std::vector<shardplan::DimVector>& shapes) {
+std::optional<shardplan::DimVector> broadcast_shapes(
+    const std::vector<shardplan::DimVector>& shapes) {
   size_t nd = 0;
   for (const auto& s : shapes) nd = std::max(nd, s.size());
   shardplan::DimVector out(nd, 1);

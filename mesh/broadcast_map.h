@@ -22,6 +22,7 @@ Placement map_to_input(const Placement& p, const shardplan::DimVector& out_shape
 // `in` broadcasts to `out` (every aligned dim equal or 1, no more dims than `out`).
 bool broadcasts_to(const shardplan::DimVector& in, const shardplan::DimVector& out);
 // The broadcast shape of several shapes, or nullopt when they do not broadcast.
-std::optional<shardplan::DimVector> broadcast_shapes(const std::vector<shardplan::DimVector>& shapes);
+std::optional<shardplan::DimVector> broadcast_shapes(
+    const std::vector<shardplan::DimVector>& shapes);
 
 }  // namespace shardplan::mesh::detail

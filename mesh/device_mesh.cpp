@@ -1,4 +1,3 @@
-#include "tensor/base/checked.h"
 #include "mesh/device_mesh.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 
 namespace shardplan::mesh {
@@ -21,8 +21,8 @@ int64_t checked_mesh_size(const std::vector<int64_t>& shape) {
   for (size_t d = 0; d < shape.size(); ++d) {
     SP_CHECK(shape[d] >= 1, "mesh shape ", std::span<const int64_t>(shape), ": dim ", d,
              " has size ", shape[d], ", expected >= 1");
-    SP_CHECK(mul_into(n, shape[d], n), "mesh shape ",
-             std::span<const int64_t>(shape), " has more than 2^63 ranks");
+    SP_CHECK(mul_into(n, shape[d], n), "mesh shape ", std::span<const int64_t>(shape),
+             " has more than 2^63 ranks");
   }
   return n;
 }
@@ -46,8 +46,7 @@ bool nested_order(const std::vector<int64_t>& shape, const std::vector<int64_t>&
     const int64_t d = *it;
     if (strides[d] <= span) return false;
     int64_t reach = 0;
-    if (!mul_into(shape[d] - 1, strides[d], reach) ||
-        !add_into(span, reach, span)) {
+    if (!mul_into(shape[d] - 1, strides[d], reach) || !add_into(span, reach, span)) {
       return false;
     }
   }
@@ -97,8 +96,7 @@ DeviceMesh DeviceMesh::from_strides(std::vector<int64_t> shape, int64_t offset,
   int64_t span = 0, reach = 0;
   bool ok = nested_order(m.shape_, m.strides_, &m.affine_order_);
   for (size_t d = 0; ok && d < m.shape_.size(); ++d) {
-    ok = mul_into(m.shape_[d] - 1, m.strides_[d], reach) &&
-         add_into(span, reach, span);
+    ok = mul_into(m.shape_[d] - 1, m.strides_[d], reach) && add_into(span, reach, span);
   }
   SP_CHECK(ok && add_into(offset, span, span), "mesh strides ",
            std::span<const int64_t>(m.strides_), " for shape ", std::span<const int64_t>(m.shape_),

@@ -1,8 +1,9 @@
 // What `shardplan inspect --checkpoint` reports about a safetensors checkpoint (one file, an
 // index, or a folder), read from the headers only: every tensor, totals by dtype, and with a config
 // the check of the checkpoint against the model it describes (tensor/safetensors.h).
-//   nlohmann::ordered_json r = checkpoint_report("llama/model.safetensors.index.json", "llama3-8b");
-//   r["check"]["loadable"];  // true when nothing is missing, unexpected or mis-shaped
+//   nlohmann::ordered_json r = checkpoint_report("llama/model.safetensors.index.json",
+//   "llama3-8b"); r["check"]["loadable"];  // true when nothing is missing, unexpected or
+//   mis-shaped
 #pragma once
 
 #include <nlohmann/json.hpp>

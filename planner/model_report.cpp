@@ -123,8 +123,7 @@ ordered_json model_report(const ModelReportOptions& opts) {
   r["activation_bytes_by_recompute"] = acts;
   ordered_json notes = ordered_json::array();
   if (!opts.seq) {
-    notes.push_back("seq " + std::to_string(seq) +
-                    " by default: the model's maximum positions (" +
+    notes.push_back("seq " + std::to_string(seq) + " by default: the model's maximum positions (" +
                     std::to_string(cfg.max_position_embeddings) + ") capped at " +
                     std::to_string(kDefaultSeqCap) + "; --seq sets it");
   }

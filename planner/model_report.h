@@ -18,9 +18,9 @@ namespace shardplan::planner {
 inline constexpr int64_t kDefaultSeqCap = 4096;
 
 struct ModelReportOptions {
-  std::string model;            // a name, a config.json, or a checkpoint with its config.json
-  std::optional<int64_t> seq;   // tokens per sequence of the traced forward
-  int64_t batch = 1;            // sequences
+  std::string model;           // a name, a config.json, or a checkpoint with its config.json
+  std::optional<int64_t> seq;  // tokens per sequence of the traced forward
+  int64_t batch = 1;           // sequences
 };
 
 // The report as a JSON document: "model", "model_type", "architecture", "config", "checkpoint"

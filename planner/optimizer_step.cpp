@@ -7,11 +7,11 @@ namespace shardplan::planner {
 
 // Note [Adam's step]
 // torch.optim.Adam (single-tensor path) per element: exp_avg.lerp_(g, 1-b1) is 3 FLOPs;
-// exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2) 4; denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps
-// 3; p.addcdiv_(exp_avg, denom, -step_size) 3; the bias corrections are per-step scalars: 13 in all.
-// Traffic: it reads the gradient, the weights it updates (the fp32 master copy when there is one)
-// and both moments, and writes the weights and moments back, plus the 16-bit working copy when a
-// master copy exists. Mixed-precision Adam: 2 + 4 + 8 read, 4 + 8 + 2 written = 28 bytes.
+// exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2) 4; denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) +
+// eps 3; p.addcdiv_(exp_avg, denom, -step_size) 3; the bias corrections are per-step scalars: 13 in
+// all. Traffic: it reads the gradient, the weights it updates (the fp32 master copy when there is
+// one) and both moments, and writes the weights and moments back, plus the 16-bit working copy when
+// a master copy exists. Mixed-precision Adam: 2 + 4 + 8 read, 4 + 8 + 2 written = 28 bytes.
 double adam_flops_per_param() {
   constexpr double kAdamFlops = 3 + 4 + 3 + 3;
   return kAdamFlops;

@@ -172,13 +172,13 @@ void check_layout(const TensorEntry& t, const StorageEntry& storage) {
   if (std::find(t.sizes.begin(), t.sizes.end(), 0) == t.sizes.end()) {
     SP_CHECK(!overflow, t.where, ": sizes ", t.sizes, " have more elements than int64 can count");
     int64_t bytes = 0;
-    SP_CHECK(mul_into(numel, itemsize(t.dtype), bytes), t.where, ": sizes ",
-             t.sizes, " of ", t.dtype, " take more bytes than int64 can count");
+    SP_CHECK(mul_into(numel, itemsize(t.dtype), bytes), t.where, ": sizes ", t.sizes, " of ",
+             t.dtype, " take more bytes than int64 can count");
   }
   const int64_t elems = required_storage_elements(t.sizes, t.strides, t.offset, t.where.c_str());
   int64_t need = 0;
-  SP_CHECK(mul_into(elems, itemsize(t.dtype), need), t.where, ": sizes ", t.sizes,
-           ", strides ", t.strides, ", storage_offset ", t.offset, " of ", t.dtype,
+  SP_CHECK(mul_into(elems, itemsize(t.dtype), need), t.where, ": sizes ", t.sizes, ", strides ",
+           t.strides, ", storage_offset ", t.offset, " of ", t.dtype,
            " address more bytes than int64 can count");
   SP_CHECK(need <= storage.nbytes, t.where, ": sizes ", t.sizes, ", strides ", t.strides,
            ", storage_offset ", t.offset, " of ", t.dtype, " need ", need, " bytes but storage ",
@@ -400,7 +400,8 @@ NamedTensors load_description_string(std::string_view text, std::string_view sou
 }
 
 NamedTensors load_description_file(const std::filesystem::path& path, const LoadOptions& options) {
-  return load_description_string(read_text_file(path, "tensor description"), path.string(), options);
+  return load_description_string(read_text_file(path, "tensor description"), path.string(),
+                                 options);
 }
 
 TensorSetSummary summarize(const NamedTensors& named) {

@@ -9,7 +9,6 @@
 
 namespace shardplan::tensor {
 
-
 namespace {
 
 // register_parameter sets requires_grad; the tensor is created as a plain leaf.

@@ -1,8 +1,9 @@
 // The built-in layers the model builders are made of (PyTorch's torch.nn names, parameter names and
 // shapes): Linear, Embedding, LayerNorm, RMSNorm, GELU, ModuleList, Sequential. Each is a Module
 // (tensor/module.h) whose parameters are meta tensors until to_empty.
-//   auto proj = std::make_shared<Linear>(4096, 11008, /*bias=*/false, TensorOptions{DType::kBFloat16});
-//   Tensor y = proj->call(x);  // x [.., 4096] -> y [.., 11008], traced as one linear op
+//   auto proj = std::make_shared<Linear>(4096, 11008, /*bias=*/false,
+//   TensorOptions{DType::kBFloat16}); Tensor y = proj->call(x);  // x [.., 4096] -> y [.., 11008],
+//   traced as one linear op
 #pragma once
 
 #include <cstdint>

@@ -149,5 +149,4 @@ void from_json(const json& j, CheckpointReport& r) {
   r.stripped_prefix = j.at("stripped_prefix").get<std::string>();
 }
 
-
 }  // namespace shardplan::tensor

@@ -247,5 +247,4 @@ void from_json(const json& j, Checkpoint& ck) {
   ck.index_metadata = j.at("index_metadata");
 }
 
-
 }  // namespace shardplan::tensor

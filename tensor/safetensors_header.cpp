@@ -292,9 +292,8 @@ class HeaderHandler {
     // plausible byte count.
     int64_t bytes = itemsize(entry_.dtype);
     for (const int64_t d : entry_.shape) {
-      SP_CHECK(mul_into(bytes, d, bytes), source_, ": tensor ", name, ": shape ",
-               entry_.shape, " of ", safetensors_dtype_name(entry_.dtype),
-               " holds more than 2^63 bytes");
+      SP_CHECK(mul_into(bytes, d, bytes), source_, ": tensor ", name, ": shape ", entry_.shape,
+               " of ", safetensors_dtype_name(entry_.dtype), " holds more than 2^63 bytes");
     }
     SP_CHECK(entry_.end - entry_.begin == bytes, source_, ": tensor ", name, ": data_offsets [",
              entry_.begin, ", ", entry_.end, "] span ", entry_.end - entry_.begin,
@@ -374,7 +373,6 @@ std::string_view safetensors_dtype_name(DType t) {
   SP_FAIL("dtype ", dtype_name(t), " has no safetensors name");
 }
 
-
 // ---- One file ----
 
 SafetensorsHeader parse_safetensors_header(std::string_view json_text, int64_t data_bytes,
@@ -414,6 +412,5 @@ SafetensorsHeader read_safetensors_header(const fs::path& path) {
   const std::unique_ptr<ByteReader> reader = open_file_reader(path);
   return read_safetensors_header(*reader, path.string());
 }
-
 
 }  // namespace shardplan::tensor

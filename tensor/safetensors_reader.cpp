@@ -1,5 +1,6 @@
-// Byte readers of safetensors files: a file read with pread (tensor/base/file_io.h) or a memory buffer.
-// See Note [safetensors format] and Note [Untrusted safetensors headers] in tensor/safetensors.h.
+// Byte readers of safetensors files: a file read with pread (tensor/base/file_io.h) or a memory
+// buffer. See Note [safetensors format] and Note [Untrusted safetensors headers] in
+// tensor/safetensors.h.
 
 #include <algorithm>
 #include <array>
@@ -66,6 +67,5 @@ std::unique_ptr<ByteReader> open_file_reader(const fs::path& path) {
 std::unique_ptr<ByteReader> memory_reader(std::string_view bytes) {
   return std::make_unique<MemoryReader>(bytes);
 }
-
 
 }  // namespace shardplan::tensor

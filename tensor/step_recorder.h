@@ -187,5 +187,4 @@ class StepRecorder : public TraceSink {
   bool dropout_ = true;
 };
 
-
 }  // namespace shardplan::tensor

@@ -59,8 +59,9 @@ std::vector<collectives::CalibrationInput> inputs(const CalibrateOptions& o) {
 }
 
 std::string link_name(const collectives::Cluster& c, collectives::CalibratedLink l) {
-  return l == collectives::CalibratedLink::kIntra ? std::string(collectives::to_string(c.intra.fabric))
-                                                  : "ib";
+  return l == collectives::CalibratedLink::kIntra
+             ? std::string(collectives::to_string(c.intra.fabric))
+             : "ib";
 }
 
 void print_text(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
@@ -136,7 +137,8 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
       ->required()
       ->type_name("FILE");
   cmd.callback([&ctx, opts] {
-    const collectives::Cluster base = collectives::load_cluster(collectives::resolve_cluster(opts->cluster));
+    const collectives::Cluster base =
+        collectives::load_cluster(collectives::resolve_cluster(opts->cluster));
     const collectives::CalibrationResult r = collectives::calibrate(base, inputs(*opts));
     // Re-read what is written with the strict loader: a file this verb writes always loads.
     const nlohmann::ordered_json j = collectives::cluster_to_json(r.cluster);

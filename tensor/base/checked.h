@@ -43,7 +43,8 @@ template <std::integral T>
 }
 
 // The product of `dims` (1 for none), nullopt when an intermediate product overflows int64.
-[[nodiscard]] constexpr std::optional<int64_t> checked_product(std::span<const int64_t> dims) noexcept {
+[[nodiscard]] constexpr std::optional<int64_t> checked_product(
+    std::span<const int64_t> dims) noexcept {
   int64_t n = 1;
   for (const int64_t d : dims) {
     if (!mul_into(n, d, n)) return std::nullopt;

@@ -89,7 +89,8 @@ fs::path find_config(std::string_view kind, std::string_view name_or_path) {
   std::string known;
   for (const std::string& n : list_configs(kind)) known += (known.empty() ? "" : ", ") + n;
   SP_FAIL("unknown ", one, " '", name_or_path, "': not a file and not in ", searched,
-          "; expected one of: ", known.empty() ? "<none found>" : known, " or a path to a .json file");
+          "; expected one of: ", known.empty() ? "<none found>" : known,
+          " or a path to a .json file");
 }
 
 }  // namespace shardplan

@@ -1,5 +1,6 @@
-// One table per enum gives both directions of its names, so printing and parsing cannot disagree and
-// every unknown name gets the same message ("unknown link class 'x', expected one of: a, b, c").
+// One table per enum gives both directions of its names, so printing and parsing cannot disagree
+// and every unknown name gets the same message ("unknown link class 'x', expected one of: a, b,
+// c").
 //   constexpr EnumName<Fabric> kFabricNames[] = {{"nvlink", Fabric::kNvlink},
 //                                                {"shared_memory", Fabric::kSharedMemory}};
 //   std::string_view s = enum_name(f, kFabricNames);                 // "nvlink"

@@ -1,7 +1,9 @@
 // Errors of shardplan, in three tiers (docs/architecture.md "Errors and exit codes"):
-//   SP_CHECK(cond, "msg", value, ...) / SP_FAIL(...)  bad input the user can cause (a shape, a dim, a
+//   SP_CHECK(cond, "msg", value, ...) / SP_FAIL(...)  bad input the user can cause (a shape, a dim,
+//   a
 //       malformed, truncated or inconsistent file): throws shardplan::Error; exit code 2.
-//   throw RuntimeFailure(...)                          the world failed, not the input: the operating
+//   throw RuntimeFailure(...)                          the world failed, not the input: the
+//   operating
 //       system reports an error while reading or writing (EIO and the like), a backend fails at run
 //       time; exit code 1.
 //   SP_ASSERT(cond, ...)                               a broken invariant, i.e. a bug: throws
@@ -19,7 +21,8 @@
 
 namespace shardplan {
 
-// Bad input: a shape, a dim, a config value the user gave. Library code throws it; main() reports it.
+// Bad input: a shape, a dim, a config value the user gave. Library code throws it; main() reports
+// it.
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -51,22 +54,23 @@ std::string concat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
-[[noreturn]] void internal_error(const char* expr, const char* file, int line, const std::string& msg);
+[[noreturn]] void internal_error(const char* expr, const char* file, int line,
+                                 const std::string& msg);
 }  // namespace detail
 
 }  // namespace shardplan
 
-#define SP_CHECK(cond, ...)                                             \
-  do {                                                                  \
-    if (!(cond)) [[unlikely]]                                           \
+#define SP_CHECK(cond, ...)                                               \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
       throw ::shardplan::Error(::shardplan::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #define SP_FAIL(...) throw ::shardplan::Error(::shardplan::detail::concat(__VA_ARGS__))
 
-#define SP_ASSERT(cond, ...)                                                                  \
-  do {                                                                                        \
-    if (!(cond)) [[unlikely]]                                                                 \
-      ::shardplan::detail::internal_error(#cond, __FILE__, __LINE__,                          \
-                                          ::shardplan::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+#define SP_ASSERT(cond, ...)                                                                      \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]]                                                                     \
+      ::shardplan::detail::internal_error(                                                        \
+          #cond, __FILE__, __LINE__, ::shardplan::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

@@ -29,7 +29,8 @@ bool is_bad_path_errno(int errno_value) {
 namespace {
 
 [[noreturn]] void open_failed(std::string_view what, const std::string& path, int err) {
-  const std::string msg = os_error_message(std::string("cannot open ") + std::string(what), path, err);
+  const std::string msg =
+      os_error_message(std::string("cannot open ") + std::string(what), path, err);
   if (is_bad_path_errno(err)) throw Error(msg);
   throw RuntimeFailure(msg);
 }
@@ -49,8 +50,8 @@ ReadOnlyFile::ReadOnlyFile(const std::filesystem::path& path, std::string_view w
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
-    SP_FAIL(what_, " '", path_, "' ", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file",
-            ", expected a file");
+    SP_FAIL(what_, " '", path_, "' ",
+            S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file", ", expected a file");
   }
   size_ = st.st_size;
 }
@@ -65,7 +66,9 @@ ReadOnlyFile ReadOnlyFile::adopt(int fd, int64_t size, std::string path, std::st
 }
 
 ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
-    : path_(std::move(other.path_)), what_(std::move(other.what_)), fd_(other.fd_),
+    : path_(std::move(other.path_)),
+      what_(std::move(other.what_)),
+      fd_(other.fd_),
       size_(other.size_) {
   other.fd_ = -1;
 }

@@ -1,10 +1,10 @@
 // Reading user-named files with the error tiers of tensor/base/error.h: a path that does not name a
-// readable regular file (missing, a directory, no permission) is bad input (shardplan::Error, exit 2);
-// an error the operating system reports while reading an opened file (EIO, a vanished NFS mount) is
-// a RuntimeFailure (exit 1), never blamed on the user. Malformed content is the parser's business
-// (bad input again).
-//   std::string text = read_text_file(path, "cluster file");  // "cannot open cluster file 'x': ..."
-//   ReadOnlyFile f(path, "checkpoint");  f.read_at(offset, buffer);  // pread, EINTR retried
+// readable regular file (missing, a directory, no permission) is bad input (shardplan::Error, exit
+// 2); an error the operating system reports while reading an opened file (EIO, a vanished NFS
+// mount) is a RuntimeFailure (exit 1), never blamed on the user. Malformed content is the parser's
+// business (bad input again).
+//   std::string text = read_text_file(path, "cluster file");  // "cannot open cluster file 'x':
+//   ..." ReadOnlyFile f(path, "checkpoint");  f.read_at(offset, buffer);  // pread, EINTR retried
 #pragma once
 
 #include <cstdint>

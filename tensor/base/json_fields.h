@@ -1,7 +1,8 @@
 // Reading a JSON object from a user's file field by field, so that every malformed value is one
 // named bad-input line ("cluster.json: field 'network.latency_us.value': expected a number, got
-// \"fast\"") and never a library exception surfacing as an internal error. Keys are recorded as they
-// are read; done() refuses the keys nobody read (a typo must not silently fall back to a default).
+// \"fast\"") and never a library exception surfacing as an internal error. Keys are recorded as
+// they are read; done() refuses the keys nobody read (a typo must not silently fall back to a
+// default).
 //   JsonFields doc(j, "plan.json");
 //   std::string name = doc.str("name");
 //   JsonFields mesh = doc.object("mesh");
@@ -40,7 +41,8 @@ class JsonFields {
   // A finite JSON number.
   double number(std::string_view key);
   // An array of integers, each in [min, max].
-  std::vector<int64_t> integers(std::string_view key, int64_t min = std::numeric_limits<int64_t>::min(),
+  std::vector<int64_t> integers(std::string_view key,
+                                int64_t min = std::numeric_limits<int64_t>::min(),
                                 int64_t max = std::numeric_limits<int64_t>::max());
   JsonFields object(std::string_view key);
   // A string naming one of the table's values ("unknown value 'x', expected one of: ...").

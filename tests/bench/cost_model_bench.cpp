@@ -16,8 +16,8 @@
 #include "collectives/cost_model.h"
 #include "collectives/redistribute_cost.h"
 #include "collectives/redistribute_plan.h"
-#include "mesh/shard_spec.h"
 #include "collectives/topology.h"
+#include "mesh/shard_spec.h"
 
 namespace shardplan {
 namespace {
@@ -29,8 +29,8 @@ using collectives::CollectiveKind;
 
 CollectiveCall first_devices(const char* cluster, int64_t nodes, CollectiveKind kind, int64_t n,
                              int64_t bytes) {
-  const collectives::Topology t(
-      collectives::with_nodes(collectives::load_cluster(collectives::resolve_cluster(cluster)), nodes));
+  const collectives::Topology t(collectives::with_nodes(
+      collectives::load_cluster(collectives::resolve_cluster(cluster)), nodes));
   std::vector<int64_t> devices(static_cast<size_t>(n));
   std::iota(devices.begin(), devices.end(), int64_t{0});
   return {kind, n, bytes, t.group_links(devices)};
@@ -92,9 +92,10 @@ void BM_PricePlan3d(benchmark::State& state) {
                             mesh::DeviceMesh({2, 4, 8}), mesh::parse_placements("S0,S0,S0"));
   const collectives::RedistributePlan plan =
       collectives::plan_redistribute(src, mesh::parse_placements("S1,S1,S1"));
-  const collectives::Topology t(
-      collectives::with_nodes(collectives::load_cluster(collectives::resolve_cluster("dgx-h100")), 8));
-  const std::vector<collectives::GroupLinks> links = collectives::mesh_dim_links(t, src.mesh.shape());
+  const collectives::Topology t(collectives::with_nodes(
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100")), 8));
+  const std::vector<collectives::GroupLinks> links =
+      collectives::mesh_dim_links(t, src.mesh.shape());
   const collectives::PlanPrice first = collectives::price_plan(plan, links);
   int priced = 0;
   double sum = 0;

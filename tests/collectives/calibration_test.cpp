@@ -24,7 +24,9 @@ using ::testing::ThrowsMessage;
 NcclTestsLog data(const char* name) {
   return load_nccl_tests_log(std::string(SHARDPLAN_TEST_DATA_DIR) + "/nccl_tests/" + name);
 }
-collectives::Cluster cluster(const char* name) { return collectives::load_cluster(collectives::resolve_cluster(name)); }
+collectives::Cluster cluster(const char* name) {
+  return collectives::load_cluster(collectives::resolve_cluster(name));
+}
 
 // A current-format log of `kind` on `hosts` x `per_host` ranks with t(S) = a + S * f / (b * 1e3),
 // times printed with 2 decimals.
@@ -66,7 +68,8 @@ TEST(Calibration, ExactIntraNodeLogGivesItsLatencyAndBandwidthBack) {
               HasSubstr("all_reduce_perf_h100_8gpu.log (all_reduce, 8 ranks on 1 node, 16 rows)"));
   EXPECT_EQ(r.cluster.network, cluster("dgx-h100").network);  // only the fabric changed
   // The file round-trips through the strict loader.
-  EXPECT_EQ(collectives::cluster_from_json(collectives::cluster_to_json(r.cluster), "calibrated"), r.cluster);
+  EXPECT_EQ(collectives::cluster_from_json(collectives::cluster_to_json(r.cluster), "calibrated"),
+            r.cluster);
 
   // The calibrated cluster prices the logged run (Ring; Simple wins at 32 MB) at the logged time.
   const collectives::Topology t(collectives::with_nodes(r.cluster, 1));

@@ -157,8 +157,9 @@ TEST_F(ClusterResolve, ByNameByPathAndThroughTheEnvironment) {
   EXPECT_THAT([] { resolve_cluster("dgx-z900"); }, ::testing::ThrowsMessage<Error>(::testing::AllOf(
                                                        HasSubstr("unknown cluster 'dgx-z900'"),
                                                        HasSubstr("dgx-h100"), HasSubstr("mine"))));
-  EXPECT_THAT([] { resolve_cluster("nowhere/x.json"); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("cluster file 'nowhere/x.json' does not exist")));
+  EXPECT_THAT(
+      [] { resolve_cluster("nowhere/x.json"); },
+      ::testing::ThrowsMessage<Error>(HasSubstr("cluster file 'nowhere/x.json' does not exist")));
 }
 
 TEST_F(ClusterResolve, MalformedJsonNamesTheFile) {

@@ -17,8 +17,8 @@ using ::testing::HasSubstr;
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 collectives::Topology topo(const char* cluster, int64_t nodes) {
-  return collectives::Topology(
-      collectives::with_nodes(collectives::load_cluster(collectives::resolve_cluster(cluster)), nodes));
+  return collectives::Topology(collectives::with_nodes(
+      collectives::load_cluster(collectives::resolve_cluster(cluster)), nodes));
 }
 // A group of `n` consecutive devices, alone on the cluster.
 GroupLinks first_devices(const collectives::Topology& t, int64_t n) {
@@ -144,7 +144,8 @@ TEST(CostFormulas, TreeAllReduceAcrossFourNodes) {
   const CollectiveCost c = *collective_cost_with(ar, Algorithm::kTree);
   EXPECT_EQ(c.protocol, nccl::Proto::kLL128);
   const double lat = 14.0 + 2 * (7 * 1.25 + 2 * 8.5);
-  EXPECT_NEAR(c.time_s * 1e6, lat + static_cast<double>(kGiB) / (0.5 * 120 / 128 * 192 * 1e3), 1e-6);
+  EXPECT_NEAR(c.time_s * 1e6, lat + static_cast<double>(kGiB) / (0.5 * 120 / 128 * 192 * 1e3),
+              1e-6);
   // At 1 MiB, log2(2^20/64) = 14: treeCorrectionFactor LL128[14] = 0.6 scales the bandwidth.
   const CollectiveCall small = call(CollectiveKind::kAllReduce, first_devices(t, 32), 1 << 20);
   const CollectiveCost cs = *collective_cost_with(small, Algorithm::kTree);

@@ -34,7 +34,8 @@ TEST(DTensorCompat, WorkedExampleShardToReplicateOnEightGpus) {
 
 TEST(DTensorCompat, TopologyRuleMarksOuterDimsInterHost) {
   // docs/semantics.md §4.1 examples with 8 devices per host.
-  EXPECT_EQ(dtensor_mesh_links(std::vector<int64_t>{8}, 8)[0].link_class, collectives::LinkClass::kNvlink);
+  EXPECT_EQ(dtensor_mesh_links(std::vector<int64_t>{8}, 8)[0].link_class,
+            collectives::LinkClass::kNvlink);
   const auto d28 = dtensor_mesh_links(std::vector<int64_t>{2, 8}, 8);
   EXPECT_EQ(d28[0].link_class, collectives::LinkClass::kNetwork);
   EXPECT_EQ(d28[1].link_class, collectives::LinkClass::kNvlink);

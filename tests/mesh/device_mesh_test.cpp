@@ -109,7 +109,8 @@ TEST(DeviceMesh, FlattenDpCpGivesStrideTwoGroups) {
 
 TEST(DeviceMesh, FlattenAgainstTheLayoutFallsBackToARankList) {
   // (tp, dp) of (2,4): coordinate tp*2 + dp -> rank dp*4 + tp: 0,4,1,5,2,6,3,7 (not strided).
-  const DeviceMesh f = DeviceMesh({2, 4}, {"dp", "tp"}).flatten_dims(std::vector<std::string>{"tp", "dp"}, "x");
+  const DeviceMesh f =
+      DeviceMesh({2, 4}, {"dp", "tp"}).flatten_dims(std::vector<std::string>{"tp", "dp"}, "x");
   EXPECT_EQ(f.ranks(), (Ranks{0, 4, 1, 5, 2, 6, 3, 7}));
   EXPECT_FALSE(f.is_strided());
   EXPECT_EQ(*f.coordinate_of(5), (MeshCoord{3}));
@@ -122,7 +123,8 @@ TEST(DeviceMesh, ExplicitRanksThatAreStridedAreRecognised) {
   EXPECT_TRUE(t.is_strided());
   EXPECT_EQ(t, DeviceMesh::from_strides({2, 2}, 0, {1, 2}));
   EXPECT_EQ(DeviceMesh::from_ranks({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7}), DeviceMesh({2, 4}));
-  EXPECT_EQ(DeviceMesh::from_ranks({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7}).hash(), DeviceMesh({2, 4}).hash());
+  EXPECT_EQ(DeviceMesh::from_ranks({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7}).hash(),
+            DeviceMesh({2, 4}).hash());
   EXPECT_NE(t, DeviceMesh({2, 2}));
   // An arbitrary permutation stays a list; coordinates are found by search.
   const DeviceMesh p = DeviceMesh::from_ranks({2, 2}, {3, 1, 0, 2});
@@ -169,7 +171,8 @@ TEST(DeviceMesh, JsonForms) {
   EXPECT_EQ(nlohmann::json(DeviceMesh({2, 4}, {"dp", "tp"})),
             nlohmann::json::parse(R"({"shape":[2,4],"dim_names":["dp","tp"]})"));
   const DeviceMesh sub = DeviceMesh({2, 4}).slice_dims({0}, 3);  // ranks 3, 7
-  EXPECT_EQ(nlohmann::json(sub), nlohmann::json::parse(R"({"shape":[2],"offset":3,"strides":[4]})"));
+  EXPECT_EQ(nlohmann::json(sub),
+            nlohmann::json::parse(R"({"shape":[2],"offset":3,"strides":[4]})"));
   EXPECT_EQ(nlohmann::json(sub).get<DeviceMesh>(), sub);
   const DeviceMesh p = DeviceMesh::from_ranks({3}, {2, 0, 1});
   EXPECT_EQ(nlohmann::json(p), nlohmann::json::parse(R"({"shape":[3],"ranks":[2,0,1]})"));
@@ -191,7 +194,10 @@ TEST(DeviceMeshErrors, EachBadInputNamesTheValue) {
   EXPECT_TRUE(has(error_of([] { DeviceMesh::from_ranks({2, 2}, {0, 1, 2}); }), "rank list has 3"));
   EXPECT_TRUE(has(error_of([] { DeviceMesh::from_ranks({2}, {1, 1}); }), "rank 1 appears"));
   EXPECT_TRUE(has(error_of([] { DeviceMesh::from_ranks({2}, {0, -3}); }), "-3"));
-  EXPECT_TRUE(has(error_of([] { DeviceMesh::from_strides({2, 3}, 0, {3, 2}); }), "not a valid layout"));
+  EXPECT_TRUE(has(error_of([] {
+                    DeviceMesh::from_strides({2, 3}, 0, {3, 2});
+                  }),
+                  "not a valid layout"));
   const DeviceMesh m({2, 4}, {"dp", "tp"});
   EXPECT_TRUE(has(error_of([&] { m.slice({"pp"}, 0); }), "'pp' is unknown"));
   EXPECT_TRUE(has(error_of([&] { m.slice({"tp", "tp"}, 0); }), "requested twice"));

@@ -12,8 +12,8 @@
 namespace shardplan::mesh {
 namespace {
 
-using sim::Array;
 using shardplan::DimVector;
+using sim::Array;
 
 // Runs every candidate of `call` on `mesh` and returns how many were checked.
 size_t check_all(const OpCall& call, const DeviceMesh& mesh, const std::vector<Array>& globals,

@@ -24,8 +24,8 @@ TEST(EnumNames, PrintAndParseAgree) {
 
 TEST(EnumNames, UnknownNameListsEachValueOnce) {
   EXPECT_THAT([] { parse_enum_name("collnet", kAlgoNames, "algorithm"); },
-              ::testing::ThrowsMessage<Error>(
-                  ::testing::StrEq("unknown algorithm 'collnet', expected one of: ring, tree, nvls")));
+              ::testing::ThrowsMessage<Error>(::testing::StrEq(
+                  "unknown algorithm 'collnet', expected one of: ring, tree, nvls")));
   EXPECT_EQ(find_enum_name("RING", kAlgoNames), std::nullopt);
 }
 

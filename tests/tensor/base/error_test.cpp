@@ -1,5 +1,6 @@
 // The three error tiers (tensor/base/error.h): bad input is shardplan::Error with the caller's one
-// line, a runtime failure is RuntimeFailure, a broken invariant is InternalError carrying file:line.
+// line, a runtime failure is RuntimeFailure, a broken invariant is InternalError carrying
+// file:line.
 #include "tensor/base/error.h"
 
 #include <gmock/gmock.h>
@@ -8,8 +9,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <sstream>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardplan {
@@ -20,7 +21,8 @@ using ::testing::HasSubstr;
 TEST(ErrorTiers, CheckThrowsBadInputWithTheMessage) {
   const int64_t dim = 5;
   EXPECT_THAT([&] { SP_CHECK(dim < 3, "transpose: dim ", dim, " out of range for a 3-d tensor"); },
-              ::testing::ThrowsMessage<Error>(::testing::StrEq("transpose: dim 5 out of range for a 3-d tensor")));
+              ::testing::ThrowsMessage<Error>(
+                  ::testing::StrEq("transpose: dim 5 out of range for a 3-d tensor")));
 }
 
 TEST(ErrorTiers, AssertIsAnInternalErrorWithFileAndLine) {

@@ -56,15 +56,16 @@ TEST_F(FileIo, ReadPastTheEndIsATruncatedFile) {
   EXPECT_EQ(f.size(), 3);
   std::string buf(8, '\0');
   EXPECT_THAT([&] { f.read_at(0, buf); },
-              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("8 bytes at offset 0"),
-                                                    HasSubstr("file is truncated"))));
+              ::testing::ThrowsMessage<Error>(
+                  AllOf(HasSubstr("8 bytes at offset 0"), HasSubstr("file is truncated"))));
   EXPECT_THAT([&] { f.read_at(-1, std::span<char>(buf.data(), 1)); },
               ::testing::ThrowsMessage<Error>(HasSubstr("truncated")));
 }
 
 TEST_F(FileIo, AnOsReadErrorIsARuntimeFailureNotBadInput) {
   // pread on a pipe fails with ESPIPE: the OS refusing a read of an opened file, the same path an
-  // EIO takes. It must be a RuntimeFailure (exit 1) naming the call's bytes, the path and the error.
+  // EIO takes. It must be a RuntimeFailure (exit 1) naming the call's bytes, the path and the
+  // error.
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   ::close(fds[1]);

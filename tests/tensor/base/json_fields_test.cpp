@@ -13,8 +13,8 @@
 namespace shardplan {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -45,7 +45,8 @@ TEST(JsonFields, EveryBadValueNamesItsField) {
   const json j = json::parse(
       R"({"a": "x", "b": 2.5, "c": 18446744073709551615, "d": -3, "e": [1, "2"], "f": [], "g": 1})");
   JsonFields doc(j, "c.json");
-  EXPECT_EQ(error_of([&] { doc.integer("a"); }), "c.json: field 'a': expected an integer, got \"x\"");
+  EXPECT_EQ(error_of([&] { doc.integer("a"); }),
+            "c.json: field 'a': expected an integer, got \"x\"");
   EXPECT_EQ(error_of([&] { doc.integer("b"); }), "c.json: field 'b': expected an integer, got 2.5");
   // 2^64 - 1 is above int64: refused, never wrapped to -1.
   EXPECT_THAT(error_of([&] { doc.integer("c"); }), HasSubstr("field 'c': expected an integer"));
@@ -63,7 +64,7 @@ TEST(JsonFields, EveryBadValueNamesItsField) {
 TEST(JsonFields, NestedPathsAndEnumerations) {
   enum class Fabric { kNvlink, kSharedMemory };
   static constexpr EnumName<Fabric> kNames[] = {{"nvlink", Fabric::kNvlink},
-                                               {"shared_memory", Fabric::kSharedMemory}};
+                                                {"shared_memory", Fabric::kSharedMemory}};
   const json j = json::parse(R"({"intra": {"fabric": "pcie", "bw": "fast"}})");
   JsonFields doc(j, "cluster.json");
   JsonFields intra = doc.object("intra");
