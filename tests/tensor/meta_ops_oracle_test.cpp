@@ -72,7 +72,7 @@ const std::vector<OracleCase>& Cases() {
 
 std::string Dims(std::span<const int64_t> d) {
   std::ostringstream os;
-  os << d;
+  ::shardplan::operator<<(os, d);
   return os.str();
 }
 
