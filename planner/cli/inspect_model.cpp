@@ -8,6 +8,7 @@
 #include "planner/cli/text_format.h"
 #include "tensor/base/config_paths.h"
 #include "tensor/base/error.h"
+#include "tensor/models/family.h"
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/training.h"
@@ -84,12 +85,16 @@ ordered_json inspect_model_report(const ModelInspectOptions& opts) {
     std::string model;
     int64_t seq;
     int64_t batch;
-  } o{opts.model, opts.seq.value_or(cfg.max_position_embeddings > 0
-                                        ? std::min(cfg.max_position_embeddings, kDefaultSeqCap)
-                                        : kDefaultSeqCap),
+  } o{opts.model,
+      opts.seq.value_or(cfg.max_position_embeddings > 0
+                            ? std::min(cfg.max_position_embeddings, kDefaultSeqCap)
+                            : kDefaultSeqCap),
       opts.batch};
-  SP_CHECK(cfg.model_type != "gpt2" || o.seq <= cfg.max_position_embeddings, "--seq ", o.seq, ": ",
-           o.model, " has learned positions up to n_positions ", cfg.max_position_embeddings);
+  // A table of learned positions (GPT-2's wpe) has no row beyond max_position_embeddings.
+  const ModelFamily& family = family_of(cfg);
+  SP_CHECK(!family.learned_positions || o.seq <= cfg.max_position_embeddings, "--seq ", o.seq, ": ",
+           o.model, " has learned positions up to ", family.file_key("max_position_embeddings"),
+           " ", cfg.max_position_embeddings);
   const ModulePtr model = build_model(cfg);
   const double tokens = static_cast<double>(o.batch) * static_cast<double>(o.seq);
   const OpGraph g = trace_model_forward(*model, o.batch, o.seq);
