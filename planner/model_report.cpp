@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tensor/base/error.h"
+#include "tensor/models/family.h"
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/training.h"
@@ -63,8 +64,11 @@ ordered_json model_report(const ModelReportOptions& opts) {
                                             ? std::min(cfg.max_position_embeddings, kDefaultSeqCap)
                                             : kDefaultSeqCap);
   const ModelReportOptions& o = opts;
-  SP_CHECK(cfg.model_type != "gpt2" || seq <= cfg.max_position_embeddings, "--seq ", seq, ": ",
-           o.model, " has learned positions up to n_positions ", cfg.max_position_embeddings);
+  // A table of learned positions (GPT-2's wpe) has no row beyond max_position_embeddings.
+  const ModelFamily& family = family_of(cfg);
+  SP_CHECK(!family.learned_positions || seq <= cfg.max_position_embeddings, "--seq ", seq, ": ",
+           o.model, " has learned positions up to ", family.file_key("max_position_embeddings"), " ",
+           cfg.max_position_embeddings);
   const ModulePtr model = build_model(cfg);
   const double tokens = static_cast<double>(o.batch) * static_cast<double>(seq);
   const OpGraph g = trace_model_forward(*model, o.batch, seq);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tensor/layers.h"
+#include "tensor/models/model_config.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 
@@ -34,6 +35,11 @@ Tensor activation(std::string_view hf_name, const Tensor& x);
 
 // dropout(x, p) when `training` and p > 0, else x itself (no op recorded).
 Tensor maybe_dropout(const Tensor& x, double p, bool training);
+
+// The rotated width per head: int(head_dim * partial_rotary_factor), as transformers truncates.
+inline int64_t rotary_dim(const ModelConfig& c) {
+  return static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+}
 
 // Position ids [1, seq] int64 on meta (Note [What the traced forward counts] in models.h).
 Tensor position_ids(int64_t seq);

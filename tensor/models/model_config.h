@@ -28,7 +28,8 @@
 
 namespace shardplan::tensor {
 
-// The model families shardplan builds: Hugging Face's `model_type` values.
+// The model families shardplan builds: Hugging Face's `model_type` values, sorted (one registry
+// entry each, tensor/models/family.h).
 std::vector<std::string> supported_model_types();
 
 // `rope_scaling` of Llama 3.1 and friends (transformers' modeling_rope_utils).

@@ -3,7 +3,7 @@
 #include <unordered_map>
 
 #include "tensor/base/error.h"
-#include "tensor/models/models_internal.h"
+#include "tensor/models/family.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -51,12 +51,16 @@ std::string owner_of(std::string_view fqn) {
 }  // namespace
 
 ModulePtr build_model(const ModelConfig& cfg, const BuildOptions& opts) {
-  validate(cfg);
+  const ModelFamily* family = find_family(cfg.model_type);
+  if (!family) validate(cfg);  // throws: the unsupported model_type, named as validate does
+  return build_model(cfg, *family, opts);
+}
+
+ModulePtr build_model(const ModelConfig& cfg, const ModelFamily& family, const BuildOptions& opts) {
+  validate(cfg, family);
   const TensorOptions o{.dtype = opts.dtype.value_or(cfg.torch_dtype)};
   SP_CHECK(is_floating(*o.dtype), "build_model: parameters need a floating dtype, got ", *o.dtype);
-  if (cfg.model_type == "gpt2") return models::build_gpt2(cfg, o, opts.training);
-  if (cfg.model_type == "gpt_neox") return models::build_gpt_neox(cfg, o, opts.training);
-  return models::build_llama_like(cfg, o, opts.training);
+  return family.build(cfg, o, opts.training);
 }
 
 Tensor token_ids(int64_t batch, int64_t seq) {
@@ -86,10 +90,6 @@ std::map<std::string, int64_t> parameters_by_kind(const Module& root) {
   return out;
 }
 
-std::string layers_path(const ModelConfig& cfg) {
-  if (cfg.model_type == "gpt2") return "transformer.h";
-  if (cfg.model_type == "gpt_neox") return "gpt_neox.layers";
-  return "model.layers";
-}
+std::string layers_path(const ModelConfig& cfg) { return std::string(family_of(cfg).layers_path); }
 
 }  // namespace shardplan::tensor

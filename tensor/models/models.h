@@ -6,8 +6,9 @@
 //   lm->parameters_numel();                               // 70,553,706,496
 //   OpGraph g = trace_model_forward(*lm, /*batch=*/1, /*seq=*/4096);
 //
-// Families (ModelConfig::model_type): llama (1/2/3/3.1), mistral, mixtral, qwen2, gemma (one
-// rotary decoder, tensor/models/llama.cpp), gpt2 (gpt2.cpp), gpt_neox (gpt_neox.cpp).
+// Families (ModelConfig::model_type), one registry entry each (tensor/models/family.h): llama
+// (1/2/3/3.1), mistral, mixtral, qwen2, gemma (one rotary decoder, tensor/models/rotary_decoder.h),
+// gpt2 (family_gpt2.cpp), gpt_neox (family_gpt_neox.cpp).
 //
 // Note [What the traced forward counts]
 // Attention is one scaled_dot_product_attention op with grouped-query heads (enable_gqa), counted
@@ -64,8 +65,9 @@ std::string block_kind(const Module& root, std::string_view parameter_fqn);
 // Elements per block kind (keys of block_kind), each parameter once (ties de-duplicated).
 std::map<std::string, int64_t> parameters_by_kind(const Module& root);
 
-// The FQN of the ModuleList holding them ("model.layers",
-// "transformer.h", "gpt_neox.layers"): the planner's repeated block.
+// The FQN of the ModuleList holding the repeated blocks, the family's ModelFamily::layers_path
+// ("model.layers", "transformer.h", "gpt_neox.layers"): the planner's repeated block. Throws for
+// an unsupported model_type.
 std::string layers_path(const ModelConfig& cfg);
 
 }  // namespace shardplan::tensor

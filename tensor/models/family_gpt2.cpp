@@ -1,19 +1,23 @@
-// GPT-2 as transformers' modeling_gpt2.py: learned positions, fused qkv, LayerNorm, GeLU MLP, and
-// Conv1D layers whose weight is stored [in, out] (the transpose of nn.Linear's):
+// gpt2: GPT-2 as transformers' GPT2Config (n_embd, n_layer, ... names) and modeling_gpt2.py:
+// learned positions, fused qkv, LayerNorm, GeLU MLP, and Conv1D layers whose weight is stored [in,
+// out] (the transpose of nn.Linear's):
 //   transformer.wte.weight [vocab, n_embd], transformer.wpe.weight [n_positions, n_embd]
 //   transformer.h.N.ln_1.{weight,bias}, transformer.h.N.attn.c_attn.{weight [n_embd, 3 n_embd],
 //   bias} transformer.h.N.attn.c_proj.{weight [n_embd, n_embd], bias}, transformer.h.N.ln_2.*
 //   transformer.h.N.mlp.c_fc.{weight [n_embd, n_inner], bias}, mlp.c_proj.{weight [n_inner,
 //   n_embd]} transformer.ln_f.*, lm_head.weight (tied to wte unless tie_word_embeddings is false)
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "tensor/layers.h"
 #include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
-#include "tensor/models/models_internal.h"
+#include "tensor/models/config_fields.h"
+#include "tensor/models/family.h"
 
-namespace shardplan::tensor::models {
+namespace shardplan::tensor {
+namespace models {
 namespace {
 
 // transformers' Conv1D(nf, nx): y = x @ W + b with W [nx, nf], computed as addmm on the flattened
@@ -151,10 +155,78 @@ class Gpt2LMHeadModel : public Module {
   }
 };
 
-}  // namespace
+void parse(const ConfigFields& f, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("n_embd");
+  c.num_hidden_layers = f.integer("n_layer");
+  c.num_attention_heads = f.integer("n_head");
+  c.num_key_value_heads = c.num_attention_heads;
+  c.max_position_embeddings = f.integer("n_positions");
+  // n_inner: null or absent means 4 * n_embd (GPT2MLP).
+  c.intermediate_size = f.integer("n_inner", 4 * c.hidden_size);
+  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
+    f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
+                         std::to_string(c.hidden_size));
+  }
+  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  c.hidden_act = f.string("activation_function", "gelu_new");
+  c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;  // Conv1D always has a bias
+  c.partial_rotary_factor = 0;                // learned positions, no rotary
+  c.embd_dropout = f.number("embd_pdrop", 0.1);
+  c.attention_dropout = f.number("attn_pdrop", 0.1);
+  c.resid_dropout = f.number("resid_pdrop", 0.1);
+}
 
-ModulePtr build_gpt2(const ModelConfig& c, const TensorOptions& o, bool training) {
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["n_embd"] = c.hidden_size;
+  j["n_layer"] = c.num_hidden_layers;
+  j["n_head"] = c.num_attention_heads;
+  j["n_positions"] = c.max_position_embeddings;
+  j["n_inner"] = c.intermediate_size;
+  j["activation_function"] = c.hidden_act;
+  j["layer_norm_epsilon"] = c.norm_eps;
+  j["embd_pdrop"] = c.embd_dropout;
+  j["attn_pdrop"] = c.attention_dropout;
+  j["resid_pdrop"] = c.resid_dropout;
+}
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   return std::make_shared<Gpt2LMHeadModel>(c, o, training);
 }
 
-}  // namespace shardplan::tensor::models
+// GPT2Config's names for ModelConfig's fields, so that errors name the key in the file.
+constexpr FieldRename kRenamed[] = {
+    {"hidden_size", "n_embd"},
+    {"intermediate_size", "n_inner"},
+    {"num_hidden_layers", "n_layer"},
+    {"num_attention_heads", "n_head"},
+    {"num_key_value_heads", "n_head"},  // derived: kv heads = heads
+    {"head_dim", "n_head"},             // derived: n_embd / n_head
+    {"max_position_embeddings", "n_positions"},
+    {"hidden_act", "activation_function"},
+    {"norm_eps", "layer_norm_epsilon"},
+    {"embd_dropout", "embd_pdrop"},
+    {"attention_dropout", "attn_pdrop"},
+    {"resid_dropout", "resid_pdrop"},
+};
+
+}  // namespace
+}  // namespace models
+
+extern const ModelFamily kGpt2Family;  // listed in family_registry.cpp
+const ModelFamily kGpt2Family{
+    .model_type = "gpt2",
+    .hf_class_prefix = "GPT2",
+    .layers_path = "transformer.h",
+    .parse = models::parse,
+    .to_hf_json = models::to_hf_json,
+    .build = models::build,
+    .renamed = models::kRenamed,
+    .rotary = false,
+    .learned_positions = true,
+    .fused_qkv = true,
+};
+
+}  // namespace shardplan::tensor

@@ -1,6 +1,7 @@
-// The rotary decoder of the Llama family: llama (1/2/3/3.1), mistral, mixtral, qwen2 and gemma
-// differ only in biases, norms, the MLP activation, tied embeddings and Mixtral's sparse MoE.
-// Names and shapes follow transformers' modeling_llama.py (and its siblings):
+// The rotary decoder of the Llama family (tensor/models/rotary_decoder.h): llama (1/2/3/3.1),
+// mistral, mixtral, qwen2 and gemma differ only in biases, norms, the MLP activation, tied
+// embeddings and Mixtral's sparse MoE. Names and shapes follow transformers' modeling_llama.py (and
+// its siblings), <prefix> the family's class prefix:
 //   model.embed_tokens.weight                       [vocab, hidden]
 //   model.layers.N.input_layernorm.weight           [hidden]
 //   model.layers.N.self_attn.{q,k,v,o}_proj.weight  q [heads*hd, hidden], k/v [kv*hd, hidden],
@@ -10,49 +11,24 @@
 //   model.layers.N.block_sparse_moe.gate.weight     [experts, hidden]          (mixtral)
 //   model.layers.N.block_sparse_moe.experts.E.w{1,3}.weight [ffn, hidden], w2 [hidden, ffn]
 //   model.norm.weight, lm_head.weight (absent from the listing when tied)
+#include "tensor/models/rotary_decoder.h"
+
 #include <cmath>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "tensor/layers.h"
 #include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
-#include "tensor/models/models_internal.h"
 
 namespace shardplan::tensor::models {
 namespace {
 
-// "Llama", "Mistral", ...: the prefix of the transformers class names, so module types read as
-// in PyTorch ("LlamaDecoderLayer").
-std::string prefix_of(const std::string& model_type) {
-  if (model_type == "llama") return "Llama";
-  if (model_type == "mistral") return "Mistral";
-  if (model_type == "mixtral") return "Mixtral";
-  if (model_type == "qwen2") return "Qwen2";
-  if (model_type == "gemma") return "Gemma";
-  SP_ASSERT(false, "not a rotary decoder: ", model_type);
-}
-
-// Gemma's RMSNorm scales by (1 + weight) (GemmaRMSNorm), its weight stored as the offset.
-class GemmaRMSNorm : public Module {
- public:
-  GemmaRMSNorm(int64_t dim, double eps, const TensorOptions& o)
-      : Module("GemmaRMSNorm"), dim_(dim), eps_(eps) {
-    register_parameter("weight", empty({dim}, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    return rms_norm(x, {dim_}, add(parameter("weight"), 1.0), eps_);
-  }
-  void reset_parameters(uint64_t /*seed*/) override { init_member_constant("weight", 0.0); }
-
- private:
-  int64_t dim_;
-  double eps_;
-};
-
-// LlamaRMSNorm is nn.RMSNorm's computation (the fp32 upcast inside changes no shape or count).
-ModulePtr make_norm(const ModelConfig& c, const TensorOptions& o) {
-  if (c.model_type == "gemma") return std::make_shared<GemmaRMSNorm>(c.hidden_size, c.norm_eps, o);
+// LlamaRMSNorm is nn.RMSNorm's computation (the fp32 upcast inside changes no shape or count),
+// unless the family brings its own (RotaryDecoderStyle::make_norm).
+ModulePtr make_norm(const ModelConfig& c, const TensorOptions& o, const RotaryDecoderStyle& s) {
+  if (s.make_norm) return s.make_norm(c, o);
   return std::make_shared<RMSNorm>(DimVector{c.hidden_size}, c.norm_eps, true, o);
 }
 
@@ -166,16 +142,16 @@ class SparseMoe : public Module {
 class DecoderLayer : public Module {
  public:
   explicit DecoderLayer(const std::string& prefix) : Module(prefix + "DecoderLayer") {}
-  void build(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
-             bool training) {
+  void build(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
+             const TensorOptions& o, bool training) {
     self_attn = register_module("self_attn", std::make_shared<Attention>(c, prefix, o, training));
     if (c.num_local_experts > 0) {
       mlp = register_module("block_sparse_moe", std::make_shared<SparseMoe>(c, o));
     } else {
       mlp = register_module("mlp", std::make_shared<GatedMlp>(c, prefix, o));
     }
-    input_layernorm = register_module("input_layernorm", make_norm(c, o));
-    post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c, o));
+    input_layernorm = register_module("input_layernorm", make_norm(c, o, s));
+    post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c, o, s));
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
@@ -190,9 +166,9 @@ class DecoderLayer : public Module {
 class DecoderModel : public Module {
  public:
   explicit DecoderModel(const std::string& prefix) : Module(prefix + "Model") {}
-  void build(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
-             bool training) {
-    gemma_ = c.model_type == "gemma";
+  void build(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
+             const TensorOptions& o, bool training) {
+    scale_embeddings_ = s.scale_embeddings;
     hidden_ = c.hidden_size;
     embed_tokens = register_module("embed_tokens",
                                    std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
@@ -200,16 +176,16 @@ class DecoderModel : public Module {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>(prefix)));
     }
-    norm = register_module("norm", make_norm(c, o));
+    norm = register_module("norm", make_norm(c, o, s));
     rotary_emb = register_module(
         "rotary_emb",
         std::make_shared<RotaryEmbedding>(prefix + "RotaryEmbedding", rotary_dim(c), c.rope_theta));
-    for (const auto& layer : layers_) layer->build(c, prefix, o, training);
+    for (const auto& layer : layers_) layer->build(c, s, prefix, o, training);
   }
   Tensor forward(const Tensor& ids) override {
     Tensor h = embed_tokens->call(ids);
     // Gemma scales the embeddings by sqrt(hidden) (GemmaModel's normalizer).
-    if (gemma_) h = mul(h, std::sqrt(static_cast<double>(hidden_)));
+    if (scale_embeddings_) h = mul(h, std::sqrt(static_cast<double>(hidden_)));
     const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
     const Tensor cos_h = per_head(cos_t), sin_h = per_head(sin_t);
     for (const auto& layer : layers_) h = layer->run(h, cos_h, sin_h);
@@ -221,7 +197,7 @@ class DecoderModel : public Module {
   std::shared_ptr<RotaryEmbedding> rotary_emb;
 
  private:
-  bool gemma_ = false;
+  bool scale_embeddings_ = false;
   int64_t hidden_ = 0;
   // The children of `layers`, typed, in order (forward walks them without copying names).
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
@@ -229,13 +205,13 @@ class DecoderModel : public Module {
 
 class ForCausalLM : public Module {
  public:
-  ForCausalLM(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
-              bool training)
+  ForCausalLM(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
+              const TensorOptions& o, bool training)
       : Module(prefix + "ForCausalLM") {
     model = register_module("model", std::make_shared<DecoderModel>(prefix));
     lm_head =
         register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    model->build(c, prefix, o, training);  // under its final name: no renaming of the full tree
+    model->build(c, s, prefix, o, training);  // under its final name: no renaming of the full tree
     if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
   }
   Tensor forward(const Tensor& ids) override { return lm_head->call(model->call(ids)); }
@@ -245,8 +221,50 @@ class ForCausalLM : public Module {
 
 }  // namespace
 
-ModulePtr build_llama_like(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<ForCausalLM>(c, prefix_of(c.model_type), o, training);
+ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, bool training,
+                               const RotaryDecoderStyle& style) {
+  return std::make_shared<ForCausalLM>(c, style, std::string(style.prefix), o, training);
+}
+
+void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDecoderDefaults& d) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.intermediate_size = f.integer("intermediate_size");
+  c.num_hidden_layers = f.integer("num_hidden_layers");
+  c.num_attention_heads = f.integer("num_attention_heads");
+  c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+  if (!f.has("head_dim")) {
+    if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
+      f.fail("num_attention_heads",
+             std::to_string(c.num_attention_heads) + " does not divide hidden_size " +
+                 std::to_string(c.hidden_size) + " (and no head_dim is given)");
+    }
+  }
+  c.head_dim =
+      f.integer("head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0);
+  c.max_position_embeddings = f.integer("max_position_embeddings", d.max_position_embeddings);
+  c.hidden_act = f.string(d.act_key, d.hidden_act);
+  c.norm_eps = f.number("rms_norm_eps", d.rms_norm_eps);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", d.tie_word_embeddings);
+  c.rope_theta = f.number("rope_theta", d.rope_theta);
+  if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
+  c.attention_dropout = f.number("attention_dropout", 0.0);
+}
+
+void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j, const char* act_key) {
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j[act_key] = c.hidden_act;
+  j["rms_norm_eps"] = c.norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = rope_scaling_json(c.rope_scaling);
+  j["attention_dropout"] = c.attention_dropout;
+  if (c.sliding_window) j["sliding_window"] = *c.sliding_window;
 }
 
 }  // namespace shardplan::tensor::models

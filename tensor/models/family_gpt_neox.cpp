@@ -1,5 +1,6 @@
-// GPT-NeoX (GPT-NeoX-20B, Pythia) as transformers' modeling_gpt_neox.py: fused qkv laid out per
-// head, partial rotary (rotary_pct), LayerNorms with bias, untied embed_out, parallel residual:
+// gpt_neox: GPT-NeoX-20B and Pythia as transformers' GPTNeoXConfig and modeling_gpt_neox.py: fused
+// qkv laid out per head, partial rotary (rotary_pct), LayerNorms with bias, untied embed_out,
+// parallel residual:
 //   gpt_neox.embed_in.weight [vocab, hidden]
 //   gpt_neox.layers.N.{input,post_attention}_layernorm.{weight,bias} [hidden]
 //   gpt_neox.layers.N.attention.query_key_value.{weight [3 hidden, hidden], bias [3 hidden]}
@@ -7,14 +8,17 @@
 //   gpt_neox.layers.N.mlp.dense_h_to_4h.{weight [ffn, hidden], bias}, dense_4h_to_h [hidden, ffn]
 //   gpt_neox.final_layer_norm.{weight,bias}, embed_out.weight [vocab, hidden]
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "tensor/layers.h"
 #include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
-#include "tensor/models/models_internal.h"
+#include "tensor/models/config_fields.h"
+#include "tensor/models/family.h"
 
-namespace shardplan::tensor::models {
+namespace shardplan::tensor {
+namespace models {
 namespace {
 
 class Attention : public Module {
@@ -143,10 +147,77 @@ class NeoXForCausalLM : public Module {
   }
 };
 
-}  // namespace
+void parse(const ConfigFields& f, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.intermediate_size = f.integer("intermediate_size");
+  c.num_hidden_layers = f.integer("num_hidden_layers");
+  c.num_attention_heads = f.integer("num_attention_heads");
+  c.num_key_value_heads = c.num_attention_heads;
+  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
+    f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
+                                      " does not divide hidden_size " +
+                                      std::to_string(c.hidden_size));
+  }
+  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  c.max_position_embeddings = f.integer("max_position_embeddings", 2048);
+  c.hidden_act = f.string("hidden_act", "gelu");
+  c.norm_eps = f.number("layer_norm_eps", 1e-5);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  c.qkv_bias = c.o_bias = f.boolean("attention_bias", true);
+  c.mlp_bias = true;
+  // Older configs say rotary_pct / rotary_emb_base, newer ones partial_rotary_factor / rope_theta.
+  c.partial_rotary_factor = f.has("partial_rotary_factor") ? f.number("partial_rotary_factor", 0.25)
+                                                           : f.number("rotary_pct", 0.25);
+  c.rope_theta =
+      f.has("rope_theta") ? f.number("rope_theta", 10000.0) : f.number("rotary_emb_base", 10000.0);
+  if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
+  c.use_parallel_residual = f.boolean("use_parallel_residual", true);
+  c.attention_dropout = f.number("attention_dropout", 0.0);
+  c.resid_dropout = f.number("hidden_dropout", 0.0);
+}
 
-ModulePtr build_gpt_neox(const ModelConfig& c, const TensorOptions& o, bool training) {
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = rope_scaling_json(c.rope_scaling);
+  j["attention_dropout"] = c.attention_dropout;
+  j["hidden_act"] = c.hidden_act;
+  j["layer_norm_eps"] = c.norm_eps;
+  j["attention_bias"] = c.qkv_bias;
+  j["partial_rotary_factor"] = c.partial_rotary_factor;
+  j["use_parallel_residual"] = c.use_parallel_residual;
+  j["hidden_dropout"] = c.resid_dropout;
+}
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   return std::make_shared<NeoXForCausalLM>(c, o, training);
 }
 
-}  // namespace shardplan::tensor::models
+// GPTNeoXConfig's names for ModelConfig's fields, so that errors name the key in the file.
+constexpr FieldRename kRenamed[] = {
+    {"norm_eps", "layer_norm_eps"},
+    {"resid_dropout", "hidden_dropout"},
+    {"partial_rotary_factor", "rotary_pct"},
+};
+
+}  // namespace
+}  // namespace models
+
+extern const ModelFamily kGptNeoxFamily;  // listed in family_registry.cpp
+const ModelFamily kGptNeoxFamily{
+    .model_type = "gpt_neox",
+    .hf_class_prefix = "GPTNeoX",
+    .layers_path = "gpt_neox.layers",
+    .parse = models::parse,
+    .to_hf_json = models::to_hf_json,
+    .build = models::build,
+    .renamed = models::kRenamed,
+    .fused_qkv = true,
+};
+
+}  // namespace shardplan::tensor

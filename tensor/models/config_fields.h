@@ -1,0 +1,55 @@
+// Typed, strict access to one Hugging Face config.json document, for the families' parse functions
+// (tensor/models/family.h); internal to tensor/models/. Every error names the source and the field
+// (Note [Strict config parsing] in model_config.h).
+//   ConfigFields f(j, "llama3-8b.json");
+//   c.hidden_size = f.integer("hidden_size");                 // required
+//   c.rope_theta = f.number("rope_theta", 10000.0);           // HF's default when absent or null
+//   if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tensor/models/model_config.h"
+
+namespace shardplan::tensor {
+
+class ConfigFields {
+ public:
+  ConfigFields(const nlohmann::json& j, std::string_view source) : j_(j), source_(source) {}
+
+  // "<source>: field '<field>': <what>" as a bad-input error.
+  [[noreturn]] void fail(std::string_view field, const std::string& what) const;
+  // Present and not null.
+  bool has(const char* f) const { return j_.contains(f) && !j_.at(f).is_null(); }
+
+  // An integer (4096.0 is accepted, as some exporters write floats; 4096.5 and "4096" are not);
+  // the first form is required.
+  int64_t integer(const char* f) const;
+  int64_t integer(const char* f, int64_t dflt) const { return has(f) ? integer(f) : dflt; }
+  std::optional<int64_t> opt_integer(const char* f) const {
+    return has(f) ? std::optional<int64_t>(integer(f)) : std::nullopt;
+  }
+  double number(const char* f, double dflt) const;
+  bool boolean(const char* f, bool dflt) const;
+  std::string string(const char* f, std::string dflt) const;
+  const nlohmann::json& raw(const char* f) const { return j_.at(f); }
+  std::string_view source() const { return source_; }
+
+ private:
+  int64_t as_int(std::string_view f, const nlohmann::json& v) const;
+
+  const nlohmann::json& j_;
+  std::string_view source_;
+};
+
+// The document's `rope_scaling` object (call when f.has("rope_scaling")), checked as
+// transformers' modeling_rope_utils does.
+RopeScaling parse_rope_scaling(const ConfigFields& f);
+// What parse_rope_scaling reads back (null when unset).
+nlohmann::json rope_scaling_json(const std::optional<RopeScaling>& s);
+
+}  // namespace shardplan::tensor

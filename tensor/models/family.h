@@ -1,0 +1,83 @@
+// The model families shardplan builds, one registry entry per Hugging Face `model_type`: how the
+// family's config.json is read and written, how its Module tree is built, and the facts the rest
+// of shardplan asks about a family (where the repeated blocks are, whether positions are learned).
+//   const ModelFamily* f = find_family("gpt2");      // nullptr for an unsupported model_type
+//   f->layers_path;                                  // "transformer.h"
+//   for (const ModelFamily* f : model_families()) ...  // sorted by model_type
+//
+// Note [Adding a model family]
+// A family is one file, tensor/models/family_<model_type>.cpp, defining its `const ModelFamily`
+// (parse, to_hf_json, build, names, flags), plus its line in the table of
+// tensor/models/family_registry.cpp. Nothing else names a model_type: parse_model_config,
+// validate, to_hf_json, build_model and layers_path dispatch through the entry. Rotary decoders
+// shaped like Llama reuse tensor/models/rotary_decoder.h (a shared parse with per-family
+// defaults, and a builder taking the class prefix and the norm); other layouts bring their own
+// builder in their file (family_gpt2.cpp, family_gpt_neox.cpp). An entry that is not registered
+// still works through the explicit-family overloads below (tests/tensor/models/model_family_test
+// builds one).
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/models/model_config.h"
+#include "tensor/models/models.h"
+#include "tensor/module.h"
+
+namespace shardplan::tensor {
+
+class ConfigFields;  // tensor/models/config_fields.h
+
+// A ModelConfig field that the family's config.json spells differently (GPT-2: hidden_size is
+// n_embd), so that an error names the key the user finds in the file.
+struct FieldRename {
+  std::string_view field;  // ModelConfig's name
+  std::string_view key;    // the config.json key
+};
+
+struct ModelFamily {
+  std::string_view model_type;       // Hugging Face's config.json model_type: "llama"
+  std::string_view hf_class_prefix;  // of the transformers classes: "Llama" (LlamaForCausalLM)
+  std::string_view layers_path;      // FQN of the ModuleList of repeated blocks: "model.layers"
+  // Reads the family's fields into `c`, whose model_type is set; torch_dtype and validate() are
+  // the caller's (parse_model_config). Errors go through f.fail (they name the file and field).
+  void (*parse)(const ConfigFields& f, ModelConfig& c);
+  // Writes the family's fields into `j`, which holds model_type, vocab_size, torch_dtype and
+  // tie_word_embeddings already: parse reads the result back to an equal ModelConfig.
+  void (*to_hf_json)(const ModelConfig& c, nlohmann::json& j);
+  // The *ForCausalLM module of a validated `c` on meta (build_model's work).
+  ModulePtr (*build)(const ModelConfig& c, const TensorOptions& o, bool training);
+  std::span<const FieldRename> renamed;  // keys differing from ModelConfig's names
+  bool rotary = true;              // rotary positions: partial_rotary_factor, rope_theta checked
+  bool learned_positions = false;  // a table of max_position_embeddings positions: no longer seq
+  bool fused_qkv = false;          // one qkv projection: heads * head_dim must be hidden_size
+  bool moe = false;                // sparse experts required (num_local_experts > 0)
+
+  // The config.json key that holds ModelConfig's `field` in this family's files.
+  std::string_view file_key(std::string_view field) const;
+};
+
+// The registered families, sorted by model_type.
+const std::vector<const ModelFamily*>& model_families();
+// The registered entry for `model_type`, nullptr when there is none.
+const ModelFamily* find_family(std::string_view model_type);
+// find_family(c.model_type); throws shardplan::Error naming the supported types when unknown.
+const ModelFamily& family_of(const ModelConfig& c);
+// "gemma, gpt2, ...": the registered model_types, for "expected one of" messages.
+std::string model_types_list();
+
+// parse_model_config, validate, to_hf_json and build_model (model_config.h, models.h) with the
+// family given instead of looked up from model_type: the same steps for any entry, registered or
+// not. parse takes the family's fields from `j` whatever its model_type says.
+ModelConfig parse_model_config(const nlohmann::json& j, const ModelFamily& family,
+                               std::string_view source);
+void validate(const ModelConfig& c, const ModelFamily& family,
+              std::string_view source = "model config");
+nlohmann::json to_hf_json(const ModelConfig& c, const ModelFamily& family);
+ModulePtr build_model(const ModelConfig& cfg, const ModelFamily& family,
+                      const BuildOptions& opts = {});
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,72 @@
+// gemma: transformers' GemmaConfig (max_position_embeddings 8192, tied embeddings, the
+// activation in hidden_activation) and modeling_gemma.py: the rotary decoder with GemmaRMSNorm
+// and embeddings scaled by sqrt(hidden).
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "tensor/models/blocks.h"
+#include "tensor/models/rotary_decoder.h"
+
+namespace shardplan::tensor {
+
+extern const ModelFamily kGemmaFamily;  // listed in family_registry.cpp
+
+namespace {
+
+// Gemma's RMSNorm scales by (1 + weight) (GemmaRMSNorm), its weight stored as the offset.
+class GemmaRMSNorm : public Module {
+ public:
+  GemmaRMSNorm(int64_t dim, double eps, const TensorOptions& o)
+      : Module("GemmaRMSNorm"), dim_(dim), eps_(eps) {
+    register_parameter("weight", empty({dim}, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    return rms_norm(x, {dim_}, add(parameter("weight"), 1.0), eps_);
+  }
+  void reset_parameters(uint64_t /*seed*/) override { init_member_constant("weight", 0.0); }
+
+ private:
+  int64_t dim_;
+  double eps_;
+};
+
+ModulePtr make_norm(const ModelConfig& c, const TensorOptions& o) {
+  return std::make_shared<GemmaRMSNorm>(c.hidden_size, c.norm_eps, o);
+}
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  // Gemma runs gelu with the tanh approximation whatever hidden_act says (GemmaMLP); the newer
+  // hidden_activation field names it explicitly.
+  models::parse_rotary_decoder(f, c,
+                               {.max_position_embeddings = 8192,
+                                .rms_norm_eps = 1e-6,
+                                .tie_word_embeddings = true,
+                                .act_key = "hidden_activation",
+                                .hidden_act = "gelu_pytorch_tanh"});
+  c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
+}
+
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  models::rotary_decoder_to_hf_json(c, j, "hidden_activation");
+  j["attention_bias"] = c.qkv_bias;
+}
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return models::build_rotary_decoder(
+      c, o, training,
+      {.prefix = kGemmaFamily.hf_class_prefix, .make_norm = make_norm, .scale_embeddings = true});
+}
+
+}  // namespace
+
+const ModelFamily kGemmaFamily{
+    .model_type = "gemma",
+    .hf_class_prefix = "Gemma",
+    .layers_path = "model.layers",
+    .parse = parse,
+    .to_hf_json = to_hf_json,
+    .build = build,
+    .renamed = models::kRotaryDecoderRenames,
+};
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,80 @@
+// The table of model families (Note [Adding a model family] in family.h). An explicit list rather
+// than self-registering objects: a static library drops object files nothing references, so a
+// family registering itself from its own file could silently vanish from a binary.
+#include <algorithm>
+
+#include "tensor/base/error.h"
+#include "tensor/models/family.h"
+
+namespace shardplan::tensor {
+
+// Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kGemmaFamily;
+extern const ModelFamily kGpt2Family;
+extern const ModelFamily kGptNeoxFamily;
+extern const ModelFamily kLlamaFamily;
+extern const ModelFamily kMistralFamily;
+extern const ModelFamily kMixtralFamily;
+extern const ModelFamily kQwen2Family;
+
+namespace {
+
+const ModelFamily* const kRegistered[] = {
+    &kGemmaFamily,   &kGpt2Family,    &kGptNeoxFamily, &kLlamaFamily,
+    &kMistralFamily, &kMixtralFamily, &kQwen2Family,
+};
+
+}  // namespace
+
+const std::vector<const ModelFamily*>& model_families() {
+  static const std::vector<const ModelFamily*> sorted = [] {
+    std::vector<const ModelFamily*> v(std::begin(kRegistered), std::end(kRegistered));
+    std::sort(v.begin(), v.end(), [](const ModelFamily* a, const ModelFamily* b) {
+      return a->model_type < b->model_type;
+    });
+    for (size_t i = 1; i < v.size(); ++i) {
+      SP_ASSERT(v[i - 1]->model_type != v[i]->model_type, "model family '", v[i]->model_type,
+                "' registered twice");
+    }
+    return v;
+  }();
+  return sorted;
+}
+
+const ModelFamily* find_family(std::string_view model_type) {
+  for (const ModelFamily* f : model_families()) {
+    if (f->model_type == model_type) return f;
+  }
+  return nullptr;
+}
+
+const ModelFamily& family_of(const ModelConfig& c) {
+  const ModelFamily* f = find_family(c.model_type);
+  SP_CHECK(f != nullptr, "model_type '", c.model_type,
+           "' is not supported; expected one of: ", model_types_list());
+  return *f;
+}
+
+std::string model_types_list() {
+  std::string s;
+  for (const ModelFamily* f : model_families()) {
+    if (!s.empty()) s += ", ";
+    s += f->model_type;
+  }
+  return s;
+}
+
+std::string_view ModelFamily::file_key(std::string_view field) const {
+  for (const FieldRename& r : renamed) {
+    if (r.field == field) return r.key;
+  }
+  return field;
+}
+
+std::vector<std::string> supported_model_types() {
+  std::vector<std::string> out;
+  for (const ModelFamily* f : model_families()) out.emplace_back(f->model_type);
+  return out;
+}
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,243 @@
+// The model family registry (tensor/models/family.h): exactly the supported Hugging Face
+// model_types in order, each entry's parse / to_hf_json / build / layers_path against the shipped
+// configs and Hugging Face's names, and a toy family, defined here and never registered, run
+// through the same entry interface: what adding a family takes (Note [Adding a model family]).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tensor/base/config_paths.h"
+#include "tensor/base/error.h"
+#include "tensor/models/config_fields.h"
+#include "tensor/models/family.h"
+#include "tensor/models/models.h"
+#include "tensor/models/rotary_decoder.h"
+
+namespace shardplan::tensor {
+namespace {
+
+using nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<std::string> types_of(const std::vector<const ModelFamily*>& families) {
+  std::vector<std::string> out;
+  for (const ModelFamily* f : families) out.emplace_back(f->model_type);
+  return out;
+}
+
+bool has_module(const Module& root, const std::string& fqn) {
+  for (const NamedModule& nm : root.named_modules()) {
+    if (nm.name == fqn) return true;
+  }
+  return false;
+}
+
+TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
+  const std::vector<std::string> want = {"gemma",   "gpt2",    "gpt_neox", "llama",
+                                         "mistral", "mixtral", "qwen2"};
+  EXPECT_EQ(types_of(model_families()), want);
+  EXPECT_EQ(supported_model_types(), want);
+  EXPECT_EQ(model_types_list(), "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2");
+  for (const ModelFamily* f : model_families()) {
+    SCOPED_TRACE(f->model_type);
+    EXPECT_EQ(find_family(f->model_type), f);
+    EXPECT_NE(f->parse, nullptr);
+    EXPECT_NE(f->to_hf_json, nullptr);
+    EXPECT_NE(f->build, nullptr);
+    EXPECT_FALSE(f->hf_class_prefix.empty());
+  }
+  EXPECT_EQ(find_family("bert"), nullptr);
+  EXPECT_EQ(find_family(""), nullptr);
+  EXPECT_EQ(find_family("Llama"), nullptr);  // model_type is matched exactly
+}
+
+TEST(ModelFamily, EveryShippedConfigRoundTripsThroughItsEntry) {
+  std::set<std::string> covered;
+  for (const std::string& name : list_configs("models")) {
+    SCOPED_TRACE(name);
+    const ModelConfig c = find_model_config(name);
+    const ModelFamily* f = find_family(c.model_type);
+    ASSERT_NE(f, nullptr);
+    covered.insert(c.model_type);
+    const json j = to_hf_json(c, *f);
+    EXPECT_EQ(j.at("model_type"), c.model_type);
+    EXPECT_EQ(parse_model_config(j, *f, "round-trip"), c);
+    EXPECT_EQ(parse_model_config(j, "round-trip"), c);  // looked up by model_type: the same
+    EXPECT_EQ(to_hf_json(c), j);
+  }
+  // Every family has a shipped config, so the loop above exercised every entry.
+  EXPECT_EQ(std::vector<std::string>(covered.begin(), covered.end()), types_of(model_families()));
+}
+
+TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
+  // transformers' module names for the ModuleList of blocks, and the class-name prefixes.
+  const std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"gemma", {"model.layers", "GemmaForCausalLM"}},
+      {"gpt2", {"transformer.h", "GPT2LMHeadModel"}},
+      {"gpt_neox", {"gpt_neox.layers", "GPTNeoXForCausalLM"}},
+      {"llama", {"model.layers", "LlamaForCausalLM"}},
+      {"mistral", {"model.layers", "MistralForCausalLM"}},
+      {"mixtral", {"model.layers", "MixtralForCausalLM"}},
+      {"qwen2", {"model.layers", "Qwen2ForCausalLM"}},
+  };
+  const std::map<std::string, std::string> config_of = {
+      {"gemma", "gemma-7b"},  {"gpt2", "gpt2"},          {"gpt_neox", "pythia-160m"},
+      {"llama", "llama3-8b"}, {"mistral", "mistral-7b"}, {"mixtral", "mixtral-8x7b"},
+      {"qwen2", "qwen2.5-7b"}};
+  for (const ModelFamily* f : model_families()) {
+    const std::string type(f->model_type);
+    SCOPED_TRACE(type);
+    ASSERT_TRUE(want.count(type));
+    const auto& [path, root_type] = want.at(type);
+    EXPECT_EQ(f->layers_path, path);
+    EXPECT_EQ(root_type.rfind(f->hf_class_prefix, 0), 0u) << f->hf_class_prefix;
+    ModelConfig c = find_model_config(config_of.at(type));
+    ASSERT_EQ(c.model_type, type);
+    c.num_hidden_layers = 2;  // the names, not the size
+    EXPECT_EQ(layers_path(c), path);
+    const ModulePtr m = build_model(c);
+    EXPECT_EQ(m->type_name(), root_type);
+    EXPECT_TRUE(has_module(*m, path + ".1"));
+    EXPECT_FALSE(has_module(*m, path + ".2"));
+  }
+}
+
+TEST(ModelFamily, FlagsPerFamily) {
+  std::set<std::string> rotary, learned, fused, moe;
+  for (const ModelFamily* f : model_families()) {
+    if (f->rotary) rotary.emplace(f->model_type);
+    if (f->learned_positions) learned.emplace(f->model_type);
+    if (f->fused_qkv) fused.emplace(f->model_type);
+    if (f->moe) moe.emplace(f->model_type);
+  }
+  EXPECT_EQ(rotary,
+            (std::set<std::string>{"gemma", "gpt_neox", "llama", "mistral", "mixtral", "qwen2"}));
+  EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
+  EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"mixtral"}));
+  // The keys errors name: the file's spelling.
+  EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
+  EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
+  EXPECT_EQ(find_family("llama")->file_key("norm_eps"), "rms_norm_eps");
+  EXPECT_EQ(find_family("llama")->file_key("hidden_size"), "hidden_size");
+}
+
+TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
+  const std::string all = "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2";
+  const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
+              AllOf(HasSubstr("falcon.json: field 'model_type': 'falcon' is not supported"),
+                    HasSubstr("expected one of: " + all)));
+  ModelConfig c = find_model_config("llama3-8b");
+  c.model_type = "falcon";
+  EXPECT_THAT(
+      error_of([&] { validate(c, "built"); }),
+      HasSubstr("built: field 'model_type': 'falcon' is not supported; expected one of: " + all));
+  EXPECT_THAT(error_of([&] { build_model(c); }), HasSubstr("expected one of: " + all));
+  EXPECT_THAT(error_of([&] { layers_path(c); }), HasSubstr("expected one of: " + all));
+  EXPECT_THAT(error_of([&] { to_hf_json(c); }), HasSubstr("expected one of: " + all));
+  // A config validated against another family's entry is refused.
+  EXPECT_THAT(error_of([&] { validate(find_model_config("gpt2"), *find_family("llama")); }),
+              HasSubstr("'gpt2' is not this family's ('llama')"));
+}
+
+// A toy family, as a new file tensor/models/family_toy.cpp would define it: a rotary decoder
+// whose config.json spells the sizes d_model, d_ff, n_layers, n_heads, max_seq_len. It is not in
+// the registry, so only the explicit-family overloads reach it.
+void toy_parse(const ConfigFields& f, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("d_model");
+  c.intermediate_size = f.integer("d_ff");
+  c.num_hidden_layers = f.integer("n_layers");
+  c.num_attention_heads = c.num_key_value_heads = f.integer("n_heads");
+  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  c.max_position_embeddings = f.integer("max_seq_len", 1024);
+  c.hidden_act = "silu";
+  c.norm_eps = f.number("norm_eps", 1e-5);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
+}
+
+void toy_to_hf_json(const ModelConfig& c, json& j) {
+  j["d_model"] = c.hidden_size;
+  j["d_ff"] = c.intermediate_size;
+  j["n_layers"] = c.num_hidden_layers;
+  j["n_heads"] = c.num_attention_heads;
+  j["max_seq_len"] = c.max_position_embeddings;
+  j["norm_eps"] = c.norm_eps;
+}
+
+ModulePtr toy_build(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return models::build_rotary_decoder(c, o, training, {.prefix = "Toy"});
+}
+
+constexpr FieldRename kToyRenamed[] = {{"hidden_size", "d_model"},
+                                       {"intermediate_size", "d_ff"},
+                                       {"num_hidden_layers", "n_layers"},
+                                       {"num_attention_heads", "n_heads"},
+                                       {"max_position_embeddings", "max_seq_len"}};
+
+const ModelFamily kToyFamily{
+    .model_type = "toy",
+    .hf_class_prefix = "Toy",
+    .layers_path = "model.layers",
+    .parse = toy_parse,
+    .to_hf_json = toy_to_hf_json,
+    .build = toy_build,
+    .renamed = kToyRenamed,
+};
+
+TEST(ModelFamily, AnUnregisteredFamilyParsesAndBuildsThroughTheSameEntry) {
+  const json j = json::parse(R"({"vocab_size": 1000, "d_model": 64, "d_ff": 256, "n_layers": 3,
+    "n_heads": 4, "torch_dtype": "bfloat16"})");
+  const ModelConfig c = parse_model_config(j, kToyFamily, "toy.json");
+  EXPECT_EQ(c.model_type, "toy");
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.intermediate_size, 256);
+  EXPECT_EQ(c.num_hidden_layers, 3);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.max_position_embeddings, 1024);  // the toy's default
+  EXPECT_EQ(c.torch_dtype, DType::kBFloat16);  // read by parse_model_config for every family
+  const json out = to_hf_json(c, kToyFamily);
+  EXPECT_EQ(out.at("model_type"), "toy");
+  EXPECT_EQ(parse_model_config(out, kToyFamily, "round-trip"), c);
+
+  const ModulePtr m = build_model(c, kToyFamily);
+  EXPECT_EQ(m->type_name(), "ToyForCausalLM");
+  EXPECT_EQ(m->get_submodule("model.layers.2").type_name(), "ToyDecoderLayer");
+  EXPECT_EQ(m->get_parameter("model.layers.2.self_attn.q_proj.weight").sizes(),
+            DimVector({64, 64}));
+  EXPECT_EQ(m->get_parameter("model.layers.0.mlp.down_proj.weight").sizes(), DimVector({64, 256}));
+  // Per layer 4 h^2 (q, k, v, o) + 3 h f (MLP) + 2 h (norms); tied embedding V h; final norm h.
+  EXPECT_EQ(m->parameters_numel(), 3 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 1000 * 64 + 64);
+
+  // Errors name the toy's keys, with ModelConfig's name beside a renamed one.
+  json bad = j;
+  bad["d_ff"] = 0;
+  EXPECT_THAT(error_of([&] { parse_model_config(bad, kToyFamily, "toy.json"); }),
+              HasSubstr("toy.json: field 'd_ff' (intermediate_size): must be a positive integer, "
+                        "got 0"));
+  // Not registered: the model_type lookups do not know it.
+  EXPECT_EQ(find_family("toy"), nullptr);
+  EXPECT_THAT(error_of([&] { build_model(c); }), HasSubstr("'toy' is not supported"));
+  EXPECT_THAT(error_of([&] { parse_model_config(out, "toy.json"); }),
+              HasSubstr("'toy' is not supported"));
+}
+
+}  // namespace
+}  // namespace shardplan::tensor
