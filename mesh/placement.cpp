@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 namespace shardplan::mesh {
 
@@ -158,9 +159,35 @@ size_t hash_value(const std::vector<Placement>& ps) {
 
 void to_json(nlohmann::json& j, const Placement& p) { j = to_string(p); }
 
-void from_json(const nlohmann::json& j, Placement& p) {
-  SP_CHECK(j.is_string(), "placement JSON must be a string such as \"S0\", got ", j.dump());
-  p = parse_placement(j.get<std::string>());
+Placement placement_from_json(const nlohmann::json& j, std::string_view origin,
+                              std::string_view path) {
+  if (!j.is_string()) {
+    fail_json_field(origin, path,
+                    "expected a placement string such as \"S0\", got " + json_excerpt(j));
+  }
+  try {
+    return parse_placement(j.get_ref<const std::string&>());
+  } catch (const Error& e) {
+    fail_json_field(origin, path, e.what());
+  }
 }
+
+std::vector<Placement> placements_from_json(const nlohmann::json& j, std::string_view origin,
+                                            std::string_view path) {
+  if (!j.is_array()) {
+    fail_json_field(
+        origin, path,
+        "expected an array of placements such as [\"S0\", \"R\"], got " + json_excerpt(j));
+  }
+  std::vector<Placement> out;
+  out.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    out.push_back(
+        placement_from_json(j[i], origin, std::string(path) + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+void from_json(const nlohmann::json& j, Placement& p) { p = placement_from_json(j); }
 
 }  // namespace shardplan::mesh
