@@ -3,6 +3,7 @@
 #include <string>
 
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 namespace shardplan::collectives {
 namespace {
@@ -75,30 +76,19 @@ nlohmann::ordered_json to_json(const CollectiveCall& c) {
   return j;
 }
 
-CollectiveCall collective_call_from_json(const nlohmann::json& j) {
-  SP_CHECK(j.is_object(), "collective call: expected a JSON object, got ", j.dump());
-  for (const char* key : {"kind", "group_size", "bytes", "links"}) {
-    SP_CHECK(j.contains(key), "collective call: field '", key, "' missing");
-  }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    SP_CHECK(it.key() == "kind" || it.key() == "group_size" || it.key() == "bytes" ||
-                 it.key() == "links",
-             "collective call: unknown field '", it.key(), "'");
-  }
-  SP_CHECK(j["kind"].is_string(), "collective call: field 'kind': expected a string, got ",
-           j["kind"].dump());
+CollectiveCall collective_call_from_json(const nlohmann::json& j, std::string_view origin,
+                                         std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
   CollectiveCall c;
-  c.kind = parse_collective_kind(j["kind"].get<std::string>());
-  SP_CHECK(j["group_size"].is_number_integer() && j["group_size"].get<int64_t>() >= 1,
-           "collective call: field 'group_size': expected an integer >= 1, got ",
-           j["group_size"].dump());
-  SP_CHECK(j["bytes"].is_number_integer() && j["bytes"].get<int64_t>() >= 0,
-           "collective call: field 'bytes': expected an integer >= 0, got ", j["bytes"].dump());
-  c.group_size = j["group_size"].get<int64_t>();
-  c.bytes = j["bytes"].get<int64_t>();
-  c.links = collectives::group_links_from_json(j["links"]);
-  SP_CHECK(c.links.group_size == c.group_size, "collective call: links are for a group of ",
-           c.links.group_size, " ranks, expected ", c.group_size);
+  c.kind = f.parsed("kind", parse_collective_kind);
+  c.group_size = f.integer("group_size", 1);
+  c.bytes = f.integer("bytes", 0);
+  c.links = group_links_from_json(f.get("links"), origin, f.join("links"));
+  f.done();
+  if (c.links.group_size != c.group_size) {
+    f.fail("links", "for a group of " + std::to_string(c.links.group_size) + " ranks, expected " +
+                        std::to_string(c.group_size) + " (group_size)");
+  }
   return c;
 }
 
