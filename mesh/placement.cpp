@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 #include "tensor/base/json_fields.h"
 
@@ -11,21 +13,15 @@ namespace shardplan::mesh {
 // Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 
-std::string_view reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kProd:
-      return "prod";
-  }
-  SP_ASSERT(false, "unknown ReduceOp ", static_cast<int>(op));
-}
+namespace {
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {{"sum", ReduceOp::kSum},
+                                                 {"avg", ReduceOp::kAvg},
+                                                 {"max", ReduceOp::kMax},
+                                                 {"min", ReduceOp::kMin},
+                                                 {"prod", ReduceOp::kProd}};
+}  // namespace
+
+std::string_view reduce_op_name(ReduceOp op) { return enum_name(op, kReduceOpNames); }
 
 int64_t Placement::shard_dim() const {
   if (const auto* s = std::get_if<Shard>(&v_)) return s->dim;
@@ -98,9 +94,10 @@ bool parse_int(std::string_view s, int64_t* out) {
 Placement parse_placement(std::string_view text) {
   const std::string_view t = trim(text);
   if (t == "R") return Replicate{};
-  if (t == "P" || t == "Psum") return Partial{ReduceOp::kSum};
-  for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
-    if (t.size() > 1 && t[0] == 'P' && t.substr(1) == reduce_op_name(op)) return Partial{op};
+  if (t == "P") return Partial{ReduceOp::kSum};
+  if (t.size() > 1 && t[0] == 'P') {
+    if (std::optional<ReduceOp> op = find_enum_name(t.substr(1), kReduceOpNames))
+      return Partial{*op};
   }
   if (t.starts_with("SS")) {
     const std::string_view body = t.substr(2);
