@@ -1,47 +1,42 @@
 #include "collectives/collective_call.h"
 
+#include <optional>
 #include <string>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 #include "tensor/base/json_fields.h"
 
 namespace shardplan::collectives {
 namespace {
 
-struct KindName {
-  CollectiveKind kind;
-  std::string_view name;   // ours
-  std::string_view alias;  // nccl-tests' spelling (binary name without _perf)
-};
-constexpr KindName kKindNames[] = {
-    {CollectiveKind::kAllReduce, "all_reduce", "allreduce"},
-    {CollectiveKind::kAllGather, "all_gather", "allgather"},
-    {CollectiveKind::kReduceScatter, "reduce_scatter", "reducescatter"},
-    {CollectiveKind::kAllToAll, "all_to_all", "alltoall"},
-    {CollectiveKind::kBroadcast, "broadcast", "bcast"},
-    {CollectiveKind::kReduce, "reduce", "reduce"},
-    {CollectiveKind::kSendRecv, "send_recv", "sendrecv"},
+// Our names first (printed), then nccl-tests' spellings (its binary names without "_perf").
+constexpr EnumName<CollectiveKind> kKindNames[] = {
+    {"all_reduce", CollectiveKind::kAllReduce},
+    {"all_gather", CollectiveKind::kAllGather},
+    {"reduce_scatter", CollectiveKind::kReduceScatter},
+    {"all_to_all", CollectiveKind::kAllToAll},
+    {"broadcast", CollectiveKind::kBroadcast},
+    {"reduce", CollectiveKind::kReduce},
+    {"send_recv", CollectiveKind::kSendRecv},
+    {"allreduce", CollectiveKind::kAllReduce},
+    {"allgather", CollectiveKind::kAllGather},
+    {"reducescatter", CollectiveKind::kReduceScatter},
+    {"alltoall", CollectiveKind::kAllToAll},
+    {"bcast", CollectiveKind::kBroadcast},
+    {"sendrecv", CollectiveKind::kSendRecv},
 };
 
 }  // namespace
 
-std::string_view to_string(CollectiveKind k) {
-  for (const KindName& n : kKindNames) {
-    if (n.kind == k) return n.name;
-  }
-  SP_ASSERT(false, "CollectiveKind without a name");
-  return {};
-}
+std::string_view to_string(CollectiveKind k) { return enum_name(k, kKindNames); }
 
 CollectiveKind parse_collective_kind(std::string_view s) {
   std::string_view bare = s;
   if (bare.ends_with("_perf")) bare.remove_suffix(5);
-  std::string expected;
-  for (const KindName& n : kKindNames) {
-    if (bare == n.name || bare == n.alias) return n.kind;
-    expected += (expected.empty() ? "" : ", ") + std::string(n.name);
-  }
-  SP_FAIL("unknown collective kind '", s, "', expected one of: ", expected);
+  if (std::optional<CollectiveKind> k = find_enum_name(bare, kKindNames)) return *k;
+  // The name as given (with any _perf) in the message.
+  SP_FAIL("unknown collective kind '", s, "', expected one of: ", enum_names_list(kKindNames));
 }
 
 double busbw_factor(CollectiveKind k, int64_t n) {

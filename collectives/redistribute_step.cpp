@@ -27,32 +27,19 @@ using shardplan::DimVector;
 // step's level is the innermost one on the dims it touches, that is the local shape with this
 // level left out.
 
-std::string_view to_string(StepOp op) {
-  switch (op) {
-    case StepOp::kNoop:
-      return "noop";
-    case StepOp::kLocalChunk:
-      return "local_chunk";
-    case StepOp::kAllGather:
-      return "all_gather";
-    case StepOp::kReduceScatter:
-      return "reduce_scatter";
-    case StepOp::kAllReduce:
-      return "all_reduce";
-    case StepOp::kAllToAll:
-      return "all_to_all";
-  }
-  SP_ASSERT(false, "bad StepOp");
-}
+namespace {
+constexpr EnumName<StepOp> kStepOpNames[] = {{"noop", StepOp::kNoop},
+                                             {"local_chunk", StepOp::kLocalChunk},
+                                             {"all_gather", StepOp::kAllGather},
+                                             {"reduce_scatter", StepOp::kReduceScatter},
+                                             {"all_reduce", StepOp::kAllReduce},
+                                             {"all_to_all", StepOp::kAllToAll}};
+}  // namespace
+
+std::string_view to_string(StepOp op) { return enum_name(op, kStepOpNames); }
 
 StepOp parse_step_op(std::string_view s) {
-  for (StepOp op : {StepOp::kNoop, StepOp::kLocalChunk, StepOp::kAllGather, StepOp::kReduceScatter,
-                    StepOp::kAllReduce, StepOp::kAllToAll}) {
-    if (to_string(op) == s) return op;
-  }
-  SP_FAIL("unknown redistribute op '", s,
-          "', expected one of: noop, local_chunk, all_gather, reduce_scatter, all_reduce, "
-          "all_to_all");
+  return parse_enum_name(s, kStepOpNames, "redistribute op");
 }
 
 std::optional<CollectiveKind> collective_kind(StepOp op) {
