@@ -7,6 +7,7 @@
 #include "collectives/dtensor_compat.h"
 #include "collectives/nccl_tuning.h"
 #include "collectives/topology.h"
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 
 // Note [Calibration]
@@ -208,18 +209,30 @@ std::string source_of(std::string_view what, const std::vector<const NcclTestsLo
          "bandwidth on relative residuals (Note [Calibration], collectives/calibration.cpp)";
 }
 
+// The printed names first ("intra", "ib"), then the aliases --link accepts: the cluster file's
+// fabric names, the link classes, "inter".
+constexpr EnumName<CalibratedLink> kCalibratedLinkNames[] = {
+    {"intra", CalibratedLink::kIntra},   {"ib", CalibratedLink::kInter},
+    {"nvlink", CalibratedLink::kIntra},  {"shared_memory", CalibratedLink::kIntra},
+    {"network", CalibratedLink::kInter}, {"inter", CalibratedLink::kInter}};
+
+// "intra, nvlink, shared_memory": every name of `l`, in table order.
+std::string names_of(CalibratedLink l) {
+  std::string out;
+  for (const EnumName<CalibratedLink>& n : kCalibratedLinkNames) {
+    if (n.value == l) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  }
+  return out;
+}
 }  // namespace
 
-std::string_view to_string(CalibratedLink l) {
-  return l == CalibratedLink::kIntra ? "intra" : "ib";
-}
+std::string_view to_string(CalibratedLink l) { return enum_name(l, kCalibratedLinkNames); }
 
 CalibratedLink parse_calibrated_link(std::string_view s) {
-  if (s == "nvlink" || s == "shared_memory" || s == "intra") return CalibratedLink::kIntra;
-  if (s == "ib" || s == "network" || s == "inter") return CalibratedLink::kInter;
-  SP_FAIL("unknown link class '", s,
-          "', expected nvlink (or shared_memory, intra: inside a node) or ib (or network, "
-          "inter: between nodes)");
+  if (std::optional<CalibratedLink> l = find_enum_name(s, kCalibratedLinkNames)) return *l;
+  // Every alias is listed: users type the cluster file's names (nvlink, ib), not ours.
+  SP_FAIL("unknown link class '", s, "', expected one of: ", names_of(CalibratedLink::kIntra),
+          " (inside a node), ", names_of(CalibratedLink::kInter), " (between nodes)");
 }
 
 LogFit fit_log(const NcclTestsLog& log) {

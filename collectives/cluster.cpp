@@ -85,6 +85,9 @@ nlohmann::ordered_json q_json(const Quantity& q) {
 std::string_view to_string(Arch a) { return enum_name(a, kArchNames); }
 std::string_view to_string(Fabric f) { return enum_name(f, kFabricNames); }
 std::string_view to_string(Library l) { return enum_name(l, kLibraryNames); }
+Arch parse_arch(std::string_view s) { return parse_enum_name(s, kArchNames, "arch"); }
+Fabric parse_fabric(std::string_view s) { return parse_enum_name(s, kFabricNames, "fabric"); }
+Library parse_library(std::string_view s) { return parse_enum_name(s, kLibraryNames, "library"); }
 
 int64_t gpus_per_node(const Cluster& c) {
   return static_cast<int64_t>(c.accelerators_per_node.value);

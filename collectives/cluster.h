@@ -37,6 +37,10 @@ enum class Library { kNccl, kMpi, kDTensorCompat };
 std::string_view to_string(Arch a);
 std::string_view to_string(Fabric f);
 std::string_view to_string(Library l);
+// The names to_string gives; throw shardplan::Error ("unknown arch 'x', expected one of: ...").
+Arch parse_arch(std::string_view s);
+Fabric parse_fabric(std::string_view s);
+Library parse_library(std::string_view s);
 
 struct AcceleratorSpec {
   std::string model;  // "H100 SXM5 80GB"

@@ -1,46 +1,42 @@
 #include "collectives/collective_call.h"
 
+#include <optional>
 #include <string>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 namespace shardplan::collectives {
 namespace {
 
-struct KindName {
-  CollectiveKind kind;
-  std::string_view name;   // ours
-  std::string_view alias;  // nccl-tests' spelling (binary name without _perf)
-};
-constexpr KindName kKindNames[] = {
-    {CollectiveKind::kAllReduce, "all_reduce", "allreduce"},
-    {CollectiveKind::kAllGather, "all_gather", "allgather"},
-    {CollectiveKind::kReduceScatter, "reduce_scatter", "reducescatter"},
-    {CollectiveKind::kAllToAll, "all_to_all", "alltoall"},
-    {CollectiveKind::kBroadcast, "broadcast", "bcast"},
-    {CollectiveKind::kReduce, "reduce", "reduce"},
-    {CollectiveKind::kSendRecv, "send_recv", "sendrecv"},
+// Our names first (printed), then nccl-tests' spellings (its binary names without "_perf").
+constexpr EnumName<CollectiveKind> kKindNames[] = {
+    {"all_reduce", CollectiveKind::kAllReduce},
+    {"all_gather", CollectiveKind::kAllGather},
+    {"reduce_scatter", CollectiveKind::kReduceScatter},
+    {"all_to_all", CollectiveKind::kAllToAll},
+    {"broadcast", CollectiveKind::kBroadcast},
+    {"reduce", CollectiveKind::kReduce},
+    {"send_recv", CollectiveKind::kSendRecv},
+    {"allreduce", CollectiveKind::kAllReduce},
+    {"allgather", CollectiveKind::kAllGather},
+    {"reducescatter", CollectiveKind::kReduceScatter},
+    {"alltoall", CollectiveKind::kAllToAll},
+    {"bcast", CollectiveKind::kBroadcast},
+    {"sendrecv", CollectiveKind::kSendRecv},
 };
 
 }  // namespace
 
-std::string_view to_string(CollectiveKind k) {
-  for (const KindName& n : kKindNames) {
-    if (n.kind == k) return n.name;
-  }
-  SP_ASSERT(false, "CollectiveKind without a name");
-  return {};
-}
+std::string_view to_string(CollectiveKind k) { return enum_name(k, kKindNames); }
 
 CollectiveKind parse_collective_kind(std::string_view s) {
   std::string_view bare = s;
   if (bare.ends_with("_perf")) bare.remove_suffix(5);
-  std::string expected;
-  for (const KindName& n : kKindNames) {
-    if (bare == n.name || bare == n.alias) return n.kind;
-    expected += (expected.empty() ? "" : ", ") + std::string(n.name);
-  }
-  SP_FAIL("unknown collective kind '", s, "', expected one of: ", expected);
+  if (std::optional<CollectiveKind> k = find_enum_name(bare, kKindNames)) return *k;
+  // The name as given (with any _perf) in the message.
+  SP_FAIL("unknown collective kind '", s, "', expected one of: ", enum_names_list(kKindNames));
 }
 
 double busbw_factor(CollectiveKind k, int64_t n) {
@@ -75,30 +71,19 @@ nlohmann::ordered_json to_json(const CollectiveCall& c) {
   return j;
 }
 
-CollectiveCall collective_call_from_json(const nlohmann::json& j) {
-  SP_CHECK(j.is_object(), "collective call: expected a JSON object, got ", j.dump());
-  for (const char* key : {"kind", "group_size", "bytes", "links"}) {
-    SP_CHECK(j.contains(key), "collective call: field '", key, "' missing");
-  }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    SP_CHECK(it.key() == "kind" || it.key() == "group_size" || it.key() == "bytes" ||
-                 it.key() == "links",
-             "collective call: unknown field '", it.key(), "'");
-  }
-  SP_CHECK(j["kind"].is_string(), "collective call: field 'kind': expected a string, got ",
-           j["kind"].dump());
+CollectiveCall collective_call_from_json(const nlohmann::json& j, std::string_view origin,
+                                         std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
   CollectiveCall c;
-  c.kind = parse_collective_kind(j["kind"].get<std::string>());
-  SP_CHECK(j["group_size"].is_number_integer() && j["group_size"].get<int64_t>() >= 1,
-           "collective call: field 'group_size': expected an integer >= 1, got ",
-           j["group_size"].dump());
-  SP_CHECK(j["bytes"].is_number_integer() && j["bytes"].get<int64_t>() >= 0,
-           "collective call: field 'bytes': expected an integer >= 0, got ", j["bytes"].dump());
-  c.group_size = j["group_size"].get<int64_t>();
-  c.bytes = j["bytes"].get<int64_t>();
-  c.links = collectives::group_links_from_json(j["links"]);
-  SP_CHECK(c.links.group_size == c.group_size, "collective call: links are for a group of ",
-           c.links.group_size, " ranks, expected ", c.group_size);
+  c.kind = f.parsed("kind", parse_collective_kind);
+  c.group_size = f.integer("group_size", 1);
+  c.bytes = f.integer("bytes", 0);
+  c.links = group_links_from_json(f.get("links"), origin, f.join("links"));
+  f.done();
+  if (c.links.group_size != c.group_size) {
+    f.fail("links", "for a group of " + std::to_string(c.links.group_size) + " ranks, expected " +
+                        std::to_string(c.group_size) + " (group_size)");
+  }
   return c;
 }
 

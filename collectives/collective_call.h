@@ -46,8 +46,12 @@ struct CollectiveCall {
 
 std::ostream& operator<<(std::ostream& os, const CollectiveCall& c);
 nlohmann::ordered_json to_json(const CollectiveCall& c);
-// Throws shardplan::Error naming the bad field.
-CollectiveCall collective_call_from_json(const nlohmann::json& j);
+// Reads what to_json writes; unknown keys are refused. `j` is the value at `path` ("" for the
+// document) of `origin`; bad input is a shardplan::Error naming the field ("collective call: field
+// 'links.nodes': expected an integer >= 1, got 0").
+CollectiveCall collective_call_from_json(const nlohmann::json& j,
+                                         std::string_view origin = "collective call",
+                                         std::string_view path = "");
 
 }  // namespace shardplan::collectives
 

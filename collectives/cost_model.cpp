@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "collectives/dtensor_compat.h"
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 
 // Note [Cost model]
@@ -310,44 +311,24 @@ CollectiveCost finish(const CollectiveCall& call, const Priced& p) {
   return c;
 }
 
-constexpr std::pair<std::string_view, Algorithm> kAlgorithmNames[] = {
-    {"none", Algorithm::kNone},
-    {"ring", Algorithm::kRing},
-    {"tree", Algorithm::kTree},
-    {"nvls", Algorithm::kNvls},
-    {"hierarchical", Algorithm::kHierarchical},
-    {"direct", Algorithm::kDirect}};
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {{"none", Algorithm::kNone},
+                                                   {"ring", Algorithm::kRing},
+                                                   {"tree", Algorithm::kTree},
+                                                   {"nvls", Algorithm::kNvls},
+                                                   {"hierarchical", Algorithm::kHierarchical},
+                                                   {"direct", Algorithm::kDirect}};
+constexpr EnumName<nccl::Proto> kProtoNames[] = {
+    {"ll", Proto::kLL}, {"ll128", Proto::kLL128}, {"simple", Proto::kSimple}};
 
 }  // namespace
 
-std::string_view to_string(Algorithm a) {
-  for (const auto& [name, value] : kAlgorithmNames) {
-    if (value == a) return name;
-  }
-  SP_ASSERT(false, "Algorithm without a name");
-  return {};
-}
+std::string_view to_string(Algorithm a) { return enum_name(a, kAlgorithmNames); }
 
 Algorithm parse_algorithm(std::string_view s) {
-  std::string expected;
-  for (const auto& [name, value] : kAlgorithmNames) {
-    if (s == name) return value;
-    expected += (expected.empty() ? "" : ", ") + std::string(name);
-  }
-  SP_FAIL("unknown algorithm '", s, "', expected one of: ", expected);
+  return parse_enum_name(s, kAlgorithmNames, "algorithm");
 }
 
-std::string_view to_string(nccl::Proto p) {
-  switch (p) {
-    case Proto::kLL:
-      return "ll";
-    case Proto::kLL128:
-      return "ll128";
-    case Proto::kSimple:
-      return "simple";
-  }
-  return "?";
-}
+std::string_view to_string(nccl::Proto p) { return enum_name(p, kProtoNames); }
 
 std::ostream& operator<<(std::ostream& os, const CollectiveCost& c) {
   return os << to_string(c.algorithm) << "/" << to_string(c.protocol) << ": " << c.time_s * 1e6

@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include "tensor/base/checked.h"
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::collectives {
@@ -26,32 +28,19 @@ using shardplan::DimVector;
 // step's level is the innermost one on the dims it touches, that is the local shape with this
 // level left out.
 
-std::string_view to_string(StepOp op) {
-  switch (op) {
-    case StepOp::kNoop:
-      return "noop";
-    case StepOp::kLocalChunk:
-      return "local_chunk";
-    case StepOp::kAllGather:
-      return "all_gather";
-    case StepOp::kReduceScatter:
-      return "reduce_scatter";
-    case StepOp::kAllReduce:
-      return "all_reduce";
-    case StepOp::kAllToAll:
-      return "all_to_all";
-  }
-  SP_ASSERT(false, "bad StepOp");
-}
+namespace {
+constexpr EnumName<StepOp> kStepOpNames[] = {{"noop", StepOp::kNoop},
+                                             {"local_chunk", StepOp::kLocalChunk},
+                                             {"all_gather", StepOp::kAllGather},
+                                             {"reduce_scatter", StepOp::kReduceScatter},
+                                             {"all_reduce", StepOp::kAllReduce},
+                                             {"all_to_all", StepOp::kAllToAll}};
+}  // namespace
+
+std::string_view to_string(StepOp op) { return enum_name(op, kStepOpNames); }
 
 StepOp parse_step_op(std::string_view s) {
-  for (StepOp op : {StepOp::kNoop, StepOp::kLocalChunk, StepOp::kAllGather, StepOp::kReduceScatter,
-                    StepOp::kAllReduce, StepOp::kAllToAll}) {
-    if (to_string(op) == s) return op;
-  }
-  SP_FAIL("unknown redistribute op '", s,
-          "', expected one of: noop, local_chunk, all_gather, reduce_scatter, all_reduce, "
-          "all_to_all");
+  return parse_enum_name(s, kStepOpNames, "redistribute op");
 }
 
 std::optional<CollectiveKind> collective_kind(StepOp op) {
@@ -90,41 +79,24 @@ nlohmann::ordered_json to_json(const RedistributeStep& s) {
   return j;
 }
 
-RedistributeStep redistribute_step_from_json(const nlohmann::json& j) {
-  SP_CHECK(j.is_object(), "redistribute step: expected a JSON object, got ", j.dump());
-  auto field = [&](const char* key) -> const nlohmann::json& {
-    SP_CHECK(j.contains(key), "redistribute step: field '", key, "' missing");
-    return j[key];
-  };
-  auto integer = [&](const char* key, int64_t min) {
-    const nlohmann::json& v = field(key);
-    SP_CHECK(v.is_number_integer() && v.get<int64_t>() >= min, "redistribute step: field '", key,
-             "': expected an integer >= ", min, ", got ", v.dump());
-    return v.get<int64_t>();
-  };
-  auto shape = [&](const char* key) {
-    const nlohmann::json& v = field(key);
-    SP_CHECK(v.is_array(), "redistribute step: field '", key, "': expected an array, got ",
-             v.dump());
-    DimVector out;
-    for (const auto& n : v) {
-      SP_CHECK(n.is_number_integer() && n.get<int64_t>() >= 0, "redistribute step: field '", key,
-               "': expected sizes >= 0, got ", v.dump());
-      out.push_back(n.get<int64_t>());
-    }
-    return out;
-  };
+RedistributeStep redistribute_step_from_json(const nlohmann::json& j, std::string_view origin,
+                                             std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
   RedistributeStep s;
-  s.mesh_dim = integer("mesh_dim", 0);
-  SP_CHECK(field("op").is_string(), "redistribute step: field 'op': expected a string, got ",
-           field("op").dump());
-  s.op = parse_step_op(field("op").get<std::string>());
-  s.src = field("from").get<Placement>();
-  s.dst = field("to").get<Placement>();
-  s.group_size = integer("group_size", 1);
-  s.bytes_per_rank = integer("bytes_per_rank", 0);
-  s.local_shape_before = shape("local_shape_before");
-  s.local_shape_after = shape("local_shape_after");
+  s.mesh_dim = f.integer("mesh_dim", 0);
+  s.op = f.parsed("op", parse_step_op);
+  s.src = mesh::placement_from_json(f.get("from"), origin, f.join("from"));
+  s.dst = mesh::placement_from_json(f.get("to"), origin, f.join("to"));
+  s.group_size = f.integer("group_size", 1);
+  s.bytes_per_rank = f.integer("bytes_per_rank", 0);
+  s.local_shape_before = f.integers("local_shape_before", 0);
+  s.local_shape_after = f.integers("local_shape_after", 0);
+  // What `shardplan redistribute --json` adds to a step (--mesh-names, --cluster): checked, unused.
+  if (f.has("mesh_dim_name")) (void)f.str("mesh_dim_name");
+  if (f.has("time_s") && f.number("time_s") < 0) {
+    f.fail("time_s", "expected a number >= 0, got " + json_excerpt(f.get("time_s")));
+  }
+  f.done();
   return s;
 }
 

@@ -58,9 +58,13 @@ std::ostream& operator<<(std::ostream& os, const RedistributeStep& s);
 // {"mesh_dim":0,"op":"all_gather","from":"S0","to":"R","group_size":2,"bytes_per_rank":...,
 //  "local_shape_before":[...],"local_shape_after":[...]}
 nlohmann::ordered_json to_json(const RedistributeStep& s);
-// Reads what to_json writes (extra fields such as "time_s" or "mesh_dim_name" are ignored);
-// throws shardplan::Error naming a missing or ill-typed field.
-RedistributeStep redistribute_step_from_json(const nlohmann::json& j);
+// Reads what to_json writes, and a step of `shardplan redistribute --json` (its "mesh_dim_name"
+// and "time_s" are checked, then dropped); other keys are refused. `j` is the value at `path` (""
+// for the document) of `origin`; bad input is a shardplan::Error naming the field ("redistribute
+// step: field 'from': placement 'X' is not valid: ...").
+RedistributeStep redistribute_step_from_json(const nlohmann::json& j,
+                                             std::string_view origin = "redistribute step",
+                                             std::string_view path = "");
 
 // Why a placement change is refused (docs/semantics.md §3.1 and DTensor.redistribute's user rule),
 // or std::nullopt when it is allowed. Shard -> Partial, Partial(a) -> Partial(b) and

@@ -7,8 +7,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 // Note [Topology graph]
 // Vertices: per node, its GPUs, one switch vertex for the intra-node fabric (the NVSwitch plane,
@@ -95,64 +97,37 @@ nlohmann::ordered_json to_json(const GroupLinks& g) {
   return j;
 }
 
-GroupLinks group_links_from_json(const nlohmann::json& j) {
-  SP_CHECK(j.is_object(), "group links: expected a JSON object, got ", j.dump());
-  auto get = [&](const char* key) -> const nlohmann::json& {
-    SP_CHECK(j.contains(key), "group links: field '", key, "' missing");
-    return j.at(key);
-  };
-  auto num = [&](const char* key) {
-    const nlohmann::json& v = get(key);
-    SP_CHECK(v.is_number() && v.get<double>() >= 0, "group links: field '", key,
-             "': expected a number >= 0, got ", v.dump());
-    return v.get<double>();
-  };
-  auto count = [&](const char* key) {
-    const nlohmann::json& v = get(key);
-    SP_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "group links: field '", key,
-             "': expected an integer >= 0, got ", v.dump());
-    return v.get<int64_t>();
-  };
-  auto text = [&](const char* key) {
-    const nlohmann::json& v = get(key);
-    SP_CHECK(v.is_string(), "group links: field '", key, "': expected a string, got ", v.dump());
-    return v.get<std::string>();
-  };
-  auto flag = [&](const char* key) {
-    const nlohmann::json& v = get(key);
-    SP_CHECK(v.is_boolean(), "group links: field '", key, "': expected true/false, got ", v.dump());
-    return v.get<bool>();
+GroupLinks group_links_from_json(const nlohmann::json& j, std::string_view origin,
+                                 std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
+  auto num = [&](std::string_view key) {
+    const double x = f.number(key);
+    if (x < 0) f.fail(key, "expected a number >= 0, got " + json_excerpt(f.get(key)));
+    return x;
   };
   GroupLinks g;
-  g.link_class = parse_link_class(text("link_class"));
-  g.group_size = count("group_size");
-  g.nodes = count("nodes");
-  g.ranks_per_node = count("ranks_per_node");
+  g.link_class = f.parsed("link_class", parse_link_class);
+  g.group_size = f.integer("group_size", 1);
+  g.nodes = f.integer("nodes", 1);
+  g.ranks_per_node = f.integer("ranks_per_node", 1);
   g.intra_bandwidth_gbps = num("intra_bandwidth_gbps");
   g.intra_latency_us = num("intra_latency_us");
   g.inter_bandwidth_gbps = num("inter_bandwidth_gbps");
   g.nic_bandwidth_gbps = num("nic_bandwidth_gbps");
   g.inter_latency_us = num("inter_latency_us");
-  g.groups_sharing_nics = count("groups_sharing_nics");
-  g.crosses_spine = flag("crosses_spine");
-  g.nvls = flag("nvls");
+  g.groups_sharing_nics = f.integer("groups_sharing_nics", 0);
+  g.crosses_spine = f.boolean("crosses_spine");
+  g.nvls = f.boolean("nvls");
   g.nvls_efficiency = num("nvls_efficiency");
-  // The enums round-trip through a throwaway cluster-free lookup.
-  const std::string arch = text("arch");
-  const std::string library = text("library");
-  bool arch_ok = false, library_ok = false;
-  for (Arch a : {Arch::kCpu, Arch::kVolta, Arch::kAmpere, Arch::kHopper, Arch::kBlackwell}) {
-    if (to_string(a) == arch) g.arch = a, arch_ok = true;
+  g.arch = f.parsed("arch", parse_arch);
+  g.library = f.parsed("library", parse_library);
+  f.done();
+  int64_t room = 0;  // a product beyond int64 holds any group
+  if (mul_into(g.nodes, g.ranks_per_node, room) && room < g.group_size) {
+    f.fail("group_size", std::to_string(g.group_size) + " ranks do not fit " +
+                             std::to_string(g.nodes) + " node(s) x " +
+                             std::to_string(g.ranks_per_node) + " per node");
   }
-  for (Library l : {Library::kNccl, Library::kMpi, Library::kDTensorCompat}) {
-    if (to_string(l) == library) g.library = l, library_ok = true;
-  }
-  SP_CHECK(arch_ok, "group links: field 'arch': unknown value '", arch, "'");
-  SP_CHECK(library_ok, "group links: field 'library': unknown value '", library, "'");
-  SP_CHECK(g.group_size >= 1 && g.nodes >= 1 && g.ranks_per_node >= 1 &&
-               g.nodes * g.ranks_per_node >= g.group_size,
-           "group links: group_size ", g.group_size, " does not fit ", g.nodes, " node(s) x ",
-           g.ranks_per_node, " per node");
   return g;
 }
 

@@ -55,7 +55,11 @@ struct GroupLinks {
 double bottleneck_bandwidth_gbps(const GroupLinks& g);
 std::ostream& operator<<(std::ostream& os, const GroupLinks& g);
 nlohmann::ordered_json to_json(const GroupLinks& g);
-GroupLinks group_links_from_json(const nlohmann::json& j);
+// Reads what to_json writes; unknown keys are refused. `j` is the value at `path` ("" for the
+// document) of `origin`; bad input is a shardplan::Error naming the field ("collective call: field
+// 'links.nodes': expected an integer >= 1, got 0").
+GroupLinks group_links_from_json(const nlohmann::json& j, std::string_view origin = "group links",
+                                 std::string_view path = "");
 
 // A path between two devices on the graph.
 struct PathInfo {

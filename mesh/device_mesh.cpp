@@ -8,6 +8,7 @@
 
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 namespace shardplan::mesh {
 
@@ -547,24 +548,35 @@ void to_json(nlohmann::json& j, const DeviceMesh& m) {
   }
 }
 
-void from_json(const nlohmann::json& j, DeviceMesh& m) {
-  SP_CHECK(j.is_object() && j.contains("shape"), "mesh JSON must be an object with \"shape\", got ",
-           j.dump());
-  const auto shape = j.at("shape").get<std::vector<int64_t>>();
+DeviceMesh device_mesh_from_json(const nlohmann::json& j, std::string_view origin,
+                                 std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
+  std::vector<int64_t> shape = f.integers("shape", 1);
   std::vector<std::string> names;
-  if (j.contains("dim_names")) names = j.at("dim_names").get<std::vector<std::string>>();
-  SP_CHECK(!(j.contains("ranks") && j.contains("strides")),
-           "mesh JSON has both \"ranks\" and \"strides\", expected at most one layout");
-  if (j.contains("ranks")) {
-    m = DeviceMesh::from_ranks(shape, j.at("ranks").get<std::vector<int64_t>>(), std::move(names));
-    return;
+  if (f.has("dim_names")) names = f.strings("dim_names");
+  if (f.has("ranks") && f.has("strides")) {
+    f.fail("strides", "given with \"ranks\", expected at most one layout");
   }
-  if (j.contains("strides")) {
-    m = DeviceMesh::from_strides(shape, j.value("offset", int64_t{0}),
-                                 j.at("strides").get<std::vector<int64_t>>(), std::move(names));
-    return;
+  if (f.has("offset") && !f.has("strides")) f.fail("offset", "given without \"strides\"");
+  std::optional<std::vector<int64_t>> ranks, strides;
+  int64_t offset = 0;
+  if (f.has("ranks")) ranks = f.integers("ranks", 0);
+  if (f.has("strides")) strides = f.integers("strides");
+  if (f.has("offset")) offset = f.integer("offset", 0);
+  f.done();
+  // The constructors check what crosses fields (the rank count, distinct ranks, one name per dim).
+  try {
+    if (ranks) return DeviceMesh::from_ranks(std::move(shape), std::move(*ranks), std::move(names));
+    if (strides) {
+      return DeviceMesh::from_strides(std::move(shape), offset, std::move(*strides),
+                                      std::move(names));
+    }
+    return DeviceMesh(std::move(shape), std::move(names));
+  } catch (const Error& e) {
+    f.fail_object(e.what());
   }
-  m = DeviceMesh(shape, std::move(names));
 }
+
+void from_json(const nlohmann::json& j, DeviceMesh& m) { m = device_mesh_from_json(j); }
 
 }  // namespace shardplan::mesh

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/base/dim_vector.h"
@@ -153,8 +154,15 @@ std::ostream& operator<<(std::ostream& os, const DeviceMesh& m);
 std::string to_string(const DeviceMesh& m);
 
 // JSON: {"shape":[2,4], "dim_names":["dp","tp"]} for the default layout; strided layouts add
-// "offset" and "strides", explicit ones "ranks". from_json accepts any of the three forms.
+// "offset" and "strides", explicit ones "ranks".
 void to_json(nlohmann::json& j, const DeviceMesh& m);
+// Reads any of the three forms; unknown keys are refused. `j` is the value at `path` ("" for the
+// document) of `origin` (a file name, or what the document is). Every bad input is a
+// shardplan::Error naming the field: "plan.json: field 'spec.mesh.shape': element 0: expected an
+// integer >= 1, got 0".
+DeviceMesh device_mesh_from_json(const nlohmann::json& j, std::string_view origin = "device mesh",
+                                 std::string_view path = "");
+// device_mesh_from_json with origin "device mesh" (j.get<DeviceMesh>() calls it).
 void from_json(const nlohmann::json& j, DeviceMesh& m);
 
 }  // namespace shardplan::mesh

@@ -7,6 +7,7 @@
 
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 #include "tensor/module.h"
 #include "tensor/trace.h"
 
@@ -38,30 +39,27 @@ void to_json(nlohmann::json& j, const BoundaryRedistribution& b) {
   j["dtype"] = std::string(tensor::dtype_name(b.dtype));
 }
 
-void from_json(const nlohmann::json& j, BoundaryRedistribution& b) {
-  for (const char* key : {"module", "role", "from", "to", "shape", "dtype"}) {
-    SP_CHECK(j.is_object() && j.contains(key), "boundary redistribution JSON needs \"", key,
-             "\", got ", j.dump());
-  }
-  SP_CHECK(
-      j["module"].is_string() && j["role"].is_string() && j["dtype"].is_string() &&
-          j["shape"].is_array(),
-      "boundary redistribution JSON: module, role and dtype are strings and shape a list, got ",
-      j.dump());
+BoundaryRedistribution boundary_redistribution_from_json(const nlohmann::json& j,
+                                                         std::string_view origin,
+                                                         std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
   BoundaryRedistribution out;
-  out.fqn = j["module"].get<std::string>();
-  out.role = parse_boundary_role(j["role"].get<std::string>());
-  out.from = j["from"].get<std::vector<Placement>>();
-  out.to = j["to"].get<std::vector<Placement>>();
-  SP_CHECK(out.from.size() == out.to.size(), "boundary redistribution '", out.fqn, "': from has ",
-           out.from.size(), " placements but to has ", out.to.size());
-  for (const auto& d : j["shape"]) {
-    SP_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, "boundary redistribution '", out.fqn,
-             "': shape entries are sizes >= 0, got ", d.dump());
-    out.shape.push_back(d.get<int64_t>());
+  out.fqn = f.str("module");
+  out.role = f.parsed("role", parse_boundary_role);
+  out.from = placements_from_json(f.get("from"), origin, f.join("from"));
+  out.to = placements_from_json(f.get("to"), origin, f.join("to"));
+  if (out.to.size() != out.from.size()) {
+    f.fail("to", std::to_string(out.to.size()) + " placements, expected " +
+                     std::to_string(out.from.size()) + " (one per mesh dim, as 'from' has)");
   }
-  out.dtype = tensor::parse_dtype(j["dtype"].get<std::string>());
-  b = std::move(out);
+  out.shape = f.integers("shape", 0);
+  out.dtype = f.parsed("dtype", tensor::parse_dtype);
+  f.done();
+  return out;
+}
+
+void from_json(const nlohmann::json& j, BoundaryRedistribution& b) {
+  b = boundary_redistribution_from_json(j);
 }
 
 namespace {

@@ -59,8 +59,15 @@ struct BoundaryRedistribution {
 // "model.layers.0.mlp.down_proj output S0,P -> S0,S1 [2, 16, 4096] bfloat16"
 std::ostream& operator<<(std::ostream& os, const BoundaryRedistribution& b);
 // {"module":"...","role":"output","from":["S0","P"],"to":["S0","S1"],"shape":[2,16,4096],
-//  "dtype":"bfloat16"}; from_json checks every key and value, naming the bad one.
+//  "dtype":"bfloat16"}
 void to_json(nlohmann::json& j, const BoundaryRedistribution& b);
+// Reads what to_json writes, checking every key and value; unknown keys are refused. `j` is the
+// value at `path` ("" for the document) of `origin`; bad input is a shardplan::Error naming the
+// field ("boundary redistribution: field 'from[1]': placement 'X' is not valid: ...").
+BoundaryRedistribution boundary_redistribution_from_json(
+    const nlohmann::json& j, std::string_view origin = "boundary redistribution",
+    std::string_view path = "");
+// boundary_redistribution_from_json with its default origin (j.get<BoundaryRedistribution>()).
 void from_json(const nlohmann::json& j, BoundaryRedistribution& b);
 
 // Runs `root`'s forward on `input` (meta) under a trace and lists, in the order the forward crosses

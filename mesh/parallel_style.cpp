@@ -6,37 +6,29 @@
 #include <map>
 #include <string>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 #include "tensor/layers.h"
 #include "tensor/module.h"
 
 namespace shardplan::mesh {
 
+namespace {
+// "sequence_parallel" (the class name's spelling) is an alias of "sequence".
+constexpr EnumName<ParallelStyle> kStyleNames[] = {
+    {"colwise", ParallelStyle::kColwise},
+    {"rowwise", ParallelStyle::kRowwise},
+    {"sequence", ParallelStyle::kSequence},
+    {"prepare_input", ParallelStyle::kPrepareInput},
+    {"prepare_output", ParallelStyle::kPrepareOutput},
+    {"sequence_parallel", ParallelStyle::kSequence}};
+}  // namespace
+
 ParallelStyle parse_parallel_style(std::string_view name) {
-  if (name == "colwise") return ParallelStyle::kColwise;
-  if (name == "rowwise") return ParallelStyle::kRowwise;
-  if (name == "sequence" || name == "sequence_parallel") return ParallelStyle::kSequence;
-  if (name == "prepare_input") return ParallelStyle::kPrepareInput;
-  if (name == "prepare_output") return ParallelStyle::kPrepareOutput;
-  SP_FAIL("unknown parallel style '", name,
-          "' (expected colwise, rowwise, sequence, prepare_input or prepare_output)");
+  return parse_enum_name(name, kStyleNames, "parallel style");
 }
 
-std::string_view parallel_style_name(ParallelStyle style) {
-  switch (style) {
-    case ParallelStyle::kColwise:
-      return "colwise";
-    case ParallelStyle::kRowwise:
-      return "rowwise";
-    case ParallelStyle::kSequence:
-      return "sequence";
-    case ParallelStyle::kPrepareInput:
-      return "prepare_input";
-    case ParallelStyle::kPrepareOutput:
-      return "prepare_output";
-  }
-  SP_ASSERT(false);
-}
+std::string_view parallel_style_name(ParallelStyle style) { return enum_name(style, kStyleNames); }
 
 namespace {
 

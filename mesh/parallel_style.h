@@ -50,7 +50,8 @@ namespace shardplan::mesh {
 // [2] MaskPartial in PyTorch: rows outside a rank's vocab slice are zero, so it reduces as a sum.
 enum class ParallelStyle { kColwise, kRowwise, kSequence, kPrepareInput, kPrepareOutput };
 
-// "colwise", "rowwise", "sequence" (also "sequence_parallel"), "prepare_input", "prepare_output".
+// "colwise", "rowwise", "sequence" (also "sequence_parallel"), "prepare_input", "prepare_output";
+// throws shardplan::Error ("unknown parallel style 'x', expected one of: ...") otherwise.
 ParallelStyle parse_parallel_style(std::string_view name);
 std::string_view parallel_style_name(ParallelStyle style);
 

@@ -2,29 +2,26 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 namespace shardplan::mesh {
 
 // Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 
-std::string_view reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kProd:
-      return "prod";
-  }
-  SP_ASSERT(false, "unknown ReduceOp ", static_cast<int>(op));
-}
+namespace {
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {{"sum", ReduceOp::kSum},
+                                                 {"avg", ReduceOp::kAvg},
+                                                 {"max", ReduceOp::kMax},
+                                                 {"min", ReduceOp::kMin},
+                                                 {"prod", ReduceOp::kProd}};
+}  // namespace
+
+std::string_view reduce_op_name(ReduceOp op) { return enum_name(op, kReduceOpNames); }
 
 int64_t Placement::shard_dim() const {
   if (const auto* s = std::get_if<Shard>(&v_)) return s->dim;
@@ -98,9 +95,10 @@ bool parse_int(std::string_view s, int64_t* out) {
 Placement parse_placement(std::string_view text) {
   const std::string_view t = trim(text);
   if (t == "R") return Replicate{};
-  if (t == "P" || t == "Psum") return Partial{ReduceOp::kSum};
-  for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
-    if (t.size() > 1 && t[0] == 'P' && t.substr(1) == reduce_op_name(op)) return Partial{op};
+  if (t == "P") return Partial{ReduceOp::kSum};
+  if (t.size() > 1 && t[0] == 'P') {
+    if (std::optional<ReduceOp> op = find_enum_name(t.substr(1), kReduceOpNames))
+      return Partial{*op};
   }
   if (t.starts_with("SS")) {
     const std::string_view body = t.substr(2);
@@ -159,9 +157,35 @@ size_t hash_value(const std::vector<Placement>& ps) {
 
 void to_json(nlohmann::json& j, const Placement& p) { j = to_string(p); }
 
-void from_json(const nlohmann::json& j, Placement& p) {
-  SP_CHECK(j.is_string(), "placement JSON must be a string such as \"S0\", got ", j.dump());
-  p = parse_placement(j.get<std::string>());
+Placement placement_from_json(const nlohmann::json& j, std::string_view origin,
+                              std::string_view path) {
+  if (!j.is_string()) {
+    fail_json_field(origin, path,
+                    "expected a placement string such as \"S0\", got " + json_excerpt(j));
+  }
+  try {
+    return parse_placement(j.get_ref<const std::string&>());
+  } catch (const Error& e) {
+    fail_json_field(origin, path, e.what());
+  }
 }
+
+std::vector<Placement> placements_from_json(const nlohmann::json& j, std::string_view origin,
+                                            std::string_view path) {
+  if (!j.is_array()) {
+    fail_json_field(
+        origin, path,
+        "expected an array of placements such as [\"S0\", \"R\"], got " + json_excerpt(j));
+  }
+  std::vector<Placement> out;
+  out.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    out.push_back(
+        placement_from_json(j[i], origin, std::string(path) + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+void from_json(const nlohmann::json& j, Placement& p) { p = placement_from_json(j); }
 
 }  // namespace shardplan::mesh

@@ -130,6 +130,16 @@ size_t hash_value(const std::vector<Placement>& ps);
 
 // JSON: the command-line string ("S0", "SS0:2", "Pmax").
 void to_json(nlohmann::json& j, const Placement& p);
+// Reads the string at `path` ("" for the document) of `origin`; a non-string or a bad placement is
+// a shardplan::Error naming the field: "plan.json: field 'placements[1]': placement 'X' is not
+// valid: expected S<dim> ...".
+Placement placement_from_json(const nlohmann::json& j, std::string_view origin = "placement",
+                              std::string_view path = "");
+// An array of placements (one per mesh dim), its entries named "<path>[i]".
+std::vector<Placement> placements_from_json(const nlohmann::json& j,
+                                            std::string_view origin = "placements",
+                                            std::string_view path = "");
+// placement_from_json with origin "placement" (j.get<Placement>() calls it).
 void from_json(const nlohmann::json& j, Placement& p);
 
 }  // namespace shardplan::mesh

@@ -1,10 +1,12 @@
 #include "mesh/shard_spec.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::mesh {
@@ -16,6 +18,8 @@ using shardplan::DimVector;
 
 ShardSpec make_shard_spec(std::span<const int64_t> shape, tensor::DType dtype, DeviceMesh mesh,
                           std::vector<Placement> placements) {
+  // Sizes first: contiguous_strides assumes a shape whose element count fits int64.
+  (void)tensor::checked_numel(shape, "shard spec");
   const DimVector strides = tensor::contiguous_strides(shape);
   return make_shard_spec(shape, strides, dtype, std::move(mesh), std::move(placements));
 }
@@ -310,21 +314,28 @@ void to_json(nlohmann::json& j, const ShardSpec& spec) {
   j["placements"] = spec.placements;
 }
 
-void from_json(const nlohmann::json& j, ShardSpec& spec) {
-  SP_CHECK(j.is_object() && j.contains("shape") && j.contains("mesh") && j.contains("placements"),
-           "shard spec JSON must be an object with \"shape\", \"mesh\" and \"placements\", got ",
-           j.dump());
-  const auto shape = j.at("shape").get<std::vector<int64_t>>();
+ShardSpec shard_spec_from_json(const nlohmann::json& j, std::string_view origin,
+                               std::string_view path) {
+  JsonFields f(j, std::string(origin), std::string(path));
+  const std::vector<int64_t> shape = f.integers("shape", 0);
+  std::optional<std::vector<int64_t>> strides;
+  if (f.has("strides")) strides = f.integers("strides", 0);
   const tensor::DType dtype =
-      tensor::parse_dtype(j.contains("dtype") ? j.at("dtype").get<std::string>() : "float32");
-  const auto mesh = j.at("mesh").get<DeviceMesh>();
-  const auto placements = j.at("placements").get<std::vector<Placement>>();
-  if (j.contains("strides")) {
-    const auto strides = j.at("strides").get<std::vector<int64_t>>();
-    spec = make_shard_spec(shape, strides, dtype, mesh, placements);
-  } else {
-    spec = make_shard_spec(shape, dtype, mesh, placements);
+      f.has("dtype") ? f.parsed("dtype", tensor::parse_dtype) : tensor::DType::kFloat32;
+  DeviceMesh mesh = device_mesh_from_json(f.get("mesh"), origin, f.join("mesh"));
+  std::vector<Placement> placements =
+      placements_from_json(f.get("placements"), origin, f.join("placements"));
+  f.done();
+  // make_shard_spec checks what crosses fields (one placement per mesh dim, shard dims in range).
+  try {
+    if (strides)
+      return make_shard_spec(shape, *strides, dtype, std::move(mesh), std::move(placements));
+    return make_shard_spec(shape, dtype, std::move(mesh), std::move(placements));
+  } catch (const Error& e) {
+    f.fail_object(e.what());
   }
 }
+
+void from_json(const nlohmann::json& j, ShardSpec& spec) { spec = shard_spec_from_json(j); }
 
 }  // namespace shardplan::mesh

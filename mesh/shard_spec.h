@@ -14,6 +14,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mesh/device_mesh.h"
@@ -121,8 +122,15 @@ std::string to_string(const ShardSpec& spec);
 size_t hash_value(const ShardSpec& spec);
 
 // JSON: {"shape":[...], "strides":[...], "dtype":"bfloat16", "mesh":{...},
-// "placements":["S0","R"]}; from_json validates through make_shard_spec.
+// "placements":["S0","R"]}.
 void to_json(nlohmann::json& j, const ShardSpec& spec);
+// Reads what to_json writes ("strides" optional: contiguous; "dtype" optional: float32), checked
+// field by field and then by make_shard_spec; unknown keys are refused. `j` is the value at `path`
+// ("" for the document) of `origin`; every bad input is a shardplan::Error naming the field
+// ("shard spec: field 'mesh.shape': ...", "shard spec: field 'placements[0]': ...").
+ShardSpec shard_spec_from_json(const nlohmann::json& j, std::string_view origin = "shard spec",
+                               std::string_view path = "");
+// shard_spec_from_json with origin "shard spec" (j.get<ShardSpec>() calls it).
 void from_json(const nlohmann::json& j, ShardSpec& spec);
 
 }  // namespace shardplan::mesh

@@ -4,6 +4,7 @@
 
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 
 namespace shardplan::planner {
 namespace {
@@ -25,6 +26,15 @@ uint64_t checked_add(uint64_t a, uint64_t b) {
 uint64_t bytes_per_param(int64_t b, const char* field) {
   SP_CHECK(b >= 0, "MixedPrecision: ", field, " must be >= 0 bytes per parameter, got ", b);
   return static_cast<uint64_t>(b);
+}
+
+// A JSON integer in [0, 2^64) (JsonFields::integer stops at int64's top).
+uint64_t unsigned_field(JsonFields& f, std::string_view key) {
+  const nlohmann::json& v = f.get(key);
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0)
+    return static_cast<uint64_t>(v.get<int64_t>());
+  f.fail(key, "expected an integer >= 0, got " + json_excerpt(v));
 }
 
 }  // namespace
@@ -81,10 +91,14 @@ void to_json(nlohmann::json& j, const MixedPrecision& p) {
 }
 
 void from_json(const nlohmann::json& j, MixedPrecision& p) {
-  p.param_bytes = j.at("param_bytes").get<int64_t>();
-  p.grad_bytes = j.at("grad_bytes").get<int64_t>();
-  p.master_bytes = j.at("master_bytes").get<int64_t>();
-  p.optimizer_state_bytes = j.at("optimizer_state_bytes").get<int64_t>();
+  JsonFields f(j, "mixed precision");
+  MixedPrecision out;
+  out.param_bytes = f.integer("param_bytes", 0);
+  out.grad_bytes = f.integer("grad_bytes", 0);
+  out.master_bytes = f.integer("master_bytes", 0);
+  out.optimizer_state_bytes = f.integer("optimizer_state_bytes", 0);
+  f.done();
+  p = out;
 }
 
 void to_json(nlohmann::json& j, const ModelStateMemory& m) {
@@ -98,12 +112,25 @@ void to_json(nlohmann::json& j, const ModelStateMemory& m) {
 }
 
 void from_json(const nlohmann::json& j, ModelStateMemory& m) {
-  m.num_params = j.at("num_params").get<uint64_t>();
-  m.zero_stage = j.at("zero_stage").get<int>();
-  m.dp = j.at("dp").get<int64_t>();
-  m.param_bytes = j.at("param_bytes").get<uint64_t>();
-  m.grad_bytes = j.at("grad_bytes").get<uint64_t>();
-  m.optimizer_bytes = j.at("optimizer_bytes").get<uint64_t>();
+  JsonFields f(j, "model state memory");
+  ModelStateMemory out;
+  out.num_params = unsigned_field(f, "num_params");
+  out.zero_stage = static_cast<int>(f.integer("zero_stage", 0, 3));
+  out.dp = f.integer("dp", 1);
+  out.param_bytes = unsigned_field(f, "param_bytes");
+  out.grad_bytes = unsigned_field(f, "grad_bytes");
+  out.optimizer_bytes = unsigned_field(f, "optimizer_bytes");
+  const uint64_t total = unsigned_field(f, "total_bytes");
+  f.done();
+  uint64_t sum = 0;
+  const bool fits =
+      add_into(out.param_bytes, out.grad_bytes, sum) && add_into(sum, out.optimizer_bytes, sum);
+  if (!fits || sum != total) {
+    f.fail("total_bytes", std::to_string(total) +
+                              ", expected param_bytes + grad_bytes + optimizer_bytes = " +
+                              (fits ? std::to_string(sum) : "more than uint64 holds"));
+  }
+  m = out;
 }
 
 }  // namespace shardplan::planner

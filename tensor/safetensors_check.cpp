@@ -13,6 +13,7 @@
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
+#include "tensor/base/json_fields.h"
 #include "tensor/base/strict_json.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
@@ -128,25 +129,41 @@ void to_json(json& j, const CheckpointReport& r) {
 }
 
 void from_json(const json& j, CheckpointReport& r) {
-  auto mismatches = [](const json& list) {
+  const std::string origin = "checkpoint report";
+  JsonFields f(j, origin);
+  auto mismatches = [&](std::string_view key) {
+    const json& list = f.array(key);
     std::vector<CheckpointReport::Mismatch> out;
-    for (const json& m : list) {
-      out.push_back({m.at("name").get<std::string>(),
-                     m.at("expected_shape").get<std::vector<int64_t>>(),
-                     m.at("actual_shape").get<std::vector<int64_t>>(),
-                     parse_dtype(m.at("expected_dtype").get<std::string>()),
-                     parse_dtype(m.at("actual_dtype").get<std::string>())});
+    for (size_t i = 0; i < list.size(); ++i) {
+      JsonFields m(list[i], origin, f.join(key) + "[" + std::to_string(i) + "]");
+      CheckpointReport::Mismatch x;
+      x.name = m.str("name");
+      x.expected_shape = m.integers("expected_shape", 0);
+      x.actual_shape = m.integers("actual_shape", 0);
+      x.expected_dtype = m.parsed("expected_dtype", parse_dtype);
+      x.actual_dtype = m.parsed("actual_dtype", parse_dtype);
+      m.done();
+      out.push_back(std::move(x));
     }
     return out;
   };
-  r = CheckpointReport{};
-  r.matched = j.at("matched").get<int64_t>();
-  r.missing = j.at("missing").get<std::vector<std::string>>();
-  r.unexpected = j.at("unexpected").get<std::vector<std::string>>();
-  r.shape_mismatches = mismatches(j.at("shape_mismatches"));
-  r.dtype_mismatches = mismatches(j.at("dtype_mismatches"));
-  r.tied_omitted = j.at("tied_omitted").get<std::vector<std::string>>();
-  r.stripped_prefix = j.at("stripped_prefix").get<std::string>();
+  CheckpointReport out;
+  out.matched = f.integer("matched", 0);
+  out.missing = f.strings("missing");
+  out.unexpected = f.strings("unexpected");
+  out.shape_mismatches = mismatches("shape_mismatches");
+  out.dtype_mismatches = mismatches("dtype_mismatches");
+  out.tied_omitted = f.strings("tied_omitted");
+  out.stripped_prefix = f.str("stripped_prefix");
+  // Derived from the lists: checked, not stored.
+  const bool loadable = f.boolean("loadable");
+  if (loadable != out.loadable()) {
+    f.fail("loadable", std::string(loadable ? "true" : "false") +
+                           ", expected what missing, unexpected and shape_mismatches say: " +
+                           (out.loadable() ? "true" : "false"));
+  }
+  f.done();
+  r = std::move(out);
 }
 
 }  // namespace shardplan::tensor

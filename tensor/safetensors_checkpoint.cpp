@@ -13,6 +13,7 @@
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
+#include "tensor/base/json_fields.h"
 #include "tensor/base/strict_json.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
@@ -221,30 +222,50 @@ void to_json(json& j, const Checkpoint& ck) {
   j["index_metadata"] = ck.index_metadata;
 }
 
-// For round trips of what to_json wrote (trusted): headers come back without their entries.
+// For round trips of what to_json wrote: headers come back without their entries. Checked field by
+// field all the same (JsonFields), so a hand-edited document is a named error.
 void from_json(const json& j, Checkpoint& ck) {
-  ck = Checkpoint{};
-  ck.source = j.at("source").get<std::string>();
-  for (const json& f : j.at("files")) {
+  const std::string origin = "checkpoint";
+  JsonFields f(j, origin);
+  Checkpoint out;
+  out.source = f.str("source");
+  const json& files = f.array("files");
+  for (size_t i = 0; i < files.size(); ++i) {
+    JsonFields e(files[i], origin, f.join("files") + "[" + std::to_string(i) + "]");
     CheckpointFile file;
-    file.path = f.at("path").get<std::string>();
-    file.header.header_bytes = f.at("header_bytes").get<int64_t>();
-    file.header.data_bytes = f.at("data_bytes").get<int64_t>();
-    file.header.metadata = f.at("metadata").get<std::map<std::string, std::string>>();
-    ck.files.push_back(std::move(file));
+    file.path = e.str("path");
+    file.header.header_bytes = e.integer("header_bytes", 0);
+    file.header.data_bytes = e.integer("data_bytes", 0);
+    JsonFields metadata = e.object("metadata");
+    for (const auto& item : metadata.json().items()) {
+      file.header.metadata[item.key()] = metadata.str(item.key());
+    }
+    metadata.done();
+    e.done();
+    out.files.push_back(std::move(file));
   }
-  for (const json& e : j.at("tensors")) {
+  const json& tensors = f.array("tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    JsonFields e(tensors[i], origin, f.join("tensors") + "[" + std::to_string(i) + "]");
     CheckpointTensor t;
-    t.name = e.at("name").get<std::string>();
-    t.dtype = parse_safetensors_dtype(e.at("dtype").get<std::string>());
-    t.shape = e.at("shape").get<std::vector<int64_t>>();
-    t.strides = e.at("strides").get<std::vector<int64_t>>();
-    t.file = e.at("file").get<size_t>();
-    t.offset = e.at("offset").get<int64_t>();
-    t.nbytes = e.at("nbytes").get<int64_t>();
-    ck.tensors.push_back(std::move(t));
+    t.name = e.str("name");
+    t.dtype = e.parsed("dtype", parse_safetensors_dtype);
+    t.shape = e.integers("shape", 0);
+    t.strides = e.integers("strides", 0);
+    const int64_t file = e.integer("file", 0);
+    if (static_cast<uint64_t>(file) >= out.files.size()) {
+      e.fail("file", std::to_string(file) + ", expected an index into files (" +
+                         std::to_string(out.files.size()) + " of them)");
+    }
+    t.file = static_cast<size_t>(file);
+    t.offset = e.integer("offset", 0);
+    t.nbytes = e.integer("nbytes", 0);
+    e.done();
+    out.tensors.push_back(std::move(t));
   }
-  ck.index_metadata = j.at("index_metadata");
+  out.index_metadata = f.get("index_metadata");
+  f.done();
+  ck = std::move(out);
 }
 
 }  // namespace shardplan::tensor

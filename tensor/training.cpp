@@ -10,6 +10,7 @@
 
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/json_fields.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/saved_tensor_rules.h"
@@ -484,18 +485,22 @@ void to_json(nlohmann::json& j, const StepTotals& t) {
 }
 
 void from_json(const nlohmann::json& j, StepTotals& t) {
-  t.ops = j.at("ops").get<int64_t>();
-  t.forward_flops = j.at("forward_flops").get<double>();
-  t.forward_matmul_flops = j.at("forward_matmul_flops").get<double>();
-  t.backward_flops = j.at("backward_flops").get<double>();
-  t.backward_matmul_flops = j.at("backward_matmul_flops").get<double>();
-  t.recompute_flops = j.at("recompute_flops").get<double>();
-  t.forward_bytes = j.at("forward_bytes").get<int64_t>();
-  t.backward_bytes = j.at("backward_bytes").get<int64_t>();
-  t.parameters = j.at("parameters").get<int64_t>();
-  t.activation_bytes = j.at("activation_bytes").get<int64_t>();
-  t.activation_bytes_outside_blocks = j.at("activation_bytes_outside_blocks").get<int64_t>();
-  t.peak_activation_bytes = j.at("peak_activation_bytes").get<int64_t>();
+  JsonFields f(j, "step totals");
+  StepTotals out;
+  out.ops = f.integer("ops", 0);
+  out.forward_flops = f.number("forward_flops");
+  out.forward_matmul_flops = f.number("forward_matmul_flops");
+  out.backward_flops = f.number("backward_flops");
+  out.backward_matmul_flops = f.number("backward_matmul_flops");
+  out.recompute_flops = f.number("recompute_flops");
+  out.forward_bytes = f.integer("forward_bytes", 0);
+  out.backward_bytes = f.integer("backward_bytes", 0);
+  out.parameters = f.integer("parameters", 0);
+  out.activation_bytes = f.integer("activation_bytes", 0);
+  out.activation_bytes_outside_blocks = f.integer("activation_bytes_outside_blocks", 0);
+  out.peak_activation_bytes = f.integer("peak_activation_bytes", 0);
+  f.done();
+  t = out;
 }
 
 nlohmann::json summary_json(const TrainingStep& step) {

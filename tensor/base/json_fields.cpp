@@ -20,9 +20,21 @@ JsonFields::JsonFields(const nlohmann::json& j, std::string origin, std::string 
            "': expected a JSON object, got ", j_.type_name());
 }
 
-void JsonFields::fail(std::string_view key, std::string_view what) const {
-  SP_FAIL(origin_, ": field '", join(key), "': ", what);
+void fail_json_field(std::string_view origin, std::string_view path, std::string_view what) {
+  if (path.empty()) {
+    // A refusal that names the document already ("shard spec: shape ..." from make_shard_spec
+    // reading a "shard spec") is not prefixed twice.
+    if (what.starts_with(origin) && what.substr(origin.size()).starts_with(": ")) SP_FAIL(what);
+    SP_FAIL(origin, ": ", what);
+  }
+  SP_FAIL(origin, ": field '", path, "': ", what);
 }
+
+void JsonFields::fail(std::string_view key, std::string_view what) const {
+  fail_json_field(origin_, join(key), what);
+}
+
+void JsonFields::fail_object(std::string_view what) const { fail_json_field(origin_, path_, what); }
 
 bool JsonFields::has(std::string_view key) const { return j_.contains(key); }
 
@@ -113,6 +125,26 @@ JsonFields JsonFields::object(std::string_view key) {
   const nlohmann::json& v = get(key);
   if (!v.is_object()) fail(key, "expected a JSON object, got " + json_excerpt(v));
   return JsonFields(v, origin_, join(key));
+}
+
+const nlohmann::json& JsonFields::array(std::string_view key) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_array()) fail(key, "expected an array, got " + json_excerpt(v));
+  return v;
+}
+
+std::vector<std::string> JsonFields::strings(std::string_view key) {
+  const nlohmann::json& v = get(key);
+  if (!v.is_array()) fail(key, "expected an array of strings, got " + json_excerpt(v));
+  std::vector<std::string> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      fail(key, "element " + std::to_string(i) + ": expected a string, got " + json_excerpt(v[i]));
+    }
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
 }
 
 void JsonFields::done() const {

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/base/enum_names.h"
@@ -29,6 +30,9 @@ class JsonFields {
   JsonFields(const nlohmann::json& j, std::string origin, std::string path = "");
 
   [[noreturn]] void fail(std::string_view key, std::string_view what) const;
+  // An error about the object as a whole (a check across its fields, a constructor's refusal):
+  // "<origin>: field '<path>': <what>", or "<origin>: <what>" for the document.
+  [[noreturn]] void fail_object(std::string_view what) const;
   bool has(std::string_view key) const;
 
   // The raw value of a required key (marked as read); missing is an error.
@@ -45,6 +49,22 @@ class JsonFields {
                                 int64_t min = std::numeric_limits<int64_t>::min(),
                                 int64_t max = std::numeric_limits<int64_t>::max());
   JsonFields object(std::string_view key);
+  // A JSON array; its elements are the caller's to read (name them join(key) + "[i]").
+  const nlohmann::json& array(std::string_view key);
+  // An array of strings.
+  std::vector<std::string> strings(std::string_view key);
+  // The string at `key` passed through `parse` (a parse_* function that throws shardplan::Error);
+  // its error becomes this field's: "<origin>: field 'dtype': unknown dtype 'x', expected ...".
+  template <typename Parse>
+  auto parsed(std::string_view key, Parse&& parse)
+      -> decltype(parse(std::declval<std::string&>())) {
+    std::string s = str(key);
+    try {
+      return parse(s);
+    } catch (const Error& e) {
+      fail(key, e.what());
+    }
+  }
   // A string naming one of the table's values ("unknown value 'x', expected one of: ...").
   template <typename E, size_t N>
   E enumeration(std::string_view key, const EnumName<E> (&table)[N]) {
@@ -69,5 +89,11 @@ class JsonFields {
 
 // A short rendering of a JSON value for messages (long values cut with "...").
 std::string json_excerpt(const nlohmann::json& v);
+
+// Throws the bad-field error JsonFields throws, "<origin>: field '<path>': <what>" ("<origin>:
+// <what>" when `path` is empty, or `what` alone when it starts with "<origin>: " already), for
+// readers of values that are not objects (a placement string at "placements[1]").
+[[noreturn]] void fail_json_field(std::string_view origin, std::string_view path,
+                                  std::string_view what);
 
 }  // namespace shardplan

@@ -284,7 +284,8 @@ TEST(ModuleBoundaries, PrintsAndRoundTripsThroughJson) {
   expect_error([&] { (void)bad.get<BoundaryRedistribution>(); }, "unknown boundary role 'middle'");
   bad = j;
   bad.erase("shape");
-  expect_error([&] { (void)bad.get<BoundaryRedistribution>(); }, "needs \"shape\"");
+  expect_error([&] { (void)bad.get<BoundaryRedistribution>(); },
+               "boundary redistribution: field 'shape': missing (required)");
 }
 
 void expect_error(const std::function<void()>& f, const std::string& needle) {

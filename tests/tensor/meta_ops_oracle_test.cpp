@@ -71,6 +71,8 @@ const std::vector<OracleCase>& Cases() {
 }
 
 std::string Dims(std::span<const int64_t> d) {
+  // Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
+  using ::shardplan::operator<<;
   std::ostringstream os;
   ::shardplan::operator<<(os, d);
   return os.str();
