@@ -18,16 +18,20 @@
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
-#include "tensor/safetensors_internal.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::tensor {
-namespace {
-
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using safetensors_detail::checked_add;
-using safetensors_detail::quote;
+
+namespace {
+
+// a + b for offsets and sizes read from a file, refused (bad input) when it overflows int64.
+int64_t checked_add(int64_t a, int64_t b, std::string_view source, std::string_view what) {
+  int64_t out = 0;
+  SP_CHECK(add_into(a, b, out), source, ": ", what, " overflows int64");
+  return out;
+}
 
 // ---- Checkpoints ----
 
@@ -65,7 +69,7 @@ void check_shard_name(const std::string& file, const std::string& tensor, std::s
   const fs::path p(file);
   bool escapes = file.empty() || p.is_absolute() || p.has_root_name();
   for (const fs::path& part : p) escapes = escapes || part == "..";
-  SP_CHECK(!escapes, source, ": weight_map[", quote(tensor), "] is ", quote(file),
+  SP_CHECK(!escapes, source, ": weight_map[", quote_json(tensor), "] is ", quote_json(file),
            ", expected a file name in the index's folder");
 }
 
@@ -104,7 +108,7 @@ Checkpoint read_checkpoint_index(
   const json index = parse_strict_json(index_text, source, kMaxIndexDepth, "a safetensors index");
   SP_CHECK(index.is_object(), source, ": expected a JSON object with \"weight_map\"");
   for (const auto& [k, v] : index.items()) {
-    SP_CHECK(k == "metadata" || k == "weight_map", source, ": unknown key ", quote(k),
+    SP_CHECK(k == "metadata" || k == "weight_map", source, ": unknown key ", quote_json(k),
              ", expected metadata, weight_map");
   }
   SP_CHECK(index.contains("weight_map") && index["weight_map"].is_object(), source,
@@ -113,8 +117,8 @@ Checkpoint read_checkpoint_index(
   // Tensor names per file, files in name order (model-00001-of-00030 sorts as written).
   std::map<std::string, std::vector<std::string>> by_file;
   for (const auto& [name, file] : index["weight_map"].items()) {
-    SP_CHECK(file.is_string(), source, ": weight_map[", quote(name), "] is a ", file.type_name(),
-             ", expected a file name");
+    SP_CHECK(file.is_string(), source, ": weight_map[", quote_json(name), "] is a ",
+             file.type_name(), ", expected a file name");
     check_shard_name(file.get_ref<const std::string&>(), name, source);
     by_file[file.get<std::string>()].push_back(name);
   }
@@ -128,8 +132,8 @@ Checkpoint read_checkpoint_index(
     try {
       reader = open(path);
     } catch (const Error& e) {
-      SP_FAIL(source, ": weight_map names ", quote(file), " (for tensor ", quote(names.front()),
-              "), which cannot be read: ", e.what());
+      SP_FAIL(source, ": weight_map names ", quote_json(file), " (for tensor ",
+              quote_json(names.front()), "), which cannot be read: ", e.what());
     }
     SafetensorsHeader header = read_safetensors_header(*reader, path.string());
     // Both directions: every mapped tensor is in its file, every tensor of the file is mapped to
@@ -137,13 +141,13 @@ Checkpoint read_checkpoint_index(
     std::unordered_set<std::string_view> in_file;
     for (const SafetensorsEntry& e : header.tensors) in_file.insert(e.name);
     for (const std::string& name : names) {
-      SP_CHECK(in_file.contains(name), source, ": weight_map maps tensor ", quote(name), " to ",
-               quote(file), ", which has no such tensor");
+      SP_CHECK(in_file.contains(name), source, ": weight_map maps tensor ", quote_json(name),
+               " to ", quote_json(file), ", which has no such tensor");
     }
     std::sort(names.begin(), names.end());
     for (const SafetensorsEntry& e : header.tensors) {
       SP_CHECK(std::binary_search(names.begin(), names.end(), e.name), path.string(), ": tensor ",
-               quote(e.name), " is not mapped to this file by ", source);
+               quote_json(e.name), " is not mapped to this file by ", source);
     }
     add_tensors(header, ck.files.size(), ck.tensors);
     ck.files.push_back({path, std::move(header)});

@@ -17,16 +17,13 @@
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
-#include "tensor/safetensors_internal.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::tensor {
-namespace {
-
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using safetensors_detail::checked_add;
-using safetensors_detail::quote;
+
+namespace {
 
 // ---- dtype names (safetensors/src/tensor.rs, enum Dtype) ----
 
@@ -95,7 +92,7 @@ class HeaderHandler {
       entry_.dtype = entry_dtype(s);
       return true;
     }
-    return wrong(quote(s).insert(0, "the string "));
+    return wrong(quote_json(s).insert(0, "the string "));
   }
 
   bool start_object(std::size_t) {
@@ -123,7 +120,7 @@ class HeaderHandler {
     if (depth_ == 1) {
       key_ = std::move(k);
     } else if (where_ == Where::kMetadata) {
-      SP_CHECK(!out_.metadata.contains(k), source_, ": duplicate key ", quote(k),
+      SP_CHECK(!out_.metadata.contains(k), source_, ": duplicate key ", quote_json(k),
                " in __metadata__");
       key_ = std::move(k);
     } else {
@@ -152,8 +149,8 @@ class HeaderHandler {
 
   bool end_array() {
     if (where_ == Where::kOffsets) {
-      SP_CHECK(offsets_seen_ == 2, source_, ": tensor ", quote(entry_.name), ": data_offsets has ",
-               offsets_seen_, " entries, expected 2 [begin, end]");
+      SP_CHECK(offsets_seen_ == 2, source_, ": tensor ", quote_json(entry_.name),
+               ": data_offsets has ", offsets_seen_, " entries, expected 2 [begin, end]");
     }
     --depth_;
     where_ = Where::kEntry;
@@ -182,9 +179,9 @@ class HeaderHandler {
     std::string out(source_);
     if (depth_ == 0) return out + ": header";
     if (depth_ == 1)
-      return out + ": " + (key_ == "__metadata__" ? "__metadata__" : "tensor " + quote(key_));
-    if (where_ == Where::kMetadata) return out + ": __metadata__ value of " + quote(key_);
-    out += ": tensor " + quote(entry_.name) + ": ";
+      return out + ": " + (key_ == "__metadata__" ? "__metadata__" : "tensor " + quote_json(key_));
+    if (where_ == Where::kMetadata) return out + ": __metadata__ value of " + quote_json(key_);
+    out += ": tensor " + quote_json(entry_.name) + ": ";
     switch (where_) {
       case Where::kShape:
         return out + "shape entry " + std::to_string(entry_.shape.size());
@@ -237,7 +234,7 @@ class HeaderHandler {
     if (where_ == Where::kShape) {
       entry_.shape.push_back(v);
     } else if (where_ == Where::kOffsets) {
-      SP_CHECK(offsets_seen_ < 2, source_, ": tensor ", quote(entry_.name),
+      SP_CHECK(offsets_seen_ < 2, source_, ": tensor ", quote_json(entry_.name),
                ": data_offsets has more than 2 entries, expected [begin, end]");
       (offsets_seen_ == 0 ? entry_.begin : entry_.end) = v;
       ++offsets_seen_;
@@ -257,12 +254,12 @@ class HeaderHandler {
       f = Field::kOffsets;
       offsets_seen_ = 0;
     } else {
-      SP_FAIL(source_, ": tensor ", quote(entry_.name), ": unknown field ", quote(k),
+      SP_FAIL(source_, ": tensor ", quote_json(entry_.name), ": unknown field ", quote_json(k),
               ", expected dtype, shape, data_offsets");
     }
     const unsigned bit = 1u << static_cast<unsigned>(f);
-    SP_CHECK(!(fields_seen_ & bit), source_, ": tensor ", quote(entry_.name), ": duplicate key ",
-             quote(k));
+    SP_CHECK(!(fields_seen_ & bit), source_, ": tensor ", quote_json(entry_.name),
+             ": duplicate key ", quote_json(k));
     fields_seen_ |= bit;
     return f;
   }
@@ -273,7 +270,7 @@ class HeaderHandler {
     }
     const bool known = std::find(kUnsupportedDTypeNames.begin(), kUnsupportedDTypeNames.end(), s) !=
                        kUnsupportedDTypeNames.end();
-    SP_FAIL(source_, ": tensor ", quote(entry_.name), ": dtype ", quote(s),
+    SP_FAIL(source_, ": tensor ", quote_json(entry_.name), ": dtype ", quote_json(s),
             known ? " is a safetensors dtype shardplan has no element type for, expected one of "
                   : " is not a safetensors dtype, expected one of ",
             supported_dtype_list());
@@ -281,7 +278,7 @@ class HeaderHandler {
 
   // An entry is complete: all fields there, and its byte count matches its shape.
   void finish_entry() {
-    const std::string name = quote(entry_.name);
+    const std::string name = quote_json(entry_.name);
     for (Field f : {Field::kDType, Field::kShape, Field::kOffsets}) {
       SP_CHECK(fields_seen_ & (1u << static_cast<unsigned>(f)), source_, ": tensor ", name,
                ": missing field \"", field_name(f), "\"");
@@ -323,7 +320,7 @@ void check_layout(const SafetensorsHeader& h, std::string_view source) {
             [](const auto* a, const auto* b) { return a->name < b->name; });
   for (size_t i = 1; i < by_name.size(); ++i) {
     SP_CHECK(by_name[i]->name != by_name[i - 1]->name, source, ": duplicate tensor ",
-             quote(by_name[i]->name), " in the header");
+             quote_json(by_name[i]->name), " in the header");
   }
   std::vector<const SafetensorsEntry*> by_offset = std::move(by_name);
   std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) {
@@ -332,21 +329,22 @@ void check_layout(const SafetensorsHeader& h, std::string_view source) {
   int64_t cursor = 0;
   const SafetensorsEntry* previous = nullptr;
   for (const SafetensorsEntry* e : by_offset) {
-    SP_CHECK(e->end <= h.data_bytes, source, ": tensor ", quote(e->name), ": data_offsets [",
+    SP_CHECK(e->end <= h.data_bytes, source, ": tensor ", quote_json(e->name), ": data_offsets [",
              e->begin, ", ", e->end, "] end beyond the data buffer of ", h.data_bytes,
              " bytes (file size - 8 - header length)");
-    SP_CHECK(e->begin >= cursor, source, ": tensor ", quote(e->name), ": data_offsets [", e->begin,
-             ", ", e->end, "] overlap tensor ", quote(previous ? previous->name : ""), " [",
-             previous ? previous->begin : 0, ", ", cursor, "]");
-    SP_CHECK(e->begin == cursor, source, ": tensor ", quote(e->name), ": data_offsets [", e->begin,
-             ", ", e->end, "] leave a hole of ", e->begin - cursor, " bytes after ",
-             previous ? "tensor " + quote(previous->name) : std::string("the header"),
+    SP_CHECK(e->begin >= cursor, source, ": tensor ", quote_json(e->name), ": data_offsets [",
+             e->begin, ", ", e->end, "] overlap tensor ",
+             quote_json(previous ? previous->name : ""), " [", previous ? previous->begin : 0, ", ",
+             cursor, "]");
+    SP_CHECK(e->begin == cursor, source, ": tensor ", quote_json(e->name), ": data_offsets [",
+             e->begin, ", ", e->end, "] leave a hole of ", e->begin - cursor, " bytes after ",
+             previous ? "tensor " + quote_json(previous->name) : std::string("the header"),
              ", expected tensors to cover the data buffer contiguously");
     cursor = e->end;
     previous = e;
   }
   SP_CHECK(cursor == h.data_bytes, source, ": the data buffer has ", h.data_bytes - cursor,
-           " bytes after the last tensor", previous ? " (" + quote(previous->name) + ")" : "",
+           " bytes after the last tensor", previous ? " (" + quote_json(previous->name) + ")" : "",
            ", expected tensors to cover it exactly");
 }
 
@@ -360,7 +358,7 @@ DType parse_safetensors_dtype(std::string_view name) {
   }
   const bool known = std::find(kUnsupportedDTypeNames.begin(), kUnsupportedDTypeNames.end(),
                                name) != kUnsupportedDTypeNames.end();
-  SP_FAIL("dtype ", quote(name),
+  SP_FAIL("dtype ", quote_json(name),
           known ? " is a safetensors dtype shardplan has no element type for, expected one of "
                 : " is not a safetensors dtype, expected one of ",
           supported_dtype_list());

@@ -18,16 +18,12 @@
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
-#include "tensor/safetensors_internal.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::tensor {
-namespace {
-
 namespace fs = std::filesystem;
-using json = nlohmann::json;
-using safetensors_detail::checked_add;
-using safetensors_detail::quote;
+
+namespace {
 
 // ---- Readers ----
 
