@@ -44,7 +44,10 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
     if (ck.find(std::string_view(e.name).substr(dot + 1))) ++strip_hits[e.name.substr(0, dot + 1)];
   }
   int64_t best = 0;
-  for (const auto& [prefix, hits] : strip_hits) {
+  // Not a structured binding: clang before 16 cannot capture one in a lambda (the fuzz preset).
+  for (const auto& hit : strip_hits) {
+    const std::string& prefix = hit.first;
+    const int64_t hits = hit.second;
     const bool ck_has_prefix =
         std::any_of(ck.tensors.begin(), ck.tensors.end(),
                     [&](const auto& t) { return t.name.starts_with(prefix); });

@@ -2,33 +2,33 @@
 
 #include <cctype>
 #include <charconv>
-#include <cmath>
 #include <utility>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {
 
-constexpr double kKi = 1024.0;
+constexpr int64_t kKi = 1024;
 // Units are matched case-sensitively except for SI's k/K (both common); "Mb" (bits) is refused
 // rather than guessed.
-constexpr std::pair<std::string_view, double> kUnits[] = {
+constexpr std::pair<std::string_view, int64_t> kUnits[] = {
     {"", 1},
     {"B", 1},
-    {"kB", 1e3},
-    {"KB", 1e3},
-    {"MB", 1e6},
-    {"GB", 1e9},
-    {"TB", 1e12},
+    {"kB", 1'000},
+    {"KB", 1'000},
+    {"MB", 1'000'000},
+    {"GB", 1'000'000'000},
+    {"TB", 1'000'000'000'000},
     {"KiB", kKi},
-    {"MiB", kKi* kKi},
-    {"GiB", kKi* kKi* kKi},
-    {"TiB", kKi* kKi* kKi* kKi},
+    {"MiB", kKi * kKi},
+    {"GiB", kKi * kKi * kKi},
+    {"TiB", kKi * kKi * kKi * kKi},
     {"K", kKi},
-    {"M", kKi* kKi},
-    {"G", kKi* kKi* kKi},
-    {"T", kKi* kKi* kKi* kKi},
+    {"M", kKi * kKi},
+    {"G", kKi * kKi * kKi},
+    {"T", kKi * kKi * kKi * kKi},
 };
 
 }  // namespace
@@ -46,22 +46,40 @@ int64_t parse_byte_size(std::string_view text, std::string_view option) {
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   const std::string_view number = t.substr(0, digits);
   const char* expected = ", expected a byte count like 123, 512MB, 64KiB or 1GiB";
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  SP_CHECK(!number.empty() && ec == std::errc() && ptr == number.data() + number.size(), option,
-           " '", text, "': not a number", expected);
-  double scale = 0;
+  const size_t dot = number.find('.');
+  const std::string_view whole = number.substr(0, dot);
+  const std::string_view fraction = dot == std::string_view::npos ? "" : number.substr(dot + 1);
+  SP_CHECK(!whole.empty() || !fraction.empty(), option, " '", text, "': not a number", expected);
+  SP_CHECK(fraction.find('.') == std::string_view::npos, option, " '", text, "': not a number",
+           expected);
+  int64_t scale = 0;
   for (const auto& [name, factor] : kUnits) {
     if (unit == name) scale = factor;
   }
   SP_CHECK(scale > 0, option, " '", text, "': unknown unit '", unit, "'", expected);
-  const double bytes = value * scale;
-  // 2^63 is exactly representable; anything at or above it does not fit an int64.
-  SP_CHECK(bytes < 9223372036854775808.0, option, " '", text, "': more bytes than fit in 64 bits",
-           expected);
-  SP_CHECK(bytes == std::floor(bytes), option, " '", text, "' is ", bytes,
-           " bytes, expected a whole number of bytes");
-  return static_cast<int64_t>(bytes);
+  // In integers, exactly: through a double "123111111110555096" became ...104 and "0.067GB"
+  // 67000000.00000001 bytes. fraction * scale digit by digit from the right: `carry` ends as its
+  // whole part (< scale), a non-zero digit left behind is a fraction of a byte.
+  int64_t carry = 0;
+  bool partial = false;
+  for (size_t i = fraction.size(); i-- > 0;) {
+    const int64_t v = (fraction[i] - '0') * scale + carry;
+    partial = partial || v % 10 != 0;
+    carry = v / 10;
+  }
+  int64_t w = 0;
+  const auto [ptr, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), w);
+  int64_t bytes = 0;
+  SP_CHECK((whole.empty() || (ec == std::errc() && ptr == whole.data() + whole.size())) &&
+               mul_into(w, scale, bytes) && add_into(bytes, carry, bytes),
+           option, " '", text, "': more bytes than fit in 64 bits", expected);
+  if (partial) {
+    double approx = 0;  // for the message only
+    std::from_chars(number.data(), number.data() + number.size(), approx);
+    SP_FAIL(option, " '", text, "' is ", approx * static_cast<double>(scale),
+            " bytes, expected a whole number of bytes");
+  }
+  return bytes;
 }
 
 std::string format_byte_size(int64_t bytes) {

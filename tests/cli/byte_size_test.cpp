@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "tensor/base/error.h"
 
 namespace shardplan::cli {
@@ -40,6 +42,27 @@ TEST(ByteSize, BadSizesNameOptionAndText) {
               ThrowsMessage<Error>(HasSubstr("expected a whole number of bytes")));
   EXPECT_THAT([] { parse_byte_size("9000000TiB", "--bytes"); },
               ThrowsMessage<Error>(HasSubstr("more bytes than fit in 64 bits")));
+}
+
+TEST(ByteSize, CountsAreExactNotRoundedThroughADouble) {
+  // Found by fuzz_cli_args: through a double the count came back as 123111111110555104.
+  EXPECT_EQ(parse_byte_size("123111111110555096", "--bytes"), 123111111110555096);
+  // The largest count fits (a double rounded it up to 2^63 and refused it).
+  EXPECT_EQ(parse_byte_size("9223372036854775807B", "--bytes"), INT64_MAX);
+  EXPECT_THAT([] { parse_byte_size("9223372036854775808", "--bytes"); },
+              ThrowsMessage<Error>(HasSubstr("more bytes than fit in 64 bits")));
+  EXPECT_THAT([] { parse_byte_size("8388608TiB", "--bytes"); },  // 2^63 exactly
+              ThrowsMessage<Error>(HasSubstr("more bytes than fit in 64 bits")));
+  // Decimal fractions that a double cannot hold exactly (0.067 * 1e9 = 67000000.00000001).
+  EXPECT_EQ(parse_byte_size("0.067GB", "--bytes"), 67000000);
+  EXPECT_EQ(parse_byte_size(".5KiB", "--bytes"), 512);
+  EXPECT_EQ(parse_byte_size("0.0009765625KiB", "--bytes"), 1);
+  EXPECT_THAT([] { parse_byte_size("1.000000000000000000000000000001KB", "--bytes"); },
+              ThrowsMessage<Error>(HasSubstr("expected a whole number of bytes")));
+  EXPECT_THAT([] { parse_byte_size("1.2.3", "--bytes"); },
+              ThrowsMessage<Error>(HasSubstr("--bytes '1.2.3': not a number")));
+  EXPECT_THAT([] { parse_byte_size(".", "--bytes"); },
+              ThrowsMessage<Error>(HasSubstr("not a number")));
 }
 
 }  // namespace
