@@ -25,25 +25,6 @@ function(shardplan_target_warnings target)
     "$<$<COMPILE_LANGUAGE:CUDA>:${_cuda}>")
 endfunction()
 
-# Precompiled headers (SHARDPLAN_PCH): the third-party headers nearly every file of a target
-# includes, parsed once per target instead of once per file. nlohmann/json.hpp costs ~2 s of
-# compile time per file and CLI/CLI.hpp ~6 s, which was most of the quick start's build. C++ only:
-# .cu files never see them.
-function(shardplan_target_pch target)
-  if(NOT SHARDPLAN_PCH)
-    return()
-  endif()
-  get_target_property(_type ${target} TYPE)
-  if(_type STREQUAL "INTERFACE_LIBRARY")
-    return()
-  endif()
-  set(_headers)
-  foreach(_h IN LISTS ARGN)
-    list(APPEND _headers "$<$<COMPILE_LANGUAGE:CXX>:${_h}>")
-  endforeach()
-  target_precompile_headers(${target} PRIVATE ${_headers})
-endfunction()
-
 # A tri-state cache option: AUTO (the default: use it when found), ON (required), OFF.
 function(shardplan_tristate_option name doc)
   set(${name} AUTO CACHE STRING "${doc}")
@@ -102,9 +83,5 @@ function(shardplan_add_library)
   endif()
   if(ARG_DEFINITIONS)
     target_compile_definitions(${_target} ${_scope} ${ARG_DEFINITIONS})
-  endif()
-  if(NOT ARG_NAME STREQUAL "kernels")  # kernels uses no third-party header
-    shardplan_target_pch(${_target} <nlohmann/json.hpp> <string> <vector> <map> <memory>
-                         <functional> <optional> <sstream>)
   endif()
 endfunction()
