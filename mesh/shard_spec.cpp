@@ -16,6 +16,8 @@ using shardplan::DimVector;
 
 ShardSpec make_shard_spec(std::span<const int64_t> shape, tensor::DType dtype, DeviceMesh mesh,
                           std::vector<Placement> placements) {
+  // Checked first: contiguous_strides trusts that the product of the sizes fits int64.
+  tensor::checked_numel(shape, "shard spec");
   const DimVector strides = tensor::contiguous_strides(shape);
   return make_shard_spec(shape, strides, dtype, std::move(mesh), std::move(placements));
 }

@@ -169,6 +169,16 @@ TEST(ShardSpecValidation, OverflowingByteCountIsAnError) {
   EXPECT_NE(error_of([] { spec_of({-1, 2}, {2}, "S0"); }), "no error");
 }
 
+TEST(ShardSpecValidation, OverflowingElementCountIsAnErrorBeforeStridesAreBuilt) {
+  // Found by fuzz_cli_args (--shape 8,61024x1024x1024x102101024x...): the contiguous strides of
+  // a shape were multiplied out before the shape was checked, a signed overflow.
+  const std::string m = error_of([] { spec_of({int64_t{1} << 32, int64_t{1} << 32}, {2}, "S0"); });
+  EXPECT_NE(m.find("shard spec: shape [4294967296, 4294967296] has more elements than int64 can "
+                   "count"),
+            std::string::npos)
+      << m;
+}
+
 TEST(ShardSpecJson, RoundTripsAndTakesShapeFromAMetaTensor) {
   const tensor::Tensor t = tensor::empty({6, 4}, {DType::kFloat16});
   const ShardSpec s =
