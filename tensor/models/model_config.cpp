@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/config_paths.h"
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
@@ -175,8 +176,14 @@ void parse_gpt2(const Fields& f, ModelConfig& c) {
   c.num_attention_heads = f.integer("n_head");
   c.num_key_value_heads = c.num_attention_heads;
   c.max_position_embeddings = f.integer("n_positions");
-  // n_inner: null or absent means 4 * n_embd (GPT2MLP).
-  c.intermediate_size = f.integer("n_inner", 4 * c.hidden_size);
+  // n_inner: null or absent means 4 * n_embd (GPT2MLP). (validate reports n_embd <= 0.)
+  int64_t default_inner = 0;
+  if (!f.has("n_inner") && !mul_into(c.hidden_size, 4, default_inner) && c.hidden_size > 0) {
+    f.fail("n_embd", std::to_string(c.hidden_size) +
+                         " is too large for the default n_inner = 4 * n_embd, expected at most " +
+                         std::to_string(INT64_MAX / 4) + " or an explicit n_inner");
+  }
+  c.intermediate_size = f.integer("n_inner", default_inner);
   if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
     f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
                          std::to_string(c.hidden_size));
@@ -295,7 +302,9 @@ void validate(const ModelConfig& c, std::string_view source) {
   }
   // Fused-qkv families (GPT-2, GPT-NeoX) split hidden_size across the heads.
   const bool fused_qkv = c.model_type == "gpt2" || c.model_type == "gpt_neox";
-  if (fused_qkv && c.head_dim * c.num_attention_heads != c.hidden_size) {
+  int64_t qkv_width = 0;  // checked: validate also sees configs built in code
+  if (fused_qkv && (!mul_into(c.head_dim, c.num_attention_heads, qkv_width) ||
+                    qkv_width != c.hidden_size)) {
     fail("num_attention_heads", c.num_attention_heads, " heads of ", c.head_dim,
          " do not make hidden_size ", c.hidden_size);
   }
@@ -339,10 +348,14 @@ void validate(const ModelConfig& c, std::string_view source) {
   // The parameter count must fit int64 with room to spare: bound it in floating point first.
   const double h = static_cast<double>(c.hidden_size);
   const double experts = static_cast<double>(std::max<int64_t>(1, c.num_local_experts));
-  const double per_layer = 4.0 * h * static_cast<double>(c.num_attention_heads * c.head_dim) +
+  // Every product and sum in double: heads * head_dim or vocab + positions may not fit int64.
+  const double per_layer = 4.0 * h * static_cast<double>(c.num_attention_heads) *
+                               static_cast<double>(c.head_dim) +
                            3.0 * h * static_cast<double>(c.intermediate_size) * experts;
   const double total = static_cast<double>(c.num_hidden_layers) * per_layer +
-                       2.0 * h * static_cast<double>(c.vocab_size + c.max_position_embeddings);
+                       2.0 * h *
+                           (static_cast<double>(c.vocab_size) +
+                            static_cast<double>(c.max_position_embeddings));
   if (!(total < 1e18)) {
     fail("hidden_size", "the model would hold about ", total,
          " parameters, beyond what shardplan counts exactly (1e18)");
