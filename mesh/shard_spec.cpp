@@ -141,9 +141,11 @@ ChunkPiece chunk_piece(int64_t n, int64_t k, int64_t r) {
   SP_ASSERT(n >= 0 && k >= 1 && r >= 0 && r < k, "chunk_piece(", n, ", ", k, ", ", r, ")");
   // torch.chunk: c = ceil(n/k) elements per chunk, the last non-empty one shorter, the rest empty.
   const int64_t c = n / k + (n % k != 0);
+  // Chunk r starts at c * r, empty when that is at or past n; compared without computing c * r
+  // or start + c, which pass int64 for sizes and meshes near 2^63.
+  if (c == 0 || r > (n - 1) / c) return {0, n};
   const int64_t start = c * r;
-  if (start >= n) return {0, n};
-  return {std::min(n, start + c) - start, start};
+  return {std::min(n - start, c), start};
 }
 
 namespace {

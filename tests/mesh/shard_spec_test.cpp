@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "tensor/base/error.h"
@@ -43,6 +44,20 @@ TEST(ChunkPiece, TorchChunkSizesLeaveTrailingChunksEmpty) {
   EXPECT_EQ(sizes(7, 3), (std::vector<int64_t>{3, 3, 1}));
   // start == n gives size 0 at offset n (n=6, k=4, r=3: start 6).
   EXPECT_EQ(chunk_piece(6, 4, 3).offset, 6);
+}
+
+TEST(ChunkPiece, SizesAndMeshesNearInt64DoNotOverflow) {
+  // start + c passed int64: --shape 9223372036854775807 --dtype bool --mesh 2 --placements S0
+  // (seen while triaging a fuzz_cli_args finding, reproduced with the harness). c = 2^62.
+  constexpr int64_t kMax = INT64_MAX;
+  EXPECT_EQ(chunk_piece(kMax, 2, 1).size, (int64_t{1} << 62) - 1);
+  EXPECT_EQ(chunk_piece(kMax, 2, 1).offset, int64_t{1} << 62);
+  // c * r passes int64 for the last ranks of a mesh dim of 3 * 2^61 ranks (c = 2): empty chunks.
+  const int64_t k = int64_t{3} << 61;
+  EXPECT_EQ(chunk_piece(kMax, k, k - 1).size, 0);
+  EXPECT_EQ(chunk_piece(kMax, k, k - 1).offset, kMax);
+  EXPECT_EQ(chunk_piece(kMax, k, (int64_t{1} << 62) - 1).size, 1);  // the last non-empty chunk
+  EXPECT_EQ(chunk_piece(kMax, k, (int64_t{1} << 62) - 1).offset, kMax - 1);
 }
 
 TEST(LocalShape, V1EvenNestedRowsGoRowMajorOverTheMesh) {
