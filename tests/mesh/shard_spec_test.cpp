@@ -100,6 +100,32 @@ TEST(LocalShape, V10StridedShardPutsTpFirstThenFsdp) {
   for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(plain[r].offset[0], 2 * r);
 }
 
+TEST(LocalShape, StridedShardCostDoesNotGrowWithTheSplitFactor) {
+  // fuzz_cli_args timed out on --shape 9,6,4 --mesh 2 --placements SS0:72957295: every one of
+  // the 72957295 pieces was listed per rank. 9 pieces of one row are non-empty; sub-chunk 0 of a
+  // one-row piece is the row, sub-chunk 1 is empty.
+  for (const char* p : {"SS0:72957295", "SS0:9223372036854775807"}) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(all_ranks(spec_of({9, 6, 4}, {2}, p)),
+              (std::vector<LocalShard>{ls({9, 6, 4}, {0, 0, 0}), ls({0, 6, 4}, {9, 0, 0})}));
+  }
+  // Nested and uneven, against the listed ranges: (11,) on (2,3) [SS(0,3), S0]. Pieces of 4, 4,
+  // 3; rank (a, b) takes sub-chunk a of 2 of each piece (2, 2, 2 rows / 2, 2, 1 rows), then chunk
+  // b of 3 of those 6 / 5 positions.
+  const ShardSpec s = spec_of({11}, {2, 3}, "SS0:3,S0");
+  for (int64_t r = 0; r < 6; ++r) {
+    const MeshCoord c = *s.mesh.coordinate_of(r);
+    const auto ranges = global_index_ranges(s, c);
+    int64_t size = 0;
+    for (const IndexRange& x : ranges[0]) size += x.size();
+    const LocalShard got = local_shape_and_offset(s, c);
+    EXPECT_EQ(got.shape[0], size) << "rank " << r;
+    EXPECT_EQ(got.offset[0], ranges[0].empty() ? 11 : ranges[0][0].begin) << "rank " << r;
+  }
+  // Rank 4 = (1, 1): rows {2, 3, 6, 7, 10} of the first level, then positions 2-3: rows 6, 7.
+  EXPECT_EQ(local_shape_and_offset_for_rank(s, 4), ls({2}, {6}));
+}
+
 TEST(LocalShape, V12SevenRowsOnThreeRanks) {
   EXPECT_EQ(all_ranks(spec_of({7, 3}, {3}, "S0")),
             (std::vector<LocalShard>{ls({3, 3}, {0, 0}), ls({3, 3}, {3, 0}), ls({1, 3}, {6, 0})}));
