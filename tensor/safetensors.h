@@ -27,7 +27,8 @@
 //   - dtype names outside the format (and format dtypes shardplan has no meta type for: U16, U32,
 //     U64, F4, F6_*, F8_E8M0, named as such);
 //   - shape entries that are not non-negative integers; numel * itemsize overflowing int64 or not
-//     equal to end - begin; begin > end; end beyond the data buffer;
+//     equal to end - begin; non-zero sizes whose product overflows int64 (a zero-size tensor's
+//     strides); begin > end; end beyond the data buffer;
 //   - ranges that overlap, leave a hole between tensors, or leave bytes after the last tensor.
 //     Holes and trailing bytes are errors because the format requires the data buffer to be
 //     covered exactly (safetensors' own loader, Metadata::validate, refuses such files too).

@@ -292,6 +292,15 @@ class HeaderHandler {
       SP_CHECK(mul_into(bytes, d, bytes), source_, ": tensor ", name, ": shape ", entry_.shape,
                " of ", safetensors_dtype_name(entry_.dtype), " holds more than 2^63 bytes");
     }
+    // A zero size makes 0 bytes of anything, but the strides are products of the other sizes
+    // (tensor/tensor.h checked_numel bounds them the same way): [0, 2^62, 2^62] is refused.
+    int64_t nonzero = 1;
+    for (const int64_t d : entry_.shape) {
+      SP_CHECK(d == 0 || mul_into(nonzero, d, nonzero), source_, ": tensor ", name, ": shape ",
+               entry_.shape,
+               " has non-zero sizes whose product overflows int64, expected "
+               "strides that int64 can hold");
+    }
     SP_CHECK(entry_.end - entry_.begin == bytes, source_, ": tensor ", name, ": data_offsets [",
              entry_.begin, ", ", entry_.end, "] span ", entry_.end - entry_.begin,
              " bytes, expected ", bytes, " (shape ", entry_.shape, " of ",

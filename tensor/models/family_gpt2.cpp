@@ -10,8 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "tensor/layers.h"
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
+#include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
@@ -162,8 +163,14 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.num_attention_heads = f.integer("n_head");
   c.num_key_value_heads = c.num_attention_heads;
   c.max_position_embeddings = f.integer("n_positions");
-  // n_inner: null or absent means 4 * n_embd (GPT2MLP).
-  c.intermediate_size = f.integer("n_inner", 4 * c.hidden_size);
+  // n_inner: null or absent means 4 * n_embd (GPT2MLP). (validate reports n_embd <= 0.)
+  int64_t default_inner = 0;
+  if (!f.has("n_inner") && !mul_into(c.hidden_size, 4, default_inner) && c.hidden_size > 0) {
+    f.fail("n_embd", std::to_string(c.hidden_size) +
+                         " is too large for the default n_inner = 4 * n_embd, expected at most " +
+                         std::to_string(INT64_MAX / 4) + " or an explicit n_inner");
+  }
+  c.intermediate_size = f.integer("n_inner", default_inner);
   if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
     f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
                          std::to_string(c.hidden_size));

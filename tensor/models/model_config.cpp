@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/config_paths.h"
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
@@ -52,7 +53,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          c.num_attention_heads);
   }
   // Fused-qkv families (GPT-2, GPT-NeoX) split hidden_size across the heads.
-  if (family.fused_qkv && c.head_dim * c.num_attention_heads != c.hidden_size) {
+  int64_t qkv_width = 0;  // checked: validate also sees configs built in code
+  if (family.fused_qkv &&
+      (!mul_into(c.head_dim, c.num_attention_heads, qkv_width) || qkv_width != c.hidden_size)) {
     fail("num_attention_heads", c.num_attention_heads, " heads of ", c.head_dim,
          " do not make hidden_size ", c.hidden_size);
   }
@@ -97,10 +100,14 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   // The parameter count must fit int64 with room to spare: bound it in floating point first.
   const double h = static_cast<double>(c.hidden_size);
   const double experts = static_cast<double>(std::max<int64_t>(1, c.num_local_experts));
-  const double per_layer = 4.0 * h * static_cast<double>(c.num_attention_heads * c.head_dim) +
-                           3.0 * h * static_cast<double>(c.intermediate_size) * experts;
-  const double total = static_cast<double>(c.num_hidden_layers) * per_layer +
-                       2.0 * h * static_cast<double>(c.vocab_size + c.max_position_embeddings);
+  // Every product and sum in double: heads * head_dim or vocab + positions may not fit int64.
+  const double per_layer =
+      4.0 * h * static_cast<double>(c.num_attention_heads) * static_cast<double>(c.head_dim) +
+      3.0 * h * static_cast<double>(c.intermediate_size) * experts;
+  const double total =
+      static_cast<double>(c.num_hidden_layers) * per_layer +
+      2.0 * h *
+          (static_cast<double>(c.vocab_size) + static_cast<double>(c.max_position_embeddings));
   if (!(total < 1e18)) {
     fail("hidden_size", "the model would hold about ", total,
          " parameters, beyond what shardplan counts exactly (1e18)");

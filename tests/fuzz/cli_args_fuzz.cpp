@@ -76,6 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!placements_ok) return 0;
   mesh::ShardSpec spec;
   if (!fuzz::run([&] { spec = args.shard_spec(placements); })) return 0;
+  // Listing the index ranges of a strided shard costs one range per piece: only when small.
+  bool cheap_to_list = true;
+  for (int64_t n : spec.shape) cheap_to_list = cheap_to_list && n <= 4096;
+  for (const mesh::Placement& p : spec.placements) {
+    cheap_to_list = cheap_to_list && (!p.is_any_shard() || p.split_factor() <= 4096);
+  }
   fuzz::run([&] {
     (void)mesh::to_string(spec);
     (void)mesh::is_shardable(spec);
@@ -91,6 +97,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(s.shape.size() == spec.shape.size());
       for (size_t d = 0; d < s.shape.size(); ++d) {
         FUZZ_CHECK(s.shape[d] >= 0 && s.shape[d] <= spec.shape[d]);
+      }
+      // The local shape and offset (closed form) agree with the listed ranges.
+      if (cheap_to_list) {
+        const auto lists = mesh::global_index_ranges(spec, *coord);
+        for (size_t d = 0; d < lists.size(); ++d) {
+          int64_t held = 0;
+          for (const mesh::IndexRange& r : lists[d]) held += r.size();
+          FUZZ_CHECK(held == s.shape[d]);
+          FUZZ_CHECK(s.offset[d] == (lists[d].empty() ? spec.shape[d] : lists[d][0].begin));
+        }
       }
       (void)mesh::local_strides(spec, *coord);
       (void)mesh::local_bytes(spec, *coord);

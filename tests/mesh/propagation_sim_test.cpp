@@ -164,8 +164,9 @@ TEST(PropagationSim, ReductionsSumMeanAmax) {
       OpCall call{name, {{4, 6, 2}}};
       call.dims = {1};
       call.keepdim = keepdim;
-      auto local = [&](const std::vector<Array>& in, const std::vector<ShardSpec>&,
-                       const MeshCoord&) { return reduce(in[0], {1}, keepdim, op); };
+      // op by value in the capture list: clang before 16 cannot capture a structured binding.
+      auto local = [&, op = op](const std::vector<Array>& in, const std::vector<ShardSpec>&,
+                                const MeshCoord&) { return reduce(in[0], {1}, keepdim, op); };
       // amax: Partial inputs are Partial(sum) in the simulator, so skip the P->P(max) candidate.
       for (const OpStrategy& s : candidate_strategies(call, DeviceMesh({2, 2}))) {
         if (op == ReduceOp::kMax && s.inputs[0][0].is_partial()) continue;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "tensor/base/error.h"
@@ -45,6 +46,20 @@ TEST(ChunkPiece, TorchChunkSizesLeaveTrailingChunksEmpty) {
   EXPECT_EQ(chunk_piece(6, 4, 3).offset, 6);
 }
 
+TEST(ChunkPiece, SizesAndMeshesNearInt64DoNotOverflow) {
+  // start + c passed int64: --shape 9223372036854775807 --dtype bool --mesh 2 --placements S0
+  // (seen while triaging a fuzz_cli_args finding, reproduced with the harness). c = 2^62.
+  constexpr int64_t kMax = INT64_MAX;
+  EXPECT_EQ(chunk_piece(kMax, 2, 1).size, (int64_t{1} << 62) - 1);
+  EXPECT_EQ(chunk_piece(kMax, 2, 1).offset, int64_t{1} << 62);
+  // c * r passes int64 for the last ranks of a mesh dim of 3 * 2^61 ranks (c = 2): empty chunks.
+  const int64_t k = int64_t{3} << 61;
+  EXPECT_EQ(chunk_piece(kMax, k, k - 1).size, 0);
+  EXPECT_EQ(chunk_piece(kMax, k, k - 1).offset, kMax);
+  EXPECT_EQ(chunk_piece(kMax, k, (int64_t{1} << 62) - 1).size, 1);  // the last non-empty chunk
+  EXPECT_EQ(chunk_piece(kMax, k, (int64_t{1} << 62) - 1).offset, kMax - 1);
+}
+
 TEST(LocalShape, V1EvenNestedRowsGoRowMajorOverTheMesh) {
   // V1: (8,4) on (2,4) [S0,S0]: every rank one row, rank r holds row r.
   const auto got = all_ranks(spec_of({8, 4}, {2, 4}, "S0,S0"));
@@ -83,6 +98,32 @@ TEST(LocalShape, V10StridedShardPutsTpFirstThenFsdp) {
   // The plain nested layout for comparison: 0-1, 2-3, 4-5, 6-7.
   const auto plain = all_ranks(spec_of({8, 8}, {2, 2}, "S0,S0"));
   for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(plain[r].offset[0], 2 * r);
+}
+
+TEST(LocalShape, StridedShardCostDoesNotGrowWithTheSplitFactor) {
+  // fuzz_cli_args timed out on --shape 9,6,4 --mesh 2 --placements SS0:72957295: every one of
+  // the 72957295 pieces was listed per rank. 9 pieces of one row are non-empty; sub-chunk 0 of a
+  // one-row piece is the row, sub-chunk 1 is empty.
+  for (const char* p : {"SS0:72957295", "SS0:9223372036854775807"}) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(all_ranks(spec_of({9, 6, 4}, {2}, p)),
+              (std::vector<LocalShard>{ls({9, 6, 4}, {0, 0, 0}), ls({0, 6, 4}, {9, 0, 0})}));
+  }
+  // Nested and uneven, against the listed ranges: (11,) on (2,3) [SS(0,3), S0]. Pieces of 4, 4,
+  // 3; rank (a, b) takes sub-chunk a of 2 of each piece (2, 2, 2 rows / 2, 2, 1 rows), then chunk
+  // b of 3 of those 6 / 5 positions.
+  const ShardSpec s = spec_of({11}, {2, 3}, "SS0:3,S0");
+  for (int64_t r = 0; r < 6; ++r) {
+    const MeshCoord c = *s.mesh.coordinate_of(r);
+    const auto ranges = global_index_ranges(s, c);
+    int64_t size = 0;
+    for (const IndexRange& x : ranges[0]) size += x.size();
+    const LocalShard got = local_shape_and_offset(s, c);
+    EXPECT_EQ(got.shape[0], size) << "rank " << r;
+    EXPECT_EQ(got.offset[0], ranges[0].empty() ? 11 : ranges[0][0].begin) << "rank " << r;
+  }
+  // Rank 4 = (1, 1): rows {2, 3, 6, 7, 10} of the first level, then positions 2-3: rows 6, 7.
+  EXPECT_EQ(local_shape_and_offset_for_rank(s, 4), ls({2}, {6}));
 }
 
 TEST(LocalShape, V12SevenRowsOnThreeRanks) {
@@ -169,6 +210,16 @@ TEST(ShardSpecValidation, UnshardableRequestSaysHowManyShards) {
 TEST(ShardSpecValidation, OverflowingByteCountIsAnError) {
   EXPECT_NE(error_of([] { spec_of({int64_t{1} << 40, int64_t{1} << 22}, {2}, "S0"); }), "no error");
   EXPECT_NE(error_of([] { spec_of({-1, 2}, {2}, "S0"); }), "no error");
+}
+
+TEST(ShardSpecValidation, OverflowingElementCountIsAnErrorBeforeStridesAreBuilt) {
+  // Found by fuzz_cli_args (--shape 8,61024x1024x1024x102101024x...): the contiguous strides of
+  // a shape were multiplied out before the shape was checked, a signed overflow.
+  const std::string m = error_of([] { spec_of({int64_t{1} << 32, int64_t{1} << 32}, {2}, "S0"); });
+  EXPECT_NE(m.find("shard spec: shape [4294967296, 4294967296] has more elements than int64 can "
+                   "count"),
+            std::string::npos)
+      << m;
 }
 
 TEST(ShardSpecJson, RoundTripsAndTakesShapeFromAMetaTensor) {

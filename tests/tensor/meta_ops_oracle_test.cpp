@@ -30,6 +30,9 @@ namespace shardplan::tensor {
 namespace {
 
 using oracle::Json;
+// Shapes print as [2, 3] (tensor/base/error.h); the operator<< of this namespace hides it from
+// clang's lookup.
+using ::shardplan::operator<<;
 
 struct OracleCase {
   std::string name;  // gtest-safe name derived from the id

@@ -436,6 +436,13 @@ TEST_F(SafetensorsTest, RejectsSizeOverflowAndMismatch) {
                 .find("tensor \"w\": shape [4294967296, 4294967296] of F32 holds more than 2^63 "
                       "bytes"),
             std::string::npos);
+  // 0 bytes, but the strides of [0, 2^62, 2^62] overflow: read_checkpoint_index built them, a
+  // signed overflow (seen while triaging a fuzz_cli_args finding; fuzz_safetensors_index
+  // reproduces it).
+  EXPECT_NE(header_error(R"({"w":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})", 0)
+                .find("tensor \"w\": shape [0, 4611686018427387904, 4611686018427387904] has "
+                      "non-zero sizes whose product overflows int64"),
+            std::string::npos);
   // [2, 3] F16 = 12 bytes by hand; the offsets claim 10.
   EXPECT_NE(header_error(R"({"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,10]}})", 10)
                 .find("tensor \"w\": data_offsets [0, 10] span 10 bytes, expected 12 (shape [2, "

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -176,6 +177,36 @@ TEST(ModelConfig, InconsistentFieldsNamed) {
   j["hidden_size"] = int64_t{1} << 40;
   j["num_attention_heads"] = 1;
   EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }), HasSubstr("field 'hidden_size'"));
+}
+
+// Sizes whose products or sums leave int64 are errors, not signed overflows (each was one under
+// UBSan; reproduced with fuzz_model_config).
+TEST(ModelConfig, SizesBeyondInt64AreErrorsNotOverflows) {
+  json j = llama_json();
+  j["num_attention_heads"] = int64_t{1} << 32;  // heads * head_dim = 2^64
+  j["num_key_value_heads"] = 1;
+  j["head_dim"] = int64_t{1} << 32;
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
+              AllOf(HasSubstr("x.json: field 'hidden_size'"), HasSubstr("parameters")));
+  j = llama_json();
+  j["vocab_size"] = INT64_MAX;  // vocab + positions
+  j["max_position_embeddings"] = INT64_MAX;
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
+              AllOf(HasSubstr("x.json: field 'hidden_size'"), HasSubstr("parameters")));
+  json g = to_hf_json(find_model_config("gpt2"));
+  g.erase("n_inner");
+  g["n_embd"] = int64_t{1} << 62;  // the default n_inner, 4 * n_embd
+  g["n_head"] = 1;
+  EXPECT_THAT(error_of([&] { parse_model_config(g, "g.json"); }),
+              HasSubstr("g.json: field 'n_embd': 4611686018427387904 is too large for the default "
+                        "n_inner = 4 * n_embd, expected at most 2305843009213693951"));
+  // validate() also checks configs built in code, where head_dim is not derived.
+  ModelConfig c = find_model_config("gpt2");
+  c.num_attention_heads = c.num_key_value_heads = int64_t{1} << 32;
+  c.head_dim = int64_t{1} << 32;
+  EXPECT_THAT(error_of([&] { validate(c, "code"); }),
+              AllOf(HasSubstr("code: field 'n_head' (num_attention_heads)"),
+                    HasSubstr("do not make hidden_size 768")));
 }
 
 TEST(ModelConfig, WrongJsonTypesNamed) {
