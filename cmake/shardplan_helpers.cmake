@@ -25,6 +25,15 @@ function(shardplan_target_warnings target)
     "$<$<COMPILE_LANGUAGE:CUDA>:${_cuda}>")
 endfunction()
 
+# Batches a library's sources when SHARDPLAN_UNITY_BUILD is on. A batch is one translation unit, so
+# file-local (anonymous-namespace) names must be unique within a library; sources that cannot share
+# one (each model family's file defines its own parse/build) set SKIP_UNITY_BUILD_INCLUSION.
+function(shardplan_unity_build target batch_size)
+  if(SHARDPLAN_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${batch_size})
+  endif()
+endfunction()
+
 # A tri-state cache option: AUTO (the default: use it when found), ON (required), OFF.
 function(shardplan_tristate_option name doc)
   set(${name} AUTO CACHE STRING "${doc}")
@@ -69,6 +78,7 @@ function(shardplan_add_library)
   if(_sources)
     add_library(${_target} STATIC ${_sources})
     set(_scope PUBLIC)
+    shardplan_unity_build(${_target} 8)
     shardplan_target_warnings(${_target})
   else()
     add_library(${_target} INTERFACE)

@@ -26,7 +26,9 @@
 
 namespace shardplan::collectives {
 
-namespace {
+// Named, not anonymous: Topology::Graph (external linkage) holds a graph of these, and GCC warns
+// (-Wsubobject-linkage) when this file is compiled inside a unity batch.
+namespace topology_graph {
 enum class VertexKind { kGpu, kSwitch, kNic, kLeaf, kSpine };
 struct VertexProp {
   VertexKind kind = VertexKind::kGpu;
@@ -39,7 +41,14 @@ struct EdgeProp {
 using BoostGraph =
     boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, VertexProp, EdgeProp>;
 using Vertex = BoostGraph::vertex_descriptor;
+}  // namespace topology_graph
+using topology_graph::BoostGraph;
+using topology_graph::EdgeProp;
+using topology_graph::Vertex;
+using topology_graph::VertexKind;
+using topology_graph::VertexProp;
 
+namespace {
 constexpr EnumName<LinkClass> kLinkClassNames[] = {
     {"nvlink", LinkClass::kNvlink},
     {"shared_memory", LinkClass::kSharedMemory},

@@ -3,7 +3,6 @@
 // the attention sequence and head-feature dims) can only run locally when those dims are whole on
 // every rank, so its candidates shard only the other dims.
 #include <span>
-#include <sstream>
 #include <string>
 
 #include "mesh/op_strategy.h"
@@ -19,20 +18,14 @@ bool is_norm(const std::string& op) { return op == "layer_norm" || op == "rms_no
 bool is_softmax(const std::string& op) { return op == "softmax" || op == "log_softmax"; }
 bool is_sdpa(const std::string& op) { return op == "scaled_dot_product_attention"; }
 
-std::string shape_str(const DimVector& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
-
 // Validates attention shapes: q [..., Hq, L, E], k [..., Hkv, S, E], v [..., Hkv, S, Ev].
 DimVector sdpa_output(const OpCall& call) {
   check_arity(call, 3, 3);
   const auto &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const size_t nd = q.size();
   SP_CHECK(nd >= 3 && k.size() == nd && v.size() == nd, "op '", call.op,
-           "': q, k, v must have the same rank >= 3, got ", shape_str(q), ", ", shape_str(k), ", ",
-           shape_str(v));
+           "': q, k, v must have the same rank >= 3, got ", q, ", ", k, ", ",
+           v);
   for (size_t d = 0; d + 3 < nd; ++d) {
     SP_CHECK(q[d] == k[d] && q[d] == v[d], "op '", call.op, "': batch dim ", d, " differs");
   }
@@ -40,8 +33,8 @@ DimVector sdpa_output(const OpCall& call) {
   SP_CHECK(v[nd - 3] == hkv && hkv > 0 && hq % hkv == 0, "op '", call.op, "': ", hq,
            " query heads are not a multiple of ", hkv, " kv heads (v has ", v[nd - 3], ")");
   SP_CHECK(k[nd - 2] == v[nd - 2] && q[nd - 1] == k[nd - 1], "op '", call.op,
-           "': key/value sequence or head dims do not match: ", shape_str(q), ", ", shape_str(k),
-           ", ", shape_str(v));
+           "': key/value sequence or head dims do not match: ", q, ", ", k,
+           ", ", v);
   DimVector out = q;
   out[nd - 1] = v[nd - 1];
   return out;
@@ -53,7 +46,7 @@ std::optional<std::vector<DimVector>> nn_output_shapes(const OpCall& call) {
   if (call.op == "embedding") {
     check_arity(call, 2, 2);
     const auto& w = call.inputs[0];
-    SP_CHECK(w.size() == 2, "op 'embedding': weight must be 2-d, got ", shape_str(w));
+    SP_CHECK(w.size() == 2, "op 'embedding': weight must be 2-d, got ", w);
     DimVector out = call.inputs[1];
     out.push_back(w[1]);
     return std::vector<DimVector>{out};
@@ -72,7 +65,7 @@ std::optional<std::vector<DimVector>> nn_output_shapes(const OpCall& call) {
     const DimVector tail(std::span<const int64_t>(x).last(static_cast<size_t>(nn)));
     for (size_t i = 1; i < call.inputs.size(); ++i) {
       SP_CHECK(call.inputs[i] == tail, "op '", call.op, "': weight/bias ",
-               shape_str(call.inputs[i]), " must equal the normalized shape ", shape_str(tail));
+               call.inputs[i], " must equal the normalized shape ", tail);
     }
     return std::vector<DimVector>{x};
   }
@@ -151,7 +144,7 @@ std::optional<std::vector<DimVector>> join_output_shapes(const OpCall& call) {
       bool same = b.size() == a.size();
       for (size_t e = 0; same && e < a.size(); ++e)
         same = e == static_cast<size_t>(d) || a[e] == b[e];
-      SP_CHECK(same, "op 'cat': input ", i, " ", shape_str(b), " does not match ", shape_str(a),
+      SP_CHECK(same, "op 'cat': input ", i, " ", b, " does not match ", a,
                " outside dim ", d);
       out[static_cast<size_t>(d)] += b[static_cast<size_t>(d)];
     }

@@ -17,7 +17,6 @@
 // as_strided is refused: its sizes and strides address the global storage, which no rank holds.
 #include <algorithm>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "mesh/op_strategy.h"
@@ -31,12 +30,6 @@ using shardplan::DimVector;
 
 bool is_slice_op(const std::string& op) {
   return op == "expand" || op == "select" || op == "narrow" || op == "slice";
-}
-
-std::string shape_str(const DimVector& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
 }
 
 DimVector expand_target(const OpCall& call) {
@@ -56,8 +49,8 @@ DimVector expand_target(const OpCall& call) {
     }
     const int64_t s = in[i - lead];
     const int64_t t = want[i] == -1 ? s : want[i];
-    SP_CHECK(t >= 0 && (t == s || s == 1), "op 'expand': cannot expand ", shape_str(in), " to ",
-             shape_str(want), " (dim ", i, " has size ", s, ", only size-1 dims expand)");
+    SP_CHECK(t >= 0 && (t == s || s == 1), "op 'expand': cannot expand ", in, " to ",
+             want, " (dim ", i, " has size ", s, ", only size-1 dims expand)");
     out[i] = t;
   }
   return out;

@@ -7,7 +7,6 @@
 //    would sit on some ranks only) and the other dims keep their shards in every output.
 // All three copy elements, a linear map, so Partial(sum) passes through.
 #include <algorithm>
-#include <sstream>
 #include <string>
 
 #include "mesh/op_strategy.h"
@@ -20,12 +19,6 @@ namespace {
 using shardplan::DimVector;
 
 bool is_stack_op(const std::string& op) { return op == "stack" || op == "chunk" || op == "unbind"; }
-
-std::string shape_str(const DimVector& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
 
 // The cut dim of chunk/unbind, normalised (0-d inputs refused as PyTorch does).
 int64_t cut_dim(const OpCall& call) {
@@ -42,8 +35,8 @@ std::optional<std::vector<DimVector>> stack_output_shapes(const OpCall& call) {
     check_arity(call, 1, 1 << 20);
     const DimVector& a = call.inputs[0];
     for (size_t i = 1; i < call.inputs.size(); ++i) {
-      SP_CHECK(call.inputs[i] == a, "op 'stack': every input must have shape ", shape_str(a),
-               ", input ", i, " has ", shape_str(call.inputs[i]));
+      SP_CHECK(call.inputs[i] == a, "op 'stack': every input must have shape ", a,
+               ", input ", i, " has ", call.inputs[i]);
     }
     const int64_t d = wrap_dim(call, call.dim, static_cast<int64_t>(a.size()) + 1);
     DimVector out = a;

@@ -18,7 +18,6 @@
 //    The vocab-parallel loss (class dim sharded, log-sum-exp combined across ranks, as PyTorch's
 //    loss_parallel) is a later topic: it is not a per-rank local op.
 #include <algorithm>
-#include <sstream>
 #include <string>
 
 #include "mesh/op_strategy.h"
@@ -32,12 +31,6 @@ using shardplan::DimVector;
 
 bool is_stats_op(const std::string& op) {
   return op == "argmax" || op == "var" || op == "cross_entropy";
-}
-
-std::string shape_str(const DimVector& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
 }
 
 // argmax/var: the reduced dims (detail::reduced_dims); argmax takes one dim or all.
@@ -60,8 +53,8 @@ bool indices_target(const OpCall& call) {
   const DimVector& t = call.inputs[1];
   DimVector loss = x;
   loss.erase(static_cast<size_t>(class_dim(x)));
-  SP_CHECK(t == loss || t == x, "op 'cross_entropy': target ", shape_str(t),
-           " must be class indices ", shape_str(loss), " or class probabilities ", shape_str(x));
+  SP_CHECK(t == loss || t == x, "op 'cross_entropy': target ", t,
+           " must be class indices ", loss, " or class probabilities ", x);
   return t == loss;
 }
 
@@ -79,7 +72,7 @@ std::optional<std::vector<DimVector>> stats_output_shapes(const OpCall& call) {
     const int64_t c = x[static_cast<size_t>(class_dim(x))];
     if (call.inputs.size() == 3) {
       SP_CHECK(call.inputs[2] == DimVector{c}, "op 'cross_entropy': weight ",
-               shape_str(call.inputs[2]), " must be [", c, "] (one per class)");
+               call.inputs[2], " must be [", c, "] (one per class)");
     }
     if (call.reduction != "none") return std::vector<DimVector>{DimVector{}};
     DimVector loss = x;
@@ -93,7 +86,7 @@ std::optional<std::vector<DimVector>> stats_output_shapes(const OpCall& call) {
   for (int64_t d = 0; d < static_cast<int64_t>(x.size()); ++d) {
     const bool r = contains(red, d);
     SP_CHECK(call.op != "argmax" || !r || x[static_cast<size_t>(d)] > 0, "op 'argmax': cannot ",
-             "reduce the empty dim ", d, " of ", shape_str(x));
+             "reduce the empty dim ", d, " of ", x);
     if (!r)
       out.push_back(x[static_cast<size_t>(d)]);
     else if (call.keepdim)

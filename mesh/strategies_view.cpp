@@ -31,17 +31,11 @@ bool is_permute_like(const std::string& op) {
   return op == "permute" || op == "transpose" || op == "t";
 }
 
-std::string shape_str(const DimVector& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
-
 int64_t numel(const OpCall& call, const DimVector& s) {
   int64_t n = 1;
   for (int64_t v : s) {
     SP_CHECK(v >= 0 && mul_into(n, v, n), "op '", call.op, "': shape ",
-             shape_str(s), " has a negative size or overflows int64");
+             s, " has a negative size or overflows int64");
   }
   return n;
 }
@@ -86,20 +80,20 @@ DimVector reshape_target(const OpCall& call) {
   int64_t known = 1, infer = -1;
   for (size_t d = 0; d < out.size(); ++d) {
     if (out[d] == -1) {
-      SP_CHECK(infer < 0, "op '", call.op, "': only one dim can be -1 in ", shape_str(out));
+      SP_CHECK(infer < 0, "op '", call.op, "': only one dim can be -1 in ", out);
       infer = static_cast<int64_t>(d);
       continue;
     }
-    SP_CHECK(out[d] >= 0, "op '", call.op, "': invalid size ", out[d], " in ", shape_str(out));
+    SP_CHECK(out[d] >= 0, "op '", call.op, "': invalid size ", out[d], " in ", out);
     SP_CHECK(mul_into(known, out[d], known), "op '", call.op, "': shape ",
-             shape_str(out), " overflows int64");
+             out, " overflows int64");
   }
   if (infer >= 0) {
-    SP_CHECK(known > 0 && n % known == 0, "op '", call.op, "': shape ", shape_str(out),
+    SP_CHECK(known > 0 && n % known == 0, "op '", call.op, "': shape ", out,
              " is invalid for input of size ", n);
     out[static_cast<size_t>(infer)] = n / known;
   } else {
-    SP_CHECK(known == n, "op '", call.op, "': shape ", shape_str(out),
+    SP_CHECK(known == n, "op '", call.op, "': shape ", out,
              " is invalid for input of size ", n);
   }
   if (!unflat) return out;

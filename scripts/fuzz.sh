@@ -70,6 +70,10 @@ fi
 
 jobs=$(nproc)
 echo "== fuzz.sh: building the fuzz preset (build-fuzz/)"
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz.sh: clang++ not found; 'bash scripts/setup.sh --all' installs clang and libFuzzer" >&2
+  exit 1
+fi
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs"
 

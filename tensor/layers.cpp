@@ -49,7 +49,7 @@ void Linear::reset_parameters(uint64_t seed) {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const TensorOptions& opts)
-    : Module("Embedding"), num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
+    : Module("Embedding") {
   check_nonnegative(num_embeddings, "Embedding", "num_embeddings");
   check_nonnegative(embedding_dim, "Embedding", "embedding_dim");
   register_parameter("weight", empty({num_embeddings, embedding_dim}, param_options(opts)));

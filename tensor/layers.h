@@ -42,10 +42,6 @@ class Embedding : public Module {
   Tensor forward(const Tensor& indices) override;
   void reset_parameters(uint64_t seed) override;
   Tensor weight() const { return parameter("weight"); }
-
- private:
-  int64_t num_embeddings_;
-  int64_t embedding_dim_;
 };
 
 // Init: weight 1, bias 0.

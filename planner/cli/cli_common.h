@@ -1,5 +1,5 @@
 // Shared plumbing of the shardplan CLI: the context every verb sees, the exit-code convention, and
-// the output helpers. Each verb lives in planner/cli/cmd_<verb>.cpp and is listed in main.cpp:
+// the output helpers. Each verb lives in planner/cli/cmd_<verb>.cpp and is listed in run.cpp:
 //   void register_env(CLI::App& app, CliContext& ctx) {
 //     CLI::App& cmd = add_verb(app, ctx, "env", "Print how this binary was built");
 //     cmd.callback([&ctx] { ctx.json ? print_json() : print_text(); });
@@ -16,7 +16,7 @@
 
 namespace shardplan::cli {
 
-// The process exit status (docs/architecture.md "Errors and exit codes"). Only main() turns errors
+// The process exit status (docs/architecture.md "Errors and exit codes"). Only run() (run.cpp) turns errors
 // into these.
 enum class ExitCode : int {
   kOk = 0,
@@ -27,11 +27,11 @@ enum class ExitCode : int {
   kBadInput = 2,
 };
 
-// Runtime failures are shardplan::RuntimeFailure (tensor/base/error.h): main() prints
+// Runtime failures are shardplan::RuntimeFailure (tensor/base/error.h): run() prints
 // "shardplan: error: <what>" and exits with kRuntimeFailure.
 using RuntimeFailure = ::shardplan::RuntimeFailure;
 
-// State shared by all verbs; main() owns it and it outlives the parse, so callbacks may capture it.
+// State shared by all verbs; run() owns it and it outlives the parse, so callbacks may capture it.
 struct CliContext {
   // --json: exactly one JSON document on stdout, nothing else.
   bool json = false;

@@ -32,7 +32,7 @@ nlohmann::ordered_json build_environment() {
   return env;
 }
 
-void print_text(const nlohmann::ordered_json& env) {
+void print_env_text(const nlohmann::ordered_json& env) {
   size_t width = 0;
   for (const auto& [key, value] : env.items()) width = std::max(width, key.size());
   for (const auto& [key, value] : env.items()) {
@@ -58,7 +58,7 @@ void register_env(CLI::App& app, CliContext& ctx) {
     if (ctx.json) {
       std::cout << env.dump(2) << '\n';
     } else {
-      print_text(env);
+      print_env_text(env);
     }
   });
 }

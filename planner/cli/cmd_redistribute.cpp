@@ -25,6 +25,7 @@
 #include "collectives/topology.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
+#include "planner/cli/text_format.h"
 #include "tensor/base/error.h"
 
 namespace shardplan::cli {
@@ -51,12 +52,6 @@ collectives::Cluster sized_cluster(const RedistributeOptions& o, int64_t mesh_si
   SP_CHECK(c.network.has_value(), "--cluster ", o.cluster, ": one node of ", per_node,
            " devices and no network, but the mesh has ", mesh_size, " ranks");
   return collectives::with_nodes(std::move(c), (mesh_size + per_node - 1) / per_node);
-}
-
-std::string bracketed(std::span<const int64_t> v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
 }
 
 void print_json(const RedistributeOptions& o, const collectives::RedistributePlan& plan,

@@ -16,6 +16,7 @@
 #include "mesh/shard_spec.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
+#include "planner/cli/text_format.h"
 
 namespace shardplan::cli {
 namespace {
@@ -24,12 +25,6 @@ struct ShardOptions {
   TensorMeshArgs tensor_mesh;
   std::string placements;  // --placements S0,R
 };
-
-std::string bracketed(std::span<const int64_t> v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
 
 // The rank rows, walked in rank order of the mesh array (row-major positions).
 template <typename Row>

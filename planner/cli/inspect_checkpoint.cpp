@@ -78,7 +78,7 @@ void print_check(const nlohmann::json& check) {
   list("tied_omitted", "tied, omitted   ");
 }
 
-void print_text(const ordered_json& r) {
+void print_checkpoint_text(const ordered_json& r) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : r["tensors"]) {
     rows.push_back({t["name"].get<std::string>(), t["dtype"].get<std::string>(), dims(t["shape"]),
@@ -123,7 +123,7 @@ void run_inspect_checkpoint(const CheckpointInspectOptions& o, CliContext& ctx) 
   if (ctx.json) {
     std::cout << r.dump(2) << '\n';
   } else {
-    print_text(r);
+    print_checkpoint_text(r);
   }
   if (o.strict && r.contains("check") && !r["check"]["loadable"].get<bool>()) {
     ctx.exit_code = ExitCode::kRuntimeFailure;

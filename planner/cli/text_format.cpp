@@ -31,4 +31,10 @@ std::string dims(const nlohmann::json& list) {
   return out + "]";
 }
 
+std::string bracketed(std::span<const int64_t> v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
 }  // namespace shardplan::cli

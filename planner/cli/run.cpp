@@ -1,0 +1,109 @@
+// The command line, whole: builds the verb list, parses, runs the chosen verb, and is the only place
+// where errors become exit codes (docs/architecture.md "Errors and exit codes"):
+//   shardplan::Error, command-line errors -> "shardplan: error: ..."                     exit 2
+//   shardplan::RuntimeFailure            -> "shardplan: error: ..."                     exit 1
+//   shardplan::InternalError (SP_ASSERT) -> "shardplan: internal error at file:line: ..." exit 1
+//   any other exception                  -> "shardplan: internal error: ..."            exit 1
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/cli/cli_common.h"
+#include "planner/cli/run.h"
+#include "shardplan/build_info.h"
+#include "tensor/base/error.h"
+
+namespace shardplan::cli {
+// The verbs, each defined in planner/cli/cmd_<verb>.cpp. To add one: declare it here and list it in
+// kVerbs below (the CMake glob picks up the new file).
+void register_calibrate(CLI::App& app, CliContext& ctx);
+void register_collective(CLI::App& app, CliContext& ctx);
+void register_env(CLI::App& app, CliContext& ctx);
+void register_inspect(CLI::App& app, CliContext& ctx);
+void register_redistribute(CLI::App& app, CliContext& ctx);
+void register_shard(CLI::App& app, CliContext& ctx);
+}  // namespace shardplan::cli
+
+namespace {
+
+using RegisterVerb = void (*)(CLI::App&, shardplan::cli::CliContext&);
+constexpr RegisterVerb kVerbs[] = {
+    &shardplan::cli::register_calibrate,
+    &shardplan::cli::register_collective,
+    &shardplan::cli::register_env,
+    &shardplan::cli::register_inspect,
+    &shardplan::cli::register_redistribute,
+    &shardplan::cli::register_shard,
+};
+
+// Errors are one line on stderr (scripts grep them); a message with newlines is folded into one.
+int report(std::string_view prefix, std::string message, shardplan::cli::ExitCode code) {
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  std::cerr << "shardplan: " << prefix << ": " << message << '\n';
+  return static_cast<int>(code);
+}
+
+// CLI11's messages name the bad token, except when no verb was recognised: it then only says "A
+// subcommand is required", so name the unexpected word (and, for a verb, the verbs there are).
+std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+  const std::vector<std::string> extras = app.remaining();
+  if (app.get_subcommands().empty() && !extras.empty() && extras.front().rfind('-', 0) == 0) {
+    return "unknown option '" + extras.front() + "' (see 'shardplan --help')";
+  }
+  if (app.get_subcommands().empty() && !extras.empty()) {
+    std::string verbs;
+    for (const CLI::App* verb : app.get_subcommands({})) {
+      verbs += (verbs.empty() ? "" : ", ") + verb->get_name();
+    }
+    return "unknown verb '" + extras.front() + "', expected one of: " + verbs;
+  }
+  return std::string(e.what()) + " (see 'shardplan --help')";
+}
+
+int run_parsed(int argc, char** argv) {
+  using shardplan::cli::ExitCode;
+  shardplan::cli::CliContext ctx;
+  CLI::App app{"shardplan: plan how to shard a model over a cluster, on meta tensors", "shardplan"};
+  try {
+    app.set_version_flag("--version", "shardplan " SHARDPLAN_VERSION);
+    app.add_flag("--json", ctx.json, "Print one JSON document on stdout instead of text");
+    app.require_subcommand(1);
+    for (RegisterVerb register_verb : kVerbs) register_verb(app, ctx);
+    // The chosen verb runs inside parse(), from its callback, once the whole command line is valid.
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version: print them, succeed
+    return report("error", parse_error_message(app, e), ExitCode::kBadInput);
+  } catch (const shardplan::Error& e) {
+    return report("error", e.what(), ExitCode::kBadInput);
+  } catch (const shardplan::RuntimeFailure& e) {
+    return report("error", e.what(), ExitCode::kRuntimeFailure);
+  } catch (const shardplan::InternalError& e) {
+    return report("internal error", std::string("at ") + e.what(), ExitCode::kRuntimeFailure);
+  } catch (const std::exception& e) {
+    return report("internal error", e.what(), ExitCode::kRuntimeFailure);
+  }
+  return static_cast<int>(ctx.exit_code);
+}
+
+}  // namespace
+
+namespace shardplan::cli {
+
+int run(int argc, char** argv) {
+  // Last resort, for what escapes run_parsed() (a non-std exception, or one thrown while
+  // reporting): still one line and exit 1, never std::terminate's abort.
+  try {
+    return run_parsed(argc, argv);
+  } catch (...) {
+    std::fputs("shardplan: internal error: unknown exception\n", stderr);
+    return static_cast<int>(ExitCode::kRuntimeFailure);
+  }
+}
+
+}  // namespace shardplan::cli
