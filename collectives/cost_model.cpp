@@ -325,7 +325,15 @@ constexpr EnumName<nccl::Proto> kProtoNames[] = {
 std::string_view to_string(Algorithm a) { return enum_name(a, kAlgorithmNames); }
 
 Algorithm parse_algorithm(std::string_view s) {
-  return parse_enum_name(s, kAlgorithmNames, "algorithm");
+  // NCCL_ALGO's other values: real NCCL algorithms this model does not price (docs/cost-model.md
+  // §5.4), refused by name rather than as unknown.
+  constexpr std::string_view kUnpriced[] = {"nvlstree", "collnet_direct", "collnet_chain", "pat"};
+  for (std::string_view n : kUnpriced) {
+    SP_CHECK(!detail::names_equal(n, s, NameCase::kInsensitive), "algorithm '", s,
+             "' is NCCL's but shardplan's cost model does not price it, expected one of: ring, "
+             "tree, nvls, hierarchical (shardplan's intra/inter/intra phases), direct");
+  }
+  return parse_enum_name(s, kAlgorithmNames, "algorithm", NameCase::kInsensitive);
 }
 
 std::string_view to_string(nccl::Proto p) { return enum_name(p, kProtoNames); }

@@ -26,6 +26,8 @@ enum class Algorithm {
   kDirect,        // one message per peer at once (all_to_all, send_recv)
 };
 std::string_view to_string(Algorithm a);
+// Case-insensitive, as NCCL_ALGO is (Ring, ring); NCCL's nvlstree, collnet_direct,
+// collnet_chain and pat are refused as not priced. Throws shardplan::Error.
 Algorithm parse_algorithm(std::string_view s);
 std::string_view to_string(nccl::Proto p);
 

@@ -1,6 +1,7 @@
 #include "collectives/topology.h"
 
 #include <algorithm>
+#include <cmath>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <limits>
@@ -279,7 +280,17 @@ GroupLinks Topology::group_links(std::span<const int64_t> devices, int64_t shari
       p.through_spine
           ? std::min(p.bottleneck_gbps, net.nic_bandwidth_gbps.value / net.oversubscription.value)
           : p.bottleneck_gbps;
-  out.inter_bandwidth_gbps = net.nics_per_node.value * nic / static_cast<double>(sharing);
+  // Rails: GPU i drives NIC i * nics / gpus (the graph's GPU-NIC edges), and NCCL keeps a rank's
+  // traffic on its own rail NIC(s); a NIC behind another GPU is a PCIe/CPU hop away. So a node with
+  // k ranks in traffic (the groups sharing its NICs, times this group's ranks there) uses
+  // ceil(k * nics / gpus) of its NICs, at most all of them: one rank per node of a DGX H100 gets
+  // one 400 Gb/s NIC, not eight (docs/cost-model.md §5.5 "Rails").
+  const double nics = net.nics_per_node.value;
+  const double busy_gpus =
+      std::min(static_cast<double>(sharing) * static_cast<double>(out.ranks_per_node),
+               static_cast<double>(ppn));
+  const double usable_nics = std::min(nics, std::ceil(busy_gpus * nics / static_cast<double>(ppn)));
+  out.inter_bandwidth_gbps = usable_nics * nic / static_cast<double>(sharing);
   // Per rank, at most one NIC: NCCL cannot aggregate NICs for point-to-point traffic such as
   // alltoall (sjeaugey, NVIDIA/nccl-tests#267; docs/cost-model.md §5.2).
   out.nic_bandwidth_gbps =

@@ -1,9 +1,14 @@
 #include "tensor/dtype.h"
 
 #include <array>
+#include <iterator>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/nearest_name.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -99,16 +104,32 @@ bool try_parse_dtype(std::string_view name, DType* out) {
       return true;
     }
   }
+  // Users write BF16 and Float32 as often as bf16: a second, case-insensitive pass (the exact one
+  // above stays the fast path of the timed parsers).
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (detail::names_equal(kNames[i], name, NameCase::kInsensitive)) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
+  }
+  for (const auto& [alias, t] : kAliases) {
+    if (detail::names_equal(alias, name, NameCase::kInsensitive)) {
+      *out = t;
+      return true;
+    }
+  }
   return false;
 }
 
 DType parse_dtype(std::string_view name) {
   DType t;
-  SP_CHECK(try_parse_dtype(name, &t), "unknown dtype '", name,
-           "'; expected one of bool, uint8, int8, int16, int32, int64, float8_e4m3fn, "
-           "float8_e5m2, float16, bfloat16, float32, float64, complex64, complex128 "
-           "(or an alias such as bf16, fp16, fp32)");
-  return t;
+  if (try_parse_dtype(name, &t)) return t;
+  std::vector<std::string> names(std::begin(kNames), std::end(kNames));
+  for (const auto& alias : kAliases) names.emplace_back(alias.first);
+  SP_FAIL("unknown dtype '", name, "'", did_you_mean(name, names),
+          "; expected one of bool, uint8, int8, int16, int32, int64, float8_e4m3fn, "
+          "float8_e5m2, float16, bfloat16, float32, float64, complex64, complex128 "
+          "(or an alias such as bf16, fp16, fp32)");
 }
 
 std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <random>
 
 #include "tensor/base/error.h"
@@ -20,6 +21,8 @@ CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
   cmd->add_flag("--json", ctx.json, "Print one JSON document on stdout instead of text");
   return *cmd;
 }
+
+void print_json_document(const nlohmann::ordered_json& doc) { std::cout << doc.dump() << '\n'; }
 
 namespace {
 

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -43,6 +44,10 @@ struct CliContext {
 // options.
 CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
                    const std::string& description);
+
+// Prints a verb's --json document: one compact line on stdout, the same formatting for every verb
+// (docs/user-guide.md "JSON conventions"; `jq .` pretty-prints it).
+void print_json_document(const nlohmann::ordered_json& doc);
 
 // Writes `contents` to a temporary file in the directory of `path`, flushes it to disk, then
 // renames it over `path`: readers see the old file or the complete new one, never a partial one.

@@ -5,8 +5,8 @@
 // Each --log takes one or more comma-separated files and pairs with the --link at the same
 // position (a single --link applies to every --log). Record the logs with NCCL_ALGO=Ring: the fit
 // is the cost model's ring formula. --json prints {"cluster", "out", "logs": [{"file", "kind",
-// "ranks", "nodes", "points", "latency_us", "busbw_gbps", "rms_relative_residual"}], "links":
-// [{"link", "latency_us", "bandwidth_gbps", "previous_latency_us", "previous_bandwidth_gbps",
+// "ranks", "nodes", "points", "latency_s", "busbw_gbps", "rms_relative_residual"}], "links":
+// [{"link", "latency_s", "bandwidth_gbps", "previous_latency_s", "previous_bandwidth_gbps",
 // "points", "rms_relative_residual"}]}.
 // Measuring the collectives itself under mpirun waits for the runtime Communicator.
 #include <iomanip>
@@ -94,21 +94,21 @@ void print_json(const CalibrateOptions& o, const collectives::CalibrationResult&
                          {"ranks", f.ranks},
                          {"nodes", f.nodes},
                          {"points", f.points},
-                         {"latency_us", f.latency_us},
+                         {"latency_s", f.latency_us * 1e-6},
                          {"busbw_gbps", f.busbw_gbps},
                          {"rms_relative_residual", f.rms_relative_residual}});
   }
   j["links"] = nlohmann::ordered_json::array();
   for (const collectives::LinkFit& l : r.links) {
     j["links"].push_back({{"link", link_name(r.cluster, l.link)},
-                          {"latency_us", l.latency_us},
+                          {"latency_s", l.latency_us * 1e-6},
                           {"bandwidth_gbps", l.bandwidth_gbps},
-                          {"previous_latency_us", l.previous_latency_us},
+                          {"previous_latency_s", l.previous_latency_us * 1e-6},
                           {"previous_bandwidth_gbps", l.previous_bandwidth_gbps},
                           {"points", l.points},
                           {"rms_relative_residual", l.rms_relative_residual}});
   }
-  std::cout << j.dump() << '\n';
+  print_json_document(j);
 }
 
 }  // namespace

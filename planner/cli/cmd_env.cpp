@@ -56,7 +56,7 @@ void register_env(CLI::App& app, CliContext& ctx) {
   cmd.callback([&ctx] {
     const nlohmann::ordered_json env = build_environment();
     if (ctx.json) {
-      std::cout << env.dump(2) << '\n';
+      print_json_document(env);
     } else {
       print_env_text(env);
     }

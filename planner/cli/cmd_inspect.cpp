@@ -160,7 +160,7 @@ void register_inspect(CLI::App& app, CliContext& ctx) {
       doc["storages"] = sum.storages;
       doc["parameters"] = sum.parameters;
       doc["bytes"] = sum.bytes;
-      std::cout << doc.dump(2) << '\n';
+      print_json_document(doc);
     } else {
       print_text(rows, sum);
     }

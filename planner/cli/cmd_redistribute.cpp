@@ -2,11 +2,13 @@
 // (collectives/redistribute_plan.h), in the greedy order PyTorch uses or the min-cost order, and,
 // on a cluster, what each step costs (collectives/redistribute_cost.h).
 //   shardplan redistribute --shape 8,8 --dtype bf16 --mesh 2x2 --from S0,R --to R,S1
-//       [--planner greedy|min-cost] [--cluster dgx-h100 [--nodes N | --gpus N]] [--json]
-// --json prints {"steps":[{"mesh_dim":0,"op":"all_gather","from":"S0","to":"R","group_size":2,
-// "bytes_per_rank":...,"local_shape_before":[...],"local_shape_after":[...]}],"collectives":N,
-// "planner":"greedy","from":"S0,R","to":"R,S1"}; steps gain "mesh_dim_name" with --mesh-names, and
-// with --cluster "time_s", the document "cluster" and "total_time_s".
+//       [--planner greedy|min-cost] [--cluster dgx-h100 [--nodes N | --ranks-per-node K]] [--json]
+// The mesh's ranks sit on nodes by collectives/rank_placement.h (--nodes 2: mesh ranks 0-3 on node
+// 0, 4-7 on node 1). --json prints {"shape", "dtype", "mesh": {"shape", "names"}, "steps":
+// [{"mesh_dim", "op", "from", "to", "group_size", "bytes_per_rank", "local_shape_before",
+// "local_shape_after", "bytes_per_rank_buffer"}], "collectives", "planner", "from", "to",
+// "bytes_moved_per_rank"}; steps gain "mesh_dim_name" with --mesh-names, and with --cluster "time_s", the document "cluster",
+// "placement", "mesh_dims" (which cross nodes) and "total_time_s".
 // min-cost minimises bytes moved per rank, or the time on the cluster's links when one is given.
 #include <iomanip>
 #include <iostream>
@@ -25,6 +27,7 @@
 #include "collectives/topology.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
+#include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
 #include "tensor/base/error.h"
 
@@ -36,55 +39,85 @@ struct RedistributeOptions {
   std::string from;                // --from S0,R
   std::string to;                  // --to R,S1
   std::string planner = "greedy";  // --planner
-  std::string cluster;             // --cluster NAME_OR_PATH
-  int64_t nodes = 0;               // --nodes (0: not given)
-  int64_t gpus = 0;                // --gpus (0: not given)
+  PlacementArgs where;             // --cluster, --gpus, --nodes, --ranks-per-node
 };
 
-// The cluster the mesh runs on. Without --nodes/--gpus: just enough of it for the mesh (whole
-// nodes once the mesh outgrows one).
-collectives::Cluster sized_cluster(const RedistributeOptions& o, int64_t mesh_size) {
-  collectives::Cluster c = collectives::load_cluster(collectives::resolve_cluster(o.cluster));
-  if (o.nodes > 0) return collectives::with_nodes(std::move(c), o.nodes);
-  if (o.gpus > 0) return collectives::with_gpus(std::move(c), o.gpus);
-  const int64_t per_node = collectives::gpus_per_node(c);
-  if (mesh_size <= per_node) return collectives::with_gpus(std::move(c), mesh_size);
-  SP_CHECK(c.network.has_value(), "--cluster ", o.cluster, ": one node of ", per_node,
-           " devices and no network, but the mesh has ", mesh_size, " ranks");
-  return collectives::with_nodes(std::move(c), (mesh_size + per_node - 1) / per_node);
+// What the plan costs: per-step time and links on a cluster, or only bytes without one.
+struct Priced {
+  std::optional<collectives::PlanPrice> price;
+  std::optional<collectives::RankPlacement> placement;
+  std::vector<collectives::GroupLinks> dims;  // per mesh dim; empty without a cluster
+};
+
+// Which buffer bytes_per_rank measures: nccl-tests' size S, the output of an all_gather, the input
+// of a reduce_scatter, both (equal) for all_reduce and all_to_all; local_chunk: what the rank keeps.
+std::string_view buffer_of(collectives::StepOp op) {
+  switch (op) {
+    case collectives::StepOp::kAllGather:
+    case collectives::StepOp::kLocalChunk:
+      return "output";
+    case collectives::StepOp::kReduceScatter:
+      return "input";
+    case collectives::StepOp::kAllReduce:
+    case collectives::StepOp::kAllToAll:
+      return "input_and_output";
+    case collectives::StepOp::kNoop:
+      return "none";
+  }
+  return "none";
+}
+
+// What min-cost minimises without a cluster: the bytes one rank sends over all steps, counted the
+// nccl-tests way (docs/cost-model.md "Bytes moved").
+int64_t bytes_moved(const collectives::RedistributePlan& plan) {
+  return static_cast<int64_t>(collectives::plan_cost(plan, collectives::bytes_moved_cost));
 }
 
 void print_json(const RedistributeOptions& o, const collectives::RedistributePlan& plan,
-                const std::optional<collectives::PlanPrice>& price) {
-  nlohmann::ordered_json j = collectives::to_json(plan);
+                const Priced& priced) {
+  const std::optional<collectives::PlanPrice>& price = priced.price;
+  nlohmann::ordered_json j = tensor_mesh_json(plan.source);
+  const nlohmann::ordered_json steps = collectives::to_json(plan);  // items() must not outlive it
+  for (const auto& [key, value] : steps.items()) j[key] = value;
   const std::vector<std::string>& names = plan.source.mesh.dim_names();
-  if (!names.empty()) {
-    for (auto& step : j["steps"]) {
-      step["mesh_dim_name"] = names[step["mesh_dim"].get<size_t>()];
-    }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    nlohmann::ordered_json& step = j["steps"][i];
+    step["bytes_per_rank_buffer"] = buffer_of(plan.steps[i].op);
+    if (!names.empty()) step["mesh_dim_name"] = names[static_cast<size_t>(plan.steps[i].mesh_dim)];
   }
   j["planner"] = o.planner;
   j["from"] = mesh::to_string(plan.source.placements);
   j["to"] = mesh::to_string(plan.target.placements);
+  j["bytes_moved_per_rank"] = bytes_moved(plan);
   if (price) {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const auto& c = price->steps[i];
       j["steps"][i]["time_s"] = c ? c->time_s : 0.0;
     }
-    j["cluster"] = o.cluster;
+    j["cluster"] = o.where.cluster;
+    j["placement"] = placement_json(o.where, *priced.placement);
+    j["mesh_dims"] = mesh_dims_json(priced.dims, plan.source.mesh.dim_names());
     j["total_time_s"] = price->total_time_s;
   }
-  std::cout << j.dump() << '\n';
+  print_json_document(j);
 }
 
 void print_text(const RedistributeOptions& o, const collectives::RedistributePlan& plan,
-                const std::optional<collectives::PlanPrice>& price) {
+                const Priced& priced) {
+  const std::optional<collectives::PlanPrice>& price = priced.price;
   const mesh::ShardSpec& s = plan.source;
   std::cout << "tensor   " << bracketed(s.shape) << ' ' << s.dtype << '\n'
             << "mesh     " << s.mesh << '\n'
             << "from     " << mesh::to_string(s.placements) << '\n'
             << "to       " << mesh::to_string(plan.target.placements) << '\n'
-            << "planner  " << o.planner << (price ? " on " + o.cluster : "") << "\n\n";
+            << "planner  " << o.planner << (price ? " on " + o.where.cluster : "") << '\n';
+  if (price) {
+    const collectives::RankPlacement& p = *priced.placement;
+    std::cout << "ranks    " << p.world << " on " << p.nodes << " node(s), " << p.ranks_per_node
+              << " per node\n"
+              << mesh_dims_text(priced.dims, s.mesh.dim_names());
+  }
+  std::cout << '\n';
   std::vector<std::vector<std::string>> rows = {
       {"step", "mesh_dim", "change", "op", "group", "bytes_per_rank", "local_shape"}};
   if (price) rows[0].push_back("time_us");
@@ -117,7 +150,8 @@ void print_text(const RedistributeOptions& o, const collectives::RedistributePla
     while (!line.empty() && line.back() == ' ') line.pop_back();
     std::cout << line << '\n';
   }
-  std::cout << '\n' << plan.steps.size() << " steps, " << plan.num_collectives() << " collectives";
+  std::cout << '\n' << plan.steps.size() << " steps, " << plan.num_collectives() << " collectives, "
+            << with_commas(bytes_moved(plan)) << " bytes moved per rank";
   if (price) {
     std::cout << ", " << std::fixed << std::setprecision(3) << price->total_time_s * 1e6
               << " us in total";
@@ -144,19 +178,8 @@ void register_redistribute(CLI::App& app, CliContext& ctx) {
                  "time on --cluster)")
       ->check(CLI::IsMember({"greedy", "min-cost"}))
       ->type_name("NAME");
-  CLI::Option* cluster =
-      cmd.add_option("--cluster", opts->cluster,
-                     "Price each step on this cluster (configs/clusters name or path)")
-          ->type_name("NAME");
-  CLI::Option* nodes = cmd.add_option("--nodes", opts->nodes, "Nodes of the cluster")
-                           ->check(CLI::PositiveNumber)
-                           ->needs(cluster)
-                           ->type_name("N");
-  cmd.add_option("--gpus", opts->gpus, "GPUs of the cluster (instead of --nodes)")
-      ->check(CLI::PositiveNumber)
-      ->needs(cluster)
-      ->excludes(nodes)
-      ->type_name("N");
+  add_placement_options(cmd, opts->where, /*cluster_required=*/false,
+                        "Price each step on this cluster (configs/clusters name or path)");
   cmd.callback([&ctx, opts] {
     const mesh::ShardSpec source =
         opts->tensor_mesh.shard_spec(parse_placements_option(opts->from, "--from"));
@@ -164,10 +187,14 @@ void register_redistribute(CLI::App& app, CliContext& ctx) {
     // Empty shards are valid on both sides (distribute_tensor's rule, docs/semantics.md §2.4): the
     // planners pad them like any uneven shard, and refuse (checked_target) what DTensor refuses.
 
+    Priced priced;
     std::optional<std::vector<collectives::GroupLinks>> links;
-    if (!opts->cluster.empty()) {
-      const collectives::Topology topo(sized_cluster(*opts, source.mesh.size()));
-      links = collectives::mesh_dim_links(topo, source.mesh.shape());
+    if (!opts->where.cluster.empty()) {
+      const Placed placed = opts->where.place(source.mesh.size());
+      links = collectives::mesh_dim_links(placed.topology, source.mesh.shape(),
+                                          placed.placement.devices());
+      priced.placement = placed.placement;
+      priced.dims = *links;
     }
     const collectives::RedistributePlan plan =
         opts->planner == "greedy"
@@ -176,9 +203,8 @@ void register_redistribute(CLI::App& app, CliContext& ctx) {
                   source, target,
                   links ? collectives::link_time_cost(*links)
                         : collectives::StepCostFn(collectives::bytes_moved_cost));
-    std::optional<collectives::PlanPrice> price;
-    if (links) price = collectives::price_plan(plan, *links);
-    ctx.json ? print_json(*opts, plan, price) : print_text(*opts, plan, price);
+    if (links) priced.price = collectives::price_plan(plan, *links);
+    ctx.json ? print_json(*opts, plan, priced) : print_text(*opts, plan, priced);
   });
 }
 

@@ -1,7 +1,8 @@
 // `shardplan shard`: where every rank's shard of one tensor lies (mesh/shard_spec.h): its mesh
 // coordinate, local shape, global offset and local bytes, one row per rank in rank order.
 //   shardplan shard --shape 10,5 --dtype bf16 --mesh 2x2 [--mesh-names dp,tp] --placements S0,S0
-// --json prints {"ranks":[{"rank":0,"coord":[0,0],"local_shape":[3,5],"global_offset":[0,0],
+// --json prints {"shape":[10,5],"dtype":"bfloat16","mesh":{"shape":[2,2]},"placements":"S0,S0",
+// "ranks":[{"rank":0,"coord":[0,0],"local_shape":[3,5],"global_offset":[0,0],
 // "bytes":30},...]}. Like PyTorch's distribute_tensor, more shards than elements on a dim is a
 // valid layout: the trailing ranks hold empty shards whose global offset is the dim's size
 // (docs/semantics.md §2.4). is_tensor_shardable only filters op strategies, it does not refuse a
@@ -37,8 +38,13 @@ void for_each_rank(const mesh::ShardSpec& spec, Row&& row) {
 }
 
 void print_json(const mesh::ShardSpec& spec) {
-  // Written piecewise: a mesh of 100,000 ranks would make a large nlohmann tree for nothing.
-  std::string out = "{\"ranks\":[";
+  // Written piecewise: a mesh of 100,000 ranks would make a large nlohmann tree for nothing. The
+  // inputs come first, as in every verb's document.
+  nlohmann::ordered_json head = tensor_mesh_json(spec);
+  head["placements"] = to_string(spec.placements);
+  std::string out = head.dump();
+  out.pop_back();  // the closing brace: the ranks follow
+  out += ",\"ranks\":[";
   bool first = true;
   const int64_t itemsize = tensor::itemsize(spec.dtype);
   for_each_rank(spec, [&](int64_t rank, const mesh::MeshCoord& coord, const mesh::LocalShard& s) {

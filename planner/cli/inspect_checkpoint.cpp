@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/cli/text_format.h"
@@ -67,13 +68,23 @@ void print_check(const nlohmann::json& check) {
   };
   list("missing", "missing         ");
   list("unexpected", "unexpected      ");
-  for (const char* key : {"shape_mismatches", "dtype_mismatches"}) {
-    for (const auto& m : check[key]) {
-      std::cout << "  " << (key[0] == 's' ? "shape mismatch    " : "dtype (warning)   ")
-                << m["name"].get<std::string>() << ": checkpoint " << dims(m["actual_shape"]) << ' '
-                << m["actual_dtype"].get<std::string>() << ", model " << dims(m["expected_shape"])
-                << ' ' << m["expected_dtype"].get<std::string>() << '\n';
-    }
+  for (const auto& m : check["shape_mismatches"]) {
+    std::cout << "  shape mismatch    " << m["name"].get<std::string>() << ": checkpoint "
+              << dims(m["actual_shape"]) << ' ' << m["actual_dtype"].get<std::string>()
+              << ", model " << dims(m["expected_shape"]) << ' '
+              << m["expected_dtype"].get<std::string>() << '\n';
+  }
+  // A checkpoint saved in another precision differs on every tensor: one line per pair of dtypes,
+  // with a count and the first few names, not one warning per tensor.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> by_pair;
+  for (const auto& m : check["dtype_mismatches"]) {
+    by_pair[{m["actual_dtype"].get<std::string>(), m["expected_dtype"].get<std::string>()}]
+        .push_back(m["name"].get<std::string>());
+  }
+  for (const auto& [pair, names] : by_pair) {
+    std::cout << "  dtype (warning)   " << names.size() << " tensor(s) are " << pair.first
+              << " in the checkpoint, " << pair.second << " in the model: "
+              << name_list(nlohmann::json(names)) << '\n';
   }
   list("tied_omitted", "tied, omitted   ");
 }
@@ -121,7 +132,7 @@ void run_inspect_checkpoint(const CheckpointInspectOptions& o, CliContext& ctx) 
   SP_CHECK(!o.strict || !o.config.empty(), "inspect: --strict needs --config to check against");
   const ordered_json r = planner::checkpoint_report(o.checkpoint, o.config);
   if (ctx.json) {
-    std::cout << r.dump(2) << '\n';
+    print_json_document(r);
   } else {
     print_checkpoint_text(r);
   }

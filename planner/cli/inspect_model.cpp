@@ -23,9 +23,10 @@ std::string fmt(const char* f, double v) {
 
 void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
   cmd.add_option("--model", o.model,
-                 "A model: a name in configs/models/ (llama3-70b, gpt2, ...), a path to a "
-                 "Hugging Face config.json, or a .safetensors file / model.safetensors.index.json "
-                 "with its config.json beside it")
+                 "A model, one of: a name in configs/models/ (llama3-70b, gpt2, ...; any case); "
+                 "a path to a Hugging Face config.json; a checkpoint folder (sharded, ./sharded, "
+                 "/data/llama; looked at before the names); a .safetensors file or "
+                 "model.safetensors.index.json. A checkpoint needs its config.json beside it")
       ->type_name("NAME_OR_PATH");
   cmd.add_option("--seq", o.seq,
                  "Tokens per sequence of the traced forward (with --model); default: the model's "
@@ -41,7 +42,7 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
     int64_t batch;
   } o{r["seq"].get<int64_t>(), r["batch"].get<int64_t>()};
   if (ctx.json) {
-    std::cout << r.dump(2) << '\n';
+    print_json_document(r);
     return;
   }
   std::cout << "model        " << r["model"].get<std::string>() << " ("
@@ -55,7 +56,7 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
               << human_bytes(ck["bytes"].get<double>()) << ", fits the model\n";
   }
   const auto params = r["parameters"].get<int64_t>();
-  std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f B)", params / 1e9) << '\n';
+  std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f billion)", params / 1e9) << '\n';
   for (const auto& [kind, n] : r["parameters_by_kind"].items()) {
     std::printf("  %-10s %s\n", kind.c_str(), with_commas(n.get<int64_t>()).c_str());
   }

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,13 +35,17 @@ struct TensorMeshArgs {
   mesh::ShardSpec shard_spec(std::vector<mesh::Placement> placements) const;
 };
 
+// The inputs every --json document of a tensor on a mesh echoes: {"shape": [10, 5], "dtype":
+// "bfloat16", "mesh": {"shape": [2, 2], "names": ["dp", "tp"]}} (names only when given).
+nlohmann::ordered_json tensor_mesh_json(const mesh::ShardSpec& spec);
+
 // Adds --shape, --dtype, --mesh and --mesh-names to `cmd`, bound to `args` (which must outlive the
 // parse: keep it in a shared_ptr captured by the callback).
 void add_tensor_mesh_options(CLI::App& cmd, TensorMeshArgs& args);
 
 // "10,5" -> {10, 5}; also "[10, 5]" and "10x5". Sizes >= 0. `option` names the flag in errors.
 std::vector<int64_t> parse_int_list(std::string_view text, std::string_view option);
-// "2x4" -> {2, 4} (also "2,4"); every size >= 1.
+// "2x4" -> {2, 4}, "8" -> {8}; every size >= 1. Commas are refused: one syntax for meshes.
 std::vector<int64_t> parse_mesh_shape(std::string_view text);
 // "dp,tp" -> {"dp", "tp"}; "" -> {}.
 std::vector<std::string> parse_name_list(std::string_view text);

@@ -15,6 +15,7 @@
 #include "planner/cli/run.h"
 #include "shardplan/build_info.h"
 #include "tensor/base/error.h"
+#include "tensor/base/nearest_name.h"
 
 namespace shardplan::cli {
 // The verbs, each defined in planner/cli/cmd_<verb>.cpp. To add one: declare it here and list it in
@@ -48,21 +49,46 @@ int report(std::string_view prefix, std::string message, shardplan::cli::ExitCod
   return static_cast<int>(code);
 }
 
-// CLI11's messages name the bad token, except when no verb was recognised: it then only says "A
-// subcommand is required", so name the unexpected word (and, for a verb, the verbs there are).
+// The flags `verb` takes, spelt as on the command line ("--placements", "-h").
+std::vector<std::string> flag_names(const CLI::App& verb) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : verb.get_options()) {
+    for (const std::string& n : opt->get_lnames()) out.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) out.push_back("-" + n);
+  }
+  return out;
+}
+
+// CLI11 checks required options before it complains about unknown ones, so a misspelt flag
+// (--placement for --placements) would read "--placements is required". Name the unknown flag
+// first, with the nearest real one, and point at the verb's own help.
 std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
-  const std::vector<std::string> extras = app.remaining();
-  if (app.get_subcommands().empty() && !extras.empty() && extras.front().rfind('-', 0) == 0) {
-    return "unknown option '" + extras.front() + "' (see 'shardplan --help')";
-  }
-  if (app.get_subcommands().empty() && !extras.empty()) {
-    std::string verbs;
-    for (const CLI::App* verb : app.get_subcommands({})) {
-      verbs += (verbs.empty() ? "" : ", ") + verb->get_name();
+  const std::vector<std::string> extras = app.remaining(true);
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
+  if (chosen.empty()) {
+    if (!extras.empty() && extras.front().rfind('-', 0) == 0) {
+      return "unknown option '" + extras.front() + "' (see 'shardplan --help')";
     }
-    return "unknown verb '" + extras.front() + "', expected one of: " + verbs;
+    // CLI11 only says "A subcommand is required": name the unexpected word and the verbs.
+    std::vector<std::string> verbs;
+    for (const CLI::App* verb : app.get_subcommands({})) verbs.push_back(verb->get_name());
+    if (!extras.empty()) {
+      std::string list;
+      for (const std::string& v : verbs) list += (list.empty() ? "" : ", ") + v;
+      return "unknown verb '" + extras.front() + "'" +
+             shardplan::did_you_mean(extras.front(), verbs) + ", expected one of: " + list;
+    }
+    return std::string(e.what()) + " (see 'shardplan --help')";
   }
-  return std::string(e.what()) + " (see 'shardplan --help')";
+  const CLI::App& verb = *chosen.front();
+  const std::string help = " (see 'shardplan " + verb.get_name() + " --help')";
+  for (const std::string& word : extras) {
+    if (word.size() < 2 || word[0] != '-') continue;
+    const std::string flag = word.substr(0, word.find('='));
+    return "unknown option '" + flag + "' for '" + verb.get_name() + "'" +
+           shardplan::did_you_mean(flag, flag_names(verb)) + help;
+  }
+  return std::string(e.what()) + help;
 }
 
 int run_parsed(int argc, char** argv) {

@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <system_error>
 
+#include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/nearest_name.h"
 
 namespace shardplan {
 namespace fs = std::filesystem;
@@ -86,11 +88,20 @@ fs::path find_config(std::string_view kind, std::string_view name_or_path) {
     if (fs::is_regular_file(named, ec)) return named;
     searched += (searched.empty() ? "" : ", ") + (root / kind).string();
   }
+  // Names are case-insensitive (Llama3-70B is llama3-70b), as model hubs and cluster names are.
+  const std::vector<std::string> names = list_configs(kind);
+  for (const std::string& n : names) {
+    if (!detail::names_equal(n, name_or_path, NameCase::kInsensitive)) continue;
+    for (const fs::path& root : roots) {
+      const fs::path named = root / kind / (n + ".json");
+      if (fs::is_regular_file(named, ec)) return named;
+    }
+  }
   std::string known;
-  for (const std::string& n : list_configs(kind)) known += (known.empty() ? "" : ", ") + n;
-  SP_FAIL("unknown ", one, " '", name_or_path, "': not a file and not in ", searched,
-          "; expected one of: ", known.empty() ? "<none found>" : known,
-          " or a path to a .json file");
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  SP_FAIL("unknown ", one, " '", name_or_path, "'", did_you_mean(name_or_path, names),
+          ": not a file and not in ", searched, "; expected one of: ",
+          known.empty() ? "<none found>" : known, " or a path to a .json file");
 }
 
 }  // namespace shardplan

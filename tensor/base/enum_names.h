@@ -14,8 +14,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tensor/base/error.h"
+#include "tensor/base/nearest_name.h"
 
 namespace shardplan {
 
@@ -62,12 +64,16 @@ std::optional<E> find_enum_name(std::string_view name, std::span<const EnumName<
   return std::nullopt;
 }
 
-// The value named `name`; throws shardplan::Error "unknown <what> '<name>', expected one of: ...".
+// The value named `name`; throws shardplan::Error "unknown <what> '<name>' (did you mean 'x'?),
+// expected one of: ..." (the hint only when a name is close: tensor/base/nearest_name.h).
 template <typename E>
 E parse_enum_name(std::string_view name, std::span<const EnumName<E>> table, std::string_view what,
                   NameCase c = NameCase::kExact) {
   if (std::optional<E> v = find_enum_name(name, table, c)) return *v;
-  SP_FAIL("unknown ", what, " '", name, "', expected one of: ", enum_names_list(table));
+  std::vector<std::string> names;
+  for (const EnumName<E>& n : table) names.emplace_back(n.name);
+  SP_FAIL("unknown ", what, " '", name, "'", did_you_mean(name, names),
+          ", expected one of: ", enum_names_list(table));
 }
 
 // The same for a table written as a C array (template deduction does not see through the

@@ -16,7 +16,9 @@ bool names_a_checkpoint(std::string_view name_or_path) {
   const std::string_view s = name_or_path;
   if (s.ends_with(".safetensors") || s.ends_with(".safetensors.index.json")) return true;
   std::error_code ec;
-  return s.find('/') != std::string_view::npos && fs::is_directory(fs::path(s), ec);
+  // Any existing folder, "sharded" as well as "./sharded": like Hugging Face's from_pretrained, a
+  // local folder wins over a shipped config of the same name.
+  return !s.empty() && fs::is_directory(fs::path(s), ec);
 }
 
 namespace {

@@ -32,7 +32,8 @@ struct ModelSource {
 };
 
 // True for what read_checkpoint reads: a path ending in ".safetensors" or
-// ".safetensors.index.json", or an existing folder.
+// ".safetensors.index.json", or an existing folder (a bare relative name too: a local folder is
+// looked at before configs/models/, as Hugging Face's from_pretrained does).
 bool names_a_checkpoint(std::string_view name_or_path);
 
 // Resolves `name_or_path` (Note [A checkpoint names a model only with its config.json]). Throws

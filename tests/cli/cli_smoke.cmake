@@ -1,23 +1,7 @@
 # ctest `cli_smoke`: the shardplan binary keeps the CLI contract of docs/architecture.md §4. Run as
 #   cmake -DSHARDPLAN=<path to shardplan> -DEXPECTED_VERSION=0.1.0 -P cli_smoke.cmake
 
-# run(<expected exit code> <args...>): runs shardplan, checks the exit code, leaves OUT and ERR.
-function(run expected_rc)
-  execute_process(COMMAND "${SHARDPLAN}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  if(NOT rc STREQUAL "${expected_rc}")
-    message(FATAL_ERROR "shardplan ${ARGN}: exit ${rc}, expected ${expected_rc}\n"
-                        "stdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(OUT "${out}" PARENT_SCOPE)
-  set(ERR "${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect_match what regex text)
-  if(NOT text MATCHES "${regex}")
-    message(FATAL_ERROR "${what}: expected to match '${regex}', got:\n${text}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/smoke_helpers.cmake")
 
 run(0 --version)
 expect_match("--version" "^shardplan ${EXPECTED_VERSION}\n$" "${OUT}")
@@ -170,9 +154,9 @@ set(calibrated "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_calibrated_h100.json")
 file(REMOVE "${calibrated}")
 run(0 calibrate --cluster dgx-h100 --log "${logs}/all_reduce_perf_h100_8gpu.log" --link nvlink
     --out "${calibrated}" --json)
-string(JSON latency ERROR_VARIABLE json_error GET "${OUT}" links 0 latency_us)
+string(JSON latency ERROR_VARIABLE json_error GET "${OUT}" links 0 latency_s)
 string(JSON bandwidth GET "${OUT}" links 0 bandwidth_gbps)
-if(json_error OR latency LESS 0.4999 OR latency GREATER 0.5001 OR bandwidth LESS 349.999
+if(json_error OR latency LESS 4.999e-7 OR latency GREATER 5.001e-7 OR bandwidth LESS 349.999
    OR bandwidth GREATER 350.001)
   message(FATAL_ERROR "calibrate --json: expected 0.5 us and 350 GB/s ${json_error}\n${OUT}")
 endif()

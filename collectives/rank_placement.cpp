@@ -1,0 +1,57 @@
+#include "collectives/rank_placement.h"
+
+#include "tensor/base/error.h"
+
+namespace shardplan::collectives {
+
+std::vector<int64_t> RankPlacement::devices() const {
+  std::vector<int64_t> out(static_cast<size_t>(world));
+  for (int64_t r = 0; r < world; ++r) out[static_cast<size_t>(r)] = device_of(r);
+  return out;
+}
+
+RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
+  const int64_t per_node = gpus_per_node(c);
+  SP_CHECK(req.world >= 1, req.world, " ranks, expected a positive number of ranks");
+  SP_CHECK(req.nodes >= 0, "--nodes ", req.nodes, ", expected a positive number of nodes");
+  SP_CHECK(req.ranks_per_node >= 0, "--ranks-per-node ", req.ranks_per_node,
+           ", expected a positive number of ranks per node");
+  RankPlacement p;
+  p.world = req.world;
+  p.devices_per_node = per_node;
+  if (req.nodes > 0) {
+    SP_CHECK(req.world % req.nodes == 0, "--nodes ", req.nodes, " does not divide the ", req.world,
+             " ranks, expected a divisor of ", req.world,
+             " (every node holds the same number of ranks; without --nodes ranks fill nodes in "
+             "order)");
+    p.nodes = req.nodes;
+    p.ranks_per_node = req.world / req.nodes;
+    SP_CHECK(req.ranks_per_node == 0 || req.ranks_per_node == p.ranks_per_node, "--nodes ",
+             req.nodes, " and --ranks-per-node ", req.ranks_per_node, " place ",
+             req.ranks_per_node, " x ", req.nodes, " ranks, expected ", req.world,
+             " (give one of them, or a product of ", req.world, ")");
+  } else if (req.ranks_per_node > 0) {
+    SP_CHECK(req.world % req.ranks_per_node == 0, "--ranks-per-node ", req.ranks_per_node,
+             " does not divide the ", req.world, " ranks, expected a divisor of ", req.world);
+    p.ranks_per_node = req.ranks_per_node;
+    p.nodes = req.world / req.ranks_per_node;
+  } else {
+    p.ranks_per_node = req.world < per_node ? req.world : per_node;
+    p.nodes = req.world / per_node + (req.world % per_node != 0 ? 1 : 0);
+  }
+  SP_CHECK(p.ranks_per_node <= per_node, p.ranks_per_node, " ranks per node (", req.world,
+           " ranks on ", p.nodes, " node(s)) exceed the ", per_node, " accelerators of a ",
+           c.name, " node, expected at most ", per_node, " (at least ",
+           req.world / per_node + (req.world % per_node != 0 ? 1 : 0), " nodes)");
+  SP_CHECK(p.nodes == 1 || c.network.has_value(), "cluster ", c.name,
+           " is one machine without a network, but ", req.world, " ranks need ", p.nodes,
+           " nodes, expected at most ", per_node, " ranks");
+  return p;
+}
+
+Cluster cluster_for(Cluster c, const RankPlacement& p) {
+  if (p.nodes == 1) return with_gpus(std::move(c), p.ranks_per_node);
+  return with_nodes(std::move(c), p.nodes);
+}
+
+}  // namespace shardplan::collectives

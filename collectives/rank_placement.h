@@ -1,0 +1,56 @@
+// How a job's ranks sit on a cluster's nodes: the one mapping every verb, the planner and
+// `materialize` use (docs/user-guide.md "Ranks on nodes").
+//   RankPlacement p = place_ranks(cluster, {.world = 8, .nodes = 2});  // 4 ranks per node
+//   p.device_of(5) == 1 * 8 + 1                                       // node 1, its GPU 1
+//   Topology topo(cluster_for(cluster, p));
+//   auto dims = mesh_dim_links(topo, {2, 4}, p.devices());            // dim 0 crosses nodes
+//
+// Note [Ranks on nodes]: ranks are placed in blocks, consecutive ranks on one node, as
+// `mpirun --map-by ppr:K:node` (and torchrun, one launch per node) does: rank r runs on node
+// r / K as local rank r % K, which is also the GPU it drives. With the number of nodes or of ranks
+// per node asked for, every node holds the same K ranks, so the world size must divide evenly;
+// with neither, ranks fill whole nodes in order (K = the node's accelerators) and the last node
+// may hold fewer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collectives/cluster.h"
+
+namespace shardplan::collectives {
+
+// What the user asked for; 0 means "not given".
+struct RankPlacementRequest {
+  int64_t world = 0;           // ranks in the job (--gpus, a mesh's size, a group's size)
+  int64_t nodes = 0;           // --nodes
+  int64_t ranks_per_node = 0;  // --ranks-per-node
+};
+
+struct RankPlacement {
+  int64_t world = 1;
+  int64_t nodes = 1;
+  int64_t ranks_per_node = 1;    // K: ranks on every node (the last one may hold fewer)
+  int64_t devices_per_node = 1;  // the cluster's accelerators per node
+
+  int64_t node_of(int64_t rank) const { return rank / ranks_per_node; }
+  int64_t local_rank(int64_t rank) const { return rank % ranks_per_node; }
+  // Devices are numbered node-major, as in collectives/topology.h.
+  int64_t device_of(int64_t rank) const {
+    return node_of(rank) * devices_per_node + local_rank(rank);
+  }
+  // device_of(r) for r in [0, world): the device order mesh_dim_links takes.
+  std::vector<int64_t> devices() const;
+  friend bool operator==(const RankPlacement&, const RankPlacement&) = default;
+};
+
+// Places `req.world` ranks on `c`. Bad input is a shardplan::Error naming the flag and what was
+// expected: a world or node count below 1, a node count or ranks-per-node that does not divide the
+// world (or that disagree with each other), more ranks on a node than it has accelerators, more
+// than one node on a cluster without a network.
+RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req);
+
+// `c` sized to the nodes the placement uses (with_nodes, or with_gpus for less than one node).
+Cluster cluster_for(Cluster c, const RankPlacement& p);
+
+}  // namespace shardplan::collectives

@@ -1,0 +1,145 @@
+// Ranks on nodes (collectives/rank_placement.h, Note [Ranks on nodes]): blocks of consecutive
+// ranks per node, as `mpirun --map-by ppr:K:node` places them, checked against placements worked
+// out by hand, and what the blocks do to the links a mesh dim crosses (the rails rule of
+// Topology::group_links, docs/cost-model.md §5.5).
+#include "collectives/rank_placement.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <vector>
+
+#include "collectives/topology.h"
+#include "tensor/base/error.h"
+
+namespace shardplan::collectives {
+namespace {
+
+using ::testing::HasSubstr;
+
+Cluster dgx_h100() { return load_cluster(resolve_cluster("dgx-h100")); }  // 8 GPUs, 8 NICs
+
+std::string error_of(const Cluster& c, const RankPlacementRequest& req) {
+  try {
+    place_ranks(c, req);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlaceRanks, NodesSpreadTheWorldInEqualBlocks) {
+  // 8 ranks on 2 nodes: 4 per node; rank 5 is node 1's local rank 1, i.e. device 8 + 1.
+  const RankPlacement p = place_ranks(dgx_h100(), {.world = 8, .nodes = 2});
+  EXPECT_EQ(p.nodes, 2);
+  EXPECT_EQ(p.ranks_per_node, 4);
+  EXPECT_EQ(p.node_of(5), 1);
+  EXPECT_EQ(p.local_rank(5), 1);
+  EXPECT_EQ(p.device_of(5), 9);
+  EXPECT_EQ(p.devices(), (std::vector<int64_t>{0, 1, 2, 3, 8, 9, 10, 11}));
+}
+
+TEST(PlaceRanks, RanksPerNodeIsTheSameRequest) {
+  EXPECT_EQ(place_ranks(dgx_h100(), {.world = 8, .ranks_per_node = 4}),
+            place_ranks(dgx_h100(), {.world = 8, .nodes = 2}));
+  EXPECT_EQ(place_ranks(dgx_h100(), {.world = 8, .nodes = 2, .ranks_per_node = 4}).nodes, 2);
+}
+
+TEST(PlaceRanks, OneRankPerNodeSkipsWholeNodes) {
+  // 16 ranks on 16 nodes: rank r on GPU 0 of node r, device 8r.
+  const RankPlacement p = place_ranks(dgx_h100(), {.world = 16, .nodes = 16});
+  EXPECT_EQ(p.ranks_per_node, 1);
+  EXPECT_EQ(p.device_of(15), 120);
+}
+
+TEST(PlaceRanks, WithoutNodesRanksFillNodesInOrder) {
+  const RankPlacement small = place_ranks(dgx_h100(), {.world = 3});
+  EXPECT_EQ(small.nodes, 1);
+  EXPECT_EQ(small.ranks_per_node, 3);
+  // 20 ranks: nodes of 8, 8 and 4; rank 17 is the second GPU of node 2.
+  const RankPlacement p = place_ranks(dgx_h100(), {.world = 20});
+  EXPECT_EQ(p.nodes, 3);
+  EXPECT_EQ(p.ranks_per_node, 8);
+  EXPECT_EQ(p.device_of(17), 17);
+  EXPECT_EQ(cluster_for(dgx_h100(), p).gpus, 24);
+  EXPECT_EQ(cluster_for(dgx_h100(), small).gpus, 3);
+}
+
+TEST(PlaceRanks, BadRequestsNameTheFlagAndWhatWasExpected) {
+  const Cluster c = dgx_h100();
+  EXPECT_THAT(error_of(c, {.world = 8, .nodes = 3}),
+              HasSubstr("--nodes 3 does not divide the 8 ranks, expected a divisor of 8"));
+  EXPECT_THAT(error_of(c, {.world = 8, .ranks_per_node = 3}),
+              HasSubstr("--ranks-per-node 3 does not divide the 8 ranks"));
+  EXPECT_THAT(error_of(c, {.world = 8, .nodes = 2, .ranks_per_node = 2}),
+              HasSubstr("expected 8"));
+  // 32 ranks on 2 nodes would be 16 per node on 8-GPU nodes.
+  EXPECT_THAT(error_of(c, {.world = 32, .nodes = 2}),
+              HasSubstr("16 ranks per node (32 ranks on 2 node(s)) exceed the 8 accelerators"));
+  EXPECT_THAT(error_of(c, {.world = 0}), HasSubstr("expected a positive number of ranks"));
+  EXPECT_THAT(error_of(c, {.world = 8, .nodes = -1}),
+              HasSubstr("expected a positive number of nodes"));
+  // cpu-local is one machine of 2 ranks without a network.
+  const Cluster cpu = load_cluster(resolve_cluster("cpu-local"));
+  EXPECT_THAT(error_of(cpu, {.world = 4, .nodes = 2}), HasSubstr("without a network"));
+}
+
+TEST(PlaceRanks, HugeCountsDoNotOverflow) {
+  const int64_t big = int64_t{1} << 62;
+  const RankPlacement p = place_ranks(dgx_h100(), {.world = big, .ranks_per_node = 8});
+  EXPECT_EQ(p.nodes, big / 8);
+  EXPECT_EQ(p.device_of(big - 1), big - 1);
+}
+
+// The 2x4 mesh on 2 nodes: dp (dim 0) pairs rank i with rank i + 4 on the other node, tp (dim 1)
+// stays on one node. The 4 dp groups are 4 busy GPUs per node, so 4 of the 8 NICs carry them: 4 x
+// 48 GB/s shared by 4 groups = 48 GB/s each (filling one node would have put dp on NVLink).
+TEST(PlaceRanks, TwoByFourOnTwoNodesPutsDpOnTheNetwork) {
+  const RankPlacement p = place_ranks(dgx_h100(), {.world = 8, .nodes = 2});
+  const Topology topo(cluster_for(dgx_h100(), p));
+  const std::vector<GroupLinks> dims = mesh_dim_links(topo, std::vector<int64_t>{2, 4}, p.devices());
+  EXPECT_EQ(dims[0].link_class, LinkClass::kNetwork);
+  EXPECT_EQ(dims[0].groups_sharing_nics, 4);
+  EXPECT_DOUBLE_EQ(dims[0].inter_bandwidth_gbps, 4 * 48.0 / 4);
+  EXPECT_EQ(dims[1].link_class, LinkClass::kNvlink);
+  const std::vector<GroupLinks> packed = mesh_dim_links(
+      Topology(cluster_for(dgx_h100(), place_ranks(dgx_h100(), {.world = 8}))),
+      std::vector<int64_t>{2, 4});
+  EXPECT_EQ(packed[0].link_class, LinkClass::kNvlink);
+}
+
+// One rank per node drives one rail NIC: 48 GB/s, not the node's 8 x 48.
+TEST(PlaceRanks, OneRankPerNodeGetsOneNic) {
+  const RankPlacement p = place_ranks(dgx_h100(), {.world = 16, .nodes = 16});
+  const Topology topo(cluster_for(dgx_h100(), p));
+  const std::vector<int64_t> devices = p.devices();
+  const GroupLinks g = topo.group_links(devices);
+  EXPECT_EQ(g.link_class, LinkClass::kNetwork);
+  EXPECT_EQ(g.nodes, 16);
+  EXPECT_DOUBLE_EQ(g.inter_bandwidth_gbps, 48);
+}
+
+// Fewer NICs than GPUs (4 NICs for 8 GPUs: GPUs 2i and 2i+1 share NIC i): 1 or 2 busy GPUs reach
+// ceil(k * 4 / 8) = 1 NIC, 3 reach 2, 8 reach all 4.
+TEST(PlaceRanks, SharedRailNicsAreCountedOnce) {
+  std::ifstream in(resolve_cluster("dgx-h100"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["network"]["nics_per_node"]["value"] = 4;
+  const Cluster c = cluster_from_json(j, "four nics");
+  const Topology topo(with_nodes(c, 2));
+  const auto bw = [&](int64_t per_node) {
+    std::vector<int64_t> devices;
+    for (int64_t node = 0; node < 2; ++node) {
+      for (int64_t i = 0; i < per_node; ++i) devices.push_back(node * 8 + i);
+    }
+    return topo.group_links(devices).inter_bandwidth_gbps;
+  };
+  EXPECT_DOUBLE_EQ(bw(1), 48);
+  EXPECT_DOUBLE_EQ(bw(2), 48);
+  EXPECT_DOUBLE_EQ(bw(3), 2 * 48.0);
+  EXPECT_DOUBLE_EQ(bw(8), 4 * 48.0);
+}
+
+}  // namespace
+}  // namespace shardplan::collectives

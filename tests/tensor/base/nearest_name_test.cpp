@@ -1,0 +1,40 @@
+// Suggestions for misspelt names (tensor/base/nearest_name.h): Levenshtein distances worked out by
+// hand, the typo threshold max(2, |name| / 3), and the hint's wording.
+#include "tensor/base/nearest_name.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace shardplan {
+namespace {
+
+TEST(EditDistance, CountsInsertionsDeletionsAndSubstitutions) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("ring", ""), 4u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);  // k->s, e->i, +g
+  EXPECT_EQ(edit_distance("--placement", "--placements"), 1u);
+  EXPECT_EQ(edit_distance("rign", "ring"), 2u);  // a transposition is two edits
+  EXPECT_EQ(edit_distance("BF16", "bf16"), 0u);  // letters compare without case
+}
+
+TEST(NearestName, SuggestsOnlyWhatIsCloseEnough) {
+  const std::vector<std::string> clusters = {"cpu-local", "dgx-a100-40g", "dgx-h100", "hgx-h200"};
+  EXPECT_EQ(nearest_name("dgx-h10", clusters), "dgx-h100");
+  // "dgx-h200" is one edit from both dgx-h100 and hgx-h200: the first listed wins.
+  EXPECT_EQ(nearest_name("dgx-h200", clusters), "dgx-h100");
+  // 8 characters allow max(2, 8 / 3) = 2 edits; "tpu-pod9" is farther from everything.
+  EXPECT_EQ(nearest_name("tpu-pod9", clusters), std::nullopt);
+  EXPECT_EQ(nearest_name("", clusters), std::nullopt);
+  EXPECT_EQ(nearest_name(std::string(300, 'a'), clusters), std::nullopt);
+}
+
+TEST(DidYouMean, IsEmptyWithoutASuggestion) {
+  const std::vector<std::string> flags = {"--placements", "--shape", "--mesh"};
+  EXPECT_EQ(did_you_mean("--placement", flags), " (did you mean '--placements'?)");
+  EXPECT_EQ(did_you_mean("--frobnicate", flags), "");
+}
+
+}  // namespace
+}  // namespace shardplan
