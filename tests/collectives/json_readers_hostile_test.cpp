@@ -109,8 +109,8 @@ TEST(GroupLinksJsonHostile, MalformedDocumentsNameTheField) {
           {set("crosses_spine", 1), {"field 'crosses_spine': expected true or false, got 1"}},
           {set("nvls", "false"), {"field 'nvls': expected true or false"}},
           {set("arch", "ampere2"),
-           {"field 'arch': unknown arch 'ampere2' (did you mean 'ampere'?), expected one of: cpu, volta, ampere, hopper, "
-            "blackwell"}},
+           {"field 'arch': unknown arch 'ampere2' (did you mean 'ampere'?), expected one of: cpu, "
+            "volta, ampere, hopper, blackwell"}},
           {set("library", "gloo"),
            {"field 'library': unknown library 'gloo', expected one of: nccl, mpi, dtensor_compat"}},
           {set("group_size", 64),
