@@ -27,8 +27,8 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
     p.nodes = req.nodes;
     p.ranks_per_node = req.world / req.nodes;
     SP_CHECK(req.ranks_per_node == 0 || req.ranks_per_node == p.ranks_per_node, "--nodes ",
-             req.nodes, " and --ranks-per-node ", req.ranks_per_node, " place ",
-             req.ranks_per_node, " x ", req.nodes, " ranks, expected ", req.world,
+             req.nodes, " and --ranks-per-node ", req.ranks_per_node, " place ", req.ranks_per_node,
+             " x ", req.nodes, " ranks, expected ", req.world,
              " (give one of them, or a product of ", req.world, ")");
   } else if (req.ranks_per_node > 0) {
     SP_CHECK(req.world % req.ranks_per_node == 0, "--ranks-per-node ", req.ranks_per_node,
@@ -40,8 +40,8 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
     p.nodes = req.world / per_node + (req.world % per_node != 0 ? 1 : 0);
   }
   SP_CHECK(p.ranks_per_node <= per_node, p.ranks_per_node, " ranks per node (", req.world,
-           " ranks on ", p.nodes, " node(s)) exceed the ", per_node, " accelerators of a ",
-           c.name, " node, expected at most ", per_node, " (at least ",
+           " ranks on ", p.nodes, " node(s)) exceed the ", per_node, " accelerators of a ", c.name,
+           " node, expected at most ", per_node, " (at least ",
            req.world / per_node + (req.world % per_node != 0 ? 1 : 0), " nodes)");
   SP_CHECK(p.nodes == 1 || c.network.has_value(), "cluster ", c.name,
            " is one machine without a network, but ", req.world, " ranks need ", p.nodes,

@@ -1,9 +1,9 @@
 #include "collectives/topology.h"
 
 #include <algorithm>
-#include <cmath>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>

@@ -24,8 +24,7 @@ DimVector sdpa_output(const OpCall& call) {
   const auto &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const size_t nd = q.size();
   SP_CHECK(nd >= 3 && k.size() == nd && v.size() == nd, "op '", call.op,
-           "': q, k, v must have the same rank >= 3, got ", q, ", ", k, ", ",
-           v);
+           "': q, k, v must have the same rank >= 3, got ", q, ", ", k, ", ", v);
   for (size_t d = 0; d + 3 < nd; ++d) {
     SP_CHECK(q[d] == k[d] && q[d] == v[d], "op '", call.op, "': batch dim ", d, " differs");
   }
@@ -33,8 +32,7 @@ DimVector sdpa_output(const OpCall& call) {
   SP_CHECK(v[nd - 3] == hkv && hkv > 0 && hq % hkv == 0, "op '", call.op, "': ", hq,
            " query heads are not a multiple of ", hkv, " kv heads (v has ", v[nd - 3], ")");
   SP_CHECK(k[nd - 2] == v[nd - 2] && q[nd - 1] == k[nd - 1], "op '", call.op,
-           "': key/value sequence or head dims do not match: ", q, ", ", k,
-           ", ", v);
+           "': key/value sequence or head dims do not match: ", q, ", ", k, ", ", v);
   DimVector out = q;
   out[nd - 1] = v[nd - 1];
   return out;
@@ -64,8 +62,8 @@ std::optional<std::vector<DimVector>> nn_output_shapes(const OpCall& call) {
              " normalized dims for a ", x.size(), "-d input");
     const DimVector tail(std::span<const int64_t>(x).last(static_cast<size_t>(nn)));
     for (size_t i = 1; i < call.inputs.size(); ++i) {
-      SP_CHECK(call.inputs[i] == tail, "op '", call.op, "': weight/bias ",
-               call.inputs[i], " must equal the normalized shape ", tail);
+      SP_CHECK(call.inputs[i] == tail, "op '", call.op, "': weight/bias ", call.inputs[i],
+               " must equal the normalized shape ", tail);
     }
     return std::vector<DimVector>{x};
   }
@@ -144,8 +142,7 @@ std::optional<std::vector<DimVector>> join_output_shapes(const OpCall& call) {
       bool same = b.size() == a.size();
       for (size_t e = 0; same && e < a.size(); ++e)
         same = e == static_cast<size_t>(d) || a[e] == b[e];
-      SP_CHECK(same, "op 'cat': input ", i, " ", b, " does not match ", a,
-               " outside dim ", d);
+      SP_CHECK(same, "op 'cat': input ", i, " ", b, " does not match ", a, " outside dim ", d);
       out[static_cast<size_t>(d)] += b[static_cast<size_t>(d)];
     }
     return std::vector<DimVector>{out};

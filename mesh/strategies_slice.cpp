@@ -49,8 +49,8 @@ DimVector expand_target(const OpCall& call) {
     }
     const int64_t s = in[i - lead];
     const int64_t t = want[i] == -1 ? s : want[i];
-    SP_CHECK(t >= 0 && (t == s || s == 1), "op 'expand': cannot expand ", in, " to ",
-             want, " (dim ", i, " has size ", s, ", only size-1 dims expand)");
+    SP_CHECK(t >= 0 && (t == s || s == 1), "op 'expand': cannot expand ", in, " to ", want,
+             " (dim ", i, " has size ", s, ", only size-1 dims expand)");
     out[i] = t;
   }
   return out;

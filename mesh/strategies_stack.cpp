@@ -35,8 +35,8 @@ std::optional<std::vector<DimVector>> stack_output_shapes(const OpCall& call) {
     check_arity(call, 1, 1 << 20);
     const DimVector& a = call.inputs[0];
     for (size_t i = 1; i < call.inputs.size(); ++i) {
-      SP_CHECK(call.inputs[i] == a, "op 'stack': every input must have shape ", a,
-               ", input ", i, " has ", call.inputs[i]);
+      SP_CHECK(call.inputs[i] == a, "op 'stack': every input must have shape ", a, ", input ", i,
+               " has ", call.inputs[i]);
     }
     const int64_t d = wrap_dim(call, call.dim, static_cast<int64_t>(a.size()) + 1);
     DimVector out = a;

@@ -53,8 +53,8 @@ bool indices_target(const OpCall& call) {
   const DimVector& t = call.inputs[1];
   DimVector loss = x;
   loss.erase(static_cast<size_t>(class_dim(x)));
-  SP_CHECK(t == loss || t == x, "op 'cross_entropy': target ", t,
-           " must be class indices ", loss, " or class probabilities ", x);
+  SP_CHECK(t == loss || t == x, "op 'cross_entropy': target ", t, " must be class indices ", loss,
+           " or class probabilities ", x);
   return t == loss;
 }
 
@@ -71,8 +71,8 @@ std::optional<std::vector<DimVector>> stats_output_shapes(const OpCall& call) {
     indices_target(call);
     const int64_t c = x[static_cast<size_t>(class_dim(x))];
     if (call.inputs.size() == 3) {
-      SP_CHECK(call.inputs[2] == DimVector{c}, "op 'cross_entropy': weight ",
-               call.inputs[2], " must be [", c, "] (one per class)");
+      SP_CHECK(call.inputs[2] == DimVector{c}, "op 'cross_entropy': weight ", call.inputs[2],
+               " must be [", c, "] (one per class)");
     }
     if (call.reduction != "none") return std::vector<DimVector>{DimVector{}};
     DimVector loss = x;

@@ -34,8 +34,8 @@ bool is_permute_like(const std::string& op) {
 int64_t numel(const OpCall& call, const DimVector& s) {
   int64_t n = 1;
   for (int64_t v : s) {
-    SP_CHECK(v >= 0 && mul_into(n, v, n), "op '", call.op, "': shape ",
-             s, " has a negative size or overflows int64");
+    SP_CHECK(v >= 0 && mul_into(n, v, n), "op '", call.op, "': shape ", s,
+             " has a negative size or overflows int64");
   }
   return n;
 }
@@ -85,16 +85,14 @@ DimVector reshape_target(const OpCall& call) {
       continue;
     }
     SP_CHECK(out[d] >= 0, "op '", call.op, "': invalid size ", out[d], " in ", out);
-    SP_CHECK(mul_into(known, out[d], known), "op '", call.op, "': shape ",
-             out, " overflows int64");
+    SP_CHECK(mul_into(known, out[d], known), "op '", call.op, "': shape ", out, " overflows int64");
   }
   if (infer >= 0) {
     SP_CHECK(known > 0 && n % known == 0, "op '", call.op, "': shape ", out,
              " is invalid for input of size ", n);
     out[static_cast<size_t>(infer)] = n / known;
   } else {
-    SP_CHECK(known == n, "op '", call.op, "': shape ", out,
-             " is invalid for input of size ", n);
+    SP_CHECK(known == n, "op '", call.op, "': shape ", out, " is invalid for input of size ", n);
   }
   if (!unflat) return out;
   DimVector full;

@@ -17,8 +17,8 @@
 
 namespace shardplan::cli {
 
-// The process exit status (docs/architecture.md "Errors and exit codes"). Only run() (run.cpp) turns errors
-// into these.
+// The process exit status (docs/architecture.md "Errors and exit codes"). Only run() (run.cpp)
+// turns errors into these.
 enum class ExitCode : int {
   kOk = 0,
   // The input was fine but running failed (an OS read/write error, a backend); also internal

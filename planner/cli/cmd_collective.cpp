@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/cost_model.h"
 #include "collectives/cluster.h"
+#include "collectives/cost_model.h"
 #include "collectives/topology.h"
 #include "planner/cli/byte_size.h"
 #include "planner/cli/cli_common.h"
@@ -55,10 +55,10 @@ void print_text(const CollectiveOptions& o, const collectives::RankPlacement& p,
   const collectives::GroupLinks& g = call.links;
   std::cout << collectives::to_string(call.kind) << " of " << call.bytes << " bytes ("
             << format_byte_size(call.bytes) << ") over ranks 0-" << call.group_size - 1 << " of "
-            << p.world << " on " << o.where.cluster << " (" << p.ranks_per_node
-            << " per node on " << p.nodes << " node(s))\n"
-            << "group      " << g.nodes << " node(s), up to " << g.ranks_per_node
-            << " per node, " << collectives::to_string(g.link_class) << "\n"
+            << p.world << " on " << o.where.cluster << " (" << p.ranks_per_node << " per node on "
+            << p.nodes << " node(s))\n"
+            << "group      " << g.nodes << " node(s), up to " << g.ranks_per_node << " per node, "
+            << collectives::to_string(g.link_class) << "\n"
             << std::fixed << std::setprecision(3) << "algorithm  "
             << collectives::to_string(cost.algorithm) << " ("
             << collectives::to_string(cost.protocol) << ")\n"
@@ -130,8 +130,8 @@ void register_collective(CLI::App& app, CliContext& ctx) {
       const collectives::Algorithm a = collectives::parse_algorithm(opts->algorithm);
       const auto only = collectives::collective_cost_with(call, a);
       SP_CHECK(only.has_value(), "--algorithm ", opts->algorithm, " cannot run ",
-               collectives::to_string(kind), " over ", call.group_size, " ranks on ", opts->where.cluster,
-               " (", collectives::to_string(call.links.link_class),
+               collectives::to_string(kind), " over ", call.group_size, " ranks on ",
+               opts->where.cluster, " (", collectives::to_string(call.links.link_class),
                "), expected one that applies (omit --algorithm for the cheapest)");
       cost = *only;
     }

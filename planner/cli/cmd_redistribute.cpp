@@ -7,9 +7,10 @@
 // 0, 4-7 on node 1). --json prints {"shape", "dtype", "mesh": {"shape", "names"}, "steps":
 // [{"mesh_dim", "op", "from", "to", "group_size", "bytes_per_rank", "local_shape_before",
 // "local_shape_after", "bytes_per_rank_buffer"}], "collectives", "planner", "from", "to",
-// "bytes_moved_per_rank"}; steps gain "mesh_dim_name" with --mesh-names, and with --cluster "time_s", the document "cluster",
-// "placement", "mesh_dims" (which cross nodes) and "total_time_s".
-// min-cost minimises bytes moved per rank, or the time on the cluster's links when one is given.
+// "bytes_moved_per_rank"}; steps gain "mesh_dim_name" with --mesh-names, and with --cluster
+// "time_s", the document "cluster", "placement", "mesh_dims" (which cross nodes) and
+// "total_time_s". min-cost minimises bytes moved per rank, or the time on the cluster's links when
+// one is given.
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -19,12 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "collectives/cluster.h"
 #include "collectives/min_cost_redistribute.h"
 #include "collectives/redistribute_cost.h"
 #include "collectives/redistribute_plan.h"
-#include "collectives/cluster.h"
-#include "mesh/shard_spec.h"
 #include "collectives/topology.h"
+#include "mesh/shard_spec.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
 #include "planner/cli/placement_args.h"
@@ -50,7 +51,8 @@ struct Priced {
 };
 
 // Which buffer bytes_per_rank measures: nccl-tests' size S, the output of an all_gather, the input
-// of a reduce_scatter, both (equal) for all_reduce and all_to_all; local_chunk: what the rank keeps.
+// of a reduce_scatter, both (equal) for all_reduce and all_to_all; local_chunk: what the rank
+// keeps.
 std::string_view buffer_of(collectives::StepOp op) {
   switch (op) {
     case collectives::StepOp::kAllGather:
@@ -150,7 +152,8 @@ void print_text(const RedistributeOptions& o, const collectives::RedistributePla
     while (!line.empty() && line.back() == ' ') line.pop_back();
     std::cout << line << '\n';
   }
-  std::cout << '\n' << plan.steps.size() << " steps, " << plan.num_collectives() << " collectives, "
+  std::cout << '\n'
+            << plan.steps.size() << " steps, " << plan.num_collectives() << " collectives, "
             << with_commas(bytes_moved(plan)) << " bytes moved per rank";
   if (price) {
     std::cout << ", " << std::fixed << std::setprecision(3) << price->total_time_s * 1e6

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "planner/cli/text_format.h"
 #include "planner/checkpoint_report.h"
+#include "planner/cli/text_format.h"
 #include "tensor/base/error.h"
 
 namespace shardplan::cli {
@@ -83,8 +83,8 @@ void print_check(const nlohmann::json& check) {
   }
   for (const auto& [pair, names] : by_pair) {
     std::cout << "  dtype (warning)   " << names.size() << " tensor(s) are " << pair.first
-              << " in the checkpoint, " << pair.second << " in the model: "
-              << name_list(nlohmann::json(names)) << '\n';
+              << " in the checkpoint, " << pair.second
+              << " in the model: " << name_list(nlohmann::json(names)) << '\n';
   }
   list("tied_omitted", "tied, omitted   ");
 }

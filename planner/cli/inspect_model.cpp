@@ -56,7 +56,8 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
               << human_bytes(ck["bytes"].get<double>()) << ", fits the model\n";
   }
   const auto params = r["parameters"].get<int64_t>();
-  std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f billion)", params / 1e9) << '\n';
+  std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f billion)", params / 1e9)
+            << '\n';
   for (const auto& [kind, n] : r["parameters_by_kind"].items()) {
     std::printf("  %-10s %s\n", kind.c_str(), with_commas(n.get<int64_t>()).c_str());
   }

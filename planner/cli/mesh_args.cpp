@@ -52,8 +52,8 @@ std::vector<int64_t> parse_mesh_shape(std::string_view text) {
   constexpr std::string_view kLike = "expected a mesh shape like 2x4 (dim sizes joined by x)";
   const std::string_view t = trim(text);
   SP_CHECK(!t.empty(), "--mesh: empty, ", kLike);
-  SP_CHECK(t.find_first_of(",[]() ") == std::string_view::npos, "--mesh '", text,
-           "': ", kLike, "; commas and brackets are for --shape");
+  SP_CHECK(t.find_first_of(",[]() ") == std::string_view::npos, "--mesh '", text, "': ", kLike,
+           "; commas and brackets are for --shape");
   std::vector<int64_t> shape;
   for (std::string_view item : split(t, "xX")) {
     int64_t v = 0;
@@ -62,8 +62,8 @@ std::vector<int64_t> parse_mesh_shape(std::string_view text) {
     SP_CHECK(!item.empty(), "--mesh '", text, "': a missing dim size, ", kLike);
     SP_CHECK(ec != std::errc::result_out_of_range, "--mesh '", text, "': '", item,
              "' is too large, expected a size below 2^63");
-    SP_CHECK(ec == std::errc() && ptr == end, "--mesh '", text, "': '", item,
-             "' is not a size, ", kLike);
+    SP_CHECK(ec == std::errc() && ptr == end, "--mesh '", text, "': '", item, "' is not a size, ",
+             kLike);
     SP_CHECK(v >= 1, "--mesh '", text, "': mesh dim of size ", v, ", expected sizes >= 1");
     shape.push_back(v);
   }
@@ -125,7 +125,8 @@ nlohmann::ordered_json tensor_mesh_json(const mesh::ShardSpec& spec) {
   mesh_doc["shape"] = spec.mesh.shape();
   if (!spec.mesh.dim_names().empty()) mesh_doc["names"] = spec.mesh.dim_names();
   return {{"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())},
-          {"dtype", tensor::dtype_name(spec.dtype)}, {"mesh", mesh_doc}};
+          {"dtype", tensor::dtype_name(spec.dtype)},
+          {"mesh", mesh_doc}};
 }
 
 }  // namespace shardplan::cli

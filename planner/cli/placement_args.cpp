@@ -23,8 +23,8 @@ Placed PlacementArgs::place(int64_t world) const {
   SP_CHECK(gpus == 0 || gpus == world, "--gpus ", gpus, " but the job has ", world,
            " ranks, expected --gpus ", world, " (the world size) or no --gpus");
   const collectives::Cluster c = collectives::load_cluster(collectives::resolve_cluster(cluster));
-  const collectives::RankPlacement p =
-      collectives::place_ranks(c, {.world = world, .nodes = nodes, .ranks_per_node = ranks_per_node});
+  const collectives::RankPlacement p = collectives::place_ranks(
+      c, {.world = world, .nodes = nodes, .ranks_per_node = ranks_per_node});
   return Placed{collectives::Topology(collectives::cluster_for(c, p)), p};
 }
 
@@ -32,9 +32,10 @@ void add_placement_options(CLI::App& cmd, PlacementArgs& args, bool cluster_requ
                            const std::string& cluster_help) {
   CLI::Option* cluster = cmd.add_option("--cluster", args.cluster, cluster_help)->type_name("NAME");
   if (cluster_required) cluster->required();
-  CLI::Option* gpus = cmd.add_option("--gpus", args.gpus, "GPUs (ranks) the job uses: the world size")
-                          ->check(positive_count("GPUs"))
-                          ->type_name("N");
+  CLI::Option* gpus =
+      cmd.add_option("--gpus", args.gpus, "GPUs (ranks) the job uses: the world size")
+          ->check(positive_count("GPUs"))
+          ->type_name("N");
   CLI::Option* nodes =
       cmd.add_option("--nodes", args.nodes,
                      "Nodes the ranks are spread over, the same number on each, consecutive ranks "

@@ -45,7 +45,8 @@ void add_placement_options(CLI::App& cmd, PlacementArgs& args, bool cluster_requ
                            const std::string& cluster_help);
 
 // {"cluster", "nodes", "ranks_per_node", "world"}: the echo every --json document carries.
-nlohmann::ordered_json placement_json(const PlacementArgs& args, const collectives::RankPlacement& p);
+nlohmann::ordered_json placement_json(const PlacementArgs& args,
+                                      const collectives::RankPlacement& p);
 // Per mesh dim: {"mesh_dim", ["name"], "size", "nodes", "crosses_nodes", "link_class"}.
 nlohmann::ordered_json mesh_dims_json(std::span<const collectives::GroupLinks> dims,
                                       std::span<const std::string> names);

@@ -1,9 +1,11 @@
-// The command line, whole: builds the verb list, parses, runs the chosen verb, and is the only place
-// where errors become exit codes (docs/architecture.md "Errors and exit codes"):
+// The command line, whole: builds the verb list, parses, runs the chosen verb, and is the only
+// place where errors become exit codes (docs/architecture.md "Errors and exit codes"):
 //   shardplan::Error, command-line errors -> "shardplan: error: ..."                     exit 2
 //   shardplan::RuntimeFailure            -> "shardplan: error: ..."                     exit 1
 //   shardplan::InternalError (SP_ASSERT) -> "shardplan: internal error at file:line: ..." exit 1
 //   any other exception                  -> "shardplan: internal error: ..."            exit 1
+#include "planner/cli/run.h"
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "planner/cli/cli_common.h"
-#include "planner/cli/run.h"
 #include "shardplan/build_info.h"
 #include "tensor/base/error.h"
 #include "tensor/base/nearest_name.h"
@@ -31,6 +32,8 @@ void register_shard(CLI::App& app, CliContext& ctx);
 namespace {
 
 using RegisterVerb = void (*)(CLI::App&, shardplan::cli::CliContext&);
+// One verb per line, so adding one is a one-line change.
+// clang-format off
 constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_calibrate,
     &shardplan::cli::register_collective,
@@ -39,6 +42,7 @@ constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_redistribute,
     &shardplan::cli::register_shard,
 };
+// clang-format on
 
 // Errors are one line on stderr (scripts grep them); a message with newlines is folded into one.
 int report(std::string_view prefix, std::string message, shardplan::cli::ExitCode code) {

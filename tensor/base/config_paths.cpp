@@ -100,8 +100,9 @@ fs::path find_config(std::string_view kind, std::string_view name_or_path) {
   std::string known;
   for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
   SP_FAIL("unknown ", one, " '", name_or_path, "'", did_you_mean(name_or_path, names),
-          ": not a file and not in ", searched, "; expected one of: ",
-          known.empty() ? "<none found>" : known, " or a path to a .json file");
+          ": not a file and not in ", searched,
+          "; expected one of: ", known.empty() ? "<none found>" : known,
+          " or a path to a .json file");
 }
 
 }  // namespace shardplan

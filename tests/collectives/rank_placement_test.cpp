@@ -72,8 +72,7 @@ TEST(PlaceRanks, BadRequestsNameTheFlagAndWhatWasExpected) {
               HasSubstr("--nodes 3 does not divide the 8 ranks, expected a divisor of 8"));
   EXPECT_THAT(error_of(c, {.world = 8, .ranks_per_node = 3}),
               HasSubstr("--ranks-per-node 3 does not divide the 8 ranks"));
-  EXPECT_THAT(error_of(c, {.world = 8, .nodes = 2, .ranks_per_node = 2}),
-              HasSubstr("expected 8"));
+  EXPECT_THAT(error_of(c, {.world = 8, .nodes = 2, .ranks_per_node = 2}), HasSubstr("expected 8"));
   // 32 ranks on 2 nodes would be 16 per node on 8-GPU nodes.
   EXPECT_THAT(error_of(c, {.world = 32, .nodes = 2}),
               HasSubstr("16 ranks per node (32 ranks on 2 node(s)) exceed the 8 accelerators"));
@@ -98,14 +97,15 @@ TEST(PlaceRanks, HugeCountsDoNotOverflow) {
 TEST(PlaceRanks, TwoByFourOnTwoNodesPutsDpOnTheNetwork) {
   const RankPlacement p = place_ranks(dgx_h100(), {.world = 8, .nodes = 2});
   const Topology topo(cluster_for(dgx_h100(), p));
-  const std::vector<GroupLinks> dims = mesh_dim_links(topo, std::vector<int64_t>{2, 4}, p.devices());
+  const std::vector<GroupLinks> dims =
+      mesh_dim_links(topo, std::vector<int64_t>{2, 4}, p.devices());
   EXPECT_EQ(dims[0].link_class, LinkClass::kNetwork);
   EXPECT_EQ(dims[0].groups_sharing_nics, 4);
   EXPECT_DOUBLE_EQ(dims[0].inter_bandwidth_gbps, 4 * 48.0 / 4);
   EXPECT_EQ(dims[1].link_class, LinkClass::kNvlink);
-  const std::vector<GroupLinks> packed = mesh_dim_links(
-      Topology(cluster_for(dgx_h100(), place_ranks(dgx_h100(), {.world = 8}))),
-      std::vector<int64_t>{2, 4});
+  const std::vector<GroupLinks> packed =
+      mesh_dim_links(Topology(cluster_for(dgx_h100(), place_ranks(dgx_h100(), {.world = 8}))),
+                     std::vector<int64_t>{2, 4});
   EXPECT_EQ(packed[0].link_class, LinkClass::kNvlink);
 }
 
