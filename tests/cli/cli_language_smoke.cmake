@@ -63,6 +63,10 @@ endif()
 # S0 -> R of 8 x 8 bf16 over 2 ranks gathers 128 B per rank, of which it sends half, 64 B.
 run(0 redistribute --shape 8,8 --dtype bf16 --mesh 2 --from S0 --to R --json)
 json_get(moved "${OUT}" bytes_moved_per_rank)
+json_get(buffer "${OUT}" steps 0 bytes_per_rank_buffer)
+if(NOT buffer STREQUAL "output")
+  message(FATAL_ERROR "all_gather's bytes_per_rank is its output buffer\n${OUT}")
+endif()
 json_get(shape1 "${OUT}" shape 1)
 json_get(dtype "${OUT}" dtype)
 if(NOT moved EQUAL 64 OR NOT shape1 EQUAL 8 OR NOT dtype STREQUAL "bfloat16")
@@ -164,4 +168,12 @@ run(2 shard --shape 4 --mesh 3x --placements S0 --json)
 expect_match("--json error" "^shardplan: error: [^\n]+\n$" "${ERR}")
 if(NOT OUT STREQUAL "")
   message(FATAL_ERROR "--json error wrote to stdout:\n${OUT}")
+endif()
+
+# Text never uses one unit letter for two things: parameters are counted in billions, bytes are
+# bytes. GPT-2 has 124,439,808 parameters (its published size).
+run(0 inspect --model gpt2)
+expect_match("parameters in words" "parameters +124,439,808 \\(0.12 billion\\)" "${OUT}")
+if(OUT MATCHES "[0-9] B\\)")
+  message(FATAL_ERROR "inspect prints a count with the byte unit B:\n${OUT}")
 endif()
