@@ -55,6 +55,9 @@ struct ModelFamily {
   bool learned_positions = false;  // a table of max_position_embeddings positions: no longer seq
   bool fused_qkv = false;          // one qkv projection: heads * head_dim must be hidden_size
   bool moe = false;                // sparse experts required (num_local_experts > 0)
+  // The module type of one routed expert ("MixtralBlockSparseTop2MLP"): parameter reports count
+  // its parameters as experts rather than as a dense MLP. Empty for dense families.
+  std::string_view experts_class = {};
 
   // The config.json key that holds ModelConfig's `field` in this family's files.
   std::string_view file_key(std::string_view field) const;

@@ -40,6 +40,7 @@ const ModelFamily kMixtralFamily{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .moe = true,
+    .experts_class = "MixtralBlockSparseTop2MLP",
 };
 
 }  // namespace shardplan::tensor

@@ -16,7 +16,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 // belongs to the attention). See block_kind.
 std::string_view kind_of_type(std::string_view type) {
   if (type == "Embedding") return "embedding";
-  if (type == "MixtralBlockSparseTop2MLP") return "experts";
+  for (const ModelFamily* f : model_families()) {
+    if (!f->experts_class.empty() && f->experts_class == type) return "experts";
+  }
   if (ends_with(type, "SparseMoeBlock")) return "router";  // its direct parameters: the gate
   if (ends_with(type, "Attention")) return "attention";
   if (ends_with(type, "MLP")) return "mlp";
