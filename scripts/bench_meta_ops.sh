@@ -39,17 +39,8 @@ raw="$(dirname "$out")/meta_ops_shardplan.json"
 mkdir -p "$(dirname "$out")"
 
 # ---- build (incremental; configures with the default preset when build/ is not configured) ----
-target=bench_meta_ops_bench
-if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
-  if [[ "$build_dir" == build ]]; then
-    cmake --preset default
-  else
-    cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  fi
-fi
-cmake --build "$build_dir" --target "$target" -j "$(nproc)"
-bench="$build_dir/bin/$target"
-[[ -x "$bench" ]] || { echo "bench_meta_ops.sh: $bench was not built (is libbenchmark-dev installed?)" >&2; exit 1; }
+source scripts/lib/build_bench.sh
+bench=$(build_bench "$build_dir" bench_meta_ops_bench bench_meta_ops.sh)
 
 # ---- shardplan ----
 load_before=$(uptime)

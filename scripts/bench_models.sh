@@ -38,17 +38,8 @@ raw="$(dirname "$out")/models_shardplan.json"
 mkdir -p "$(dirname "$out")"
 
 # ---- build (incremental; configures with the default preset when build/ is not configured) ----
-target=bench_training_trace_bench
-if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
-  if [[ "$build_dir" == build ]]; then
-    cmake --preset default
-  else
-    cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  fi
-fi
-cmake --build "$build_dir" --target "$target" -j "$(nproc)"
-bench="$build_dir/bin/$target"
-[[ -x "$bench" ]] || { echo "bench_models.sh: $bench was not built (is libbenchmark-dev installed?)" >&2; exit 1; }
+source scripts/lib/build_bench.sh
+bench=$(build_bench "$build_dir" bench_training_trace_bench bench_models.sh)
 
 pin=()
 if command -v taskset >/dev/null 2>&1 && [[ "$core" -lt "$(nproc)" ]]; then pin=(taskset -c "$core"); fi
