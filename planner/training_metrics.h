@@ -1,0 +1,30 @@
+// The throughput figures every plan reports, with the one definition of MFU the planner uses
+// (docs/cost-model.md §2.4 "Model FLOPs and MFU"):
+//   model FLOPs per token = 6 N + 12 L h s   (N all parameters, L layers, h hidden, s sequence)
+//   mfu = model FLOPs per token * tokens per step / (GPUs * dense bf16 peak * step time)
+// 6 N counts a forward (2 N) and a backward (4 N) multiply-add per parameter (Kaplan et al. 2020,
+// "Scaling Laws for Neural Language Models", §2.1); 12 L h s counts attention's two products,
+// Q K^T and scores x V, forward and backward (Chowdhery et al. 2022, PaLM, Appendix B).
+// Recomputation is not counted: it is work the plan chose, not work the model needs.
+//   double f = model_flops_per_token(find_model_config("gpt2"), 1024);  // 859,885,056
+//   double u = mfu(f, 1'048'576, 8, 989e12, 0.5);
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/models/model_config.h"
+
+namespace shardplan::planner {
+
+// Every parameter of the model built from `c` (tied weights once), on meta.
+int64_t parameter_count(const tensor::ModelConfig& c);
+
+// 6 N + 12 L h s for sequences of `seq` tokens.
+double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq);
+
+// The fraction of the GPUs' dense peak the model FLOPs of one step use; in [0, 1] for any
+// physically possible step time. Throws shardplan::Error for non-positive inputs.
+double mfu(double model_flops_per_token, int64_t tokens_per_step, int64_t gpus,
+           double peak_flops_per_gpu, double step_time_s);
+
+}  // namespace shardplan::planner

@@ -1,0 +1,33 @@
+// Model FLOPs and MFU (planner/training_metrics.h), written out by hand for GPT-2 small
+// (124,439,808 parameters with the tied output layer counted once, the published size; 12 layers,
+// hidden 768).
+#include "planner/training_metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tensor/base/error.h"
+
+namespace shardplan::planner {
+namespace {
+
+TEST(TrainingMetrics, GptTwoModelFlopsPerToken) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  EXPECT_EQ(parameter_count(gpt2), 124'439'808);
+  // 6 N = 746,638,848; 12 L h s = 12 x 12 x 768 x 1024 = 113,246,208.
+  EXPECT_DOUBLE_EQ(model_flops_per_token(gpt2, 1024), 746'638'848.0 + 113'246'208.0);
+  EXPECT_THROW(model_flops_per_token(gpt2, 0), Error);
+}
+
+TEST(TrainingMetrics, MfuIsModelFlopsOverPeakTime) {
+  // 859,885,056 FLOPs per token x 2^20 tokens in 0.5 s on 8 GPUs of 989 TFLOP/s:
+  // 9.0166e14 / (8 x 989e12 x 0.5) = 0.227920...
+  const double f = 859'885'056.0;
+  EXPECT_NEAR(mfu(f, 1 << 20, 8, 989e12, 0.5), f * 1048576 / (8 * 989e12 * 0.5), 1e-15);
+  EXPECT_NEAR(mfu(f, 1 << 20, 8, 989e12, 0.5), 0.22792, 1e-5);
+  EXPECT_THAT([&] { (void)mfu(f, 1, 8, 989e12, 0); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("positive FLOPs per token")));
+}
+
+}  // namespace
+}  // namespace shardplan::planner
