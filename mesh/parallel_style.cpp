@@ -240,12 +240,19 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
     for (const auto& nt : sm.module->named_parameters({.recurse = false})) {
       auto p = style_placement(style, *sm.module, nt.name);
       ParameterSharding& ps = out[index_of.at(nt.tensor.impl())];
-      if (!ps.style.empty() && ps.style != parallel_style_name(style)) {
-        SP_FAIL("parallelize: parameter '", ps.fqn, "' (tied) gets both ", ps.style, " and ",
-                parallel_style_name(style));
+      Placement& current = ps.spec.placements[static_cast<size_t>(tp)];
+      const Placement next = p.value_or(Placement(Replicate{}));
+      // A tied weight reached through two modules is one tensor: two styles are fine when they
+      // lay it out alike (a vocab-parallel embedding's rows are a column-parallel output layer's
+      // rows, Shard(0) both ways), and a conflict when they do not.
+      if (!ps.style.empty()) {
+        SP_CHECK(current == next, "parallelize: parameter '", ps.fqn, "' (tied) gets both ",
+                 ps.style, " (", to_string(current), ") and ", parallel_style_name(style), " (",
+                 to_string(next), ")");
+        continue;
       }
       ps.style = std::string(parallel_style_name(style));
-      if (p) ps.spec.placements[static_cast<size_t>(tp)] = *p;
+      current = next;
     }
   }
 

@@ -38,6 +38,14 @@ struct FieldRename {
   std::string_view key;    // the config.json key
 };
 
+// One rule of a family's tensor-parallel plan: a module FQN pattern (dot components with shell
+// wildcards, relative to the *ForCausalLM root) and the style's name as mesh/parallel_style.h
+// spells it ("colwise", "rowwise"). Names, not mesh types: tensor/ may not include mesh/.
+struct TensorParallelRule {
+  std::string_view pattern;
+  std::string_view style;
+};
+
 struct ModelFamily {
   std::string_view model_type;       // Hugging Face's config.json model_type: "llama"
   std::string_view hf_class_prefix;  // of the transformers classes: "Llama" (LlamaForCausalLM)
@@ -58,6 +66,12 @@ struct ModelFamily {
   // The module type of one routed expert ("MixtralBlockSparseTop2MLP"): parameter reports count
   // its parameters as experts rather than as a dense MLP. Empty for dense families.
   std::string_view experts_class = {};
+  // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
+  // MLP's input projections column-parallel, the attention output and MLP output projections
+  // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary
+  // (Megatron's VocabParallelEmbedding and parallel cross-entropy); norms and routers replicated.
+  // Empty: no plan yet, so the planner keeps such a family at tp = 1.
+  std::span<const TensorParallelRule> tp_plan = {};
 
   // The config.json key that holds ModelConfig's `field` in this family's files.
   std::string_view file_key(std::string_view field) const;

@@ -67,6 +67,7 @@ const ModelFamily kGemmaFamily{
     .to_hf_json = to_hf_json,
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
+    .tp_plan = models::kRotaryDecoderTpPlan,
 };
 
 }  // namespace shardplan::tensor

@@ -208,6 +208,16 @@ constexpr FieldRename kRenamed[] = {
 }  // namespace
 }  // namespace models
 
+// GPT-NeoX's fused query_key_value is laid out per head ([heads, 3, head_dim] rows), so a plain
+// column split gives each rank whole heads with their q, k and v, as Megatron-LM's own fused QKV.
+constexpr TensorParallelRule kTpPlan[] = {
+    {"gpt_neox.embed_in", "rowwise"},
+    {"gpt_neox.layers.*.attention.query_key_value", "colwise"},
+    {"gpt_neox.layers.*.attention.dense", "rowwise"},
+    {"gpt_neox.layers.*.mlp.dense_h_to_4h", "colwise"},
+    {"gpt_neox.layers.*.mlp.dense_4h_to_h", "rowwise"},
+    {"embed_out", "colwise"}};
+
 extern const ModelFamily kGptNeoxFamily;  // listed in family_registry.cpp
 const ModelFamily kGptNeoxFamily{
     .model_type = "gpt_neox",
@@ -218,6 +228,7 @@ const ModelFamily kGptNeoxFamily{
     .build = models::build,
     .renamed = models::kRenamed,
     .fused_qkv = true,
+    .tp_plan = kTpPlan,
 };
 
 }  // namespace shardplan::tensor

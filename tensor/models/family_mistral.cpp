@@ -33,6 +33,7 @@ const ModelFamily kMistralFamily{
     .to_hf_json = to_hf_json,
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
+    .tp_plan = models::kRotaryDecoderTpPlan,
 };
 
 }  // namespace shardplan::tensor

@@ -41,6 +41,7 @@ const ModelFamily kMixtralFamily{
     .renamed = models::kRotaryDecoderRenames,
     .moe = true,
     .experts_class = "MixtralBlockSparseTop2MLP",
+    .tp_plan = models::kMixtralTpPlan,
 };
 
 }  // namespace shardplan::tensor

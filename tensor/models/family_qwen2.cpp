@@ -36,6 +36,7 @@ const ModelFamily kQwen2Family{
     .to_hf_json = to_hf_json,
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
+    .tp_plan = models::kRotaryDecoderTpPlan,
 };
 
 }  // namespace shardplan::tensor

@@ -44,6 +44,31 @@ void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j,
 // These families spell norm_eps rms_norm_eps (ModelFamily::renamed).
 inline constexpr FieldRename kRotaryDecoderRenames[] = {{"norm_eps", "rms_norm_eps"}};
 
+// The tensor-parallel plan of the Llama-shaped decoders (ModelFamily::tp_plan); the patterns match
+// tensor/models/rotary_decoder.cpp's module names, which are transformers'.
+inline constexpr TensorParallelRule kRotaryDecoderTpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.k_proj", "colwise"},
+    {"model.layers.*.self_attn.v_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.mlp.gate_proj", "colwise"},
+    {"model.layers.*.mlp.up_proj", "colwise"},
+    {"model.layers.*.mlp.down_proj", "rowwise"},
+    {"lm_head", "colwise"}};
+// Mixtral: the same attention, and every expert split like a gated MLP (w1 and w3 column-parallel,
+// w2 row-parallel: Megatron-LM's expert tensor parallelism); the router stays replicated.
+inline constexpr TensorParallelRule kMixtralTpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.k_proj", "colwise"},
+    {"model.layers.*.self_attn.v_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.block_sparse_moe.experts.*.w1", "colwise"},
+    {"model.layers.*.block_sparse_moe.experts.*.w3", "colwise"},
+    {"model.layers.*.block_sparse_moe.experts.*.w2", "rowwise"},
+    {"lm_head", "colwise"}};
+
 struct RotaryDecoderStyle {
   std::string_view prefix;  // "Llama": LlamaForCausalLM, LlamaDecoderLayer, LlamaAttention, ...
   // The layer and final norms; unset: RMSNorm with a weight (LlamaRMSNorm).

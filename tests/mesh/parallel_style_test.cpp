@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "tensor/base/error.h"
@@ -189,6 +190,36 @@ TEST(ParallelStyle, BadInput) {
   EXPECT_THROW(parallelize_module(*lm, DeviceMesh({8}), {}, cfg("", {"dp"})), Error);
   EXPECT_THROW(parse_parallel_style("diagonal"), Error);
   EXPECT_EQ(parse_parallel_style("sequence_parallel"), ParallelStyle::kSequence);
+}
+
+// A tied embedding and output layer are one tensor [vocab, hidden]. Vocab-parallel embedding
+// (rowwise: Shard(0), rows) and column-parallel output layer (colwise on a Linear [out = vocab,
+// in]: Shard(0)) agree, as Megatron-LM ties them; a column-split embedding (Shard(1)) does not.
+TEST(ParallelStyle, TiedWeightsTakeTwoStylesOnlyWhenTheyAgree) {
+  tensor::ModelConfig c = tensor::find_model_config("llama3-8b");
+  c.num_hidden_layers = 1;
+  c.tie_word_embeddings = true;
+  const auto lm = tensor::build_model(c);
+  const DeviceMesh mesh({4}, {"tp"});
+  const std::vector<ParameterSharding> ps = parallelize_module(
+      *lm, mesh,
+      {{"model.embed_tokens", ParallelStyle::kRowwise}, {"lm_head", ParallelStyle::kColwise}},
+      cfg("tp"));
+  const auto tied = std::find_if(ps.begin(), ps.end(), [](const ParameterSharding& p) {
+    return p.fqn == "model.embed_tokens.weight";
+  });
+  ASSERT_NE(tied, ps.end());
+  EXPECT_EQ(tied->spec.placements, std::vector<Placement>{S(0)});
+  EXPECT_EQ(tied->style, "rowwise");  // the first style that reached it
+  EXPECT_EQ(local_shape(tied->spec, std::vector<int64_t>{0}), (DimVector{128256 / 4, 4096}));
+  expect_error(
+      [&] {
+        parallelize_module(
+            *lm, mesh,
+            {{"model.embed_tokens", ParallelStyle::kColwise}, {"lm_head", ParallelStyle::kColwise}},
+            cfg("tp"));
+      },
+      "(tied) gets both colwise (S1) and colwise (S0)");
 }
 
 }  // namespace

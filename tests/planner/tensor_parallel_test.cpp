@@ -1,0 +1,63 @@
+// Tensor-parallel plans (planner/tensor_parallel.h): what TP rank 0 holds, from
+// parallelize_module's local shapes, against counts written out by hand from each config
+// (Megatron's split: projections and vocabulary divided by tp, norms, routers and row-parallel
+// biases replicated).
+#include "planner/tensor_parallel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tensor/base/error.h"
+#include "tensor/models/model_config.h"
+
+namespace shardplan::planner {
+namespace {
+
+// Llama-3-8B on 8 ranks (h 4096, 8 KV heads of 128, MLP 14336, vocab 128256, 32 layers):
+//   embedding and output layer: 128256 x 4096 / 8 = 65,667,072 each
+//   per layer: attention (2 x 4096^2 + 2 x 1024 x 4096) / 8 = 5,242,880,
+//              MLP 3 x 4096 x 14336 / 8 = 22,020,096, two RMSNorms 8,192 (replicated)
+//   32 layers x 27,271,168 + final norm 4,096 + 2 x 65,667,072 = 1,004,015,616
+TEST(TensorParallel, LlamaThreeEightBOnEightRanks) {
+  const tensor::ModelConfig c = tensor::find_model_config("llama3-8b");
+  EXPECT_EQ(tp_rank_parameters(c, 8), 1'004'015'616);
+  EXPECT_EQ(tp_rank_parameters(c, 8, 7), 1'004'015'616);  // even splits: every rank alike
+  EXPECT_EQ(tp_rank_parameters(c, 1), 8'030'261'248);     // the whole model
+}
+
+// Mixtral-8x7B on 4 ranks: every expert split like a gated MLP, the router replicated.
+//   embedding and output layer: 32000 x 4096 / 4 = 32,768,000 each
+//   per layer: attention 41,943,040 / 4 = 10,485,760; experts 8 x 3 x 4096 x 14336 / 4 =
+//              352,321,536; router 4096 x 8 = 32,768; norms 8,192
+//   32 x 362,848,256 + 4,096 + 2 x 32,768,000 = 11,676,684,288
+TEST(TensorParallel, MixtralExpertsSplitByTensorParallelism) {
+  EXPECT_EQ(tp_rank_parameters(tensor::find_model_config("mixtral-8x7b"), 4), 11'676'684'288);
+}
+
+// GPT-NeoX-20B on 8 ranks (h 6144, MLP 24576, vocab 50432, 44 layers; biases everywhere):
+//   embed_in and embed_out: 50432 x 6144 / 8 = 38,731,776 each
+//   per layer: query_key_value (3h x h + 3h) / 8 = 14,158,080; dense h x h / 8 = 4,718,592 plus
+//              its bias 6,144 (row-parallel: replicated); dense_h_to_4h (4h x h + 4h) / 8 =
+//              18,877,440; dense_4h_to_h 4h x h / 8 = 18,874,368 plus bias 6,144; two LayerNorms
+//              24,576
+//   44 x 56,665,344 + final LayerNorm 12,288 + 2 x 38,731,776 = 2,570,750,976
+TEST(TensorParallel, GptNeoxFusedQkvSplitsByHead) {
+  EXPECT_EQ(tp_rank_parameters(tensor::find_model_config("gpt-neox-20b"), 8), 2'570'750'976);
+}
+
+TEST(TensorParallel, FamiliesWithoutAPlanAndBadRanksAreErrors) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  EXPECT_THAT([&] { (void)tp_rank_parameters(gpt2, 2); },
+              ::testing::ThrowsMessage<Error>(
+                  ::testing::HasSubstr("model family gpt2 has no tensor-parallel plan yet")));
+  EXPECT_EQ(tp_rank_parameters(gpt2, 1), 124'439'808);
+  EXPECT_THROW((void)tp_rank_parameters(gpt2, 2, 2), Error);
+  // Every registered plan names modules its family builds (parallelize_module refuses a pattern
+  // that matches nothing).
+  for (const char* model : {"llama3-8b", "mistral-7b", "qwen2.5-7b", "gemma-7b", "pythia-160m"}) {
+    EXPECT_NO_THROW((void)tp_rank_parameters(tensor::find_model_config(model), 2)) << model;
+  }
+}
+
+}  // namespace
+}  // namespace shardplan::planner
