@@ -7,7 +7,7 @@
 //
 // Note [Adding a model family]
 // A family is one file, tensor/models/family_<model_type>.cpp, defining its `const ModelFamily`
-// (parse, to_hf_json, build, names, flags), plus its line in the table of
+// (parse, to_hf_json, build, names, flags, tensor-parallel plan), plus its line in the table of
 // tensor/models/family_registry.cpp. Nothing else names a model_type: parse_model_config,
 // validate, to_hf_json, build_model and layers_path dispatch through the entry. Rotary decoders
 // shaped like Llama reuse tensor/models/rotary_decoder.h (a shared parse with per-family
