@@ -46,6 +46,9 @@ std::vector<std::string> split_dots(std::string_view s) {
 bool is_linear(const tensor::Module& m) {
   return dynamic_cast<const tensor::Linear*>(&m) != nullptr;
 }
+// transformers' Conv1D (GPT-2): a Linear whose weight is stored [in, out], found by type name as
+// the family defines its own class (tensor/models/family_gpt2.cpp).
+bool is_conv1d(const tensor::Module& m) { return m.type_name() == "Conv1D"; }
 bool is_embedding(const tensor::Module& m) {
   return dynamic_cast<const tensor::Embedding*>(&m) != nullptr;
 }
@@ -60,8 +63,9 @@ bool is_norm_or_dropout(const tensor::Module& m) {
 // The module types a style applies to; throws naming the module otherwise.
 void check_module_type(ParallelStyle style, const tensor::Module& m, const std::string& fqn) {
   if (style == ParallelStyle::kColwise || style == ParallelStyle::kRowwise) {
-    SP_CHECK(is_linear(m) || is_embedding(m), parallel_style_name(style),
-             " applies to Linear and Embedding modules, but '", fqn, "' is a ", m.type_name());
+    SP_CHECK(is_linear(m) || is_conv1d(m) || is_embedding(m), parallel_style_name(style),
+             " applies to Linear, Conv1D and Embedding modules, but '", fqn, "' is a ",
+             m.type_name());
   } else if (style == ParallelStyle::kSequence) {
     SP_CHECK(is_norm_or_dropout(m), "sequence applies to LayerNorm, RMSNorm and Dropout modules, ",
              "but '", fqn, "' is a ", m.type_name());
@@ -70,17 +74,23 @@ void check_module_type(ParallelStyle style, const tensor::Module& m, const std::
 
 // The TP placement a style gives parameter `name` ("weight", "bias") of `m`, or nullopt to leave it
 // Replicate. The module type was checked by match_style_rules.
-std::optional<Placement> style_placement(ParallelStyle style, const tensor::Module& m,
+std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Module& m,
                                          const std::string& name) {
+  const ParallelStyle style = rule.style;
   if (style != ParallelStyle::kColwise && style != ParallelStyle::kRowwise) return std::nullopt;
   const bool embedding = is_embedding(m);
+  // Conv1D stores its weight [in, out]: its output features are dim 1, its input features dim 0.
+  const int64_t out_dim = is_conv1d(m) && name == "weight" ? 1 : 0;
   if (style == ParallelStyle::kColwise) {
     // Linear weight (out, in): rows are output features; bias follows them. Embedding: columns.
     if (embedding) return Placement(Shard{1});
-    return Placement(Shard{0});
+    // fused_parts equal projections side by side ([q; k; v]): each is split over the ranks, so a
+    // rank holds its piece of every one (docs/semantics.md §2.5, _StridedShard).
+    if (rule.fused_parts > 1) return Placement(StridedShard{out_dim, rule.fused_parts});
+    return Placement(Shard{out_dim});
   }
   if (embedding) return Placement(Shard{0});
-  return name == "weight" ? std::optional<Placement>(Shard{1}) : std::nullopt;
+  return name == "weight" ? std::optional<Placement>(Shard{is_conv1d(m) ? 0 : 1}) : std::nullopt;
 }
 
 // An activation layout is a plain Shard, Replicate or Partial: a _StridedShard only arises from
@@ -126,6 +136,9 @@ ActivationLayouts activation_layouts(const StyleRule& rule, const tensor::Module
   switch (rule.style) {
     case ParallelStyle::kColwise:
       check_overrides(rule, true, false, true, false);
+      SP_CHECK(rule.fused_parts >= 1 && (rule.fused_parts == 1 || !is_embedding(m)),
+               "parallel style rule '", rule.pattern, "': fused_parts ", rule.fused_parts,
+               ", expected 1, or more on a fused Linear/Conv1D projection");
       a.input = checked_layout(rule.input_layout, R, rule, "input_layout");
       a.desired_input = R;
       a.computed_output = last;  // output features (Linear) or embedding dim split
@@ -133,6 +146,8 @@ ActivationLayouts activation_layouts(const StyleRule& rule, const tensor::Module
       break;
     case ParallelStyle::kRowwise:
       check_overrides(rule, true, false, true, false);
+      SP_CHECK(rule.fused_parts == 1, "parallel style rule '", rule.pattern,
+               "': fused_parts applies to colwise only");
       a.input = checked_layout(rule.input_layout, last, rule, "input_layout");
       // A Linear contracts the split input features; an Embedding looks up whole index tensors.
       a.desired_input = is_embedding(m) ? R : last;
@@ -238,7 +253,7 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
     // PrepareModuleInput/Output only re-lay activations; parameters keep their placements.
     if (style == ParallelStyle::kPrepareInput || style == ParallelStyle::kPrepareOutput) continue;
     for (const auto& nt : sm.module->named_parameters({.recurse = false})) {
-      auto p = style_placement(style, *sm.module, nt.name);
+      auto p = style_placement(rules[sm.rule], *sm.module, nt.name);
       ParameterSharding& ps = out[index_of.at(nt.tensor.impl())];
       Placement& current = ps.spec.placements[static_cast<size_t>(tp)];
       const Placement next = p.value_or(Placement(Replicate{}));

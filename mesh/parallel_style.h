@@ -30,10 +30,11 @@ namespace shardplan::mesh {
 
 // Parameter layouts of the tensor-parallel styles on the TP mesh dim:
 //  kColwise    Linear: weight (out, in) and bias Shard(0), the output features split;
-//              Embedding: weight Shard(1), the embedding dim split.
+//              Embedding: weight Shard(1), the embedding dim split. Conv1D (weight [in, out]):
+//              weight Shard(1), bias Shard(0).
 //  kRowwise    Linear: weight Shard(1) (the input features), bias Replicate (added once, after the
-//              Partial output is reduced); Embedding: weight Shard(0), vocab rows split (masked
-//              partial lookup).
+//              Partial output is reduced); Conv1D: weight Shard(0), bias Replicate; Embedding:
+//              weight Shard(0), vocab rows split (masked partial lookup).
 //  kSequence   LayerNorm / RMSNorm / Dropout: parameters Replicate (activations are Shard(seq)).
 //  kPrepareInput / kPrepareOutput  any module: parameters untouched; only its input (output) is
 //              re-laid out (PyTorch's PrepareModuleInput / PrepareModuleOutput).
@@ -67,6 +68,12 @@ struct StyleRule {
   std::optional<Placement> output_layout = std::nullopt;
   std::optional<Placement> desired_output_layout = std::nullopt;
   int64_t sequence_dim = 1;  // SequenceParallel's sequence_dim
+  // colwise only: the output features are this many equal projections concatenated (GPT-2's
+  // c_attn is [q; k; v]: 3). Each is split over the ranks, so the weight and bias get
+  // _StridedShard(out dim, fused_parts) instead of Shard(out dim). 1: a plain projection. The
+  // activation layouts stay colwise's (output Shard(-1)): the module splits its output into the
+  // parts locally, so no redistribution ever sees the interleaving.
+  int64_t fused_parts = 1;
 };
 
 // The activation layouts one styled module has on the TP mesh dim (the table above, with the

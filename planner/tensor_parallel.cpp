@@ -2,6 +2,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 
 #include "mesh/shard_spec.h"
 #include "tensor/base/checked.h"
@@ -16,8 +17,10 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
            " has no tensor-parallel plan yet, expected --tp 1");
   std::vector<mesh::StyleRule> rules;
   for (const tensor::TensorParallelRule& r : family.tp_plan) {
-    rules.push_back(
-        {.pattern = std::string(r.pattern), .style = mesh::parse_parallel_style(r.style)});
+    mesh::StyleRule rule{.pattern = std::string(r.pattern),
+                         .style = mesh::parse_parallel_style(r.style)};
+    rule.fused_parts = r.fused_parts;
+    rules.push_back(std::move(rule));
   }
   return rules;
 }

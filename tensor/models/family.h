@@ -44,6 +44,7 @@ struct FieldRename {
 struct TensorParallelRule {
   std::string_view pattern;
   std::string_view style;
+  int64_t fused_parts = 1;  // colwise over [q; k; v] concatenated: 3 (mesh::StyleRule)
 };
 
 struct ModelFamily {

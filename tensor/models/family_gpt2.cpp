@@ -222,6 +222,16 @@ constexpr FieldRename kRenamed[] = {
 }  // namespace
 }  // namespace models
 
+// Megatron's split with transformers' module names. c_attn holds [q; k; v] side by side, so each
+// of the three is split over the ranks (fused_parts 3): a rank gets whole heads of q, k and v. The
+// output layer is tied to wte; both lay the tied weight out by vocabulary rows.
+constexpr TensorParallelRule kGpt2TpPlan[] = {{"transformer.wte", "rowwise"},
+                                              {"transformer.h.*.attn.c_attn", "colwise", 3},
+                                              {"transformer.h.*.attn.c_proj", "rowwise"},
+                                              {"transformer.h.*.mlp.c_fc", "colwise"},
+                                              {"transformer.h.*.mlp.c_proj", "rowwise"},
+                                              {"lm_head", "colwise"}};
+
 extern const ModelFamily kGpt2Family;  // listed in family_registry.cpp
 const ModelFamily kGpt2Family{
     .model_type = "gpt2",
@@ -234,6 +244,7 @@ const ModelFamily kGpt2Family{
     .rotary = false,
     .learned_positions = true,
     .fused_qkv = true,
+    .tp_plan = kGpt2TpPlan,
 };
 
 }  // namespace shardplan::tensor

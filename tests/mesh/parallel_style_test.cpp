@@ -222,5 +222,36 @@ TEST(ParallelStyle, TiedWeightsTakeTwoStylesOnlyWhenTheyAgree) {
       "(tied) gets both colwise (S1) and colwise (S0)");
 }
 
+// GPT-2's Conv1D stores weights [in, out]: colwise splits dim 1 (and the bias), rowwise dim 0.
+// c_attn's output is [q; k; v]: with fused_parts 3 each third is split over the ranks, so rank r
+// of 4 holds columns of q, of k and of v ([768, 2304] -> [768, 576] as SS1:3; the bias SS0:3).
+TEST(ParallelStyle, Conv1DAndFusedProjections) {
+  tensor::ModelConfig c = tensor::find_model_config("gpt2");
+  c.num_hidden_layers = 1;
+  const auto lm = tensor::build_model(c);
+  const DeviceMesh mesh({4}, {"tp"});
+  StyleRule qkv{"transformer.h.*.attn.c_attn", ParallelStyle::kColwise};
+  qkv.fused_parts = 3;
+  const auto ps =
+      by_fqn(parallelize_module(*lm, mesh,
+                                {qkv,
+                                 {"transformer.h.*.attn.c_proj", ParallelStyle::kRowwise},
+                                 {"transformer.h.*.mlp.c_fc", ParallelStyle::kColwise}},
+                                cfg("tp")));
+  const auto placement = [&](const std::string& fqn) { return ps.at(fqn).spec.placements[0]; };
+  EXPECT_EQ(placement("transformer.h.0.attn.c_attn.weight"), Placement(StridedShard{1, 3}));
+  EXPECT_EQ(placement("transformer.h.0.attn.c_attn.bias"), Placement(StridedShard{0, 3}));
+  EXPECT_EQ(local_shape(ps.at("transformer.h.0.attn.c_attn.weight").spec, std::vector<int64_t>{1}),
+            (DimVector{768, 576}));
+  EXPECT_EQ(placement("transformer.h.0.attn.c_proj.weight"), S(0));
+  EXPECT_EQ(placement("transformer.h.0.attn.c_proj.bias"), R);
+  EXPECT_EQ(placement("transformer.h.0.mlp.c_fc.weight"), S(1));
+  EXPECT_EQ(placement("transformer.h.0.mlp.c_fc.bias"), S(0));
+  StyleRule bad{"transformer.h.*.attn.c_proj", ParallelStyle::kRowwise};
+  bad.fused_parts = 3;
+  expect_error([&] { parallelize_module(*lm, mesh, {bad}, cfg("tp")); },
+               "fused_parts applies to colwise only");
+}
+
 }  // namespace
 }  // namespace shardplan::mesh

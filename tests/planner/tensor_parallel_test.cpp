@@ -45,16 +45,31 @@ TEST(TensorParallel, GptNeoxFusedQkvSplitsByHead) {
   EXPECT_EQ(tp_rank_parameters(tensor::find_model_config("gpt-neox-20b"), 8), 2'570'750'976);
 }
 
-TEST(TensorParallel, FamiliesWithoutAPlanAndBadRanksAreErrors) {
+// GPT-2 small on 4 ranks (h 768, vocab 50257, 12 layers, 1024 positions; Conv1D weights [in, out],
+// output layer tied to wte):
+//   wte by vocabulary rows: torch.chunk of 50257 into 4 gives 12565, 12565, 12565, 12562 rows, so
+//   rank 0 holds 12565 x 768 = 9,649,920 and rank 3 12562 x 768 = 9,647,616; wpe 786,432 replicated
+//   per layer: c_attn (768 x 2304 + 2304) / 4 = 442,944 (q, k and v each split: SS1:3);
+//              attn.c_proj 768 x 768 / 4 = 147,456 plus its bias 768; c_fc (768 x 3072 + 3072) / 4
+//              = 590,592; mlp.c_proj 3072 x 768 / 4 = 589,824 plus bias 768; ln_1, ln_2 3,072
+//   rank 0: 9,649,920 + 786,432 + 12 x 1,775,424 + ln_f 1,536 = 31,742,976
+TEST(TensorParallel, GptTwoFusedQkvAndConv1D) {
   const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
-  EXPECT_THAT([&] { (void)tp_rank_parameters(gpt2, 2); },
-              ::testing::ThrowsMessage<Error>(
-                  ::testing::HasSubstr("model family gpt2 has no tensor-parallel plan yet")));
+  EXPECT_EQ(tp_rank_parameters(gpt2, 4, 0), 31'742'976);
+  EXPECT_EQ(tp_rank_parameters(gpt2, 4, 3), 31'742'976 - 9'649'920 + 9'647'616);
   EXPECT_EQ(tp_rank_parameters(gpt2, 1), 124'439'808);
-  EXPECT_THROW((void)tp_rank_parameters(gpt2, 2, 2), Error);
+  const std::vector<mesh::StyleRule> rules = tensor_parallel_rules(tensor::family_of(gpt2));
+  ASSERT_EQ(rules.size(), 6u);
+  EXPECT_EQ(rules[1].fused_parts, 3);
+}
+
+TEST(TensorParallel, EveryFamilyHasAPlanAndBadRanksAreErrors) {
+  EXPECT_THROW((void)tp_rank_parameters(tensor::find_model_config("gpt2"), 2, 2), Error);
+  EXPECT_THROW((void)tp_rank_parameters(tensor::find_model_config("gpt2"), 0), Error);
   // Every registered plan names modules its family builds (parallelize_module refuses a pattern
-  // that matches nothing).
-  for (const char* model : {"llama3-8b", "mistral-7b", "qwen2.5-7b", "gemma-7b", "pythia-160m"}) {
+  // that matches nothing) and lays tied weights out consistently.
+  for (const char* model :
+       {"llama3-8b", "mistral-7b", "qwen2.5-7b", "gemma-7b", "pythia-160m", "megatron-gpt-1.7b"}) {
     EXPECT_NO_THROW((void)tp_rank_parameters(tensor::find_model_config(model), 2)) << model;
   }
 }
