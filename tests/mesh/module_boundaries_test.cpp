@@ -307,7 +307,8 @@ TEST(ModuleBoundaries, BadInput) {
   };
   // Styles on modules they do not apply to.
   expect_error(run({{"model.layers.0.mlp", kColwise, R}}),
-               "colwise applies to Linear, Conv1D and Embedding modules, but 'model.layers.0.mlp' is a");
+               "colwise applies to Linear, Conv1D and Embedding modules, but "
+               "'model.layers.0.mlp' is a");
   expect_error(run({{"model.layers.0.self_attn.q_proj", kSequence}}),
                "sequence applies to LayerNorm, RMSNorm and Dropout modules, but "
                "'model.layers.0.self_attn.q_proj' is a Linear");
