@@ -2,6 +2,8 @@
 
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "mesh/shard_spec.h"
@@ -25,21 +27,70 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
   return rules;
 }
 
-int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t rank) {
+namespace {
+
+// Local element count of every parameter on TP rank `rank`, keyed by its tensor (tied parameters
+// share one entry), and the model they belong to.
+struct LocalParameters {
+  tensor::ModulePtr model;
+  std::unordered_map<const void*, int64_t> numel;
+};
+
+LocalParameters local_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t rank) {
   SP_CHECK(tp >= 1 && rank >= 0 && rank < tp, "TP rank ", rank, " of ", tp,
            ", expected 0 <= rank < tp and tp >= 1");
-  const tensor::ModulePtr model = tensor::build_model(c);
+  LocalParameters out{tensor::build_model(c), {}};
   std::vector<mesh::StyleRule> rules;
   if (tp > 1) rules = tensor_parallel_rules(tensor::family_of(c));
   const mesh::DeviceMesh m({tp}, {"tp"});
   mesh::ParallelizeConfig config;
   if (!rules.empty()) config.tp_dim = "tp";
-  int64_t n = 0;
-  for (const mesh::ParameterSharding& p : mesh::parallelize_module(*model, m, rules, config)) {
-    const DimVector local = mesh::local_shape(p.spec, std::vector<int64_t>{rank});
-    n += *checked_product(std::span<const int64_t>(local));  // a parameter's numel fits int64
+  const std::vector<mesh::ParameterSharding> shardings =
+      mesh::parallelize_module(*out.model, m, rules, config);
+  // parallelize_module lists parameters in named_parameters order, tied ones once.
+  const std::vector<tensor::NamedTensor> params = out.model->named_parameters();
+  SP_ASSERT(params.size() == shardings.size(), "parallelize_module lists every parameter once");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const DimVector local = mesh::local_shape(shardings[i].spec, std::vector<int64_t>{rank});
+    out.numel[params[i].tensor.impl()] = *checked_product(std::span<const int64_t>(local));
   }
+  return out;
+}
+
+}  // namespace
+
+int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t rank) {
+  int64_t n = 0;
+  for (const auto& [tensor, numel] : local_parameters(c, tp, rank).numel) n += numel;
   return n;
+}
+
+std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t pp,
+                                      int64_t tp_rank) {
+  const int64_t layers = c.num_hidden_layers;
+  SP_CHECK(pp >= 1 && pp <= layers, "--pp ", pp, " for ", layers,
+           " layers, expected between 1 and the number of layers");
+  const LocalParameters local = local_parameters(c, tp, tp_rank);
+  const std::string prefix = std::string(tensor::family_of(c).layers_path) + ".";
+  std::vector<int64_t> out(static_cast<size_t>(pp), 0);
+  std::vector<std::unordered_set<const void*>> seen(static_cast<size_t>(pp));
+  bool after_layers = false;
+  for (const tensor::NamedTensor& p : local.model->named_parameters({.remove_duplicate = false})) {
+    int64_t stage = 0;
+    if (p.name.rfind(prefix, 0) == 0) {
+      const int64_t layer = std::stoll(p.name.substr(prefix.size()));
+      // Stage s holds layers [floor(s L / pp), floor((s + 1) L / pp)): the largest s with
+      // floor(s L / pp) <= layer, i.e. s L < (layer + 1) pp, is ((layer + 1) pp - 1) / L.
+      stage = ((layer + 1) * pp - 1) / layers;
+      after_layers = true;
+    } else if (after_layers) {
+      stage = pp - 1;
+    }
+    if (seen[static_cast<size_t>(stage)].insert(p.tensor.impl()).second) {
+      out[static_cast<size_t>(stage)] += local.numel.at(p.tensor.impl());
+    }
+  }
+  return out;
 }
 
 }  // namespace shardplan::planner

@@ -21,4 +21,14 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
 // its ShardSpec. tp = 1 is the whole model.
 int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t rank = 0);
 
+// Parameters each pipeline stage's TP rank `tp_rank` holds, stage by stage. Stage s holds the
+// layers [floor(s L / pp), floor((s + 1) L / pp)): Megatron-LM's even split when pp divides L,
+// and otherwise stages differing by at most one layer; what comes
+// before the layers in the model (embeddings) sits on the first stage, what comes after (final
+// norm, output layer) on the last. A weight tied across both ends (GPT-2's wte and lm_head) is
+// held by both stages when pp > 1, as Megatron-LM keeps a copy of the word embedding on the last
+// stage and all-reduces its gradient between the two.
+std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t pp,
+                                      int64_t tp_rank = 0);
+
 }  // namespace shardplan::planner

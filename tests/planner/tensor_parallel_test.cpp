@@ -74,5 +74,32 @@ TEST(TensorParallel, EveryFamilyHasAPlanAndBadRanksAreErrors) {
   }
 }
 
+// Pipeline stages of Llama-3-8B, tp 8 x pp 4: 8 layers of 27,271,168 each per stage (see above);
+// the embedding (65,667,072) on stage 0, the final norm (4,096) and output layer (65,667,072) on
+// stage 3. The stages sum to the TP rank's 1,004,015,616.
+TEST(StageParameters, LlamaEmbeddingFirstHeadLast) {
+  const std::vector<int64_t> s = stage_parameters(tensor::find_model_config("llama3-8b"), 8, 4);
+  const int64_t layers = 8 * int64_t{27'271'168};
+  EXPECT_EQ(
+      s, (std::vector<int64_t>{65'667'072 + layers, layers, layers, layers + 4'096 + 65'667'072}));
+}
+
+// GPT-2 small, pp 2, no TP: 6 layers of 7,087,872 per stage (7,083,264 in projections, 4,608 in
+// biases of row-parallel layers and norms). Stage 0 holds wte 38,597,376 and wpe 786,432; stage 1
+// holds ln_f 1,536 and the output layer, which is wte tied: Megatron keeps a copy there, so the
+// stages sum to 124,439,808 + 38,597,376. With one stage the tied weight counts once.
+TEST(StageParameters, TiedEmbeddingLivesOnBothEnds) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  const int64_t half = 6 * int64_t{7'087'872};
+  EXPECT_EQ(stage_parameters(gpt2, 1, 2),
+            (std::vector<int64_t>{38'597'376 + 786'432 + half, half + 1'536 + 38'597'376}));
+  EXPECT_EQ(stage_parameters(gpt2, 1, 1), (std::vector<int64_t>{124'439'808}));
+  // 12 layers over 5 stages: floor(s 12 / 5) = 0, 2, 4, 7, 9, 12 -> 2, 2, 3, 2, 3 layers.
+  const std::vector<int64_t> five = stage_parameters(gpt2, 1, 5);
+  EXPECT_EQ(five[1], 2 * int64_t{7'087'872});
+  EXPECT_EQ(five[2], 3 * int64_t{7'087'872});
+  EXPECT_THROW((void)stage_parameters(gpt2, 1, 13), Error);
+}
+
 }  // namespace
 }  // namespace shardplan::planner
