@@ -16,6 +16,8 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
   SP_CHECK(req.nodes >= 0, "--nodes ", req.nodes, ", expected a positive number of nodes");
   SP_CHECK(req.ranks_per_node >= 0, "--ranks-per-node ", req.ranks_per_node,
            ", expected a positive number of ranks per node");
+  // Whole nodes the world needs when ranks fill them in order.
+  const int64_t fewest_nodes = req.world / per_node + (req.world % per_node != 0 ? 1 : 0);
   RankPlacement p;
   p.world = req.world;
   p.devices_per_node = per_node;
@@ -37,12 +39,11 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
     p.nodes = req.world / req.ranks_per_node;
   } else {
     p.ranks_per_node = req.world < per_node ? req.world : per_node;
-    p.nodes = req.world / per_node + (req.world % per_node != 0 ? 1 : 0);
+    p.nodes = fewest_nodes;
   }
   SP_CHECK(p.ranks_per_node <= per_node, p.ranks_per_node, " ranks per node (", req.world,
            " ranks on ", p.nodes, " node(s)) exceed the ", per_node, " accelerators of a ", c.name,
-           " node, expected at most ", per_node, " (at least ",
-           req.world / per_node + (req.world % per_node != 0 ? 1 : 0), " nodes)");
+           " node, expected at most ", per_node, " (at least ", fewest_nodes, " nodes)");
   SP_CHECK(p.nodes == 1 || c.network.has_value(), "cluster ", c.name,
            " is one machine without a network, but ", req.world, " ranks need ", p.nodes,
            " nodes, expected at most ", per_node, " ranks");
