@@ -19,7 +19,8 @@
 //  "collective_library": {"name": "nccl" | "mpi" | "dtensor_compat", "version": "2.30.7"},
 //  "accelerator": {"model": "...", "arch": "cpu|volta|ampere|hopper|blackwell",
 //                  "dense_tflops": {"<dtype>": Q, ...}, "memory_gb": Q, "memory_bandwidth_gbps":
-//                  Q},
+//                  Q, "matmul_efficiency": {"<dtype>": Q fraction, ...} (optional),
+//                  "streaming_multiprocessors": Q count (optional)},
 //  "accelerators_per_node": Q,
 //  "intra_node": {"fabric": "nvlink|shared_memory", "links_per_gpu": Q, "link_bandwidth_gbps": Q,
 //                 "bus_bandwidth_gbps": Q, "latency_us": Q, "nvls": bool,
@@ -147,6 +148,19 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view)
     if (c.accelerator.dense_tflops.empty()) a.fail("dense_tflops", "expected at least one dtype");
     c.accelerator.memory_gb = quantity(a, "memory_gb");
     c.accelerator.memory_bandwidth_gbps = quantity(a, "memory_bandwidth_gbps");
+    if (a.has("matmul_efficiency")) {
+      JsonFields eff = a.object("matmul_efficiency");
+      for (auto it = eff.json().begin(); it != eff.json().end(); ++it) {
+        if (!c.accelerator.dense_tflops.contains(it.key())) {
+          eff.fail(it.key(), "has no dense_tflops peak to be a fraction of");
+        }
+        c.accelerator.matmul_efficiency[it.key()] = quantity(eff, it.key(), Kind::kFraction);
+      }
+    }
+    if (a.has("streaming_multiprocessors")) {
+      c.accelerator.streaming_multiprocessors =
+          quantity(a, "streaming_multiprocessors", Kind::kCount);
+    }
     a.done();
   }
   c.accelerators_per_node = quantity(doc, "accelerators_per_node", Kind::kCount);
@@ -221,6 +235,15 @@ nlohmann::ordered_json cluster_to_json(const Cluster& c) {
   for (const auto& [dtype, q] : c.accelerator.dense_tflops) a["dense_tflops"][dtype] = q_json(q);
   a["memory_gb"] = q_json(c.accelerator.memory_gb);
   a["memory_bandwidth_gbps"] = q_json(c.accelerator.memory_bandwidth_gbps);
+  if (!c.accelerator.matmul_efficiency.empty()) {
+    a["matmul_efficiency"] = nlohmann::ordered_json::object();
+    for (const auto& [dtype, q] : c.accelerator.matmul_efficiency) {
+      a["matmul_efficiency"][dtype] = q_json(q);
+    }
+  }
+  if (c.accelerator.streaming_multiprocessors) {
+    a["streaming_multiprocessors"] = q_json(*c.accelerator.streaming_multiprocessors);
+  }
   j["accelerator"] = a;
   j["accelerators_per_node"] = q_json(c.accelerators_per_node);
   nlohmann::ordered_json in;

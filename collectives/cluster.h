@@ -48,6 +48,11 @@ struct AcceleratorSpec {
   std::map<std::string, Quantity> dense_tflops;  // dtype name ("bf16", "fp8", ...) -> peak
   Quantity memory_gb;
   Quantity memory_bandwidth_gbps;
+  // Optional (the planner's compute model, docs/cost-model.md §8.1): per dtype, the fraction of
+  // the dense peak that large well-shaped GEMMs reach (a measured maximum achievable matmul rate);
+  // and the number of streaming multiprocessors, which sets GEMM wave quantization.
+  std::map<std::string, Quantity> matmul_efficiency;
+  std::optional<Quantity> streaming_multiprocessors;
   friend bool operator==(const AcceleratorSpec&, const AcceleratorSpec&) = default;
 };
 

@@ -63,7 +63,7 @@ Reader step_reader() {
 Reader cluster_reader() {
   return {"cluster", [](const json& j) { (void)cluster_from_json(j, "cluster.json"); },
           json(cluster_to_json(h100(1))),
-          /*free_keys=*/{"accelerator.dense_tflops"}};
+          /*free_keys=*/{"accelerator.dense_tflops", "accelerator.matmul_efficiency"}};
 }
 
 json with(json j, const json::json_pointer& p, const json& v) {
