@@ -37,6 +37,12 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
              " does not divide the ", req.world, " ranks, expected a divisor of ", req.world);
     p.ranks_per_node = req.ranks_per_node;
     p.nodes = req.world / req.ranks_per_node;
+  } else if (c.accelerator.arch == Arch::kCpu && !c.network.has_value()) {
+    // One host without a network runs every rank, oversubscribed beyond its cores (mpirun
+    // --oversubscribe): how materialization is tested on a laptop or a CI runner.
+    p.ranks_per_node = req.world;
+    p.nodes = 1;
+    return p;
   } else {
     p.ranks_per_node = req.world < per_node ? req.world : per_node;
     p.nodes = fewest_nodes;
@@ -51,6 +57,13 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
 }
 
 Cluster cluster_for(Cluster c, const RankPlacement& p) {
+  const auto per_node = static_cast<int64_t>(c.accelerators_per_node.value);
+  if (p.nodes == 1 && p.ranks_per_node > per_node) {
+    // Oversubscribed host (place_ranks): its memory is shared by all the ranks.
+    c.accelerator.memory_gb.value *=
+        static_cast<double>(per_node) / static_cast<double>(p.ranks_per_node);
+    c.accelerators_per_node.value = static_cast<double>(p.ranks_per_node);
+  }
   if (p.nodes == 1) return with_gpus(std::move(c), p.ranks_per_node);
   return with_nodes(std::move(c), p.nodes);
 }
