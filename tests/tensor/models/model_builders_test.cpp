@@ -120,16 +120,12 @@ TEST(ModelParams, MegatronTable1) {
     int64_t heads, h, l;
     double billions;
   };
-  const Row rows[] = {{"megatron-gpt-1.7b", 24, 2304, 24, 1.7},
-                      {"megatron-gpt-3.6b", 32, 3072, 30, 3.6},
-                      {"megatron-gpt-7.5b", 32, 4096, 36, 7.5},
-                      {"megatron-gpt-18.4b", 48, 6144, 40, 18.4},
-                      {"megatron-gpt-39.1b", 64, 8192, 48, 39.1},
-                      {"megatron-gpt-76.1b", 80, 10240, 60, 76.1},
-                      {"megatron-gpt-145.6b", 96, 12288, 80, 145.6},
-                      {"megatron-gpt-310.1b", 128, 16384, 96, 310.1},
-                      {"megatron-gpt-529.6b", 128, 20480, 105, 529.6},
-                      {"megatron-gpt-1t", 160, 25600, 128, 1008.0}};
+  const Row rows[] = {
+      {"megatron-gpt-1.7", 24, 2304, 24, 1.7},        {"megatron-gpt-3.6", 32, 3072, 30, 3.6},
+      {"megatron-gpt-7.5", 32, 4096, 36, 7.5},        {"megatron-gpt-18.4", 48, 6144, 40, 18.4},
+      {"megatron-gpt-39.1", 64, 8192, 48, 39.1},      {"megatron-gpt-76.1", 80, 10240, 60, 76.1},
+      {"megatron-gpt-145.6", 96, 12288, 80, 145.6},   {"megatron-gpt-310.1", 128, 16384, 96, 310.1},
+      {"megatron-gpt-529.6", 128, 20480, 105, 529.6}, {"megatron-gpt-1t", 160, 25600, 128, 1008.0}};
   const int64_t V = 51200, s = 2048;
   for (const Row& r : rows) {
     SCOPED_TRACE(r.name);

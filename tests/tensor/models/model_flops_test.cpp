@@ -22,7 +22,7 @@ int count_ops(const OpGraph& g, std::string_view op) {
 // for the logits; fwd + bwd = 3 x forward. What it neglects (and the trace counts in `flops`, not
 // `matmul_flops`): LayerNorm, GeLU, softmax, bias adds, residual adds, dropout.
 TEST(ModelFlops, GptMatchesMegatronFormula) {
-  for (const char* name : {"megatron-gpt-1.7b", "megatron-gpt-18.4b", "megatron-gpt-1t", "gpt2"}) {
+  for (const char* name : {"megatron-gpt-1.7", "megatron-gpt-18.4", "megatron-gpt-1t", "gpt2"}) {
     SCOPED_TRACE(name);
     const ModelConfig c = find_model_config(name);
     const ModulePtr m = build_model(c);
