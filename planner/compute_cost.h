@@ -1,0 +1,76 @@
+// Compute time of traced ops on one accelerator: a roofline whose GEMM ceiling depends on the
+// GEMM's shape (docs/cost-model.md §8.1 "Compute time").
+//   ComputeModel a = compute_model(load_cluster("dgx-a100-80g.json"), Precision::kBf16);
+//   gemm_efficiency(a, {.batch = 1, .m = 2048, .n = 6912, .k = 2304});  // ~0.86 of 312 TFLOP/s
+//   OpSeconds t = op_seconds(a, step, step.ops[i]);                   // forward, backward, ...
+//
+// Note [GEMM efficiency]
+// A large, well-shaped GEMM reaches the accelerator's measured maximum achievable matmul rate, a
+// fraction of the dense peak that the cluster file states with its source
+// (`accelerator.matmul_efficiency`). Smaller GEMMs lose more, for two reasons that follow from how
+// GPU GEMM kernels work (output tiles of kTileM x kTileN computed by one SM each, in waves of one
+// tile per SM):
+//   tile quantization: a dimension that is not a multiple of the tile still costs whole tiles,
+//       efficiency M N / (ceil(M / tm) tm ceil(N / tn) tn);
+//   wave quantization: T tiles on S SMs run in ceil(T / S) waves, efficiency T / (ceil(T / S) S)
+//       (only when the file states the SM count);
+//   short reductions: each tile pays a fixed prologue and epilogue, worth about kFixedK steps of
+//       the K loop, efficiency K / (K + kFixedK).
+// The GEMM takes max(FLOPs / (peak x efficiency), bytes / HBM bandwidth). Every other op is
+// priced by its bytes at HBM bandwidth (or its FLOPs at the peak, if that is slower).
+#pragma once
+
+#include <cstdint>
+
+#include "collectives/cluster.h"
+#include "planner/parallel_config.h"
+#include "tensor/training.h"
+
+namespace shardplan::planner {
+
+inline constexpr int64_t kTileM = 128;
+inline constexpr int64_t kTileN = 128;
+inline constexpr int64_t kFixedK = 64;
+
+struct ComputeModel {
+  double peak_flops = 0;                  // dense FLOP/s of the GEMM dtype
+  double matmul_efficiency = 1;           // large-GEMM fraction of the peak
+  int64_t streaming_multiprocessors = 0;  // 0: no wave quantization
+  double memory_bytes_per_s = 0;          // HBM bandwidth
+  double mfu_peak_flops = 0;              // dense bf16 peak (the MFU denominator); fp32 on a CPU
+};
+
+// The GEMM dtype is fp8 for Precision::kFp8 and bf16 otherwise; a cluster without that peak
+// (a CPU: fp32 only) computes in the dtype it has. Throws shardplan::Error when the cluster
+// states no usable peak.
+ComputeModel compute_model(const collectives::Cluster& cluster, Precision precision);
+
+// The dtype compute_model prices GEMMs in ("bf16", "fp8", "fp32").
+std::string_view gemm_dtype(const collectives::Cluster& cluster, Precision precision);
+
+struct GemmShape {
+  int64_t batch = 1;
+  int64_t m = 1;
+  int64_t n = 1;
+  int64_t k = 1;
+};
+
+// Fraction of the peak the GEMM reaches: Note [GEMM efficiency]. In (0, matmul_efficiency].
+double gemm_efficiency(const ComputeModel& a, const GemmShape& g);
+
+// The GEMM of a matrix-product op of `step`, read from its output shape and its FLOPs: the output
+// is [..., M, N] (a linear's [b, s, n] is one GEMM of b s rows) and 2 M N K FLOPs per batch entry
+// give K. Meaningless (all ones) for an op without matrix-product FLOPs.
+GemmShape gemm_shape(const tensor::TrainingStep& step, const tensor::TrainingOp& op);
+
+// Seconds of one op, forward, backward and recomputed forward, when it does `scale` times its
+// traced work (FLOPs and bytes), its GEMM (if it has matrix-product FLOPs) shaped `g`.
+struct OpSeconds {
+  double forward = 0;
+  double backward = 0;
+  double recompute = 0;
+};
+OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, const GemmShape& g,
+                     double scale = 1);
+
+}  // namespace shardplan::planner

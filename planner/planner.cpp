@@ -1,0 +1,445 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "collectives/rank_placement.h"
+#include "collectives/topology.h"
+#include "planner/candidate_mesh.h"
+#include "planner/tensor_parallel.h"
+#include "planner/training_metrics.h"
+#include "tensor/base/error.h"
+#include "tensor/models/family.h"
+
+namespace shardplan::planner {
+namespace {
+
+using tensor::RecomputePolicy;
+
+constexpr std::array<RecomputePolicy, 3> kPolicies = {
+    RecomputePolicy::kNone, RecomputePolicy::kSelective, RecomputePolicy::kFull};
+constexpr int64_t kMaxSearchedMicroBatch = 16;
+constexpr int64_t kMaxSearchedVirtualStages = 8;
+
+std::vector<int64_t> divisors(int64_t n, int64_t limit) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n && d <= limit; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
+  if (pin) return {*pin};
+  return all;
+}
+
+// A plan is better when faster; ties go to less memory, then to the smaller degrees (a stable,
+// deterministic order).
+auto plan_key(const PlanResult& p) {
+  const ParallelConfig& c = p.config;
+  return std::make_tuple(p.step_time_s, p.memory_bytes, c.tp, c.pp, c.cp, c.ep, c.zero,
+                         c.micro_batch, static_cast<int>(c.recompute), c.virtual_stages,
+                         c.sequence_parallel, static_cast<int>(p.order));
+}
+bool faster(const PlanResult& a, const PlanResult& b) { return plan_key(a) < plan_key(b); }
+
+}  // namespace
+
+std::string_view to_string(DimOrder o) { return o == DimOrder::kTpInner ? "tp-inner" : "cp-inner"; }
+
+std::array<int64_t, 5> dim_order(DimOrder o) {
+  if (o == DimOrder::kCpInner) return {kPpDim, kDpDim, kEpDim, kTpDim, kCpDim};
+  return kDefaultDimOrder;
+}
+
+std::string family_of(const ParallelConfig& c) {
+  std::string s;
+  auto add = [&](const char* name, int64_t d) {
+    if (d <= 1) return;
+    if (!s.empty()) s += "+";
+    s += name;
+  };
+  add("tp", c.tp);
+  add("cp", c.cp);
+  add("pp", c.pp);
+  add("dp", c.dp);
+  add("ep", c.ep);
+  if (s.empty()) s = "single";
+  if (c.zero > 0) s += " zero-" + std::to_string(c.zero);
+  return s;
+}
+
+struct Planner::Impl {
+  tensor::ModelConfig model;
+  collectives::Cluster cluster;  // as given (one node); candidates are placed on it
+  TrainingSetup setup;
+  PlannerOptions options;
+  StepContext ctx;
+  double flops_per_token = 0;
+  bool has_tp_plan = false;
+  int64_t per_node = 1;
+  tensor::DType dtype = tensor::DType::kBFloat16;
+
+  std::map<std::tuple<int64_t, int64_t, int>, std::unique_ptr<TracedModel>> traces;
+  struct WorkEntry {
+    RankWork work;
+    // TP seconds per part, for the tp links seen so far (few distinct ones).
+    std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
+  };
+  std::map<std::tuple<int64_t, bool, int64_t, int64_t, int>, std::unique_ptr<WorkEntry>> work;
+  std::map<int64_t, LayerParameters> params;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
+  collectives::RankPlacement placement;
+  std::unique_ptr<collectives::Topology> topology;
+
+  const TracedModel& trace(int64_t mb, int64_t seq_local, RecomputePolicy rc) {
+    auto& slot = traces[{mb, seq_local, static_cast<int>(rc)}];
+    if (!slot) {
+      slot = std::make_unique<TracedModel>(trace_one_block(model, {.micro_batch = mb,
+                                                                   .seq = seq_local,
+                                                                   .recompute = rc,
+                                                                   .attention = options.attention,
+                                                                   .dtype = dtype}));
+    }
+    return *slot;
+  }
+
+  WorkEntry& work_for(const ParallelConfig& c) {
+    auto& slot =
+        work[{c.tp, c.sequence_parallel, c.cp, c.micro_batch, static_cast<int>(c.recompute)}];
+    if (!slot) {
+      slot = std::make_unique<WorkEntry>();
+      slot->work = rank_work(trace(c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
+                             {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
+    }
+    return *slot;
+  }
+
+  const std::array<TpSeconds, kParts>& tp_for(WorkEntry& e, const collectives::GroupLinks& l) {
+    for (const auto& [links, secs] : e.tp) {
+      if (links == l) return secs;
+    }
+    std::array<TpSeconds, kParts> s;
+    for (int p = 0; p < kParts; ++p) s[static_cast<size_t>(p)] = tp_seconds(e.work.parts[p], l);
+    e.tp.emplace_back(l, s);
+    return e.tp.back().second;
+  }
+
+  const LayerParameters& params_for(int64_t tp) {
+    auto it = params.find(tp);
+    if (it != params.end()) return it->second;
+    LayerParameters lp;
+    lp.per_layer = stage_parameters(model, tp, model.num_hidden_layers, 0);
+    int64_t sum = 0;
+    for (int64_t n : lp.per_layer) sum += n;
+    lp.tied_twice = sum - tp_rank_parameters(model, tp, 0);
+    if (model.num_local_experts > 0) {
+      lp.experts_per_layer =
+          model.num_local_experts * 3 * model.hidden_size * (model.intermediate_size / tp);
+    }
+    return params.emplace(tp, std::move(lp)).first->second;
+  }
+
+  const DimLinks& links_for(const ParallelConfig& c, DimOrder order) {
+    const auto key = std::make_tuple(c.pp, c.dp, c.ep, c.cp, c.tp, static_cast<int>(order));
+    auto it = links.find(key);
+    if (it != links.end()) return it->second;
+    // The same launch-rank placement and topology for every candidate (built once); only the
+    // mesh's order of ranks differs (candidate_mesh.h).
+    if (!topology) {
+      placement = collectives::place_ranks(cluster, {.world = setup.gpus});
+      topology =
+          std::make_unique<collectives::Topology>(collectives::cluster_for(cluster, placement));
+    }
+    const std::array<int64_t, 5> o = dim_order(order);
+    const std::vector<int64_t> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
+    const std::vector<int64_t> ranks = collectives::rank_order_by_dims(shape, o);
+    std::vector<int64_t> devices(ranks.size());
+    for (size_t r = 0; r < ranks.size(); ++r) devices[r] = placement.device_of(ranks[r]);
+    const std::vector<collectives::GroupLinks> per_dim =
+        collectives::mesh_dim_links(*topology, shape, devices);
+    DimLinks l;
+    for (size_t d = 0; d < 5; ++d) l[d] = per_dim[d];
+    return links.emplace(key, l).first->second;
+  }
+
+  PlanResult result_of(const ParallelConfig& c, DimOrder order, const StepResult& r) const {
+    PlanResult p;
+    p.config = c;
+    p.order = order;
+    p.step_time_s = r.step_time_s;
+    p.memory_bytes = r.memory_bytes;
+    const double tokens = static_cast<double>(setup.global_batch * setup.seq);
+    p.tokens_per_s = tokens / r.step_time_s;
+    p.mfu = mfu(flops_per_token, setup.global_batch * setup.seq, setup.gpus,
+                ctx.compute.mfu_peak_flops, r.step_time_s);
+    return p;
+  }
+
+  void check_pins(const Pins& pins) const;
+  template <typename Visit>
+  void enumerate(const Pins& pins, int64_t& pruned, Visit&& visit);
+};
+
+void Planner::Impl::check_pins(const Pins& pins) const {
+  const int64_t g = setup.gpus;
+  int64_t product = 1;
+  std::string named;
+  auto use = [&](const char* flag, const std::optional<int64_t>& v) {
+    if (!v) return;
+    SP_CHECK(*v >= 1, flag, " ", *v, ", expected a positive degree");
+    product *= *v;
+    named += (named.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(*v);
+  };
+  use("--tp", pins.tp);
+  use("--pp", pins.pp);
+  use("--dp", pins.dp);
+  use("--cp", pins.cp);
+  const bool all = pins.tp && pins.pp && pins.dp && pins.cp;
+  SP_CHECK(g % product == 0 && (!all || product == g), "pins contradict the job: ", named, " = ",
+           product, all ? " ranks" : " ranks does not divide", " and --gpus is ", g,
+           ", expected tp * pp * dp * cp = ", g);
+  if (pins.tp && pins.pp && pins.dp && !pins.cp) {
+    SP_CHECK(product == g, "pins contradict the job: ", named, " = ", product,
+             " ranks but --gpus is ", g, ", expected tp * pp * dp (* cp) = ", g);
+  }
+  if (pins.zero) {
+    SP_CHECK(*pins.zero >= 0 && *pins.zero <= 3, "--zero ", *pins.zero, ", expected 0, 1, 2 or 3");
+  }
+  if (pins.tp && *pins.tp > 1) {
+    SP_CHECK(has_tp_plan, "--tp ", *pins.tp, ": model family ", model.model_type,
+             " has no tensor-parallel plan yet, expected --tp 1");
+  }
+  if (pins.dp) {
+    SP_CHECK(setup.global_batch % *pins.dp == 0, "--global-batch ", setup.global_batch,
+             " is not divisible by --dp ", *pins.dp,
+             ", expected a multiple of the data-parallel degree");
+  }
+}
+
+template <typename Visit>
+void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) {
+  const int64_t g = setup.gpus;
+  const int64_t L = model.num_hidden_layers;
+  std::vector<int64_t> tps;
+  for (int64_t t : divisors(g, has_tp_plan ? per_node : 1)) {
+    if (model.num_attention_heads % t != 0) continue;
+    if (model.num_key_value_heads % t != 0 && t % model.num_key_value_heads != 0) continue;
+    tps.push_back(t);
+  }
+  std::vector<int64_t> cps;
+  for (int64_t c = 1; c <= g; c *= 2) {
+    if (setup.seq % (2 * c) == 0 || c == 1) cps.push_back(c);
+  }
+  for (int64_t tp : pinned_or(pins.tp, tps)) {
+    for (int64_t cp : pinned_or(pins.cp, cps)) {
+      if (g % (tp * cp) != 0) continue;
+      for (int64_t pp : pinned_or(pins.pp, divisors(g / (tp * cp), L))) {
+        if (g % (tp * cp * pp) != 0) continue;
+        const int64_t dp = g / (tp * cp * pp);
+        if (pins.dp && *pins.dp != dp) continue;
+        if (setup.global_batch % dp != 0) {
+          ++pruned;
+          continue;
+        }
+        std::vector<int64_t> eps = {1};
+        if (model.num_local_experts > 0) {
+          eps.clear();
+          for (int64_t e : divisors(dp, model.num_local_experts)) {
+            if (model.num_local_experts % e == 0 &&
+                model.num_local_experts / e >= model.num_experts_per_tok) {
+              eps.push_back(e);
+            }
+          }
+        }
+        std::vector<int64_t> mbs;
+        for (int64_t b = 1; b <= kMaxSearchedMicroBatch; b *= 2) {
+          if ((setup.global_batch / dp) % b == 0) mbs.push_back(b);
+        }
+        std::vector<int> zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+        std::vector<DimOrder> orders = {DimOrder::kTpInner};
+        if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
+        for (int64_t ep : pinned_or(pins.ep, eps)) {
+          if (dp % ep != 0) {
+            ++pruned;
+            continue;
+          }
+          for (DimOrder order : orders) {
+            for (int zero : pinned_or(pins.zero, zeros)) {
+              for (int64_t mb : pinned_or(pins.micro_batch, mbs)) {
+                if (setup.global_batch % (dp * mb) != 0) {
+                  ++pruned;
+                  continue;
+                }
+                const int64_t m = setup.global_batch / (dp * mb);
+                std::vector<int64_t> vs = {1};
+                if (pp > 1 && m % pp == 0) {
+                  for (int64_t v = 2; v <= kMaxSearchedVirtualStages; ++v) {
+                    if (L % (pp * v) == 0) vs.push_back(v);
+                  }
+                }
+                for (RecomputePolicy rc :
+                     pinned_or(pins.recompute,
+                               std::vector<RecomputePolicy>(kPolicies.begin(), kPolicies.end()))) {
+                  for (bool sp :
+                       pinned_or(pins.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                : std::vector<bool>{false})) {
+                    for (int64_t v : pinned_or(pins.virtual_stages, vs)) {
+                      ParallelConfig c{.tp = tp,
+                                       .pp = pp,
+                                       .dp = dp,
+                                       .cp = cp,
+                                       .ep = ep,
+                                       .zero = zero,
+                                       .micro_batch = mb,
+                                       .recompute = rc,
+                                       .virtual_stages = v,
+                                       .sequence_parallel = sp,
+                                       .precision = options.precision};
+                      if ((sp && tp == 1) || (zero > 0 && dp == 1) ||
+                          (v > 1 && (pp == 1 || m % pp != 0 || L < pp * v))) {
+                        ++pruned;
+                        continue;
+                      }
+                      visit(c, order);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, TrainingSetup setup,
+                 PlannerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& I = *impl_;
+  SP_CHECK(setup.gpus >= 1, "--gpus ", setup.gpus, ", expected at least 1");
+  SP_CHECK(setup.seq >= 1, "--seq ", setup.seq, ", expected at least 1");
+  SP_CHECK(setup.global_batch >= 1, "--global-batch ", setup.global_batch, ", expected at least 1");
+  SP_CHECK(setup.seq <= model.max_position_embeddings, "--seq ", setup.seq, " is longer than ",
+           model.model_type, "'s ", model.max_position_embeddings,
+           " positions (max_position_embeddings), expected at most ",
+           model.max_position_embeddings);
+  // Throws for a GPU count the cluster cannot hold (naming the nodes and GPUs per node).
+  const collectives::RankPlacement placed =
+      collectives::place_ranks(cluster, {.world = setup.gpus});
+  I.per_node = placed.ranks_per_node;
+  I.model = std::move(model);
+  I.cluster = std::move(cluster);
+  I.setup = setup;
+  I.options = options;
+  I.has_tp_plan = !tensor::family_of(I.model).tp_plan.empty();
+  const bool cpu = I.cluster.accelerator.arch == collectives::Arch::kCpu;
+  I.dtype = cpu ? tensor::DType::kFloat32 : tensor::DType::kBFloat16;
+  StepContext& ctx = I.ctx;
+  ctx.layers = I.model.num_hidden_layers;
+  ctx.hidden = I.model.hidden_size;
+  ctx.setup = setup;
+  ctx.compute = compute_model(I.cluster, options.precision);
+  ctx.recipe = cpu ? MixedPrecision::adam_fp32() : MixedPrecision::adam_16bit();
+  ctx.activation_itemsize = tensor::itemsize(I.dtype);
+  const collectives::Cluster sized = collectives::cluster_for(I.cluster, placed);
+  ctx.memory_capacity_bytes = sized.accelerator.memory_gb.value * 1e9;
+  ctx.context_bytes = cpu ? 0 : kGpuContextBytes;
+  ctx.moe = I.model.num_local_experts > 0;
+  I.flops_per_token = model_flops_per_token(I.model, setup.seq);
+}
+
+Planner::~Planner() = default;
+
+SearchResult Planner::search(const Pins& pins, int64_t top_k,
+                             const std::function<bool(const ParallelConfig&)>& keep) {
+  SearchResult all;
+  std::vector<std::function<bool(const ParallelConfig&)>> filters;
+  if (keep) filters.push_back(keep);
+  (void)best_of_each(pins, filters, &all);
+  if (static_cast<int64_t>(all.top.size()) > top_k) all.top.resize(static_cast<size_t>(top_k));
+  return all;
+}
+
+std::vector<Planner::Best> Planner::best_of_each(
+    const Pins& pins, const std::vector<std::function<bool(const ParallelConfig&)>>& filters,
+    SearchResult* all) {
+  Impl& I = *impl_;
+  I.check_pins(pins);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Best> best(filters.size());
+  std::vector<PlanResult> feasible;
+  SearchResult r;
+  std::vector<bool> in(filters.size());
+  I.enumerate(pins, r.pruned, [&](const ParallelConfig& c, DimOrder order) {
+    bool any = filters.empty();
+    for (size_t f = 0; f < filters.size(); ++f) {
+      in[f] = filters[f](c);
+      any = any || in[f];
+    }
+    if (!any) return;
+    Impl::WorkEntry& e = I.work_for(c);
+    const DimLinks& links = I.links_for(c, order);
+    const StepResult s =
+        evaluate(I.ctx, c, e.work, links, I.params_for(c.tp), nullptr, &I.tp_for(e, links[4]));
+    ++r.evaluated;
+    for (size_t f = 0; f < filters.size(); ++f) best[f].evaluated += in[f] ? 1 : 0;
+    if (!s.fits) {
+      const std::string reason = "exceeds memory";
+      ++r.rejected[family_of(c)][reason];
+      for (size_t f = 0; f < filters.size(); ++f) {
+        if (in[f]) ++best[f].rejected[reason];
+      }
+      return;
+    }
+    ++r.feasible;
+    const PlanResult p = I.result_of(c, order, s);
+    for (size_t f = 0; f < filters.size(); ++f) {
+      if (in[f] && (!best[f].best || faster(p, *best[f].best))) best[f].best = p;
+    }
+    if (all != nullptr) feasible.push_back(p);
+  });
+  if (all != nullptr) {
+    std::sort(feasible.begin(), feasible.end(), faster);
+    // Pareto front: sweep by time, keep each plan using less memory than every faster one.
+    int64_t least = INT64_MAX;
+    for (const PlanResult& p : feasible) {
+      if (p.memory_bytes < least) {
+        r.pareto.push_back(p);
+        least = p.memory_bytes;
+      }
+    }
+    r.top = std::move(feasible);
+    r.cached_blocks = static_cast<int64_t>(I.traces.size());
+    r.cached_work = static_cast<int64_t>(I.work.size());
+    r.search_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    *all = std::move(r);
+  }
+  return best;
+}
+
+PlanResult Planner::estimate(const ParallelConfig& c, DimOrder order, Bill* bill) {
+  Impl& I = *impl_;
+  check_parallel_config(I.model, I.setup, c);
+  SP_CHECK(c.tp == 1 || I.has_tp_plan, "--tp ", c.tp, ": model family ", I.model.model_type,
+           " has no tensor-parallel plan yet, expected --tp 1");
+  Impl::WorkEntry& e = I.work_for(c);
+  const DimLinks& links = I.links_for(c, order);
+  const StepResult s = evaluate(I.ctx, c, e.work, links, I.params_for(c.tp), bill);
+  return I.result_of(c, order, s);
+}
+
+const tensor::ModelConfig& Planner::model() const { return impl_->model; }
+const collectives::Cluster& Planner::cluster() const { return impl_->cluster; }
+const TrainingSetup& Planner::setup() const { return impl_->setup; }
+const PlannerOptions& Planner::options() const { return impl_->options; }
+const StepContext& Planner::context() const { return impl_->ctx; }
+
+}  // namespace shardplan::planner
