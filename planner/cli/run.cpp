@@ -23,8 +23,11 @@ namespace shardplan::cli {
 // kVerbs below (the CMake glob picks up the new file).
 void register_calibrate(CLI::App& app, CliContext& ctx);
 void register_collective(CLI::App& app, CliContext& ctx);
+void register_compare(CLI::App& app, CliContext& ctx);
 void register_env(CLI::App& app, CliContext& ctx);
+void register_estimate(CLI::App& app, CliContext& ctx);
 void register_inspect(CLI::App& app, CliContext& ctx);
+void register_plan(CLI::App& app, CliContext& ctx);
 void register_redistribute(CLI::App& app, CliContext& ctx);
 void register_shard(CLI::App& app, CliContext& ctx);
 }  // namespace shardplan::cli
@@ -37,8 +40,11 @@ using RegisterVerb = void (*)(CLI::App&, shardplan::cli::CliContext&);
 constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_calibrate,
     &shardplan::cli::register_collective,
+    &shardplan::cli::register_compare,
     &shardplan::cli::register_env,
+    &shardplan::cli::register_estimate,
     &shardplan::cli::register_inspect,
+    &shardplan::cli::register_plan,
     &shardplan::cli::register_redistribute,
     &shardplan::cli::register_shard,
 };

@@ -1,0 +1,296 @@
+// `shardplan plan`, `estimate` and `compare`: the planner on the command line (docs/user-guide.md
+// "plan"). plan searches and ranks; estimate prices one configuration (unpinned dimensions from
+// their defaults) with its full bill; compare gives the best plan of each named strategy.
+//   shardplan plan --model llama3-70b --cluster dgx-h100 --gpus 64 --seq 4096 --global-batch 256
+//       [--tp 8 ...pins] [--top 10] [--out plan.json] [--explain] [--json]
+//   shardplan estimate ... same flags, one configuration
+//   shardplan compare ... [--strategies ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto] [--svg chart.svg]
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "planner/cli/byte_size.h"
+#include "planner/cli/cli_common.h"
+#include "planner/cli/compare_chart.h"
+#include "planner/cli/plan_args.h"
+#include "planner/plan_file.h"
+#include "planner/strategies.h"
+#include "tensor/base/error.h"
+
+namespace shardplan::cli {
+namespace {
+
+using planner::Bill;
+using planner::PlanResult;
+
+std::string config_text(const planner::ParallelConfig& c) {
+  std::ostringstream os;
+  os << "tp " << c.tp << " pp " << c.pp << " dp " << c.dp << " cp " << c.cp;
+  if (c.ep > 1) os << " ep " << c.ep;
+  os << " zero " << c.zero << " mb " << c.micro_batch << " recompute "
+     << tensor::to_string(c.recompute);
+  if (c.virtual_stages > 1) os << " v " << c.virtual_stages;
+  if (c.sequence_parallel) os << " sp";
+  return os.str();
+}
+
+std::string row_text(const PlanResult& r) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3) << std::setw(9) << r.step_time_s << " s  "
+     << std::setprecision(1) << std::setw(5) << 100 * r.mfu << "% MFU  " << std::setw(10)
+     << format_byte_size(r.memory_bytes) << "/GPU  " << config_text(r.config);
+  return os.str();
+}
+
+void print_bill_text(const Bill& b) {
+  std::cout << "  memory per GPU: parameters " << format_byte_size(b.parameter_bytes)
+            << ", gradients " << format_byte_size(b.gradient_bytes) << ", optimizer "
+            << format_byte_size(b.optimizer_bytes) << ", activations "
+            << format_byte_size(b.activation_bytes) << ", transient "
+            << format_byte_size(b.transient_bytes) << ", overhead "
+            << format_byte_size(b.overhead_bytes) << " (stage " << b.peak_stage << ")\n"
+            << std::fixed << std::setprecision(3) << "  time: compute " << b.compute_s
+            << " s, bubble " << b.bubble_s << " s, exposed communication " << b.exposed_comm_s
+            << " s, optimizer " << b.optimizer_s << " s\n";
+  for (const planner::BillCollective& c : b.collectives) {
+    std::cout << "  " << std::setw(52) << std::left << c.what << std::right << " " << c.mesh_dim
+              << "[" << c.group_size << "] " << std::setw(10) << format_byte_size(c.bytes) << " x"
+              << c.calls << "  " << std::setprecision(4) << c.seconds << " s, exposed "
+              << c.exposed_s << " s\n";
+  }
+}
+
+nlohmann::ordered_json rejected_json(
+    const std::map<std::string, std::map<std::string, int64_t>>& rejected) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [family, reasons] : rejected) {
+    j[family] = nlohmann::ordered_json::object();
+    for (const auto& [reason, n] : reasons) j[family][reason] = n;
+  }
+  return j;
+}
+
+// Why the best beat each runner-up: the bill terms side by side, largest difference first.
+void explain(planner::Planner& p, const std::vector<PlanResult>& top, nlohmann::ordered_json* j) {
+  if (top.size() < 2) return;
+  Bill best;
+  (void)p.estimate(top[0].config, top[0].order, &best);
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 1; i < std::min<size_t>(top.size(), 4); ++i) {
+    Bill other;
+    (void)p.estimate(top[i].config, top[i].order, &other);
+    const std::vector<std::pair<std::string, double>> terms = {
+        {"compute", other.compute_s - best.compute_s},
+        {"bubble", other.bubble_s - best.bubble_s},
+        {"exposed communication", other.exposed_comm_s - best.exposed_comm_s},
+        {"optimizer", other.optimizer_s - best.optimizer_s}};
+    nlohmann::ordered_json e;
+    e["runner_up"] = config_text(top[i].config);
+    e["slower_by_s"] = top[i].step_time_s - top[0].step_time_s;
+    e["terms_s"] = nlohmann::ordered_json::object();
+    for (const auto& [name, d] : terms) e["terms_s"][name] = d;
+    if (j == nullptr) {
+      std::cout << "  vs #" << i + 1 << " (" << config_text(top[i].config) << "): " << std::fixed
+                << std::setprecision(3) << "+" << e["slower_by_s"].get<double>() << " s:";
+      for (const auto& [name, d] : terms)
+        std::cout << " " << name << " " << std::showpos << d << std::noshowpos;
+      std::cout << "\n";
+    }
+    out.push_back(e);
+  }
+  if (j != nullptr) (*j)["explain"] = out;
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd = add_verb(app, ctx, "plan",
+                           "Search parallelism strategies: the fastest plans that fit, ranked");
+  auto a = std::make_shared<PlanArgs>();
+  auto top = std::make_shared<int64_t>(10);
+  auto out = std::make_shared<std::string>();
+  auto why = std::make_shared<bool>(false);
+  add_plan_options(cmd, *a);
+  cmd.add_option("--top", *top, "How many plans to list (default 10)")
+      ->check(positive_count("plans"))
+      ->type_name("K");
+  cmd.add_option("--out", *out, "Write the best plan to this file (plan.json, atomically)")
+      ->type_name("PATH");
+  cmd.add_flag("--explain", *why, "Say why the best plan beat the runners-up, term by term");
+  cmd.callback([&ctx, a, top, out, why] {
+    std::unique_ptr<planner::Planner> p = a->planner();
+    const planner::SearchResult r = p->search(a->pins(), std::max<int64_t>(*top, 4));
+    std::vector<PlanResult> shown(
+        r.top.begin(), r.top.begin() + std::min<int64_t>(*top, static_cast<int64_t>(r.top.size())));
+    Bill bill;
+    if (!r.top.empty()) (void)p->estimate(r.top[0].config, r.top[0].order, &bill);
+    if (!out->empty() && !r.top.empty()) {
+      write_file_atomically(*out, planner::plan_document(*p, r.top[0], a->model).dump(2) + "\n");
+    }
+    if (ctx.json) {
+      nlohmann::ordered_json j;
+      j["setup"] = setup_json(*a);
+      if (r.top.empty()) {
+        j["best"] = nullptr;
+      } else {
+        j["best"] = plan_json(*p, r.top[0]);
+        j["best"]["bill"] = bill_json(bill);
+      }
+      j["top"] = nlohmann::ordered_json::array();
+      for (const PlanResult& x : shown) j["top"].push_back(plan_json(*p, x));
+      j["pareto"] = nlohmann::ordered_json::array();
+      for (const PlanResult& x : r.pareto) j["pareto"].push_back(plan_json(*p, x));
+      j["evaluated"] = r.evaluated;
+      j["feasible"] = r.feasible;
+      j["pruned"] = r.pruned;
+      j["rejected"] = rejected_json(r.rejected);
+      j["search_seconds"] = r.search_seconds;
+      j["cached_blocks"] = r.cached_blocks;
+      j["cached_work"] = r.cached_work;
+      if (*why) explain(*p, r.top, &j);
+      print_json_document(j);
+      return;
+    }
+    std::cout << a->model << " on " << a->where.gpus << " x " << p->cluster().accelerator.model
+              << " (" << a->where.cluster << "), seq " << a->seq << ", global batch "
+              << a->global_batch << ": " << r.evaluated << " configurations evaluated ("
+              << r.feasible << " fit, " << r.pruned << " pruned) in " << std::fixed
+              << std::setprecision(3) << r.search_seconds << " s\n";
+    if (r.top.empty()) {
+      std::cout << "no plan fits; rejected per family:\n";
+      for (const auto& [family, reasons] : r.rejected) {
+        for (const auto& [reason, n] : reasons) {
+          std::cout << "  " << family << ": " << n << " " << reason << "\n";
+        }
+      }
+      return;
+    }
+    for (size_t i = 0; i < shown.size(); ++i) {
+      std::cout << std::setw(3) << i + 1 << ". " << row_text(shown[i]) << "\n";
+    }
+    std::cout << "best plan's bill:\n";
+    print_bill_text(bill);
+    if (*why) explain(*p, r.top, nullptr);
+    if (!out->empty()) std::cout << "wrote " << *out << "\n";
+  });
+}
+
+void register_estimate(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd = add_verb(app, ctx, "estimate",
+                           "Price one configuration: step time, MFU, memory and the full bill");
+  auto a = std::make_shared<PlanArgs>();
+  add_plan_options(cmd, *a);
+  cmd.callback([&ctx, a] {
+    std::unique_ptr<planner::Planner> p = a->planner();
+    const planner::ParallelConfig c =
+        planner::default_config(p->setup(), a->pins(), planner::parse_precision(a->precision));
+    Bill bill;
+    const PlanResult r = p->estimate(c, planner::DimOrder::kTpInner, &bill);
+    const bool fits = static_cast<double>(r.memory_bytes) <= p->context().memory_capacity_bytes;
+    if (ctx.json) {
+      nlohmann::ordered_json j;
+      j["setup"] = setup_json(*a);
+      j["plan"] = plan_json(*p, r);
+      j["plan"]["fits"] = fits;
+      j["plan"]["bill"] = bill_json(bill);
+      print_json_document(j);
+      return;
+    }
+    std::cout << row_text(r) << (fits ? "" : "  (does not fit)") << "\n";
+    print_bill_text(bill);
+  });
+}
+
+void register_compare(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd =
+      add_verb(app, ctx, "compare",
+               "Compare named strategies (ddp, zero1, ..., auto) at their best settings");
+  auto a = std::make_shared<PlanArgs>();
+  auto list = std::make_shared<std::string>("ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto");
+  auto svg = std::make_shared<std::string>();
+  add_plan_options(cmd, *a);
+  cmd.add_option("--strategies", *list,
+                 "Comma-separated: ddp, zero1, zero2, fsdp, tp, fsdp+tp, 3d, auto (default all)")
+      ->type_name("LIST");
+  cmd.add_option("--svg", *svg, "Write a chart: step-time breakdown and memory per GPU")
+      ->type_name("PATH");
+  cmd.callback([&ctx, a, list, svg] {
+    const std::vector<planner::Strategy> strategies = planner::parse_strategies(*list);
+    std::unique_ptr<planner::Planner> p = a->planner();
+    std::vector<std::function<bool(const planner::ParallelConfig&)>> filters;
+    for (const planner::Strategy& s : strategies) filters.push_back(s.keep);
+    planner::SearchResult all;
+    const std::vector<planner::Planner::Best> best = p->best_of_each(a->pins(), filters, &all);
+    std::vector<ChartRow> chart;
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      nlohmann::ordered_json row;
+      row["strategy"] = strategies[i].name;
+      ChartRow cr;
+      cr.strategy = strategies[i].name;
+      if (best[i].best) {
+        Bill bill;
+        (void)p->estimate(best[i].best->config, best[i].best->order, &bill);
+        const nlohmann::ordered_json fields = plan_json(*p, *best[i].best);
+        for (auto it = fields.begin(); it != fields.end(); ++it) row[it.key()] = it.value();
+        row["fits"] = true;
+        row["bill"] = bill_json(bill);
+        cr.fits = true;
+        cr.bill = bill;
+        cr.step_time_s = best[i].best->step_time_s;
+        cr.memory_bytes = best[i].best->memory_bytes;
+      } else {
+        row["fits"] = false;
+        std::string why = best[i].evaluated == 0 ? "no configuration of this strategy is possible "
+                                                   "for this job (" +
+                                                       strategies[i].needs + ")"
+                                                 : "";
+        for (const auto& [reason, n] : best[i].rejected) {
+          why += (why.empty() ? "" : "; ") + std::to_string(n) + " of " +
+                 std::to_string(best[i].evaluated) + " configurations " + reason;
+        }
+        row["reason"] = why;
+        cr.reason = why;
+      }
+      rows.push_back(row);
+      chart.push_back(cr);
+    }
+    if (!svg->empty()) {
+      write_file_atomically(
+          *svg, compare_chart_svg(chart, p->context().memory_capacity_bytes,
+                                  a->model + " on " + std::to_string(a->where.gpus) + " x " +
+                                      p->cluster().accelerator.model));
+    }
+    if (ctx.json) {
+      nlohmann::ordered_json j;
+      j["setup"] = setup_json(*a);
+      j["strategies"] = rows;
+      j["evaluated"] = all.evaluated;
+      j["search_seconds"] = all.search_seconds;
+      print_json_document(j);
+      return;
+    }
+    std::cout << std::left << std::setw(9) << "strategy" << std::right << "  result\n";
+    for (const auto& row : rows) {
+      std::cout << std::left << std::setw(9) << row["strategy"].get<std::string>() << std::right
+                << "  ";
+      if (row["fits"].get<bool>()) {
+        std::cout << std::fixed << std::setprecision(3) << std::setw(9)
+                  << row["step_time_s"].get<double>() << " s  " << std::setprecision(1)
+                  << std::setw(5) << 100 * row["mfu"].get<double>() << "% MFU  " << std::setw(10)
+                  << format_byte_size(row["memory_per_gpu_bytes"].get<int64_t>()) << "/GPU  tp "
+                  << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"] << " zero "
+                  << row["zero"] << " mb " << row["micro_batch"] << " "
+                  << row["recompute"].get<std::string>() << "\n";
+      } else {
+        std::cout << "does not fit: " << row["reason"].get<std::string>() << "\n";
+      }
+    }
+    if (!svg->empty()) std::cout << "wrote " << *svg << "\n";
+  });
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,169 @@
+#include "planner/cli/plan_args.h"
+
+#include <utility>
+
+#include "collectives/cluster.h"
+#include "planner/candidate_mesh.h"
+#include "tensor/base/error.h"
+#include "tensor/models/model_config.h"
+
+namespace shardplan::cli {
+namespace {
+
+std::optional<int64_t> pin(int64_t v) { return v > 0 ? std::optional<int64_t>(v) : std::nullopt; }
+
+}  // namespace
+
+planner::Pins PlanArgs::pins() const {
+  planner::Pins p;
+  p.tp = pin(tp);
+  p.pp = pin(pp);
+  p.dp = pin(dp);
+  p.cp = pin(cp);
+  p.ep = pin(ep);
+  p.micro_batch = pin(micro_batch);
+  p.virtual_stages = pin(virtual_stages);
+  if (zero >= 0) p.zero = zero;
+  if (!recompute.empty()) p.recompute = tensor::parse_recompute_policy(recompute);
+  if (!sequence_parallel.empty()) {
+    SP_CHECK(sequence_parallel == "on" || sequence_parallel == "off", "--sequence-parallel '",
+             sequence_parallel, "', expected on or off");
+    p.sequence_parallel = sequence_parallel == "on";
+  }
+  return p;
+}
+
+std::unique_ptr<planner::Planner> PlanArgs::planner() const {
+  tensor::ModelConfig cfg = tensor::find_model_config(model);
+  collectives::Cluster cluster =
+      collectives::load_cluster(collectives::resolve_cluster(where.cluster));
+  planner::PlannerOptions o;
+  o.precision = planner::parse_precision(precision);
+  o.attention = tensor::parse_attention_impl(attention);
+  return std::make_unique<planner::Planner>(
+      std::move(cfg), std::move(cluster),
+      planner::TrainingSetup{.gpus = where.gpus, .seq = seq, .global_batch = global_batch}, o);
+}
+
+void add_plan_options(CLI::App& cmd, PlanArgs& a) {
+  cmd.add_option("--model", a.model, "Model: configs/models name, config.json or its folder")
+      ->required()
+      ->type_name("NAME|PATH");
+  cmd.add_option("--cluster", a.where.cluster, "Cluster (configs/clusters name or path)")
+      ->required()
+      ->type_name("NAME|PATH");
+  cmd.add_option("--gpus", a.where.gpus, "GPUs (ranks) in the job")
+      ->required()
+      ->check(positive_count("GPUs"))
+      ->type_name("N");
+  cmd.add_option("--seq", a.seq, "Sequence length in tokens")
+      ->required()
+      ->check(positive_count("tokens"))
+      ->type_name("S");
+  cmd.add_option("--global-batch", a.global_batch, "Sequences per optimizer step")
+      ->required()
+      ->check(positive_count("sequences"))
+      ->type_name("B");
+  cmd.add_option("--tp", a.tp, "Pin tensor parallelism")
+      ->check(positive_count("ranks"))
+      ->type_name("N");
+  cmd.add_option("--pp", a.pp, "Pin pipeline stages")
+      ->check(positive_count("stages"))
+      ->type_name("N");
+  cmd.add_option("--dp", a.dp, "Pin data parallelism")
+      ->check(positive_count("ranks"))
+      ->type_name("N");
+  cmd.add_option("--cp", a.cp, "Pin context parallelism")
+      ->check(positive_count("ranks"))
+      ->type_name("N");
+  cmd.add_option("--ep", a.ep, "Pin expert parallelism (MoE)")
+      ->check(positive_count("ranks"))
+      ->type_name("N");
+  cmd.add_option("--zero", a.zero, "Pin the ZeRO stage over dp: 0, 1, 2 or 3 (FSDP)")
+      ->check(CLI::Range(0, 3))
+      ->type_name("0|1|2|3");
+  cmd.add_option("--micro-batch", a.micro_batch, "Pin the micro-batch size")
+      ->check(positive_count("sequences"))
+      ->type_name("N");
+  cmd.add_option("--recompute", a.recompute, "Pin recomputation: none, selective or full")
+      ->type_name("POLICY");
+  cmd.add_option("--virtual-stages", a.virtual_stages,
+                 "Pin model chunks per pipeline rank (1 = plain 1F1B, > 1 interleaved)")
+      ->check(positive_count("chunks"))
+      ->type_name("V");
+  cmd.add_option("--sequence-parallel", a.sequence_parallel, "Pin sequence parallelism: on or off")
+      ->type_name("on|off");
+  cmd.add_option("--precision", a.precision,
+                 "bf16, or fp8 (GEMMs at the FP8 peak, the rest in bf16); default bf16")
+      ->type_name("bf16|fp8");
+  cmd.add_option("--attention", a.attention,
+                 "Attention kernels: flash (default) or math (scores materialized)")
+      ->type_name("flash|math");
+}
+
+nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanResult& r) {
+  const planner::ParallelConfig& c = r.config;
+  nlohmann::ordered_json j;
+  j["family"] = planner::family_of(c);
+  j["tp"] = c.tp;
+  j["pp"] = c.pp;
+  j["dp"] = c.dp;
+  j["cp"] = c.cp;
+  j["ep"] = c.ep;
+  j["zero"] = c.zero;
+  j["micro_batch"] = c.micro_batch;
+  j["recompute"] = tensor::to_string(c.recompute);
+  j["virtual_stages"] = c.virtual_stages;
+  j["sequence_parallel"] = c.sequence_parallel;
+  j["precision"] = planner::to_string(c.precision);
+  j["schedule"] = c.pp == 1 ? "none" : c.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b";
+  j["gradient_accumulation"] = planner::micro_batches_per_step(p.setup(), c);
+  j["dim_order"] = planner::to_string(r.order);
+  j["mesh"] = {{"shape", {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp}},
+               {"names", {"pp", "dp", "ep", "cp", "tp"}}};
+  j["step_time_s"] = r.step_time_s;
+  j["mfu"] = r.mfu;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tflops_per_gpu"] = r.mfu * p.context().compute.mfu_peak_flops / 1e12;
+  j["memory_per_gpu_bytes"] = r.memory_bytes;
+  j["memory_capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);
+  return j;
+}
+
+nlohmann::ordered_json bill_json(const planner::Bill& b) {
+  nlohmann::ordered_json j;
+  j["memory_bytes"] = {{"parameters", b.parameter_bytes}, {"gradients", b.gradient_bytes},
+                       {"optimizer", b.optimizer_bytes},  {"activations", b.activation_bytes},
+                       {"transient", b.transient_bytes},  {"overhead", b.overhead_bytes}};
+  j["peak_stage"] = b.peak_stage;
+  j["time_s"] = {{"compute", b.compute_s},
+                 {"bubble", b.bubble_s},
+                 {"exposed_communication", b.exposed_comm_s},
+                 {"optimizer", b.optimizer_s}};
+  nlohmann::ordered_json cs = nlohmann::ordered_json::array();
+  for (const planner::BillCollective& c : b.collectives) {
+    cs.push_back({{"what", c.what},
+                  {"kind", collectives::to_string(c.kind)},
+                  {"mesh_dim", c.mesh_dim},
+                  {"group_size", c.group_size},
+                  {"bytes", c.bytes},
+                  {"calls_per_step", c.calls},
+                  {"time_s", c.seconds},
+                  {"exposed_s", c.exposed_s},
+                  {"hidden", c.exposed_s < 0.5 * c.seconds}});
+  }
+  j["collectives"] = cs;
+  return j;
+}
+
+nlohmann::ordered_json setup_json(const PlanArgs& a) {
+  return {{"model", a.model},
+          {"cluster", a.where.cluster},
+          {"gpus", a.where.gpus},
+          {"seq", a.seq},
+          {"global_batch", a.global_batch},
+          {"precision", a.precision},
+          {"attention", a.attention}};
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,42 @@
+// The options of the planning verbs (plan, estimate, compare): the model, where it trains, the
+// job, the pins, and the planner's options; and the JSON of a plan and its bill.
+//   auto args = std::make_shared<PlanArgs>();
+//   add_plan_options(cmd, *args);                 // in register_<verb>
+//   planner::Planner p = args->planner();         // in the callback
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "planner/cli/placement_args.h"
+#include "planner/planner.h"
+
+namespace shardplan::cli {
+
+struct PlanArgs {
+  std::string model;         // --model
+  PlacementArgs where;       // --cluster, --gpus
+  int64_t seq = 0;           // --seq
+  int64_t global_batch = 0;  // --global-batch
+  // Pins as given (0 / "" = searched).
+  int64_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, micro_batch = 0, virtual_stages = 0;
+  int zero = -1;
+  std::string recompute, sequence_parallel, precision = "bf16", attention = "flash";
+
+  planner::Pins pins() const;
+  std::unique_ptr<planner::Planner> planner() const;
+};
+
+// --model, --cluster, --gpus, --seq, --global-batch, the pins and --precision / --attention.
+void add_plan_options(CLI::App& cmd, PlanArgs& args);
+
+// The fields every plan row has (docs/user-guide.md "plan").
+nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanResult& r);
+nlohmann::ordered_json bill_json(const planner::Bill& b);
+// The setup echo: model, cluster, gpus, seq, global_batch, precision, attention.
+nlohmann::ordered_json setup_json(const PlanArgs& a);
+
+}  // namespace shardplan::cli
