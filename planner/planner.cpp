@@ -202,7 +202,7 @@ void Planner::Impl::check_pins(const Pins& pins) const {
   use("--cp", pins.cp);
   const bool all = pins.tp && pins.pp && pins.dp && pins.cp;
   SP_CHECK(g % product == 0 && (!all || product == g), "pins contradict the job: ", named, " = ",
-           product, all ? " ranks" : " ranks does not divide", " and --gpus is ", g,
+           product, " ranks, which ", all ? "differs from" : "does not divide", " --gpus ", g,
            ", expected tp * pp * dp * cp = ", g);
   if (pins.tp && pins.pp && pins.dp && !pins.cp) {
     SP_CHECK(product == g, "pins contradict the job: ", named, " = ", product,
