@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "planner/cli/byte_size.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/compare_chart.h"
 #include "planner/cli/plan_args.h"
+#include "planner/cli/text_format.h"
 #include "planner/plan_file.h"
 #include "planner/strategies.h"
 #include "tensor/base/error.h"
@@ -41,25 +41,27 @@ std::string row_text(const PlanResult& r) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(3) << std::setw(9) << r.step_time_s << " s  "
      << std::setprecision(1) << std::setw(5) << 100 * r.mfu << "% MFU  " << std::setw(10)
-     << format_byte_size(r.memory_bytes) << "/GPU  " << config_text(r.config);
+     << human_bytes(static_cast<double>(r.memory_bytes)) << "/GPU  " << config_text(r.config);
   return os.str();
 }
 
 void print_bill_text(const Bill& b) {
-  std::cout << "  memory per GPU: parameters " << format_byte_size(b.parameter_bytes)
-            << ", gradients " << format_byte_size(b.gradient_bytes) << ", optimizer "
-            << format_byte_size(b.optimizer_bytes) << ", activations "
-            << format_byte_size(b.activation_bytes) << ", transient "
-            << format_byte_size(b.transient_bytes) << ", overhead "
-            << format_byte_size(b.overhead_bytes) << " (stage " << b.peak_stage << ")\n"
+  std::cout << "  memory per GPU: parameters "
+            << human_bytes(static_cast<double>(b.parameter_bytes)) << ", gradients "
+            << human_bytes(static_cast<double>(b.gradient_bytes)) << ", optimizer "
+            << human_bytes(static_cast<double>(b.optimizer_bytes)) << ", activations "
+            << human_bytes(static_cast<double>(b.activation_bytes)) << ", transient "
+            << human_bytes(static_cast<double>(b.transient_bytes)) << ", overhead "
+            << human_bytes(static_cast<double>(b.overhead_bytes)) << " (stage " << b.peak_stage
+            << ")\n"
             << std::fixed << std::setprecision(3) << "  time: compute " << b.compute_s
             << " s, bubble " << b.bubble_s << " s, exposed communication " << b.exposed_comm_s
             << " s, optimizer " << b.optimizer_s << " s\n";
   for (const planner::BillCollective& c : b.collectives) {
     std::cout << "  " << std::setw(52) << std::left << c.what << std::right << " " << c.mesh_dim
-              << "[" << c.group_size << "] " << std::setw(10) << format_byte_size(c.bytes) << " x"
-              << c.calls << "  " << std::setprecision(4) << c.seconds << " s, exposed "
-              << c.exposed_s << " s\n";
+              << "[" << c.group_size << "] " << std::setw(10)
+              << human_bytes(static_cast<double>(c.bytes)) << " x" << c.calls << "  "
+              << std::setprecision(4) << c.seconds << " s, exposed " << c.exposed_s << " s\n";
   }
 }
 
@@ -281,9 +283,9 @@ void register_compare(CLI::App& app, CliContext& ctx) {
         std::cout << std::fixed << std::setprecision(3) << std::setw(9)
                   << row["step_time_s"].get<double>() << " s  " << std::setprecision(1)
                   << std::setw(5) << 100 * row["mfu"].get<double>() << "% MFU  " << std::setw(10)
-                  << format_byte_size(row["memory_per_gpu_bytes"].get<int64_t>()) << "/GPU  tp "
-                  << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"] << " zero "
-                  << row["zero"] << " mb " << row["micro_batch"] << " "
+                  << human_bytes(static_cast<double>(row["memory_per_gpu_bytes"].get<int64_t>()))
+                  << "/GPU  tp " << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"]
+                  << " zero " << row["zero"] << " mb " << row["micro_batch"] << " "
                   << row["recompute"].get<std::string>() << "\n";
       } else {
         std::cout << "does not fit: " << row["reason"].get<std::string>() << "\n";

@@ -6,11 +6,15 @@
 namespace shardplan::cli {
 
 std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > (digits[0] == '-' ? 1 : 0); i -= 3) {
-    digits.insert(static_cast<size_t>(i), ",");
+  // Appended digit by digit (GCC 12 misreads an in-place insert as an overlapping memcpy).
+  const std::string digits = std::to_string(n);
+  const size_t sign = digits[0] == '-' ? 1 : 0;
+  std::string out = digits.substr(0, sign);
+  for (size_t i = sign; i < digits.size(); ++i) {
+    if (i > sign && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
   }
-  return digits;
+  return out;
 }
 
 std::string human_bytes(double bytes) {
