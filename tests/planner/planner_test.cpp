@@ -118,7 +118,9 @@ TEST(Planner, AutoIsNeverSlowerThanANamedStrategy) {
   const std::vector<Planner::Best> best = p.best_of_each({}, keep, nullptr);
   ASSERT_TRUE(best.back().best.has_value());
   for (size_t i = 0; i + 1 < best.size(); ++i) {
-    if (best[i].best) EXPECT_LE(best.back().best->step_time_s, best[i].best->step_time_s);
+    if (best[i].best) {
+      EXPECT_LE(best.back().best->step_time_s, best[i].best->step_time_s);
+    }
   }
   EXPECT_THAT([] { (void)parse_strategies("ddp,fsdpp"); },
               ThrowsMessage<Error>(HasSubstr("did you mean 'fsdp'")));
