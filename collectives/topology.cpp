@@ -5,6 +5,7 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -50,11 +51,10 @@ using topology_graph::VertexKind;
 using topology_graph::VertexProp;
 
 namespace {
-constexpr EnumName<LinkClass> kLinkClassNames[] = {
-    {"nvlink", LinkClass::kNvlink},
-    {"shared_memory", LinkClass::kSharedMemory},
-    {"network", LinkClass::kNetwork},
-    {"mixed", LinkClass::kMixed}};
+constexpr EnumName<LinkClass> kLinkClassNames[] = {{"nvlink", LinkClass::kNvlink},
+                                                   {"shared_memory", LinkClass::kSharedMemory},
+                                                   {"network", LinkClass::kNetwork},
+                                                   {"mixed", LinkClass::kMixed}};
 }  // namespace
 
 struct Topology::Graph {
@@ -358,34 +358,60 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
     used[static_cast<size_t>(d)] = true;
   }
   const int64_t ppn = gpus_per_node(topo.cluster());
+  const int64_t per_leaf = topo.cluster().network
+                               ? static_cast<int64_t>(topo.cluster().network->nodes_per_leaf.value)
+                               : 1;
+  const int64_t num_nodes = (topo.num_devices() + ppn - 1) / ppn;
   std::vector<GroupLinks> out;
   int64_t stride = world;
   for (size_t dim = 0; dim < shape.size(); ++dim) {
     const int64_t size = shape[dim];
     stride /= size;
-    // Groups of this dim: ranks r with coordinate 0 on `dim`, plus k * stride.
-    std::vector<std::vector<int64_t>> groups;
+    // Groups of this dim: ranks r with coordinate 0 on `dim`, plus k * stride. What group_links
+    // makes of a group depends only on how many nodes it spans, its most members on one node and
+    // whether it leaves its leaf, so one group of each such kind is priced (a mesh of 16,384
+    // ranks has thousands of groups per dim but a handful of kinds).
+    std::vector<int64_t> spanning_per_node(static_cast<size_t>(num_nodes), 0);
+    std::vector<int64_t> kind_starts;
+    std::vector<std::tuple<int64_t, int64_t, bool>> kinds;
+    std::vector<int64_t> nodes(static_cast<size_t>(size));
     for (int64_t r = 0; r < world; ++r) {
       if ((r / stride) % size != 0) continue;
-      std::vector<int64_t>& members = groups.emplace_back();
-      for (int64_t k = 0; k < size; ++k)
-        members.push_back(device[static_cast<size_t>(r + k * stride)]);
-    }
-    // NIC sharing: per node, the groups spanning nodes that have a member there, all at once.
-    std::unordered_map<int64_t, int64_t> spanning_per_node;
-    for (const auto& members : groups) {
-      std::unordered_set<int64_t> nodes;
-      for (int64_t d : members) nodes.insert(d / ppn);
-      if (nodes.size() > 1) {
-        for (int64_t n : nodes) ++spanning_per_node[n];
+      for (int64_t k = 0; k < size; ++k) {
+        nodes[static_cast<size_t>(k)] = device[static_cast<size_t>(r + k * stride)] / ppn;
+      }
+      std::sort(nodes.begin(), nodes.end());
+      int64_t distinct = 0, most = 0, run = 0;
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        const bool same = k > 0 && nodes[k] == nodes[k - 1];
+        run = same ? run + 1 : 1;
+        if (!same) ++distinct;
+        most = std::max(most, run);
+      }
+      // NIC sharing: per node, the groups spanning nodes that have a member there, all at once.
+      if (distinct > 1) {
+        for (size_t k = 0; k < nodes.size(); ++k) {
+          if (k == 0 || nodes[k] != nodes[k - 1])
+            ++spanning_per_node[static_cast<size_t>(nodes[k])];
+        }
+      }
+      const bool spine = nodes.front() / per_leaf != nodes.back() / per_leaf;
+      const std::tuple<int64_t, int64_t, bool> kind{distinct, most, spine};
+      if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+        kinds.push_back(kind);
+        kind_starts.push_back(r);
       }
     }
     int64_t sharing = 1;
-    for (const auto& [node, count] : spanning_per_node) sharing = std::max(sharing, count);
+    for (int64_t count : spanning_per_node) sharing = std::max(sharing, count);
     // Report the slowest group: the whole dim's collective finishes when it does.
     GroupLinks worst;
     bool first = true;
-    for (const auto& members : groups) {
+    std::vector<int64_t> members(static_cast<size_t>(size));
+    for (int64_t r : kind_starts) {
+      for (int64_t k = 0; k < size; ++k) {
+        members[static_cast<size_t>(k)] = device[static_cast<size_t>(r + k * stride)];
+      }
       GroupLinks g = topo.group_links(members, sharing);
       const double bw = bottleneck_bandwidth_gbps(g), worst_bw = bottleneck_bandwidth_gbps(worst);
       if (first ||

@@ -96,6 +96,8 @@ struct Planner::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
   collectives::RankPlacement placement;
   std::unique_ptr<collectives::Topology> topology;
+  std::vector<int64_t> launch_devices;                                     // launch rank -> device
+  std::map<std::pair<int64_t, int64_t>, collectives::GroupLinks> strided;  // (size, stride)
 
   const TracedModel& trace(int64_t mb, int64_t seq_local, RecomputePolicy rc) {
     auto& slot = traces[{mb, seq_local, static_cast<int>(rc)}];
@@ -149,22 +151,37 @@ struct Planner::Impl {
     const auto key = std::make_tuple(c.pp, c.dp, c.ep, c.cp, c.tp, static_cast<int>(order));
     auto it = links.find(key);
     if (it != links.end()) return it->second;
-    // The same launch-rank placement and topology for every candidate (built once); only the
-    // mesh's order of ranks differs (candidate_mesh.h).
+    // The same launch-rank placement and topology for every candidate (built once). A mesh dim's
+    // groups are the launch ranks r + k * stride (k < size), stride the product of the sizes of
+    // the dims after it in the order (candidate_mesh.h): their links depend on (size, stride)
+    // only, priced once each as the middle dim of a [world / (size stride), size, stride] mesh.
     if (!topology) {
       placement = collectives::place_ranks(cluster, {.world = setup.gpus});
       topology =
           std::make_unique<collectives::Topology>(collectives::cluster_for(cluster, placement));
+      launch_devices.resize(static_cast<size_t>(setup.gpus));
+      for (int64_t r = 0; r < setup.gpus; ++r) {
+        launch_devices[static_cast<size_t>(r)] = placement.device_of(r);
+      }
     }
     const std::array<int64_t, 5> o = dim_order(order);
-    const std::vector<int64_t> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
-    const std::vector<int64_t> ranks = collectives::rank_order_by_dims(shape, o);
-    std::vector<int64_t> devices(ranks.size());
-    for (size_t r = 0; r < ranks.size(); ++r) devices[r] = placement.device_of(ranks[r]);
-    const std::vector<collectives::GroupLinks> per_dim =
-        collectives::mesh_dim_links(*topology, shape, devices);
+    const std::array<int64_t, 5> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
     DimLinks l;
-    for (size_t d = 0; d < 5; ++d) l[d] = per_dim[d];
+    int64_t stride = 1;
+    for (size_t i = o.size(); i-- > 0;) {
+      const auto d = static_cast<size_t>(o[i]);
+      const int64_t size = shape[d];
+      auto it = strided.find({size, stride});
+      if (it == strided.end()) {
+        const std::vector<int64_t> sub = {setup.gpus / (size * stride), size, stride};
+        it = strided
+                 .emplace(std::make_pair(size, stride),
+                          collectives::mesh_dim_links(*topology, sub, launch_devices)[1])
+                 .first;
+      }
+      l[d] = it->second;
+      stride *= size;
+    }
     return links.emplace(key, l).first->second;
   }
 
