@@ -111,6 +111,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key)
     for (int64_t o : op.outputs) sharded[static_cast<size_t>(o)] = out_sharded;
   }
   const int64_t item = tensor::itemsize(key.dtype);
+  t.attention = key.attention;
   if (key.attention == tensor::AttentionImpl::kMath) {
     // Note [Math attention traffic], in units of the activation itemsize (2 for 16-bit).
     const double per = static_cast<double>(item) / 2.0;
@@ -165,7 +166,16 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       }
       if (t.score_op[i]) g.k *= split.cp;
     }
-    OpSeconds s = op_seconds(a, op, g, share(i));
+    double eff = op.matmul_flops > 0 ? gemm_efficiency(a, g) : 1;
+    if (op.op == "scaled_dot_product_attention" && op.matmul_flops > 0 && op.inputs.size() >= 3) {
+      // [.., L, E] queries against [.., S, E] keys: g.batch is batch x local heads, g.m is L.
+      const StepTensor& q = st.tensors[static_cast<size_t>(op.inputs[0])];
+      const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
+      const int64_t keys = k.sizes[k.sizes.size() - 2] * split.cp;
+      eff = attention_efficiency(a, g.batch, g.m, keys, q.sizes.back(), g.n,
+                                 t.attention == tensor::AttentionImpl::kFlash);
+    }
+    OpSeconds s = op_seconds(a, op, eff, share(i));
     if (t.score_op[i] && t.score_bytes_forward > 0 && !op.outputs.empty() &&
         op.inputs.size() >= 2) {
       // Scores: batch x heads x L x S elements, the output's rows times the keys' length.

@@ -77,6 +77,7 @@ struct TracedModel {
   int64_t hidden_size = 0;
   // Note [Math attention traffic]: bytes per score element the unfused attention moves.
   double score_bytes_forward = 0;
+  tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
 };
 
 // Traces `cfg` with one layer (Note [Tracing one block at full width]). Throws shardplan::Error

@@ -80,7 +80,17 @@ double gemm_efficiency(const ComputeModel& a, const GemmShape& g) {
   return a.matmul_efficiency * tile * wave * reduction;
 }
 
-OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, const GemmShape& g,
+double attention_efficiency(const ComputeModel& a, int64_t batch_heads, int64_t l, int64_t s,
+                            int64_t e, int64_t ev, bool causal_skip) {
+  const double qk = gemm_efficiency(a, {.batch = batch_heads, .m = l, .n = s, .k = e});
+  const double pv = gemm_efficiency(a, {.batch = batch_heads, .m = l, .n = ev, .k = s});
+  // FLOPs in proportion E : Ev.
+  const double fe = static_cast<double>(e), fv = static_cast<double>(ev);
+  const double pair = (fe + fv) / (fe / qk + fv / pv);
+  return causal_skip ? 2 * pair : pair;
+}
+
+OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double gemm_eff,
                      double scale) {
   OpSeconds t;
   if (op.is_view || op.skipped) return t;
@@ -89,7 +99,7 @@ OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, const 
   const double fwd_bytes = static_cast<double>(op.bytes_read + op.bytes_written);
   const double bwd_bytes = static_cast<double>(op.backward_bytes_read + op.backward_bytes_written);
   if (op.matmul_flops > 0) {
-    const double rate = peak * gemm_efficiency(a, g);
+    const double rate = peak * gemm_eff;
     t.forward = std::max(op.flops / rate, fwd_bytes / bw);
     t.backward = std::max(op.backward_flops / rate, bwd_bytes / bw);
     // Recomputed work is forward work (the whole forward, or the Q K^T flash attention's

@@ -63,14 +63,22 @@ double gemm_efficiency(const ComputeModel& a, const GemmShape& g);
 // give K. Meaningless (all ones) for an op without matrix-product FLOPs.
 GemmShape gemm_shape(const tensor::TrainingStep& step, const tensor::TrainingOp& op);
 
+// The fused attention op as its two products per (batch x head): Q K^T (L x S, reducing over
+// the head dim E) and scores x V (L x Ev, reducing over the S keys), each of 2 L S E FLOPs, so
+// the rate of the pair is their harmonic mean. Causal attention computed blockwise (FlashAttention)
+// skips the masked half of the blocks while the traced count covers the full square: it runs
+// twice the counted rate (Dao 2023, FlashAttention-2 §3.1). The math path computes every score.
+double attention_efficiency(const ComputeModel& a, int64_t batch_heads, int64_t l, int64_t s,
+                            int64_t e, int64_t ev, bool causal_skip);
+
 // Seconds of one op, forward, backward and recomputed forward, when it does `scale` times its
-// traced work (FLOPs and bytes), its GEMM (if it has matrix-product FLOPs) shaped `g`.
+// traced work (FLOPs and bytes), its matrix products (if any) at `gemm_efficiency` of the peak.
 struct OpSeconds {
   double forward = 0;
   double backward = 0;
   double recompute = 0;
 };
-OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, const GemmShape& g,
+OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double gemm_efficiency,
                      double scale = 1);
 
 }  // namespace shardplan::planner
