@@ -84,13 +84,20 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key)
     }
     bool out_sharded = in_sharded;
     OpSplit split = in_sharded ? OpSplit::kSharded : OpSplit::kReplicated;
-    if (style == Style::kColwise) {
+    if (style == Style::kColwise && op.matmul_flops > 0) {
+      // The column-parallel product shards its output; the module's other ops (a view of its
+      // input before, a bias after) follow their inputs.
       out_sharded = true;
-      split = op.matmul_flops > 0 ? OpSplit::kColumn : OpSplit::kSharded;
-      if (op.matmul_flops > 0 && !op.inputs.empty() && !in_sharded) {
-        const StepTensor& x = st.tensors[static_cast<size_t>(op.inputs.front())];
-        if (region_seen.insert(x.buffer).second) {
-          t.region_inputs[static_cast<int>(part)].push_back(op.inputs.front());
+      split = OpSplit::kColumn;
+      if (!in_sharded) {
+        // The activation operand (addmm lists the bias first; weights are parameters).
+        for (int64_t in : op.inputs) {
+          const StepTensor& x = st.tensors[static_cast<size_t>(in)];
+          if (x.role == tensor::TensorRole::kParameter) continue;
+          if (region_seen.insert(x.buffer).second) {
+            t.region_inputs[static_cast<int>(part)].push_back(in);
+          }
+          break;
         }
       }
     } else if (style == Style::kRowwise) {
