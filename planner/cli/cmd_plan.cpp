@@ -134,7 +134,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
     }
     if (ctx.json) {
       nlohmann::ordered_json j;
-      j["setup"] = setup_json(*a);
+      j["setup"] = setup_json(*a, *p);
       if (r.top.empty()) {
         j["best"] = nullptr;
       } else {
@@ -194,7 +194,7 @@ void register_estimate(CLI::App& app, CliContext& ctx) {
     const bool fits = static_cast<double>(r.memory_bytes) <= p->context().memory_capacity_bytes;
     if (ctx.json) {
       nlohmann::ordered_json j;
-      j["setup"] = setup_json(*a);
+      j["setup"] = setup_json(*a, *p);
       j["plan"] = plan_json(*p, r);
       j["plan"]["fits"] = fits;
       j["plan"]["bill"] = bill_json(bill);
@@ -268,7 +268,7 @@ void register_compare(CLI::App& app, CliContext& ctx) {
     }
     if (ctx.json) {
       nlohmann::ordered_json j;
-      j["setup"] = setup_json(*a);
+      j["setup"] = setup_json(*a, *p);
       j["strategies"] = rows;
       j["evaluated"] = all.evaluated;
       j["search_seconds"] = all.search_seconds;

@@ -39,10 +39,15 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
       collectives::load_cluster(collectives::resolve_cluster(where.cluster));
   planner::PlannerOptions o;
   o.precision = planner::parse_precision(precision);
-  o.attention = tensor::parse_attention_impl(attention);
+  o.attention = tensor::parse_attention_impl(attention_for(cfg));
   return std::make_unique<planner::Planner>(
       std::move(cfg), std::move(cluster),
       planner::TrainingSetup{.gpus = where.gpus, .seq = seq, .global_batch = global_batch}, o);
+}
+
+std::string PlanArgs::attention_for(const tensor::ModelConfig& model) const {
+  if (!attention.empty()) return attention;
+  return model.attn_implementation == "eager" ? "math" : "flash";
 }
 
 void add_plan_options(CLI::App& cmd, PlanArgs& a) {
@@ -97,7 +102,8 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
                  "bf16, or fp8 (GEMMs at the FP8 peak, the rest in bf16); default bf16")
       ->type_name("bf16|fp8");
   cmd.add_option("--attention", a.attention,
-                 "Attention kernels: flash (default) or math (scores materialized)")
+                 "Attention kernels: flash or math (scores materialized); default: the model "
+                 "config's attn_implementation (eager: math), else flash")
       ->type_name("flash|math");
 }
 
@@ -156,14 +162,14 @@ nlohmann::ordered_json bill_json(const planner::Bill& b) {
   return j;
 }
 
-nlohmann::ordered_json setup_json(const PlanArgs& a) {
+nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) {
   return {{"model", a.model},
           {"cluster", a.where.cluster},
           {"gpus", a.where.gpus},
           {"seq", a.seq},
           {"global_batch", a.global_batch},
           {"precision", a.precision},
-          {"attention", a.attention}};
+          {"attention", tensor::to_string(p.options().attention)}};
 }
 
 }  // namespace shardplan::cli

@@ -13,6 +13,7 @@
 
 #include "planner/cli/placement_args.h"
 #include "planner/planner.h"
+#include "tensor/models/model_config.h"
 
 namespace shardplan::cli {
 
@@ -24,9 +25,12 @@ struct PlanArgs {
   // Pins as given (0 / "" = searched).
   int64_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, micro_batch = 0, virtual_stages = 0;
   int zero = -1;
-  std::string recompute, sequence_parallel, precision = "bf16", attention = "flash";
+  std::string recompute, sequence_parallel, precision = "bf16", attention;
 
   planner::Pins pins() const;
+  // --attention, or what the model's config states (attn_implementation "eager": math), else
+  // flash.
+  std::string attention_for(const tensor::ModelConfig& model) const;
   std::unique_ptr<planner::Planner> planner() const;
 };
 
@@ -36,7 +40,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& args);
 // The fields every plan row has (docs/user-guide.md "plan").
 nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanResult& r);
 nlohmann::ordered_json bill_json(const planner::Bill& b);
-// The setup echo: model, cluster, gpus, seq, global_batch, precision, attention.
-nlohmann::ordered_json setup_json(const PlanArgs& a);
+// The setup echo: model, cluster, gpus, seq, global_batch, precision, attention (as resolved).
+nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p);
 
 }  // namespace shardplan::cli

@@ -143,6 +143,9 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
              "'" + name + "' is not a floating dtype (float32, bfloat16, float16, ...)");
     }
   }
+  for (const char* key : {"attn_implementation", "_attn_implementation"}) {
+    if (f.has(key)) c.attn_implementation = f.string(key, "");
+  }
   validate(c, family, source);
   return c;
 }
@@ -155,6 +158,7 @@ json to_hf_json(const ModelConfig& c, const ModelFamily& family) {
   j["vocab_size"] = c.vocab_size;
   j["torch_dtype"] = std::string(dtype_name(c.torch_dtype));
   j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (!c.attn_implementation.empty()) j["attn_implementation"] = c.attn_implementation;
   family.to_hf_json(c, j);
   return j;
 }

@@ -72,6 +72,9 @@ struct ModelConfig {
   double attention_dropout = 0;
   double resid_dropout = 0;
   DType torch_dtype = DType::kFloat32;  // parameters' dtype (absent in the file: float32, as HF)
+  // How the model computes attention when trained (Hugging Face's attn_implementation: "eager",
+  // "sdpa", "flash_attention_2", ...; also read from "_attn_implementation"). Empty: not stated.
+  std::string attn_implementation;
 
   bool operator==(const ModelConfig&) const = default;
 };

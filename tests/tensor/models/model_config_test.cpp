@@ -69,6 +69,19 @@ TEST(ModelConfig, LlamaDefaultsAreHuggingFaces) {
   EXPECT_FALSE(c.rope_scaling.has_value());
 }
 
+TEST(ModelConfig, AttentionImplementationReadAndWritten) {
+  EXPECT_EQ(parse_model_config(llama_json()).attn_implementation, "");
+  for (const char* key : {"attn_implementation", "_attn_implementation"}) {
+    json j = llama_json();
+    j[key] = "eager";
+    const ModelConfig c = parse_model_config(j);
+    EXPECT_EQ(c.attn_implementation, "eager") << key;
+    EXPECT_EQ(parse_model_config(to_hf_json(c)), c);
+  }
+  // The Megatron-LM SC21 models trained with materialized attention scores.
+  EXPECT_EQ(find_model_config("megatron-gpt-1t").attn_implementation, "eager");
+}
+
 TEST(ModelConfig, Llama31RopeScalingParsed) {
   const ModelConfig c = find_model_config("llama3.1-405b");
   ASSERT_TRUE(c.rope_scaling.has_value());
