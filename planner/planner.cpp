@@ -297,7 +297,7 @@ void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) 
                 std::vector<int64_t> vs = {1};
                 if (pp > 1 && m % pp == 0) {
                   for (int64_t v = 2; v <= kMaxSearchedVirtualStages; ++v) {
-                    if (L % (pp * v) == 0) vs.push_back(v);
+                    if (pp * v <= L) vs.push_back(v);
                   }
                 }
                 for (RecomputePolicy rc :

@@ -12,11 +12,12 @@
 // layers; dp: what remains; ep (MoE): divisors of dp and of the experts leaving each rank at least
 // top-k experts; ZeRO 0-3 (1-3 only with dp > 1); micro-batch: powers of two up to 16 that, with
 // dp, divide the global batch; recomputation none / selective / full; sequence parallelism with
-// tp > 1; virtual stages v > 1 when pp > 1, the layers split into pp v equal chunks and the
-// micro-batches a multiple of pp; tp innermost, or cp inside the node and tp outside it. A pin
-// fixes its dimension (any value check_parallel_config accepts). Candidates that break a
-// divisibility rule are pruned before evaluation (counted in `pruned`); evaluated ones that do
-// not fit in memory are rejected with the reason counted per family.
+// tp > 1; virtual stages v > 1 when pp > 1, at least one layer per chunk and the
+// micro-batches a multiple of pp (chunks may differ by a layer: the slowest stage sets the pace);
+// tp innermost, or cp inside the node and tp outside it. A pin fixes its dimension (any value
+// check_parallel_config accepts). Candidates that break a divisibility rule are pruned before
+// evaluation (counted in `pruned`); evaluated ones that do not fit in memory are rejected with the
+// reason counted per family.
 #pragma once
 
 #include <array>
