@@ -27,6 +27,7 @@ struct TrainingSetup {
   int64_t gpus = 1;
   int64_t seq = 1;
   int64_t global_batch = 1;
+  bool operator==(const TrainingSetup&) const = default;
 };
 
 struct ParallelConfig {

@@ -1,82 +1,263 @@
 #include "planner/plan_file.h"
 
+#include <utility>
+
 #include "mesh/parallel_style.h"
 #include "planner/candidate_mesh.h"
 #include "planner/tensor_parallel.h"
+#include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
+#include "tensor/base/json_fields.h"
+#include "tensor/base/strict_json.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 
 namespace shardplan::planner {
+namespace {
 
-nlohmann::ordered_json plan_document(Planner& p, const PlanResult& r, std::string_view model_name,
-                                     int64_t seed) {
-  const ParallelConfig& c = r.config;
-  nlohmann::ordered_json j;
-  j["format"] = kPlanFormat;
-  j["version"] = kPlanVersion;
-  j["model"] = {{"name", model_name}, {"config", tensor::to_hf_json(p.model())}};
-  j["cluster"] = p.cluster().name;
-  j["setup"] = {
-      {"gpus", p.setup().gpus}, {"seq", p.setup().seq}, {"global_batch", p.setup().global_batch}};
-  j["mesh"] = {{"shape", {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp}},
-               {"names", {"pp", "dp", "ep", "cp", "tp"}}};
-  j["dim_order"] = to_string(r.order);
-  j["config"] = {{"tp", c.tp},
-                 {"pp", c.pp},
-                 {"dp", c.dp},
-                 {"cp", c.cp},
-                 {"ep", c.ep},
-                 {"zero", c.zero},
-                 {"micro_batch", c.micro_batch},
-                 {"recompute", tensor::to_string(c.recompute)},
-                 {"virtual_stages", c.virtual_stages},
-                 {"sequence_parallel", c.sequence_parallel},
-                 {"precision", to_string(c.precision)}};
-  j["seed"] = seed;
-  // Placements on the candidate mesh: TP styles on "tp", FSDP's dim-0 shard on "dp" at ZeRO-3;
-  // the other dims replicate (pipeline stages own whole layers, named by "stage").
-  const tensor::ModulePtr model = tensor::build_model(p.model());
-  const mesh::DeviceMesh m({c.pp, c.dp / c.ep, c.ep, c.cp, c.tp}, {"pp", "dp", "ep", "cp", "tp"});
+const std::vector<std::string> kMeshNames = {"pp", "dp", "ep", "cp", "tp"};
+
+// Every parameter of the model with the placements configuration `c` gives it.
+std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
+                                             const ParallelConfig& c) {
+  const tensor::ModulePtr m = tensor::build_model(model);
+  const std::vector<int64_t> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
+  const mesh::DeviceMesh dm(shape, kMeshNames);
   mesh::ParallelizeConfig pc;
   std::vector<mesh::StyleRule> rules;
   if (c.tp > 1) {
-    rules = tensor_parallel_rules(tensor::family_of(p.model()));
+    rules = tensor_parallel_rules(tensor::family_of(model));
     pc.tp_dim = "tp";
   }
   if (c.zero == 3 && c.dp / c.ep > 1) pc.fsdp_dims = {"dp"};
   const std::vector<mesh::ParameterSharding> shardings =
-      mesh::parallelize_module(*model, m, rules, pc);
-  const std::string layers = std::string(tensor::family_of(p.model()).layers_path) + ".";
-  const int64_t L = p.model().num_hidden_layers;
-  nlohmann::ordered_json params = nlohmann::ordered_json::array();
+      mesh::parallelize_module(*m, dm, rules, pc);
+  const std::string layers = std::string(tensor::family_of(model).layers_path) + ".";
+  const int64_t L = model.num_hidden_layers;
+  std::vector<PlanParameter> out;
   bool after_layers = false;
   for (const mesh::ParameterSharding& s : shardings) {
-    int64_t stage = 0;
+    PlanParameter p;
+    p.name = s.fqn;
+    p.shape.assign(s.spec.shape.begin(), s.spec.shape.end());
+    p.dtype = s.spec.dtype;
+    p.placements = s.spec.placements;
+    p.style = s.style;
+    // Stage s holds layers [floor(s L / pp), floor((s + 1) L / pp)); what precedes the layers
+    // (embeddings) sits on the first stage, what follows them on the last.
     if (s.fqn.rfind(layers, 0) == 0) {
       const int64_t layer = std::stoll(s.fqn.substr(layers.size()));
-      stage = ((layer + 1) * c.pp - 1) / L;
+      p.stage = ((layer + 1) * c.pp - 1) / L;
       after_layers = true;
     } else if (after_layers) {
-      stage = c.pp - 1;
+      p.stage = c.pp - 1;
     }
-    nlohmann::ordered_json e;
-    e["name"] = s.fqn;
-    e["shape"] = std::vector<int64_t>(s.spec.shape.begin(), s.spec.shape.end());
-    e["dtype"] = tensor::dtype_name(s.spec.dtype);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+nlohmann::ordered_json config_json(const ParallelConfig& c) {
+  return {{"tp", c.tp},
+          {"pp", c.pp},
+          {"dp", c.dp},
+          {"cp", c.cp},
+          {"ep", c.ep},
+          {"zero", c.zero},
+          {"micro_batch", c.micro_batch},
+          {"recompute", tensor::to_string(c.recompute)},
+          {"virtual_stages", c.virtual_stages},
+          {"sequence_parallel", c.sequence_parallel},
+          {"precision", to_string(c.precision)}};
+}
+
+DimOrder parse_dim_order(std::string_view s) {
+  for (DimOrder o : {DimOrder::kTpInner, DimOrder::kCpInner}) {
+    if (to_string(o) == s) return o;
+  }
+  throw Error("unknown dim order '" + std::string(s) + "', expected tp-inner or cp-inner");
+}
+
+}  // namespace
+
+std::vector<int64_t> PlanFile::mesh_shape() const {
+  return {config.pp, config.dp / config.ep, config.ep, config.cp, config.tp};
+}
+
+PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name, int64_t seed) {
+  PlanFile f;
+  f.model_name = model_name;
+  f.model = p.model();
+  f.cluster = p.cluster().name;
+  f.setup = p.setup();
+  f.order = r.order;
+  f.config = r.config;
+  f.seed = seed;
+  f.parameters = placed_parameters(f.model, f.config);
+  f.step_time_s = r.step_time_s;
+  f.mfu = r.mfu;
+  f.tokens_per_s = r.tokens_per_s;
+  f.memory_per_gpu_bytes = r.memory_bytes;
+  return f;
+}
+
+nlohmann::ordered_json plan_to_json(const PlanFile& f) {
+  nlohmann::ordered_json j;
+  j["format"] = kPlanFormat;
+  j["version"] = kPlanVersion;
+  j["model"] = {{"name", f.model_name}, {"config", tensor::to_hf_json(f.model)}};
+  j["cluster"] = f.cluster;
+  j["setup"] = {
+      {"gpus", f.setup.gpus}, {"seq", f.setup.seq}, {"global_batch", f.setup.global_batch}};
+  j["mesh"] = {{"shape", f.mesh_shape()}, {"names", kMeshNames}};
+  j["dim_order"] = to_string(f.order);
+  j["config"] = config_json(f.config);
+  j["seed"] = f.seed;
+  nlohmann::ordered_json params = nlohmann::ordered_json::array();
+  for (const PlanParameter& p : f.parameters) {
     nlohmann::ordered_json pl = nlohmann::ordered_json::array();
-    for (const mesh::Placement& x : s.spec.placements) pl.push_back(mesh::to_string(x));
-    e["placements"] = pl;
-    e["style"] = s.style;
-    e["stage"] = stage;
-    params.push_back(e);
+    for (const mesh::Placement& x : p.placements) pl.push_back(mesh::to_string(x));
+    params.push_back({{"name", p.name},
+                      {"shape", p.shape},
+                      {"dtype", tensor::dtype_name(p.dtype)},
+                      {"placements", pl},
+                      {"style", p.style},
+                      {"stage", p.stage}});
   }
   j["parameters"] = params;
-  j["prediction"] = {{"step_time_s", r.step_time_s},
-                     {"mfu", r.mfu},
-                     {"tokens_per_s", r.tokens_per_s},
-                     {"memory_per_gpu_bytes", r.memory_bytes}};
+  j["prediction"] = {{"step_time_s", f.step_time_s},
+                     {"mfu", f.mfu},
+                     {"tokens_per_s", f.tokens_per_s},
+                     {"memory_per_gpu_bytes", f.memory_per_gpu_bytes}};
   return j;
+}
+
+PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
+  const std::string origin(origin_view);
+  JsonFields doc(j, origin);
+  if (doc.str("format") != kPlanFormat) {
+    doc.fail("format", "expected \"" + std::string(kPlanFormat) + "\"");
+  }
+  doc.integer("version", kPlanVersion, kPlanVersion);
+  PlanFile f;
+  {
+    JsonFields m = doc.object("model");
+    f.model_name = m.str("name");
+    const nlohmann::json& cfg = m.get("config");
+    try {
+      f.model = tensor::parse_model_config(cfg, origin + " model.config");
+    } catch (const Error& e) {
+      m.fail("config", e.what());
+    }
+    m.done();
+  }
+  f.cluster = doc.str("cluster");
+  {
+    JsonFields s = doc.object("setup");
+    f.setup.gpus = s.integer("gpus", 1);
+    f.setup.seq = s.integer("seq", 1);
+    f.setup.global_batch = s.integer("global_batch", 1);
+    s.done();
+  }
+  f.order = doc.parsed("dim_order", parse_dim_order);
+  {
+    JsonFields c = doc.object("config");
+    ParallelConfig& p = f.config;
+    p.tp = c.integer("tp", 1);
+    p.pp = c.integer("pp", 1);
+    p.dp = c.integer("dp", 1);
+    p.cp = c.integer("cp", 1);
+    p.ep = c.integer("ep", 1);
+    p.zero = static_cast<int>(c.integer("zero", 0, 3));
+    p.micro_batch = c.integer("micro_batch", 1);
+    p.recompute = c.parsed("recompute", tensor::parse_recompute_policy);
+    p.virtual_stages = c.integer("virtual_stages", 1);
+    p.sequence_parallel = c.boolean("sequence_parallel");
+    p.precision = c.parsed("precision", parse_precision);
+    c.done();
+    if (p.dp % p.ep != 0) c.fail("ep", "does not divide dp " + std::to_string(p.dp));
+    try {
+      check_parallel_config(f.model, f.setup, p);
+    } catch (const Error& e) {
+      c.fail_object(e.what());
+    }
+  }
+  {
+    JsonFields m = doc.object("mesh");
+    const std::vector<int64_t> shape = m.integers("shape", 1);
+    if (shape != f.mesh_shape()) {
+      m.fail("shape", "expected [pp, dp / ep, ep, cp, tp] of the config, " +
+                          nlohmann::json(f.mesh_shape()).dump());
+    }
+    if (m.strings("names") != kMeshNames) {
+      m.fail("names", "expected [\"pp\", \"dp\", \"ep\", \"cp\", \"tp\"]");
+    }
+    m.done();
+  }
+  f.seed = doc.integer("seed", 0);
+  {
+    const nlohmann::json& params = doc.array("parameters");
+    const std::vector<PlanParameter> expected = placed_parameters(f.model, f.config);
+    if (params.size() != expected.size()) {
+      doc.fail("parameters", "has " + std::to_string(params.size()) +
+                                 " entries, but the model has " + std::to_string(expected.size()) +
+                                 " parameters");
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      JsonFields e(params[i], origin, "parameters[" + std::to_string(i) + "]");
+      PlanParameter p;
+      p.name = e.str("name");
+      p.shape = e.integers("shape", 0);
+      p.dtype = e.parsed("dtype", tensor::parse_dtype);
+      const std::vector<std::string> pl = e.strings("placements");
+      for (const std::string& s : pl) {
+        try {
+          p.placements.push_back(mesh::parse_placement(s));
+        } catch (const Error& err) {
+          e.fail("placements", err.what());
+        }
+      }
+      p.style = e.str("style");
+      p.stage = e.integer("stage", 0, f.config.pp - 1);
+      e.done();
+      const PlanParameter& want = expected[i];
+      if (p.name != want.name) e.fail("name", "expected the model's '" + want.name + "'");
+      if (p.shape != want.shape) e.fail("shape", "expected " + nlohmann::json(want.shape).dump());
+      if (p.dtype != want.dtype) {
+        e.fail("dtype", "expected " + std::string(tensor::dtype_name(want.dtype)));
+      }
+      if (p.placements != want.placements || p.style != want.style || p.stage != want.stage) {
+        std::string w;
+        for (const mesh::Placement& x : want.placements)
+          w += (w.empty() ? "" : ",") + mesh::to_string(x);
+        e.fail_object("placements, style or stage differ from what the config gives (" + w +
+                      ", style '" + want.style + "', stage " + std::to_string(want.stage) + ")");
+      }
+      f.parameters.push_back(std::move(p));
+    }
+  }
+  {
+    JsonFields pr = doc.object("prediction");
+    f.step_time_s = pr.number("step_time_s");
+    f.mfu = pr.number("mfu");
+    f.tokens_per_s = pr.number("tokens_per_s");
+    f.memory_per_gpu_bytes = pr.integer("memory_per_gpu_bytes", 0);
+    if (!(f.step_time_s > 0)) pr.fail("step_time_s", "expected a positive number");
+    if (!(f.mfu >= 0 && f.mfu <= 1)) pr.fail("mfu", "expected a fraction in [0, 1]");
+    if (!(f.tokens_per_s > 0)) pr.fail("tokens_per_s", "expected a positive number");
+    pr.done();
+  }
+  doc.done();
+  return f;
+}
+
+PlanFile read_plan_file(const std::filesystem::path& path) {
+  // plan.json nests at most 5 deep (parameters[i].placements[k]; the model config's rope_scaling).
+  constexpr int kMaxDepth = 16;
+  const nlohmann::json j = parse_strict_json(read_text_file(path, "plan file"), path.string(),
+                                             kMaxDepth, "a shardplan plan file");
+  return plan_from_json(j, path.string());
 }
 
 }  // namespace shardplan::planner

@@ -3,14 +3,22 @@
 // "mesh": {"shape": [pp, dp/ep, ep, cp, tp], "names": ["pp", "dp", "ep", "cp", "tp"]}, the
 // configuration, the placement of every parameter on that mesh, the init seed and the
 // predictions.
+//   PlanFile f = plan_file(planner, best, "llama3-8b");
+//   write_file_atomically("plan.json", plan_to_json(f).dump(2));
+//   PlanFile g = read_plan_file("plan.json");   // g == f; bad input: one line naming the field
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "mesh/placement.h"
 #include "planner/planner.h"
+#include "tensor/dtype.h"
+#include "tensor/models/model_config.h"
 
 namespace shardplan::planner {
 
@@ -18,7 +26,47 @@ inline constexpr std::string_view kPlanFormat = "shardplan.plan";
 inline constexpr int64_t kPlanVersion = 1;
 inline constexpr int64_t kDefaultInitSeed = 0;
 
-nlohmann::ordered_json plan_document(Planner& p, const PlanResult& r, std::string_view model_name,
-                                     int64_t seed = kDefaultInitSeed);
+struct PlanParameter {
+  std::string name;            // "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // global
+  tensor::DType dtype = tensor::DType::kFloat32;
+  std::vector<mesh::Placement> placements;  // one per mesh dim (pp, dp, ep, cp, tp)
+  std::string style;                        // the TP style that placed it ("" if none)
+  int64_t stage = 0;                        // the pipeline stage that holds it
+  bool operator==(const PlanParameter&) const = default;
+};
+
+struct PlanFile {
+  std::string model_name;  // as given to --model
+  tensor::ModelConfig model;
+  std::string cluster;
+  TrainingSetup setup;
+  DimOrder order = DimOrder::kTpInner;
+  ParallelConfig config;
+  int64_t seed = kDefaultInitSeed;
+  std::vector<PlanParameter> parameters;
+  double step_time_s = 0;
+  double mfu = 0;
+  double tokens_per_s = 0;
+  int64_t memory_per_gpu_bytes = 0;
+  // [pp, dp / ep, ep, cp, tp] and the names of Note [Candidate mesh dims].
+  std::vector<int64_t> mesh_shape() const;
+  bool operator==(const PlanFile&) const = default;
+};
+
+// The plan `r` of `p`, every parameter placed (TP styles on "tp", FSDP's dim-0 shard on "dp" at
+// ZeRO-3, whole layers per stage).
+PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
+                   int64_t seed = kDefaultInitSeed);
+
+nlohmann::ordered_json plan_to_json(const PlanFile& f);
+
+// Reads what plan_to_json writes. Every field is required and checked; unknown keys are refused;
+// the mesh must be the configuration's and hold --gpus ranks, the configuration must run the
+// model (check_parallel_config), and the parameters must be the model's, in order, with the
+// placements the configuration gives them. Errors are one shardplan::Error line naming the field
+// ("plan.json: field 'config.tp': ...").
+PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin = "plan");
+PlanFile read_plan_file(const std::filesystem::path& path);
 
 }  // namespace shardplan::planner

@@ -287,7 +287,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(v));
       rec.add("pp send_recv (activations and their gradients)", CollectiveKind::kSendRecv, "pp",
               pair, act_bytes, calls, p2p_one * static_cast<double>(calls),
-              p2p_stage * (mm + bubble_chunks));
+              p2p_one * static_cast<double>(calls));
     }
     double exposed = 0;
     for (const BillCollective& bc : b.collectives) exposed += bc.exposed_s;

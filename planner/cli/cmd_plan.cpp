@@ -130,7 +130,8 @@ void register_plan(CLI::App& app, CliContext& ctx) {
     Bill bill;
     if (!r.top.empty()) (void)p->estimate(r.top[0].config, r.top[0].order, &bill);
     if (!out->empty() && !r.top.empty()) {
-      write_file_atomically(*out, planner::plan_document(*p, r.top[0], a->model).dump(2) + "\n");
+      write_file_atomically(
+          *out, planner::plan_to_json(planner::plan_file(*p, r.top[0], a->model)).dump(2) + "\n");
     }
     if (ctx.json) {
       nlohmann::ordered_json j;

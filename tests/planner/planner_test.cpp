@@ -136,10 +136,9 @@ TEST(Planner, CpuLocalRunsFourRanksOnOneHost) {
   EXPECT_GT(r.step_time_s, 0);
   // fp32 Adam without a master copy: 16 bytes per parameter (ZeRO 0): 4 + 4 + 8.
   EXPECT_EQ(bill.parameter_bytes + bill.gradient_bytes + bill.optimizer_bytes, 124'439'808 * 16);
-  const nlohmann::ordered_json doc = plan_document(p, r, "gpt2");
+  const nlohmann::ordered_json doc = plan_to_json(plan_file(p, r, "gpt2"));
   EXPECT_EQ(doc["mesh"]["shape"], nlohmann::ordered_json({1, 4, 1, 1, 1}));
   EXPECT_EQ(doc["parameters"].size(), 148u);  // GPT-2's tensors, the tied output layer once
-  EXPECT_EQ(nlohmann::ordered_json::parse(doc.dump()), doc);
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+// plan.json (planner/plan_file.h): a plan written and read back is the same plan, byte for byte
+// through JSON; hostile and inconsistent documents are refused with one line naming the field.
+#include "planner/plan_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "collectives/cluster.h"
+#include "planner/strategies.h"
+#include "tensor/base/error.h"
+#include "tests/tensor/json_hostile_support.h"
+
+namespace shardplan::planner {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+// Llama-3-8B on 64 H100s, tp 8 x pp 2 x dp 4 with ZeRO-3 over dp: every kind of placement.
+PlanFile llama_plan() {
+  Planner p(tensor::find_model_config("llama3-8b"),
+            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  Pins pins;
+  pins.tp = 8;
+  pins.pp = 2;
+  pins.dp = 4;
+  pins.zero = 3;
+  const SearchResult r = p.search(pins, 1);
+  EXPECT_FALSE(r.top.empty());
+  return plan_file(p, r.top.at(0), "llama3-8b", 1234);
+}
+
+TEST(PlanFile, RoundTripsExactly) {
+  const PlanFile f = llama_plan();
+  const nlohmann::ordered_json j = plan_to_json(f);
+  const PlanFile back = plan_from_json(nlohmann::json::parse(j.dump()), "plan.json");
+  EXPECT_EQ(back, f);
+  EXPECT_EQ(plan_to_json(back).dump(), j.dump());
+  EXPECT_EQ(j["mesh"]["shape"], nlohmann::ordered_json({2, 4, 1, 1, 8}));
+  // q_proj: column-parallel on tp (Shard(0)), FSDP's dim-0 split on dp after it (StridedShard).
+  const PlanParameter& q = back.parameters.at(1);
+  EXPECT_EQ(q.name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.style, "colwise");
+  EXPECT_EQ(mesh::to_string(q.placements), "R,SS0:8,R,R,S0");
+  EXPECT_EQ(back.parameters.back().stage, 1);  // lm_head on the last stage
+}
+
+TEST(PlanFile, InconsistentPlansAreRefused) {
+  const nlohmann::json valid = nlohmann::json::parse(plan_to_json(llama_plan()).dump());
+  auto refused = [&](const char* pointer, const nlohmann::json& v, const char* what) {
+    nlohmann::json j = valid;
+    j[nlohmann::json::json_pointer(pointer)] = v;
+    EXPECT_THAT([&] { (void)plan_from_json(j, "plan.json"); },
+                ThrowsMessage<Error>(HasSubstr(what)))
+        << pointer;
+  };
+  refused("/config/tp", 4, "= 32, expected --gpus 64");  // 4 x 2 x 4 != 64
+  refused("/mesh/shape/0", 4, "field 'mesh.shape'");
+  refused("/setup/gpus", 128, "");
+  refused("/parameters/1/placements/4", "R", "field 'parameters[1]'");
+  refused("/parameters/0/name", "wte", "expected the model's 'model.embed_tokens.weight'");
+  refused("/model/config/num_attention_heads", 30, "field 'model.config'");
+  refused("/format", "shardplan.cluster", "field 'format'");
+  nlohmann::json short_list = valid;
+  short_list["parameters"].erase(short_list["parameters"].size() - 1);
+  EXPECT_THAT([&] { (void)plan_from_json(short_list, "plan.json"); },
+              ThrowsMessage<Error>(HasSubstr("parameters")));
+}
+
+TEST(PlanFile, HostileDocumentsNameTheField) {
+  // A small plan (GPT-2 on 4 CPU ranks) keeps the sweep fast.
+  Planner p(tensor::find_model_config("gpt2"),
+            collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
+            {.gpus = 4, .seq = 128, .global_batch = 8}, {});
+  const PlanResult r =
+      p.estimate(default_config(p.setup(), {}, Precision::kBf16), DimOrder::kTpInner, nullptr);
+  nlohmann::json valid = nlohmann::json::parse(plan_to_json(plan_file(p, r, "gpt2")).dump());
+  // The model config and the parameter list have their own checks (above, and parse_model_config's
+  // tests); the sweep covers the rest.
+  test::Reader reader{"plan", [](const nlohmann::json& j) { (void)plan_from_json(j, "plan.json"); },
+                      valid, /*free_keys=*/{}, /*any_value=*/{"model.config", "parameters"}};
+  test::sweep_fields(reader);
+}
+
+}  // namespace
+}  // namespace shardplan::planner
