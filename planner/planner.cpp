@@ -406,6 +406,11 @@ std::vector<Planner::Best> Planner::best_of_each(
     const StepResult s =
         evaluate(I.ctx, c, e.work, links, I.params_for(c.tp), nullptr, &I.tp_for(e, links[4]));
     ++r.evaluated;
+    if (I.options.progress && r.evaluated % 4096 == 0) {
+      I.options.progress(
+          r.evaluated,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     for (size_t f = 0; f < filters.size(); ++f) best[f].evaluated += in[f] ? 1 : 0;
     if (!s.fits) {
       const std::string reason = "exceeds memory";
@@ -422,6 +427,7 @@ std::vector<Planner::Best> Planner::best_of_each(
     }
     if (all != nullptr) feasible.push_back(p);
   });
+  if (I.options.progress) I.options.progress(-1, 0);
   if (all != nullptr) {
     std::sort(feasible.begin(), feasible.end(), faster);
     // Pareto front: sweep by time, keep each plan using less memory than every faster one.

@@ -45,6 +45,10 @@ struct Pins {
 struct PlannerOptions {
   Precision precision = Precision::kBf16;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
+  // Called every 4096 evaluated candidates with the count and the seconds since the search
+  // began, and once at the end with evaluated = -1 (the CLI draws a progress line on a terminal
+  // when a search takes over a second, and clears it).
+  std::function<void(int64_t evaluated, double seconds)> progress;
 };
 
 // Mesh dim orders (slowest first) the search tries: tp innermost, or cp innermost.

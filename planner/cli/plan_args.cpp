@@ -1,5 +1,8 @@
 #include "planner/cli/plan_args.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <utility>
 
 #include "collectives/cluster.h"
@@ -40,6 +43,20 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   planner::PlannerOptions o;
   o.precision = planner::parse_precision(precision);
   o.attention = tensor::parse_attention_impl(attention_for(cfg));
+  // A progress line on a terminal once the search has run a second; never in a pipe or a file.
+  if (isatty(STDERR_FILENO) != 0) {
+    auto drawn = std::make_shared<bool>(false);
+    o.progress = [drawn](int64_t evaluated, double seconds) {
+      if (evaluated < 0) {
+        if (*drawn) std::fputs("\r\033[K", stderr);  // erase the line
+        *drawn = false;
+      } else if (seconds >= 1) {
+        std::fprintf(stderr, "\rsearching: %lld configurations, %.1f s",
+                     static_cast<long long>(evaluated), seconds);
+        *drawn = true;
+      }
+    };
+  }
   return std::make_unique<planner::Planner>(
       std::move(cfg), std::move(cluster),
       planner::TrainingSetup{.gpus = where.gpus, .seq = seq, .global_batch = global_batch}, o);
