@@ -51,3 +51,21 @@ run(2 shard --shape 8 --mesh 4294967296x4294967296 --placements S0,R)
 expect_match("overflow" "^shardplan: error: [^\n]*10\\^15\n$" "${ERR}")
 run(2 shard --shape 8 --mesh 4x4 --placements S0,R --coord 4,0)
 expect_match("--coord" "--coord entry 0 is 4, expected 0 to 3" "${ERR}")
+
+# --ranks all is streamed: 131,072 rows in no more memory than a small mesh (GNU time's %M, the
+# peak resident set in KB, where it is installed).
+find_program(GNU_TIME NAMES time PATHS /usr/bin NO_DEFAULT_PATH)
+if(GNU_TIME)
+  foreach(n 64 131072)
+    execute_process(COMMAND "${GNU_TIME}" -f "%M" "${SHARDPLAN}" shard --shape 500000 --mesh ${n}
+                            --placements S0 --ranks all --json
+                    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE peak_kb)
+    string(STRIP "${peak_kb}" peak_kb)
+    set(peak_${n} "${peak_kb}")
+  endforeach()
+  math(EXPR limit "${peak_64} + 8192")
+  if(peak_131072 GREATER limit)
+    message(FATAL_ERROR "shard --ranks all: ${peak_131072} KB for 131,072 ranks against "
+                        "${peak_64} KB for 64: not streamed")
+  endif()
+endif()
