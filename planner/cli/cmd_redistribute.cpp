@@ -91,6 +91,9 @@ void print_json(const RedistributeOptions& o, const collectives::RedistributePla
   j["from"] = mesh::to_string(plan.source.placements);
   j["to"] = mesh::to_string(plan.target.placements);
   j["bytes_moved_per_rank"] = bytes_moved(plan);
+  // Which ranks hold what before and after, at any mesh size (docs/user-guide.md "shard").
+  j["classes"] = {{"from", shard_classes_json(plan.source)},
+                  {"to", shard_classes_json(plan.target)}};
   if (price) {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const auto& c = price->steps[i];

@@ -81,21 +81,9 @@ nlohmann::ordered_json rank_json(const Layout& l, int64_t rank) {
   return row;
 }
 
-nlohmann::ordered_json classes_json(const Layout& l, const std::vector<mesh::ShardClass>& cs) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const mesh::ShardClass& c : cs) {
-    out.push_back({{"count", c.count},
-                   {"local_shape", c.local_shape.vec()},
-                   {"bytes", shard_bytes(l, c.local_shape)},
-                   {"coords", nlohmann::ordered_json::array({c.first_coord})},
-                   {"global_offset", c.first_offset.vec()}});
-  }
-  return out;
-}
-
 // The document, written piecewise so that --ranks all on a large mesh streams: the rows go to
 // stdout one by one and are never held together.
-void print_json(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool list_ranks) {
+void print_json(const Layout& l, bool list_ranks) {
   std::string head = head_json(l).dump();
   head.pop_back();  // the closing brace: ranks and classes follow
   std::cout << head;
@@ -106,7 +94,7 @@ void print_json(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool l
     }
     std::cout << "]";
   }
-  std::cout << ",\"classes\":" << classes_json(l, cs).dump() << "}\n";
+  std::cout << ",\"classes\":" << shard_classes_json(l.shape, l.dtype).dump() << "}\n";
 }
 
 void print_shard_table(const std::vector<std::string>& header,
@@ -224,9 +212,8 @@ void register_shard(CLI::App& app, CliContext& ctx) {
       }
       return;
     }
-    const std::vector<mesh::ShardClass> classes = mesh::shard_classes(l.shape);
     const bool list = opts->ranks == "all" || l.shape.ranks <= kRankListThreshold;
-    ctx.json ? print_json(l, classes, list) : print_text(l, classes, list);
+    ctx.json ? print_json(l, list) : print_text(l, mesh::shard_classes(l.shape), list);
   });
 }
 

@@ -129,4 +129,25 @@ nlohmann::ordered_json tensor_mesh_json(const mesh::ShardSpec& spec) {
           {"mesh", mesh_doc}};
 }
 
+nlohmann::ordered_json shard_classes_json(const mesh::LayoutShape& l, tensor::DType dtype) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const mesh::ShardClass& c : mesh::shard_classes(l)) {
+    // Cannot overflow: a shard is no larger than the global tensor, checked by layout_shape.
+    int64_t bytes = tensor::itemsize(dtype);
+    for (int64_t n : c.local_shape) bytes *= n;
+    out.push_back({{"count", c.count},
+                   {"local_shape", c.local_shape.vec()},
+                   {"bytes", bytes},
+                   {"coords", nlohmann::ordered_json::array({c.first_coord})},
+                   {"global_offset", c.first_offset.vec()}});
+  }
+  return out;
+}
+
+nlohmann::ordered_json shard_classes_json(const mesh::ShardSpec& spec) {
+  const std::vector<int64_t> shape(spec.shape.begin(), spec.shape.end());
+  return shard_classes_json(mesh::layout_shape(shape, spec.mesh.shape(), spec.placements),
+                            spec.dtype);
+}
+
 }  // namespace shardplan::cli

@@ -15,6 +15,7 @@
 
 #include "mesh/device_mesh.h"
 #include "mesh/placement.h"
+#include "mesh/shard_classes.h"
 #include "mesh/shard_spec.h"
 #include "tensor/dtype.h"
 
@@ -38,6 +39,12 @@ struct TensorMeshArgs {
 // The inputs every --json document of a tensor on a mesh echoes: {"shape": [10, 5], "dtype":
 // "bfloat16", "mesh": {"shape": [2, 2], "names": ["dp", "tp"]}} (names only when given).
 nlohmann::ordered_json tensor_mesh_json(const mesh::ShardSpec& spec);
+
+// The classes of ranks of a layout (mesh/shard_classes.h) as every verb prints them:
+// [{"count", "local_shape", "bytes", "coords": [first rank's coordinate], "global_offset"}].
+nlohmann::ordered_json shard_classes_json(const mesh::LayoutShape& l, tensor::DType dtype);
+// The same for a ShardSpec on a row-major mesh.
+nlohmann::ordered_json shard_classes_json(const mesh::ShardSpec& spec);
 
 // Adds --shape, --dtype, --mesh and --mesh-names to `cmd`, bound to `args` (which must outlive the
 // parse: keep it in a shared_ptr captured by the callback).
