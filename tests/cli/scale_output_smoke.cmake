@@ -69,3 +69,13 @@ if(GNU_TIME)
                         "${peak_64} KB for 64: not streamed")
   endif()
 endif()
+
+# redistribute reports the classes of both layouts, also on 10^10 ranks: S1 -> R gathers the 4
+# columns onto every rank.
+run(0 redistribute --shape 4,4 --dtype bf16 --mesh 100000x100000 --from R,S1 --to R,R --json)
+json_get(from0 "${OUT}" classes from 0 count)
+json_get(to0 "${OUT}" classes to 0 count)
+json_get(to_shape "${OUT}" classes to 0 local_shape 1)
+if(NOT from0 EQUAL 400000 OR NOT to0 EQUAL 10000000000 OR NOT to_shape EQUAL 4)
+  message(FATAL_ERROR "redistribute on 10^10 ranks: expected classes of 400,000 then all\n${OUT}")
+endif()
