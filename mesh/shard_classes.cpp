@@ -13,13 +13,24 @@ namespace shardplan::mesh {
 namespace {
 
 // One size of a tensor dim's local shards: how many coordinates on its sharding mesh dims give
-// it, the lexicographically first of them and its offset.
+// it, the lexicographically first few of them and the first one's offset.
 struct DimGroup {
   int64_t size = 0;
   int64_t count = 0;
   std::vector<int64_t> first;  // one index per sharding mesh dim, in mesh order
   int64_t offset = 0;
+  std::vector<std::vector<int64_t>> firsts;  // the first kShownCoords, sorted; firsts[0] == first
 };
+
+using Coords = std::vector<std::vector<int64_t>>;
+
+// The first kShownCoords of a sorted list with duplicates removed.
+Coords first_few(Coords c) {
+  std::sort(c.begin(), c.end());
+  c.erase(std::unique(c.begin(), c.end()), c.end());
+  if (c.size() > static_cast<size_t>(kShownCoords)) c.resize(static_cast<size_t>(kShownCoords));
+  return c;
+}
 
 // The mesh dims that shard tensor dim d, in mesh order.
 std::vector<size_t> sharding_dims(const LayoutShape& l, size_t d) {
@@ -45,6 +56,9 @@ std::vector<DimGroup> merged(std::vector<DimGroup> groups) {
     auto [it, fresh] = by_size.try_emplace(g.size, g);
     if (fresh) continue;
     it->second.count += g.count;
+    Coords all = it->second.firsts;
+    all.insert(all.end(), g.firsts.begin(), g.firsts.end());
+    it->second.firsts = first_few(std::move(all));
     if (g.first < it->second.first) {
       it->second.first = std::move(g.first);
       it->second.offset = g.offset;
@@ -57,7 +71,7 @@ std::vector<DimGroup> merged(std::vector<DimGroup> groups) {
 
 // Plain shards, level by level (Note [Shard classes]).
 std::vector<DimGroup> plain_groups(int64_t n, const std::vector<int64_t>& ks) {
-  std::vector<DimGroup> groups = {{n, 1, {}, 0}};
+  std::vector<DimGroup> groups = {{n, 1, {}, 0, {{}}}};
   for (int64_t k : ks) {
     std::vector<DimGroup> next;
     for (const DimGroup& g : groups) {
@@ -65,9 +79,17 @@ std::vector<DimGroup> plain_groups(int64_t n, const std::vector<int64_t>& ks) {
       const int64_t c = size / k + (size % k != 0);
       auto add = [&](int64_t piece_size, int64_t count, int64_t r) {
         if (count <= 0) return;
-        DimGroup h{piece_size, g.count * count, g.first, g.offset};
+        DimGroup h{piece_size, g.count * count, g.first, g.offset, {}};
         h.first.push_back(r);
         if (piece_size > 0) h.offset += c * r;
+        // The first few (parent, piece) pairs in lexicographic order: the parent's first few, each
+        // with the group's first pieces r, r + 1, ...
+        for (const std::vector<int64_t>& p : g.firsts) {
+          for (int64_t q = r; q < r + count && h.firsts.size() < kShownCoords; ++q) {
+            h.firsts.push_back(p);
+            h.firsts.back().push_back(q);
+          }
+        }
         next.push_back(std::move(h));
       };
       if (c == 0) {
@@ -108,7 +130,7 @@ std::vector<DimGroup> strided_groups(const LayoutShape& l, size_t d,
   std::vector<int64_t> coord(sub_shape.size(), 0);
   for (int64_t i = 0; i < combos; ++i) {
     const LocalShard s = local_shape_and_offset(spec, coord);
-    groups.push_back({s.shape[0], 1, coord, s.offset[0]});
+    groups.push_back({s.shape[0], 1, coord, s.offset[0], {coord}});
     if (groups.size() > 64) groups = merged(std::move(groups));
     for (size_t k = coord.size(); k-- > 0;) {  // next coordinate, row-major
       if (++coord[k] < sub_shape[k]) break;
@@ -165,8 +187,22 @@ std::vector<ShardClass> shard_classes(const LayoutShape& l) {
     per_dim[d] = dim_groups(l, d);
   }
   int64_t free_ranks = 1;
+  std::vector<size_t> free_dims;
   for (size_t m = 0; m < used.size(); ++m) {
-    if (!used[m]) free_ranks *= l.mesh_shape[m];
+    if (!used[m]) {
+      free_ranks *= l.mesh_shape[m];
+      free_dims.push_back(m);
+    }
+  }
+  // The first few coordinates of the mesh dims that shard nothing, row-major.
+  Coords free_firsts;
+  std::vector<int64_t> at(free_dims.size(), 0);
+  for (int64_t i = 0; i < std::min<int64_t>(free_ranks, kShownCoords); ++i) {
+    free_firsts.push_back(at);
+    for (size_t k = at.size(); k-- > 0;) {
+      if (++at[k] < l.mesh_shape[free_dims[k]]) break;
+      at[k] = 0;
+    }
   }
   std::vector<ShardClass> out;
   std::vector<size_t> pick(nd, 0);
@@ -176,13 +212,30 @@ std::vector<ShardClass> shard_classes(const LayoutShape& l) {
     c.first_coord.assign(l.mesh_shape.size(), 0);
     c.local_shape = l.shape;
     c.first_offset = DimVector(nd, 0);
+    // The class's first few coordinates: products of the per-dim first few and of the free
+    // dims' first few (the k smallest of a product of independent parts use only the k smallest
+    // of each part).
+    Coords cands = {std::vector<int64_t>(l.mesh_shape.size(), 0)};
+    auto combine = [&](const std::vector<size_t>& mesh_dims, const Coords& parts) {
+      Coords next;
+      for (const std::vector<int64_t>& base : cands) {
+        for (const std::vector<int64_t>& part : parts) {
+          next.push_back(base);
+          for (size_t k = 0; k < mesh_dims.size(); ++k) next.back()[mesh_dims[k]] = part[k];
+        }
+      }
+      cands = first_few(std::move(next));
+    };
     for (size_t d = 0; d < nd; ++d) {
       const DimGroup& g = per_dim[d][pick[d]];
       c.count *= g.count;  // cannot overflow: the counts partition at most l.ranks ranks
       c.local_shape[d] = g.size;
       c.first_offset[d] = g.size == 0 ? l.shape[d] : g.offset;
       for (size_t k = 0; k < dims[d].size(); ++k) c.first_coord[dims[d][k]] = g.first[k];
+      combine(dims[d], g.firsts);
     }
+    combine(free_dims, free_firsts);
+    c.coords = std::move(cands);
     out.push_back(std::move(c));
     // Next combination of per-dim groups, the last tensor dim fastest.
     bool advanced = false;

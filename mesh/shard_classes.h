@@ -30,6 +30,8 @@ namespace shardplan::mesh {
 inline constexpr int64_t kMaxSummarisedRanks = 1'000'000'000'000'000;
 // The most coordinates a StridedShard dim may be enumerated over.
 inline constexpr int64_t kMaxStridedCombinations = int64_t{1} << 20;
+// How many of a class's coordinates it lists (its first ranks in row-major order).
+inline constexpr size_t kShownCoords = 3;
 
 struct LayoutShape {
   shardplan::DimVector shape;       // global tensor
@@ -49,6 +51,7 @@ struct ShardClass {
   int64_t count = 0;                  // ranks with this local shape
   std::vector<int64_t> first_coord;   // the class's first rank in row-major mesh order
   shardplan::DimVector first_offset;  // that rank's global offset
+  std::vector<std::vector<int64_t>> coords;  // its first kShownCoords ranks (first_coord first)
 };
 
 // Classes in the order of their first rank. Their counts add up to l.ranks.

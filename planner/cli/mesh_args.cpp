@@ -138,7 +138,7 @@ nlohmann::ordered_json shard_classes_json(const mesh::LayoutShape& l, tensor::DT
     out.push_back({{"count", c.count},
                    {"local_shape", c.local_shape.vec()},
                    {"bytes", bytes},
-                   {"coords", nlohmann::ordered_json::array({c.first_coord})},
+                   {"coords", c.coords},
                    {"global_offset", c.first_offset.vec()}});
   }
   return out;

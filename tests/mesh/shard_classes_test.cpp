@@ -29,6 +29,7 @@ void expect_matches_walk(const std::vector<int64_t>& shape, const std::vector<in
   const LayoutShape l = layout_shape(shape, mesh_shape, placements);
   // The walk: per local shape, the ranks' count and the first rank.
   std::map<std::vector<int64_t>, std::pair<int64_t, int64_t>> walk;
+  std::map<std::vector<int64_t>, std::vector<std::vector<int64_t>>> first_ranks;
   for (int64_t r = 0; r < spec.mesh.size(); ++r) {
     const MeshCoord c = *spec.mesh.coordinate_of(r);
     const LocalShard s = local_shape_and_offset(spec, c);
@@ -36,6 +37,8 @@ void expect_matches_walk(const std::vector<int64_t>& shape, const std::vector<in
     EXPECT_EQ(coord_of_rank(l, r), c.vec());
     auto [it, fresh] = walk.try_emplace(s.shape.vec(), std::make_pair(0, r));
     ++it->second.first;
+    std::vector<std::vector<int64_t>>& firsts = first_ranks[s.shape.vec()];
+    if (firsts.size() < kShownCoords) firsts.push_back(c.vec());
   }
   const std::vector<ShardClass> classes = shard_classes(l);
   int64_t total = 0;
@@ -46,6 +49,7 @@ void expect_matches_walk(const std::vector<int64_t>& shape, const std::vector<in
     ASSERT_NE(it, walk.end());
     EXPECT_EQ(c.count, it->second.first);
     EXPECT_EQ(rank_of_coord(l, c.first_coord), it->second.second);
+    EXPECT_EQ(c.coords, first_ranks[c.local_shape.vec()]);
     EXPECT_EQ(local_shape_and_offset(spec, c.first_coord).offset, c.first_offset);
   }
   EXPECT_EQ(total, spec.mesh.size());
