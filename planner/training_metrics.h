@@ -1,6 +1,7 @@
 // The throughput figures every plan reports, with the one definition of MFU the planner uses
 // (docs/cost-model.md §2.4 "Model FLOPs and MFU"):
-//   model FLOPs per token = 6 N + 12 L h s   (N all parameters, L layers, h hidden, s sequence)
+//   model FLOPs per token = 6 N + 12 L h s   (N active parameters: all for a dense model; L
+//   layers, h hidden, s sequence)
 //   mfu = model FLOPs per token * tokens per step / (GPUs * dense bf16 peak * step time)
 // 6 N counts a forward (2 N) and a backward (4 N) multiply-add per parameter (Kaplan et al. 2020,
 // "Scaling Laws for Neural Language Models", §2.1); 12 L h s counts attention's two products,
@@ -19,7 +20,13 @@ namespace shardplan::planner {
 // Every parameter of the model built from `c` (tied weights once), on meta.
 int64_t parameter_count(const tensor::ModelConfig& c);
 
-// 6 N + 12 L h s for sequences of `seq` tokens.
+// The parameters one token passes through: all of them for a dense model; for a mixture of
+// experts, the routed experts' parameters counted top-k / E times (each token visits k of E).
+int64_t active_parameter_count(const tensor::ModelConfig& c);
+
+// 6 N + 12 L h s for sequences of `seq` tokens, N the active parameters: all of them for a dense
+// model, the ones a token uses for a mixture of experts (so that MFU stays a fraction of the
+// peak; 6 x all of Mixtral's parameters would count work no token does).
 double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq);
 
 // The fraction of the GPUs' dense peak the model FLOPs of one step use; in [0, 1] for any
