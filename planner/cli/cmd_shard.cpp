@@ -97,26 +97,6 @@ void print_json(const Layout& l, bool list_ranks) {
   std::cout << ",\"classes\":" << shard_classes_json(l.shape, l.dtype).dump() << "}\n";
 }
 
-void print_shard_table(const std::vector<std::string>& header,
-                       const std::vector<std::vector<std::string>>& rows,
-                       const std::vector<bool>& right) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
-  }
-  auto print_row = [&](const std::vector<std::string>& r) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c) {
-      const std::string pad(width[c] - r[c].size(), ' ');
-      line += (c ? "  " : "") + (right[c] ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : ""));
-    }
-    std::cout << line << '\n';
-  };
-  print_row(header);
-  for (const auto& r : rows) print_row(r);
-}
-
 void print_text(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool list_ranks) {
   std::cout << "tensor     " << bracketed(l.shape.shape) << ' ' << l.dtype << '\n'
             << "mesh       " << bracketed(DimVector(l.shape.mesh_shape)) << " ("
@@ -134,13 +114,13 @@ void print_text(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool l
                       bracketed(DimVector(row["global_offset"].get<std::vector<int64_t>>())),
                       std::to_string(row["bytes"].get<int64_t>())});
       if (rows.size() == 4096) {
-        print_shard_table({"rank", "coord", "local_shape", "global_offset", "bytes"}, rows,
+        print_table({"rank", "coord", "local_shape", "global_offset", "bytes"}, rows,
                           {true, false, false, false, true});
         rows.clear();
       }
     }
     if (!rows.empty()) {
-      print_shard_table({"rank", "coord", "local_shape", "global_offset", "bytes"}, rows,
+      print_table({"rank", "coord", "local_shape", "global_offset", "bytes"}, rows,
                         {true, false, false, false, true});
     }
     std::cout << '\n';
@@ -152,7 +132,7 @@ void print_text(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool l
                     bracketed(DimVector(c.first_coord))});
   }
   std::cout << cs.size() << " class(es) of ranks by local shape:\n";
-  print_shard_table({"ranks", "local_shape", "bytes", "first coord"}, rows,
+  print_table({"ranks", "local_shape", "bytes", "first coord"}, rows,
                     {true, false, true, false});
 }
 

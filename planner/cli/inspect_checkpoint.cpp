@@ -19,27 +19,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows,
-                 const std::vector<bool>& right_aligned) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
-  }
-  auto print_row = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - row[c].size(), ' ');
-      const bool last = c + 1 == row.size();
-      line += (c ? "  " : "") + (right_aligned[c] ? pad + row[c] : row[c] + (last ? "" : pad));
-    }
-    std::cout << line << '\n';
-  };
-  print_row(header);
-  for (const auto& row : rows) print_row(row);
-}
-
 // "a, b, c" of the first few names, then "... (N more)": a report stays readable for 723 tensors.
 std::string name_list(const nlohmann::json& names) {
   constexpr size_t kShown = 8;

@@ -1,6 +1,8 @@
 #include "planner/cli/text_format.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <iterator>
 
 namespace shardplan::cli {
@@ -39,6 +41,27 @@ std::string bracketed(std::span<const int64_t> v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
   return out + "]";
+}
+
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows,
+                 const std::vector<bool>& right_aligned) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      const bool last = c + 1 == row.size();
+      line += (c ? "  " : "") + (right_aligned[c] ? pad + row[c] : row[c] + (last ? "" : pad));
+    }
+    std::cout << line << '\n';
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
 }
 
 }  // namespace shardplan::cli

@@ -3,12 +3,14 @@
 //   human_bytes(141107412992.0) == "131.4 GiB"
 //   dims(json::array({3, 5})) == "[3, 5]"
 //   bracketed({2, 4}) == "[2, 4]"
+//   print_table({"rank", "bytes"}, rows, {true, true});   // aligned columns on stdout
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace shardplan::cli {
 
@@ -19,5 +21,10 @@ std::string human_bytes(double bytes);
 std::string dims(const nlohmann::json& list);
 // Integers as "[a, b, c]".
 std::string bracketed(std::span<const int64_t> v);
+// A header and rows as columns two spaces apart, each as wide as its widest cell, right-aligned
+// where `right_aligned` says (numbers) and left-aligned otherwise, on stdout.
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows,
+                 const std::vector<bool>& right_aligned);
 
 }  // namespace shardplan::cli
