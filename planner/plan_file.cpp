@@ -33,10 +33,8 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   if (c.zero == 3 && c.dp / c.ep > 1) pc.fsdp_dims = {"dp"};
   const std::vector<mesh::ParameterSharding> shardings =
       mesh::parallelize_module(*m, dm, rules, pc);
-  const std::string layers = std::string(tensor::family_of(model).layers_path) + ".";
-  const int64_t L = model.num_hidden_layers;
+  ParameterStage stage_of(model, c.pp);
   std::vector<PlanParameter> out;
-  bool after_layers = false;
   for (const mesh::ParameterSharding& s : shardings) {
     PlanParameter p;
     p.name = s.fqn;
@@ -44,15 +42,7 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
     p.dtype = s.spec.dtype;
     p.placements = s.spec.placements;
     p.style = s.style;
-    // Stage s holds layers [floor(s L / pp), floor((s + 1) L / pp)); what precedes the layers
-    // (embeddings) sits on the first stage, what follows them on the last.
-    if (s.fqn.rfind(layers, 0) == 0) {
-      const int64_t layer = std::stoll(s.fqn.substr(layers.size()));
-      p.stage = ((layer + 1) * c.pp - 1) / L;
-      after_layers = true;
-    } else if (after_layers) {
-      p.stage = c.pp - 1;
-    }
+    p.stage = stage_of(s.fqn);
     out.push_back(std::move(p));
   }
   return out;

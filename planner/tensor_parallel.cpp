@@ -71,26 +71,32 @@ std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, 
   SP_CHECK(pp >= 1 && pp <= layers, "--pp ", pp, " for ", layers,
            " layers, expected between 1 and the number of layers");
   const LocalParameters local = local_parameters(c, tp, tp_rank);
-  const std::string prefix = std::string(tensor::family_of(c).layers_path) + ".";
   std::vector<int64_t> out(static_cast<size_t>(pp), 0);
   std::vector<std::unordered_set<const void*>> seen(static_cast<size_t>(pp));
-  bool after_layers = false;
+  ParameterStage stage_of(c, pp);
   for (const tensor::NamedTensor& p : local.model->named_parameters({.remove_duplicate = false})) {
-    int64_t stage = 0;
-    if (p.name.rfind(prefix, 0) == 0) {
-      const int64_t layer = std::stoll(p.name.substr(prefix.size()));
-      // Stage s holds layers [floor(s L / pp), floor((s + 1) L / pp)): the largest s with
-      // floor(s L / pp) <= layer, i.e. s L < (layer + 1) pp, is ((layer + 1) pp - 1) / L.
-      stage = ((layer + 1) * pp - 1) / layers;
-      after_layers = true;
-    } else if (after_layers) {
-      stage = pp - 1;
-    }
+    const int64_t stage = stage_of(p.name);
     if (seen[static_cast<size_t>(stage)].insert(p.tensor.impl()).second) {
       out[static_cast<size_t>(stage)] += local.numel.at(p.tensor.impl());
     }
   }
   return out;
+}
+
+ParameterStage::ParameterStage(const tensor::ModelConfig& c, int64_t pp)
+    : prefix_(std::string(tensor::family_of(c).layers_path) + "."),
+      layers_(c.num_hidden_layers),
+      pp_(pp) {}
+
+int64_t ParameterStage::operator()(std::string_view fqn) {
+  if (fqn.substr(0, prefix_.size()) == prefix_) {
+    const int64_t layer = std::stoll(std::string(fqn.substr(prefix_.size())));
+    after_layers_ = true;
+    // Stage s holds layers [floor(s L / pp), floor((s + 1) L / pp)): the largest s with
+    // floor(s L / pp) <= layer, i.e. s L < (layer + 1) pp, is ((layer + 1) pp - 1) / L.
+    return ((layer + 1) * pp_ - 1) / layers_;
+  }
+  return after_layers_ ? pp_ - 1 : 0;
 }
 
 }  // namespace shardplan::planner

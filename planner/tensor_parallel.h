@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "mesh/parallel_style.h"
@@ -30,5 +32,20 @@ int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t ran
 // stage and all-reduces its gradient between the two.
 std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t pp,
                                       int64_t tp_rank = 0);
+
+// The pipeline stage of each parameter, asked in the model's named_parameters order (the split of
+// stage_parameters): a layer's parameters by its index, those before the layers on stage 0, those
+// after them on the last stage.
+class ParameterStage {
+ public:
+  ParameterStage(const tensor::ModelConfig& c, int64_t pp);
+  int64_t operator()(std::string_view fqn);
+
+ private:
+  std::string prefix_;  // "model.layers."
+  int64_t layers_ = 1;
+  int64_t pp_ = 1;
+  bool after_layers_ = false;
+};
 
 }  // namespace shardplan::planner
