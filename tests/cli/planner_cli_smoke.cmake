@@ -3,15 +3,6 @@
 include("${CMAKE_CURRENT_LIST_DIR}/smoke_helpers.cmake")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-# json_length(<var> <document> <path...>): the length of the array at path.
-function(json_length var document)
-  string(JSON value ERROR_VARIABLE json_error LENGTH "${document}" ${ARGN})
-  if(json_error)
-    message(FATAL_ERROR "no array at '${ARGN}': ${json_error}\n${document}")
-  endif()
-  set(${var} "${value}" PARENT_SCOPE)
-endfunction()
-
 set(JOB --model llama3-8b --cluster dgx-h100 --gpus 64 --seq 4096 --global-batch 256)
 
 # plan with pins: every listed plan keeps them, and has the documented fields.

@@ -39,7 +39,7 @@ endif()
 
 # --ranks all lists every rank of a large mesh.
 run(0 shard --shape 5000 --mesh 2048 --placements S0 --ranks all --json)
-string(JSON n LENGTH "${OUT}" ranks)
+json_length(n "${OUT}" ranks)
 if(NOT n EQUAL 2048)
   message(FATAL_ERROR "shard --ranks all on 2048 ranks: ${n} rows")
 endif()

@@ -19,11 +19,22 @@ function(expect_match what regex text)
   endif()
 endfunction()
 
-# json_get(<var> <document> <path...>): the value at path, failing the test if it is missing.
-function(json_get var document)
-  string(JSON value ERROR_VARIABLE json_error GET "${document}" ${ARGN})
+# json_get(<var> <document> <path...>): the value at path; json_length: the length of the array
+# at path. Either fails the test when the path is missing.
+function(json_query var mode document)
+  string(JSON value ERROR_VARIABLE json_error ${mode} "${document}" ${ARGN})
   if(json_error)
     message(FATAL_ERROR "no '${ARGN}' in the JSON document: ${json_error}\n${document}")
   endif()
+  set(${var} "${value}" PARENT_SCOPE)
+endfunction()
+
+function(json_get var document)
+  json_query(value GET "${document}" ${ARGN})
+  set(${var} "${value}" PARENT_SCOPE)
+endfunction()
+
+function(json_length var document)
+  json_query(value LENGTH "${document}" ${ARGN})
   set(${var} "${value}" PARENT_SCOPE)
 endfunction()
