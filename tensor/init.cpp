@@ -4,9 +4,8 @@
 #include "tensor/base/error.h"
 
 namespace shardplan::tensor {
-namespace {
 
-kernels::ElementType element_type(DType t) {
+kernels::ElementType kernel_element_type(DType t) {
   switch (t) {
     case DType::kBool: return kernels::ElementType::kBool;
     case DType::kUInt8: return kernels::ElementType::kUInt8;
@@ -26,11 +25,13 @@ kernels::ElementType element_type(DType t) {
   SP_FAIL("init: no fill kernel for ", t, " tensors");
 }
 
+namespace {
+
 void fill(const Tensor& t, const kernels::FillSpec& spec, const GlobalBox* box, const char* op) {
   SP_CHECK(t.defined(), op, ": undefined tensor");
   SP_CHECK(t.device().is_cpu(), op, ": expected a cpu tensor, got one on ", t.device(),
            " (meta tensors hold no memory; cuda fills go through the materialization layer)");
-  const kernels::ElementType et = element_type(t.dtype());
+  const kernels::ElementType et = kernel_element_type(t.dtype());
   if (auto why = kernels::check_fill_spec(et, spec)) SP_FAIL(op, ": ", *why);
   const int64_t n = t.dim();
   DimVector global_strides;

@@ -8,6 +8,7 @@
 #include <span>
 #include <string_view>
 
+#include "kernels/element_type.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::tensor {
@@ -26,6 +27,9 @@ struct GlobalBox {
   std::span<const int64_t> global_sizes;
   std::span<const int64_t> global_offset;
 };
+
+// The kernels/ element type of `t` (complex128 has none: shardplan::Error).
+kernels::ElementType kernel_element_type(DType t);
 
 // Fill `t` (cpu memory; meta tensors are rejected) with a constant.
 void fill_constant(const Tensor& t, Scalar value);

@@ -27,6 +27,7 @@ void register_compare(CLI::App& app, CliContext& ctx);
 void register_env(CLI::App& app, CliContext& ctx);
 void register_estimate(CLI::App& app, CliContext& ctx);
 void register_inspect(CLI::App& app, CliContext& ctx);
+void register_materialize(CLI::App& app, CliContext& ctx);
 void register_plan(CLI::App& app, CliContext& ctx);
 void register_redistribute(CLI::App& app, CliContext& ctx);
 void register_shard(CLI::App& app, CliContext& ctx);
@@ -44,6 +45,7 @@ constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_env,
     &shardplan::cli::register_estimate,
     &shardplan::cli::register_inspect,
+    &shardplan::cli::register_materialize,
     &shardplan::cli::register_plan,
     &shardplan::cli::register_redistribute,
     &shardplan::cli::register_shard,

@@ -47,6 +47,21 @@ struct TensorParallelRule {
   int64_t fused_parts = 1;  // colwise over [q; k; v] concatenated: 3 (mesh::StyleRule)
 };
 
+// How the family's Hugging Face `_init_weights` fills one kind of parameter (transformers'
+// modeling_<family>.py, PreTrainedModel._init_weights): normal(0, initializer_range); GPT-2's
+// residual projections normal(0, initializer_range / sqrt(2 n_layer)) (Radford et al. 2019, §2.3,
+// the "c_proj.weight" special case of GPT2PreTrainedModel); zeros; ones.
+enum class InitFill { kNormal, kNormalDepthScaled, kZeros, kOnes };
+
+// One rule: a parameter owned by a module of type `module_type` ("Linear", "*" for any) whose FQN
+// is `suffix` or ends with "." + `suffix` ("weight", "c_proj.weight") gets `fill`. The first
+// matching rule of the family's list applies.
+struct InitRule {
+  std::string_view module_type;
+  std::string_view suffix;
+  InitFill fill;
+};
+
 struct ModelFamily {
   std::string_view model_type;       // Hugging Face's config.json model_type: "llama"
   std::string_view hf_class_prefix;  // of the transformers classes: "Llama" (LlamaForCausalLM)
@@ -73,6 +88,9 @@ struct ModelFamily {
   // (Megatron's VocabParallelEmbedding and parallel cross-entropy); norms and routers replicated.
   // Empty: no plan yet, so the planner keeps such a family at tp = 1.
   std::span<const TensorParallelRule> tp_plan = {};
+  // The family's _init_weights as rules (tensor/models/init_rules.h). Empty: the family's
+  // parameters cannot be initialized as Hugging Face does, and materialize refuses it.
+  std::span<const InitRule> init_rules = {};
 
   // The config.json key that holds ModelConfig's `field` in this family's files.
   std::string_view file_key(std::string_view field) const;

@@ -57,6 +57,13 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
       {.prefix = kGemmaFamily.hf_class_prefix, .make_norm = make_norm, .scale_embeddings = true});
 }
 
+// GemmaPreTrainedModel._init_weights: as Llama's, but GemmaRMSNorm scales by (1 + weight), so its
+// weight starts at zero.
+constexpr InitRule kGemmaInitRules[] = {{"Linear", "weight", InitFill::kNormal},
+                                        {"Linear", "bias", InitFill::kZeros},
+                                        {"Embedding", "weight", InitFill::kNormal},
+                                        {"GemmaRMSNorm", "weight", InitFill::kZeros}};
+
 }  // namespace
 
 const ModelFamily kGemmaFamily{
@@ -68,6 +75,7 @@ const ModelFamily kGemmaFamily{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = kGemmaInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -232,6 +232,20 @@ constexpr TensorParallelRule kGpt2TpPlan[] = {{"transformer.wte", "rowwise"},
                                               {"transformer.h.*.mlp.c_proj", "rowwise"},
                                               {"lm_head", "colwise"}};
 
+// GPT2PreTrainedModel._init_weights: Linear/Conv1D weights and Embedding rows normal(0,
+// initializer_range), biases zero, LayerNorm weight one and bias zero; then every parameter named
+// "c_proj.weight" (attention and MLP output projections) is redrawn from normal(0,
+// initializer_range / sqrt(2 n_layer)), the residual scaling of Radford et al. 2019 §2.3. That
+// rule comes first here because the first matching rule applies.
+constexpr InitRule kGpt2InitRules[] = {{"Conv1D", "c_proj.weight", InitFill::kNormalDepthScaled},
+                                       {"Conv1D", "weight", InitFill::kNormal},
+                                       {"Conv1D", "bias", InitFill::kZeros},
+                                       {"Linear", "weight", InitFill::kNormal},
+                                       {"Linear", "bias", InitFill::kZeros},
+                                       {"Embedding", "weight", InitFill::kNormal},
+                                       {"LayerNorm", "weight", InitFill::kOnes},
+                                       {"LayerNorm", "bias", InitFill::kZeros}};
+
 extern const ModelFamily kGpt2Family;  // listed in family_registry.cpp
 const ModelFamily kGpt2Family{
     .model_type = "gpt2",
@@ -245,6 +259,7 @@ const ModelFamily kGpt2Family{
     .learned_positions = true,
     .fused_qkv = true,
     .tp_plan = kGpt2TpPlan,
+    .init_rules = kGpt2InitRules,
 };
 
 }  // namespace shardplan::tensor

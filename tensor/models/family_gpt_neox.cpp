@@ -218,6 +218,14 @@ constexpr TensorParallelRule kTpPlan[] = {
     {"gpt_neox.layers.*.mlp.dense_4h_to_h", "rowwise"},
     {"embed_out", "colwise"}};
 
+// GPTNeoXPreTrainedModel._init_weights: Linear weights and Embedding rows normal(0,
+// initializer_range), Linear biases zero, LayerNorm weight one and bias zero.
+constexpr InitRule kInitRules[] = {{"Linear", "weight", InitFill::kNormal},
+                                   {"Linear", "bias", InitFill::kZeros},
+                                   {"Embedding", "weight", InitFill::kNormal},
+                                   {"LayerNorm", "weight", InitFill::kOnes},
+                                   {"LayerNorm", "bias", InitFill::kZeros}};
+
 extern const ModelFamily kGptNeoxFamily;  // listed in family_registry.cpp
 const ModelFamily kGptNeoxFamily{
     .model_type = "gpt_neox",
@@ -229,6 +237,7 @@ const ModelFamily kGptNeoxFamily{
     .renamed = models::kRenamed,
     .fused_qkv = true,
     .tp_plan = kTpPlan,
+    .init_rules = kInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -37,6 +37,7 @@ const ModelFamily kLlamaFamily{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -34,6 +34,7 @@ const ModelFamily kMistralFamily{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
 };
 
 }  // namespace shardplan::tensor

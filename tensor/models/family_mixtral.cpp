@@ -42,6 +42,7 @@ const ModelFamily kMixtralFamily{
     .moe = true,
     .experts_class = "MixtralBlockSparseTop2MLP",
     .tp_plan = models::kMixtralTpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -1,8 +1,10 @@
 #include "tensor/models/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
 
 #include "tensor/base/checked.h"
 #include "tensor/base/config_paths.h"
@@ -146,6 +148,11 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
   for (const char* key : {"attn_implementation", "_attn_implementation"}) {
     if (f.has(key)) c.attn_implementation = f.string(key, "");
   }
+  c.initializer_range = f.number("initializer_range", c.initializer_range);
+  if (!std::isfinite(c.initializer_range) || c.initializer_range < 0) {
+    f.fail("initializer_range",
+           "expected a finite standard deviation >= 0, got " + std::to_string(c.initializer_range));
+  }
   validate(c, family, source);
   return c;
 }
@@ -159,6 +166,7 @@ json to_hf_json(const ModelConfig& c, const ModelFamily& family) {
   j["torch_dtype"] = std::string(dtype_name(c.torch_dtype));
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (!c.attn_implementation.empty()) j["attn_implementation"] = c.attn_implementation;
+  j["initializer_range"] = c.initializer_range;
   family.to_hf_json(c, j);
   return j;
 }

@@ -75,6 +75,9 @@ struct ModelConfig {
   // How the model computes attention when trained (Hugging Face's attn_implementation: "eager",
   // "sdpa", "flash_attention_2", ...; also read from "_attn_implementation"). Empty: not stated.
   std::string attn_implementation;
+  // Standard deviation of the normal init of weights in the family's _init_weights (Hugging
+  // Face's initializer_range; 0.02 when the file does not state it, transformers' default).
+  double initializer_range = 0.02;
 
   bool operator==(const ModelConfig&) const = default;
 };

@@ -1,0 +1,339 @@
+// shardplan materialize: a plan made real, one rank per process under a launcher
+// (docs/launching.md):
+//   mpirun -np 4 shardplan materialize --plan plan.json --device cpu --verify
+//   shardplan materialize --plan plan.json --dry-run        # any world size, no launcher
+//
+// Note [Materialize failure policy]
+// Bad input (an unreadable or inconsistent plan, a world size that is not the plan's, a device
+// that does not exist) is found before anything is allocated. The ranks then agree on it with
+// one all-reduce, so every rank stops with one line naming itself and exit 2, and none waits in a
+// collective for a rank that has already left. A failure at run time (out of memory, a backend
+// error) ends the whole job at once: the failing rank prints what and where, then aborts the
+// world (MPI_Abort), which makes the launcher stop every rank and exit non-zero.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "collectives/cluster.h"
+#include "collectives/communicator.h"
+#include "planner/candidate_mesh.h"
+#include "planner/cli/cli_common.h"
+#include "planner/cli/text_format.h"
+#include "planner/materialize_dry_run.h"
+#include "planner/materialize_layout.h"
+#include "planner/materialize_shards.h"
+#include "planner/materialize_verify.h"
+#include "planner/plan_file.h"
+#include "tensor/base/error.h"
+#if SHARDPLAN_HAVE_MPI
+#include "collectives/mpi/mpi_communicator.h"
+#endif
+
+namespace shardplan::cli {
+namespace {
+
+struct MaterializeArgs {
+  std::string plan;
+  std::string device = "cpu";
+  std::string checkpoint;
+  bool verify = false;
+  bool dry_run = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string mesh_text(const planner::MaterialLayout& l) {
+  std::ostringstream os;
+  const std::vector<int64_t>& shape = l.mesh().shape();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    os << (d ? " x " : "") << l.mesh().dim_names()[d] << " " << shape[d];
+  }
+  return os.str();
+}
+
+int64_t device_memory_bytes(const planner::PlanFile& f) {
+  const collectives::Cluster c = collectives::load_cluster(collectives::resolve_cluster(f.cluster));
+  return static_cast<int64_t>(c.accelerator.memory_gb.value * 1e9);
+}
+
+void check_device(const std::string& device) {
+  SP_CHECK(device == "cpu" || device == "cuda", "--device '", device, "', expected cpu or cuda");
+  SP_CHECK(device == "cpu",
+           "--device cuda: filling shards on GPUs is not built yet (the CUDA "
+           "fills and the NCCL backend exist; docs/launching.md \"Devices\"), use --device cpu");
+}
+
+// ---- --dry-run -------------------------------------------------------------------------------
+
+void run_dry(CliContext& ctx, const MaterializeArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const planner::MaterialLayout layout(planner::read_plan_file(a.plan));
+  const int64_t capacity = device_memory_bytes(layout.file());
+  const planner::DryRunReport r = planner::dry_run(layout, capacity);
+  const double s = seconds_since(t0);
+  if (ctx.json) {
+    nlohmann::ordered_json j;
+    j["dry_run"] = true;
+    j["model"] = layout.file().model_name;
+    j["ranks"] = r.ranks;
+    j["mesh"] = {{"shape", layout.mesh().shape()}, {"names", layout.mesh().dim_names()}};
+    j["parameters"] = r.parameters;
+    j["elements"] = r.elements;
+    j["shards_checked"] = r.shards_checked;
+    j["max_bytes"] = r.max_bytes;
+    j["device_memory_bytes"] = r.device_memory_bytes;
+    j["predicted_memory_per_gpu_bytes"] = layout.file().memory_per_gpu_bytes;
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const planner::MeshGroups& g : r.groups) {
+      groups.push_back({{"dim", g.name}, {"size", g.size}, {"groups", g.groups}});
+    }
+    j["groups"] = groups;
+    nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+    for (const planner::RankClass& c : r.classes) {
+      classes.push_back({{"stage", c.stage},
+                         {"bytes", c.bytes},
+                         {"tensors", c.parameters},
+                         {"count", c.count},
+                         {"first_ranks", c.first_ranks}});
+    }
+    j["classes"] = classes;
+    j["seconds"] = s;
+    print_json_document(j);
+    return;
+  }
+  std::cout << "dry run of " << a.plan << ": " << layout.file().model_name << " on " << r.ranks
+            << " virtual ranks (" << mesh_text(layout) << "): consistent, checked in " << std::fixed
+            << std::setprecision(2) << s << " s\n"
+            << "  " << with_commas(r.parameters) << " tensors, " << with_commas(r.elements)
+            << " elements; " << with_commas(r.shards_checked)
+            << " shard ranges checked to tile every tensor once; init streams distinct\n"
+            << "  communicator groups:";
+  for (const planner::MeshGroups& g : r.groups) {
+    std::cout << " " << g.name << " " << with_commas(g.groups) << "x" << g.size;
+  }
+  std::cout << "\n  parameters per rank (the plan predicts "
+            << human_bytes(static_cast<double>(layout.file().memory_per_gpu_bytes))
+            << " per GPU for the whole training state; device "
+            << human_bytes(static_cast<double>(r.device_memory_bytes)) << "):\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const planner::RankClass& c : r.classes) {
+    rows.push_back({std::to_string(c.stage), with_commas(c.count), with_commas(c.parameters),
+                    human_bytes(static_cast<double>(c.bytes)), bracketed(c.first_ranks)});
+  }
+  print_table({"stage", "ranks", "tensors", "allocates", "first ranks"}, rows,
+              {true, true, true, true, false});
+}
+
+// ---- the ranks -------------------------------------------------------------------------------
+
+// What a rank reports to rank 0.
+struct RankSummary {
+  int64_t stage = 0;
+  int64_t tensors = 0;
+  int64_t bytes = 0;
+  double init_s = 0;
+};
+
+// The world and per-dim communicators of this process: MPI under a launcher, else one rank.
+struct Launch {
+  std::unique_ptr<collectives::Communicator> world;
+  std::function<collectives::MeshCommunicators(const mesh::DeviceMesh&)> split;
+  std::function<void(int)> abort;  // Note [Materialize failure policy]
+};
+
+void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::MaterialLayout& layout,
+                 const std::vector<RankSummary>& ranks, double seconds,
+                 const planner::VerifyReport* v) {
+  std::map<std::pair<int64_t, int64_t>, std::pair<RankSummary, std::vector<int64_t>>> classes;
+  double slowest = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    auto& c = classes[{ranks[r].stage, -ranks[r].bytes}];
+    c.first = ranks[r];
+    c.second.push_back(static_cast<int64_t>(r));
+    slowest = std::max(slowest, ranks[r].init_s);
+  }
+  if (ctx.json) {
+    nlohmann::ordered_json j;
+    j["model"] = layout.file().model_name;
+    j["ranks"] = static_cast<int64_t>(ranks.size());
+    j["device"] = a.device;
+    j["mesh"] = {{"shape", layout.mesh().shape()}, {"names", layout.mesh().dim_names()}};
+    j["seconds"] = seconds;
+    j["init_seconds"] = slowest;
+    j["predicted_memory_per_gpu_bytes"] = layout.file().memory_per_gpu_bytes;
+    nlohmann::ordered_json cl = nlohmann::ordered_json::array();
+    for (const auto& [key, c] : classes) {
+      std::vector<int64_t> first(c.second.begin(),
+                                 c.second.begin() + std::min<size_t>(3, c.second.size()));
+      cl.push_back({{"stage", c.first.stage},
+                    {"bytes", c.first.bytes},
+                    {"tensors", c.first.tensors},
+                    {"count", c.second.size()},
+                    {"first_ranks", first}});
+    }
+    j["classes"] = cl;
+    if (v != nullptr) {
+      j["verify"] = {{"ok", v->failures == 0},
+                     {"failures", v->failures},
+                     {"replica_checks", v->replica_checks},
+                     {"covered", v->covered},
+                     {"samples_rank0", v->samples},
+                     {"gathered", v->gathered}};
+    }
+    print_json_document(j);
+    return;
+  }
+  std::cout << "materialized " << layout.file().model_name << " on " << ranks.size() << " "
+            << a.device << " rank" << (ranks.size() == 1 ? "" : "s") << " (" << mesh_text(layout)
+            << ") in " << std::fixed << std::setprecision(2) << seconds << " s (init " << slowest
+            << " s on the slowest rank)\n"
+            << "  parameters per rank (the plan predicts "
+            << human_bytes(static_cast<double>(layout.file().memory_per_gpu_bytes))
+            << " per GPU for the whole training state):\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [key, c] : classes) {
+    std::vector<int64_t> first(c.second.begin(),
+                               c.second.begin() + std::min<size_t>(3, c.second.size()));
+    rows.push_back({std::to_string(c.first.stage),
+                    with_commas(static_cast<int64_t>(c.second.size())),
+                    with_commas(c.first.tensors), human_bytes(static_cast<double>(c.first.bytes)),
+                    bracketed(first)});
+  }
+  print_table({"stage", "ranks", "tensors", "allocated", "first ranks"}, rows,
+              {true, true, true, true, false});
+  if (v != nullptr) {
+    std::cout << "verify: " << with_commas(v->replica_checks) << " replica checks (rank 0), "
+              << with_commas(v->covered) << "/" << layout.parameters().size()
+              << " tensors covered exactly once, " << with_commas(v->samples)
+              << " sampled elements recomputed (rank 0), " << with_commas(v->gathered)
+              << " tensors gathered whole: "
+              << (v->failures == 0 ? "all match" : std::to_string(v->failures) + " mismatches")
+              << "\n";
+  }
+}
+
+void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
+  collectives::Communicator& world = *launch.world;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Input, checked on every rank, then agreed (Note [Materialize failure policy]).
+  std::unique_ptr<planner::MaterialLayout> layout;
+  std::string error;
+  try {
+    check_device(a.device);
+    SP_CHECK(a.checkpoint.empty(), "--checkpoint '", a.checkpoint,
+             "': reading shards from a checkpoint is not built yet (docs/launching.md), expected "
+             "no --checkpoint");
+    layout = std::make_unique<planner::MaterialLayout>(planner::read_plan_file(a.plan));
+    SP_CHECK(layout->world_size() == world.size(), "the plan is for ", layout->world_size(),
+             " ranks (", mesh_text(*layout), ") but this job has ", world.size(),
+             ", expected a launch with -np ", layout->world_size());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  int64_t failed = error.empty() ? 0 : 1;
+  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
+  if (failed != 0) {
+    if (world.size() == 1) throw Error(error);
+    throw Error(world.who() + ": " +
+                (error.empty() ? std::string("stopping: another rank found bad input") : error));
+  }
+
+  // Run time: any failure ends the job.
+  try {
+    collectives::MeshCommunicators comms = launch.split(layout->mesh());
+    const int64_t rank = world.rank();
+    planner::RankShards shards = planner::allocate_shards(*layout, rank);
+    const auto t_init = std::chrono::steady_clock::now();
+    const bool tty = rank == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
+    bool drawn = false;
+    planner::init_shards(*layout, shards, [&](int64_t done, int64_t total) {
+      if (!tty || seconds_since(t_init) < 1) return;
+      std::fprintf(stderr, "\rmaterialize: rank 0 %3.0f%% of %s",
+                   100.0 * done / std::max<int64_t>(1, total),
+                   human_bytes(static_cast<double>(total)).c_str());
+      drawn = true;
+    });
+    if (drawn) std::fputs("\r\033[K", stderr);
+    RankSummary mine{shards.coord[planner::kPpDim], static_cast<int64_t>(shards.parts.size()),
+                     shards.bytes, seconds_since(t_init)};
+    std::unique_ptr<planner::VerifyReport> v;
+    if (a.verify) {
+      v = std::make_unique<planner::VerifyReport>(planner::verify_shards(*layout, shards, comms));
+      for (const std::string& m : v->messages) std::cerr << "shardplan: verify: " << m << '\n';
+    }
+    std::vector<RankSummary> all(static_cast<size_t>(world.size()));
+    world.all_gather(&mine, all.data(), sizeof mine);
+    if (rank == 0) print_ranks(ctx, a, *layout, all, seconds_since(t0), v.get());
+    if (v && v->failures != 0) ctx.exit_code = ExitCode::kRuntimeFailure;
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    std::cerr << "shardplan: error: " << world.who() << ": " << e.what() << std::endl;
+    launch.abort(1);
+  }
+}
+
+void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
+  if (a.dry_run) {
+    check_device(a.device);
+    run_dry(ctx, a);
+    return;
+  }
+#if SHARDPLAN_HAVE_MPI
+  if (collectives::launched_by_mpi_launcher()) {
+    collectives::MpiSession session;
+    Launch launch;
+    launch.world = collectives::mpi_world(session);
+    launch.split = [&session](const mesh::DeviceMesh& m) {
+      return collectives::mpi_mesh_communicators(session, m);
+    };
+    launch.abort = [&session](int code) { session.abort(code); };
+    run_ranks(ctx, a, launch);
+    return;
+  }
+#endif
+  // One process without a launcher: a one-rank plan runs here, any other is refused by the
+  // world-size check.
+  Launch launch;
+  launch.world = std::make_unique<collectives::SelfCommunicator>();
+  launch.split = [](const mesh::DeviceMesh& m) {
+    collectives::MeshCommunicators c;
+    c.world = std::make_unique<collectives::SelfCommunicator>();
+    for (size_t d = 0; d < m.shape().size(); ++d) {
+      c.dims.push_back(std::make_unique<collectives::SelfCommunicator>());
+    }
+    return c;
+  };
+  launch.abort = [](int code) { std::exit(code); };
+  run_ranks(ctx, a, launch);
+}
+
+}  // namespace
+
+void register_materialize(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd = add_verb(app, ctx, "materialize",
+                           "Allocate and initialize each rank's shards of a plan (one process per "
+                           "rank, under mpirun or srun), or check it on virtual ranks (--dry-run)");
+  auto a = std::make_shared<MaterializeArgs>();
+  cmd.add_option("--plan", a->plan, "plan.json written by 'shardplan plan --out'")->required();
+  cmd.add_option("--device", a->device, "Where shards live: cpu or cuda (default cpu)");
+  cmd.add_flag("--verify", a->verify,
+               "Prove sharded == unsharded: replica checksums, coverage, sampled elements, and "
+               "a whole-tensor gather for models up to 1 GiB");
+  cmd.add_option("--checkpoint", a->checkpoint,
+                 "Read shards from a safetensors checkpoint instead of initializing (not built "
+                 "yet)");
+  cmd.add_flag("--dry-run", a->dry_run,
+               "Check the plan on virtual ranks without allocating or a launcher");
+  cmd.callback([&ctx, a] { run_materialize(ctx, *a); });
+}
+
+}  // namespace shardplan::cli

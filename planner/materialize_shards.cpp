@@ -1,0 +1,102 @@
+#include "planner/materialize_shards.h"
+
+#include <algorithm>
+#include <new>
+#include <string>
+
+#include "kernels/checksum.h"
+#include "tensor/base/error.h"
+
+namespace shardplan::planner {
+
+RankShards allocate_shards(const MaterialLayout& layout, int64_t rank) {
+  RankShards s;
+  s.rank = rank;
+  const std::optional<mesh::MeshCoord> coord = layout.mesh().coordinate_of(rank);
+  SP_CHECK(coord.has_value(), "rank ", rank, " is not in the plan's mesh of ", layout.world_size(),
+           " ranks");
+  s.coord.assign(coord->begin(), coord->end());
+  s.parts = layout.parameters_at(s.coord);
+  s.data.reserve(s.parts.size());
+  for (const LocalParameter& part : s.parts) {
+    // new std::byte[n] default-initializes: the pages are not written (to_empty's contract).
+    std::byte* p =
+        new (std::nothrow) std::byte[static_cast<size_t>(std::max<int64_t>(part.bytes, 1))];
+    if (p == nullptr) {
+      throw RuntimeFailure("rank " + std::to_string(rank) + ": out of host memory allocating " +
+                           std::to_string(part.bytes) + " bytes for '" +
+                           layout.parameters()[part.index].plan->name + "' (" +
+                           std::to_string(s.bytes) + " bytes allocated before it)");
+    }
+    s.data.emplace_back(p);
+    s.bytes += part.bytes;
+  }
+  return s;
+}
+
+void init_shards(const MaterialLayout& layout, RankShards& shards,
+                 const std::function<void(int64_t, int64_t)>& progress) {
+  int64_t done = 0;
+  for (size_t k = 0; k < shards.parts.size(); ++k) {
+    const LocalParameter& part = shards.parts[k];
+    const MaterialParameter& m = layout.parameters()[part.index];
+    const size_t elem = kernels::element_size(m.type);
+    std::byte* base = shards.data[k].get();
+    for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+      kernels::fill_cpu(base + static_cast<size_t>(local_offset) * elem, m.type, region, m.fill);
+    });
+    done += part.bytes;
+    if (progress) progress(done, shards.bytes);
+  }
+}
+
+uint64_t part_checksum(const MaterialLayout& layout, const LocalParameter& part,
+                       const std::byte* data) {
+  const MaterialParameter& m = layout.parameters()[part.index];
+  const size_t elem = kernels::element_size(m.type);
+  uint64_t sum = 0;
+  for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+    sum += kernels::checksum_cpu(data + static_cast<size_t>(local_offset) * elem, m.type, region);
+  });
+  return sum;
+}
+
+uint64_t reference_checksum(const MaterialLayout& layout, size_t index, int64_t chunk_elements) {
+  const MaterialParameter& m = layout.parameters()[index];
+  const size_t elem = kernels::element_size(m.type);
+  const int64_t chunk = std::max<int64_t>(1, std::min(chunk_elements, m.numel));
+  std::vector<std::byte> buffer(static_cast<size_t>(chunk) * elem);
+  uint64_t sum = 0;
+  // The tensor as a flat run of numel elements: a 1-d region per chunk.
+  for (int64_t begin = 0; begin < m.numel; begin += chunk) {
+    const int64_t n = std::min(chunk, m.numel - begin);
+    const int64_t one = 1;
+    const kernels::FillRegion region{1, &n, &one, &one, begin};
+    kernels::fill_cpu(buffer.data(), m.type, region, m.fill);
+    sum += kernels::checksum_cpu(buffer.data(), m.type, region);
+  }
+  return sum;
+}
+
+int64_t global_index_of(const MaterialParameter& p, const LocalParameter& part, int64_t local) {
+  const size_t n = part.ranges.size();
+  int64_t global = 0;
+  int64_t stride = 1;
+  for (size_t d = n; d-- > 0;) {
+    int64_t pos = local % part.local_shape[d];
+    local /= part.local_shape[d];
+    int64_t index = 0;
+    for (const mesh::IndexRange& r : part.ranges[d]) {
+      if (pos < r.size()) {
+        index = r.begin + pos;
+        break;
+      }
+      pos -= r.size();
+    }
+    global += index * stride;
+    stride *= p.plan->shape[d];
+  }
+  return global;
+}
+
+}  // namespace shardplan::planner

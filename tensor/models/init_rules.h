@@ -1,0 +1,39 @@
+// The value every parameter of a built model starts from, as its family's Hugging Face
+// `_init_weights` sets it (ModelFamily::init_rules): what `materialize` fills each shard with.
+//   ModulePtr m = build_model(cfg);
+//   for (const NamedInit& p : parameter_inits(*m, cfg)) ...   // "model.norm.weight": constant 1
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/models/family.h"
+#include "tensor/module.h"
+
+namespace shardplan::tensor {
+
+struct ParameterInit {
+  enum class Kind { kNormal, kConstant };
+  Kind kind = Kind::kConstant;
+  double a = 0;  // normal: mean; constant: the value
+  double b = 0;  // normal: standard deviation
+  bool operator==(const ParameterInit&) const = default;
+};
+
+struct NamedInit {
+  std::string name;  // fully qualified; a tied tensor once, under its first name
+  std::string module_type;
+  ParameterInit init;
+};
+
+// The rule of `family` for a parameter named `fqn` owned by a `module_type` module, resolved with
+// c's initializer_range and depth. Throws shardplan::Error when no rule matches (naming the
+// parameter, its module type and the family).
+ParameterInit parameter_init(const ModelFamily& family, const ModelConfig& c,
+                             std::string_view module_type, std::string_view fqn);
+
+// Every parameter of `root` (a model built from `c`), in named_parameters order.
+std::vector<NamedInit> parameter_inits(const Module& root, const ModelConfig& c);
+
+}  // namespace shardplan::tensor
