@@ -76,6 +76,7 @@ void check_coverage(const MaterialLayout& l, const RankShards& s, const std::vec
   world.all_reduce(total.data(), p, ReduceElement::kUInt64, ReduceOp::kSum);
   world.all_reduce(counts.data(), p, ReduceElement::kInt64, ReduceOp::kSum);
   world.all_reduce(reference.data(), p, ReduceElement::kUInt64, ReduceOp::kSum);
+  v.whole_checksums = total;
   for (size_t i = 0; i < p; ++i) {
     const MaterialParameter& m = l.parameters()[i];
     if (counts[i] != m.numel || total[i] != reference[i]) {

@@ -29,6 +29,9 @@ struct VerifyReport {
   int64_t samples = 0;                // elements recomputed on this rank
   int64_t gathered = 0;               // tensors compared whole (0 when the model is over the limit)
   int64_t failures = 0;               // over all ranks
+  // Per parameter, the checksum of the whole tensor as its shards add up (kernels/checksum.h):
+  // a fingerprint of the materialized model that any world size must reproduce.
+  std::vector<uint64_t> whole_checksums;
   std::vector<std::string> messages;  // this rank's failures (the first few)
 };
 

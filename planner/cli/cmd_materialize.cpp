@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -135,6 +137,20 @@ void run_dry(CliContext& ctx, const MaterializeArgs& a) {
 
 // ---- the ranks -------------------------------------------------------------------------------
 
+// Fault injection for the tests of Note [Materialize failure policy] (docs/launching.md
+// "Faults"): SHARDPLAN_TEST_FAIL_RANK=r makes rank r fail at run time after allocating, and
+// SHARDPLAN_TEST_KILL_RANK=r makes it die by SIGKILL, as a crashed or OOM-killed rank does.
+void inject_fault(int64_t rank) {
+  const auto is_me = [rank](const char* var) {
+    const char* v = std::getenv(var);
+    return v != nullptr && std::string(v) == std::to_string(rank);
+  };
+  if (is_me("SHARDPLAN_TEST_KILL_RANK")) std::raise(SIGKILL);
+  if (is_me("SHARDPLAN_TEST_FAIL_RANK")) {
+    throw RuntimeFailure("injected failure (SHARDPLAN_TEST_FAIL_RANK)");
+  }
+}
+
 // What a rank reports to rank 0.
 struct RankSummary {
   int64_t stage = 0;
@@ -182,12 +198,20 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
     }
     j["classes"] = cl;
     if (v != nullptr) {
+      nlohmann::ordered_json sums = nlohmann::ordered_json::object();
+      for (size_t i = 0; i < v->whole_checksums.size(); ++i) {
+        char hex[20];
+        std::snprintf(hex, sizeof hex, "%016llx",
+                      static_cast<unsigned long long>(v->whole_checksums[i]));
+        sums[layout.parameters()[i].plan->name] = hex;
+      }
       j["verify"] = {{"ok", v->failures == 0},
                      {"failures", v->failures},
                      {"replica_checks", v->replica_checks},
                      {"covered", v->covered},
                      {"samples_rank0", v->samples},
-                     {"gathered", v->gathered}};
+                     {"gathered", v->gathered},
+                     {"tensor_checksums", sums}};
     }
     print_json_document(j);
     return;
@@ -243,8 +267,13 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
   world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
   if (failed != 0) {
     if (world.size() == 1) throw Error(error);
-    throw Error(world.who() + ": " +
-                (error.empty() ? std::string("stopping: another rank found bad input") : error));
+    // Printed here, before MPI_Finalize: once the first rank exits non-zero the launcher stops
+    // the others, and a message printed after finalizing could be lost.
+    std::cerr << "shardplan: error: " << world.who() << ": "
+              << (error.empty() ? std::string("stopping: another rank found bad input") : error)
+              << std::endl;
+    ctx.exit_code = ExitCode::kBadInput;
+    return;
   }
 
   // Run time: any failure ends the job.
@@ -252,6 +281,7 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     collectives::MeshCommunicators comms = launch.split(layout->mesh());
     const int64_t rank = world.rank();
     planner::RankShards shards = planner::allocate_shards(*layout, rank);
+    inject_fault(rank);
     const auto t_init = std::chrono::steady_clock::now();
     const bool tty = rank == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
     bool drawn = false;

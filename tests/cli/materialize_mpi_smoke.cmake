@@ -1,0 +1,83 @@
+# ctest `materialize_mpi_smoke` (label mpi): `materialize` under mpirun end to end
+# (docs/launching.md). A Llama-shaped model planned on 4 CPU ranks (tp 2 x dp 2, ZeRO-3: strided
+# shards, uneven vocabulary rows) materializes and verifies, and its per-tensor checksums equal
+# those of the same model on 1 rank; a world size that is not the plan's, a device that does not
+# exist, and a rank that fails or is killed at run time end the job non-zero within 30 s, naming
+# the rank. Run as cmake -DSHARDPLAN=<bin> -DMPIRUN=<tests/mpi/mpirun.sh> -DWORK_DIR=<dir> -P ...
+include("${CMAKE_CURRENT_LIST_DIR}/smoke_helpers.cmake")
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(model "${WORK_DIR}/tiny-llama.json")
+file(WRITE "${model}" [=[{"model_type": "llama", "vocab_size": 1001, "hidden_size": 64,
+ "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "max_position_embeddings": 256, "hidden_act": "silu",
+ "initializer_range": 0.02, "torch_dtype": "bfloat16", "tie_word_embeddings": false}]=])
+
+set(job --model "${model}" --cluster cpu-local --seq 64 --global-batch 8)
+run(0 plan ${job} --gpus 4 --tp 2 --dp 2 --zero 3 --out "${WORK_DIR}/plan4.json")
+run(0 plan ${job} --gpus 1 --out "${WORK_DIR}/plan1.json")
+
+# mpirun(<expected: 0 or "fail"> <max seconds> <np> <args...>): leaves OUT, ERR and SECONDS_TAKEN.
+function(mpirun expected max_s np)
+  string(TIMESTAMP t0 "%s")
+  execute_process(COMMAND "${MPIRUN}" -np ${np} "${SHARDPLAN}" ${ARGN} RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR took "${t1} - ${t0}")
+  if((expected STREQUAL "0" AND NOT rc STREQUAL "0") OR (expected STREQUAL "fail" AND
+     (rc STREQUAL "0" OR NOT rc MATCHES "^[0-9]+$")) OR took GREATER max_s)
+    message(FATAL_ERROR "mpirun -np ${np} shardplan ${ARGN}: exit '${rc}' after ${took} s, "
+                        "expected ${expected} within ${max_s} s\nstdout:\n${out}\nstderr:\n${err}")
+  endif()
+  set(OUT "${out}" PARENT_SCOPE)
+  set(ERR "${err}" PARENT_SCOPE)
+endfunction()
+
+# 4 ranks: every check passes and every tensor is covered.
+mpirun(0 60 4 materialize --plan "${WORK_DIR}/plan4.json" --device cpu --verify --json)
+json_get(ok "${OUT}" verify ok)
+json_get(covered "${OUT}" verify covered)
+json_get(gathered "${OUT}" verify gathered)
+json_get(replicas "${OUT}" verify replica_checks)
+json_get(ranks "${OUT}" ranks)
+if(NOT ok STREQUAL "ON" OR NOT covered EQUAL 21 OR NOT gathered EQUAL 21 OR NOT ranks EQUAL 4
+   OR replicas EQUAL 0)
+  message(FATAL_ERROR "materialize on 4 ranks: expected 21 tensors verified, replicas checked\n"
+                      "${OUT}")
+endif()
+json_get(sums4 "${OUT}" verify tensor_checksums)
+
+# The same model on 1 rank, without a launcher: the same tensors, checksum for checksum.
+run(0 materialize --plan "${WORK_DIR}/plan1.json" --verify --json)
+json_get(sums1 "${OUT}" verify tensor_checksums)
+string(JSON equal EQUAL "${sums1}" "${sums4}")
+if(NOT equal)
+  message(FATAL_ERROR "4-rank and 1-rank materializations differ:\n${sums4}\n${sums1}")
+endif()
+
+# A 4-rank plan without a launcher, and on 3 ranks: every rank refuses it, exit 2.
+run(2 materialize --plan "${WORK_DIR}/plan4.json")
+expect_match("1 process, 4-rank plan" "plan is for 4 ranks .* this job has 1" "${ERR}")
+mpirun(fail 30 3 materialize --plan "${WORK_DIR}/plan4.json")
+expect_match("3 ranks, 4-rank plan" "rank 2 on [^:]+: the plan is for 4 ranks" "${ERR}")
+# A device this build or machine cannot use: bad input on every rank.
+mpirun(fail 30 2 materialize --plan "${WORK_DIR}/plan1.json" --device tpu)
+expect_match("--device tpu" "--device 'tpu', expected cpu or cuda" "${ERR}")
+
+# Run-time failures: rank 1 fails, or is killed; the job ends non-zero and names it.
+set(ENV{SHARDPLAN_TEST_FAIL_RANK} 1)
+mpirun(fail 30 4 materialize --plan "${WORK_DIR}/plan4.json")
+expect_match("failing rank" "rank 1 on [^:]+: injected failure" "${ERR}")
+unset(ENV{SHARDPLAN_TEST_FAIL_RANK})
+set(ENV{SHARDPLAN_TEST_KILL_RANK} 2)
+mpirun(fail 30 4 materialize --plan "${WORK_DIR}/plan4.json")
+expect_match("killed rank" "rank 2|signal 9|Killed" "${OUT}${ERR}")
+unset(ENV{SHARDPLAN_TEST_KILL_RANK})
+
+# --dry-run needs no launcher and takes any world size.
+run(0 materialize --plan "${WORK_DIR}/plan4.json" --dry-run --json)
+json_get(dry_ranks "${OUT}" ranks)
+if(NOT dry_ranks EQUAL 4)
+  message(FATAL_ERROR "dry run: expected 4 ranks\n${OUT}")
+endif()
