@@ -34,7 +34,7 @@ RankShards allocate_shards(const MaterialLayout& layout, int64_t rank) {
   return s;
 }
 
-void init_shards(const MaterialLayout& layout, RankShards& shards,
+void init_shards(const MaterialLayout& layout, RankShards& shards, ParameterSource& source,
                  const std::function<void(int64_t, int64_t)>& progress) {
   int64_t done = 0;
   for (size_t k = 0; k < shards.parts.size(); ++k) {
@@ -43,7 +43,7 @@ void init_shards(const MaterialLayout& layout, RankShards& shards,
     const size_t elem = kernels::element_size(m.type);
     std::byte* base = shards.data[k].get();
     for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
-      kernels::fill_cpu(base + static_cast<size_t>(local_offset) * elem, m.type, region, m.fill);
+      source.read_box(part.index, region, base + static_cast<size_t>(local_offset) * elem);
     });
     done += part.bytes;
     if (progress) progress(done, shards.bytes);
@@ -61,7 +61,8 @@ uint64_t part_checksum(const MaterialLayout& layout, const LocalParameter& part,
   return sum;
 }
 
-uint64_t reference_checksum(const MaterialLayout& layout, size_t index, int64_t chunk_elements) {
+uint64_t reference_checksum(const MaterialLayout& layout, size_t index, ParameterSource& source,
+                            int64_t chunk_elements) {
   const MaterialParameter& m = layout.parameters()[index];
   const size_t elem = kernels::element_size(m.type);
   const int64_t chunk = std::max<int64_t>(1, std::min(chunk_elements, m.numel));
@@ -72,7 +73,7 @@ uint64_t reference_checksum(const MaterialLayout& layout, size_t index, int64_t 
     const int64_t n = std::min(chunk, m.numel - begin);
     const int64_t one = 1;
     const kernels::FillRegion region{1, &n, &one, &one, begin};
-    kernels::fill_cpu(buffer.data(), m.type, region, m.fill);
+    source.read_box(index, region, buffer.data());
     sum += kernels::checksum_cpu(buffer.data(), m.type, region);
   }
   return sum;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "planner/materialize_layout.h"
+#include "planner/parameter_source.h"
 
 namespace shardplan::planner {
 
@@ -26,8 +27,9 @@ struct RankShards {
 // Allocates rank `rank`'s parts, uninitialized. Throws RuntimeFailure when memory runs out.
 RankShards allocate_shards(const MaterialLayout& layout, int64_t rank);
 
-// Fills every part with its parameter's init; `progress(done, total)` after each (bytes).
-void init_shards(const MaterialLayout& layout, RankShards& shards,
+// Fills every part from `source` (the init rules, or a checkpoint); `progress(done, total)` after
+// each part (bytes).
+void init_shards(const MaterialLayout& layout, RankShards& shards, ParameterSource& source,
                  const std::function<void(int64_t, int64_t)>& progress = {});
 
 // Order-independent checksum of a part (kernels/checksum.h): parts of disjoint shards add up, mod
@@ -35,9 +37,9 @@ void init_shards(const MaterialLayout& layout, RankShards& shards,
 uint64_t part_checksum(const MaterialLayout& layout, const LocalParameter& part,
                        const std::byte* data);
 
-// The checksum of parameter `index` unsharded, computed by filling it in bounded chunks (never
-// more than `chunk_elements` at once) with the same fill.
-uint64_t reference_checksum(const MaterialLayout& layout, size_t index,
+// The checksum of parameter `index` unsharded, taken from `source` in bounded chunks (never more
+// than `chunk_elements` at once).
+uint64_t reference_checksum(const MaterialLayout& layout, size_t index, ParameterSource& source,
                             int64_t chunk_elements = int64_t{1} << 22);
 
 // Global linear index of local element `local` (row-major over part.local_shape).

@@ -59,8 +59,9 @@ void check_replicas(const MaterialLayout& l, const RankShards& s, const std::vec
 }
 
 // Coverage: the shard leaders' checksums and counts add up to the whole tensor's.
-void check_coverage(const MaterialLayout& l, const RankShards& s, const std::vector<uint64_t>& sums,
-                    collectives::Communicator& world, VerifyReport& v) {
+void check_coverage(const MaterialLayout& l, const RankShards& s, ParameterSource& source,
+                    const std::vector<uint64_t>& sums, collectives::Communicator& world,
+                    VerifyReport& v) {
   const size_t p = l.parameters().size();
   std::vector<uint64_t> total(p, 0), reference(p, 0);
   std::vector<int64_t> counts(p, 0);
@@ -71,7 +72,7 @@ void check_coverage(const MaterialLayout& l, const RankShards& s, const std::vec
   }
   for (size_t i = static_cast<size_t>(world.rank()); i < p;
        i += static_cast<size_t>(world.size())) {
-    reference[i] = reference_checksum(l, i);
+    reference[i] = reference_checksum(l, i, source);
   }
   world.all_reduce(total.data(), p, ReduceElement::kUInt64, ReduceOp::kSum);
   world.all_reduce(counts.data(), p, ReduceElement::kInt64, ReduceOp::kSum);
@@ -93,8 +94,8 @@ void check_coverage(const MaterialLayout& l, const RankShards& s, const std::vec
 }
 
 // Samples: elements recomputed by the scalar reference.
-void check_samples(const MaterialLayout& l, const RankShards& s, const std::string& who,
-                   VerifyReport& v) {
+void check_samples(const MaterialLayout& l, const RankShards& s, ParameterSource& source,
+                   const std::string& who, VerifyReport& v) {
   for (size_t k = 0; k < s.parts.size(); ++k) {
     const LocalParameter& part = s.parts[k];
     if (part.numel == 0) continue;
@@ -108,8 +109,7 @@ void check_samples(const MaterialLayout& l, const RankShards& s, const std::stri
           j == 0 ? part.numel - 1 : static_cast<int64_t>(h % static_cast<uint64_t>(part.numel));
       const int64_t global = global_index_of(m, part, local);
       ++v.samples;
-      const uint64_t want =
-          kernels::fill_reference_bits(m.type, m.fill, static_cast<uint64_t>(global));
+      const uint64_t want = source.element_bits(part.index, global);
       if (element_bits(s.data[k].get(), local, elem) != want) {
         note(v, who + ": '" + m.plan->name + "' element " + std::to_string(global) +
                     " is not the reference fill's");
@@ -145,8 +145,8 @@ void copy_box(const kernels::FillRegion& region, const std::byte* local, std::by
 }
 
 // Gather: every tensor whole on rank 0, compared with the unsharded fill.
-void check_gathered(const MaterialLayout& l, const RankShards& s, collectives::Communicator& world,
-                    VerifyReport& v) {
+void check_gathered(const MaterialLayout& l, const RankShards& s, ParameterSource& source,
+                    collectives::Communicator& world, VerifyReport& v) {
   std::vector<const LocalParameter*> mine(l.parameters().size(), nullptr);
   std::vector<const std::byte*> mine_data(l.parameters().size(), nullptr);
   for (size_t k = 0; k < s.parts.size(); ++k) {
@@ -181,7 +181,7 @@ void check_gathered(const MaterialLayout& l, const RankShards& s, collectives::C
     reference.resize(whole.size());
     const int64_t one = 1;
     const kernels::FillRegion flat{1, &m.numel, &one, &one, 0};
-    kernels::fill_cpu(reference.data(), m.type, flat, m.fill);
+    source.read_box(i, flat, reference.data());
     ++v.gathered;
     if (whole != reference) {
       note(v, "'" + m.plan->name + "' gathered from its shards differs from the unsharded fill");
@@ -192,20 +192,21 @@ void check_gathered(const MaterialLayout& l, const RankShards& s, collectives::C
 }  // namespace
 
 VerifyReport verify_shards(const MaterialLayout& layout, const RankShards& shards,
-                           collectives::MeshCommunicators& comms, int64_t gather_limit_bytes) {
+                           ParameterSource& source, collectives::MeshCommunicators& comms,
+                           int64_t gather_limit_bytes) {
   VerifyReport v;
   std::vector<uint64_t> sums(shards.parts.size());
   for (size_t k = 0; k < shards.parts.size(); ++k) {
     sums[k] = part_checksum(layout, shards.parts[k], shards.data[k].get());
   }
   check_replicas(layout, shards, sums, comms, v);
-  check_coverage(layout, shards, sums, *comms.world, v);
-  check_samples(layout, shards, comms.world->who(), v);
+  check_coverage(layout, shards, source, sums, *comms.world, v);
+  check_samples(layout, shards, source, comms.world->who(), v);
   int64_t model_bytes = 0;
   for (const MaterialParameter& m : layout.parameters()) {
     model_bytes += m.numel * static_cast<int64_t>(kernels::element_size(m.type));
   }
-  if (model_bytes <= gather_limit_bytes) check_gathered(layout, shards, *comms.world, v);
+  if (model_bytes <= gather_limit_bytes) check_gathered(layout, shards, source, *comms.world, v);
   int64_t failures = v.failures;
   comms.world->all_reduce(&failures, 1, ReduceElement::kInt64, ReduceOp::kSum);
   v.failures = failures;

@@ -4,11 +4,13 @@
 //               not shard it (min == max over the dim's group);
 //   coverage    the checksums of one copy of each distinct shard add up to the checksum of the
 //               whole tensor filled at once, and their element counts to its numel;
-//   samples     elements of every shard recomputed one by one by the scalar reference
-//               (kernels/fill_reference.h), not by the bulk fill under test;
+//   samples     elements of every shard recomputed one by one by the source's reference
+//               (ParameterSource::element_bits: the scalar fill, or a read of that element alone),
+//               not by the bulk path under test;
 //   gather      for models of at most `gather_limit_bytes`, every tensor all-gathered and compared
-//               byte for byte with the unsharded fill (on rank 0).
-//   VerifyReport v = verify_shards(layout, shards, comms);
+//               byte for byte with the unsharded source (on rank 0).
+// The reference is the source the shards were made from: the init rules or the checkpoint.
+//   VerifyReport v = verify_shards(layout, shards, source, comms);
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,7 @@ struct VerifyReport {
 
 // Collective over comms.world and every comms.dims[d]; every rank gets the same `failures`.
 VerifyReport verify_shards(const MaterialLayout& layout, const RankShards& shards,
-                           collectives::MeshCommunicators& comms,
+                           ParameterSource& source, collectives::MeshCommunicators& comms,
                            int64_t gather_limit_bytes = kDefaultGatherLimitBytes);
 
 }  // namespace shardplan::planner

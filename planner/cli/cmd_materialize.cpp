@@ -22,6 +22,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "collectives/cluster.h"
 #include "collectives/communicator.h"
@@ -32,6 +33,7 @@
 #include "planner/materialize_layout.h"
 #include "planner/materialize_shards.h"
 #include "planner/materialize_verify.h"
+#include "planner/parameter_source.h"
 #include "planner/plan_file.h"
 #include "tensor/base/error.h"
 #if SHARDPLAN_HAVE_MPI
@@ -156,6 +158,7 @@ struct RankSummary {
   int64_t stage = 0;
   int64_t tensors = 0;
   int64_t bytes = 0;
+  int64_t read_bytes = 0;  // from a checkpoint (0 when initialized)
   double init_s = 0;
 };
 
@@ -169,10 +172,12 @@ struct Launch {
 void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::MaterialLayout& layout,
                  const std::vector<RankSummary>& ranks, double seconds,
                  const planner::VerifyReport* v) {
-  std::map<std::pair<int64_t, int64_t>, std::pair<RankSummary, std::vector<int64_t>>> classes;
+  // Ranks with the same stage, bytes and bytes read are one row.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<RankSummary, std::vector<int64_t>>>
+      classes;
   double slowest = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    auto& c = classes[{ranks[r].stage, -ranks[r].bytes}];
+    auto& c = classes[{ranks[r].stage, -ranks[r].bytes, -ranks[r].read_bytes}];
     c.first = ranks[r];
     c.second.push_back(static_cast<int64_t>(r));
     slowest = std::max(slowest, ranks[r].init_s);
@@ -182,6 +187,7 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
     j["model"] = layout.file().model_name;
     j["ranks"] = static_cast<int64_t>(ranks.size());
     j["device"] = a.device;
+    j["source"] = a.checkpoint.empty() ? "init" : "checkpoint";
     j["mesh"] = {{"shape", layout.mesh().shape()}, {"names", layout.mesh().dim_names()}};
     j["seconds"] = seconds;
     j["init_seconds"] = slowest;
@@ -192,6 +198,7 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
                                  c.second.begin() + std::min<size_t>(3, c.second.size()));
       cl.push_back({{"stage", c.first.stage},
                     {"bytes", c.first.bytes},
+                    {"read_bytes", c.first.read_bytes},
                     {"tensors", c.first.tensors},
                     {"count", c.second.size()},
                     {"first_ranks", first}});
@@ -227,13 +234,13 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
   for (const auto& [key, c] : classes) {
     std::vector<int64_t> first(c.second.begin(),
                                c.second.begin() + std::min<size_t>(3, c.second.size()));
-    rows.push_back({std::to_string(c.first.stage),
-                    with_commas(static_cast<int64_t>(c.second.size())),
-                    with_commas(c.first.tensors), human_bytes(static_cast<double>(c.first.bytes)),
-                    bracketed(first)});
+    rows.push_back(
+        {std::to_string(c.first.stage), with_commas(static_cast<int64_t>(c.second.size())),
+         with_commas(c.first.tensors), human_bytes(static_cast<double>(c.first.bytes)),
+         a.checkpoint.empty() ? "-" : with_commas(c.first.read_bytes), bracketed(first)});
   }
-  print_table({"stage", "ranks", "tensors", "allocated", "first ranks"}, rows,
-              {true, true, true, true, false});
+  print_table({"stage", "ranks", "tensors", "allocated", "bytes read", "first ranks"}, rows,
+              {true, true, true, true, true, false});
   if (v != nullptr) {
     std::cout << "verify: " << with_commas(v->replica_checks) << " replica checks (rank 0), "
               << with_commas(v->covered) << "/" << layout.parameters().size()
@@ -250,13 +257,17 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
   const auto t0 = std::chrono::steady_clock::now();
   // Input, checked on every rank, then agreed (Note [Materialize failure policy]).
   std::unique_ptr<planner::MaterialLayout> layout;
+  std::unique_ptr<planner::ParameterSource> source;
   std::string error;
   try {
     check_device(a.device);
-    SP_CHECK(a.checkpoint.empty(), "--checkpoint '", a.checkpoint,
-             "': reading shards from a checkpoint is not built yet (docs/launching.md), expected "
-             "no --checkpoint");
     layout = std::make_unique<planner::MaterialLayout>(planner::read_plan_file(a.plan));
+    if (a.checkpoint.empty()) {
+      source = std::make_unique<planner::InitSource>(*layout);
+    } else {
+      source = std::make_unique<planner::CheckpointSource>(*layout,
+                                                           tensor::read_checkpoint(a.checkpoint));
+    }
     SP_CHECK(layout->world_size() == world.size(), "the plan is for ", layout->world_size(),
              " ranks (", mesh_text(*layout), ") but this job has ", world.size(),
              ", expected a launch with -np ", layout->world_size());
@@ -285,7 +296,7 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     const auto t_init = std::chrono::steady_clock::now();
     const bool tty = rank == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
     bool drawn = false;
-    planner::init_shards(*layout, shards, [&](int64_t done, int64_t total) {
+    planner::init_shards(*layout, shards, *source, [&](int64_t done, int64_t total) {
       if (!tty || seconds_since(t_init) < 1) return;
       std::fprintf(stderr, "\rmaterialize: rank 0 %3.0f%% of %s",
                    100.0 * done / std::max<int64_t>(1, total),
@@ -294,10 +305,11 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     });
     if (drawn) std::fputs("\r\033[K", stderr);
     RankSummary mine{shards.coord[planner::kPpDim], static_cast<int64_t>(shards.parts.size()),
-                     shards.bytes, seconds_since(t_init)};
+                     shards.bytes, source->bytes_read(), seconds_since(t_init)};
     std::unique_ptr<planner::VerifyReport> v;
     if (a.verify) {
-      v = std::make_unique<planner::VerifyReport>(planner::verify_shards(*layout, shards, comms));
+      v = std::make_unique<planner::VerifyReport>(
+          planner::verify_shards(*layout, shards, *source, comms));
       for (const std::string& m : v->messages) std::cerr << "shardplan: verify: " << m << '\n';
     }
     std::vector<RankSummary> all(static_cast<size_t>(world.size()));
@@ -359,8 +371,8 @@ void register_materialize(CLI::App& app, CliContext& ctx) {
                "Prove sharded == unsharded: replica checksums, coverage, sampled elements, and "
                "a whole-tensor gather for models up to 1 GiB");
   cmd.add_option("--checkpoint", a->checkpoint,
-                 "Read shards from a safetensors checkpoint instead of initializing (not built "
-                 "yet)");
+                 "Read each rank's shards from a safetensors file, index or folder instead of "
+                 "initializing them (each rank reads only its own bytes)");
   cmd.add_flag("--dry-run", a->dry_run,
                "Check the plan on virtual ranks without allocating or a launcher");
   cmd.callback([&ctx, a] { run_materialize(ctx, *a); });

@@ -75,6 +75,37 @@ mpirun(fail 30 4 materialize --plan "${WORK_DIR}/plan4.json")
 expect_match("killed rank" "rank 2|signal 9|Killed" "${OUT}${ERR}")
 unset(ENV{SHARDPLAN_TEST_KILL_RANK})
 
+# From a checkpoint (tests/data/safetensors/tiny-llama, written by
+# scripts/gen_safetensors_fixtures.py, an independent writer): every rank reads exactly the bytes
+# of its shards, and --verify's gather equals the file's tensors.
+set(tiny "${DATA_DIR}/safetensors/tiny-llama")
+run(0 plan --model "${tiny}/config.json" --cluster cpu-local --gpus 4 --tp 2 --dp 2 --zero 3
+    --seq 32 --global-batch 8 --out "${WORK_DIR}/tiny4.json")
+mpirun(0 60 4 materialize --plan "${WORK_DIR}/tiny4.json" --checkpoint "${tiny}/model.safetensors"
+       --verify --json)
+json_get(ok "${OUT}" verify ok)
+json_get(gathered "${OUT}" verify gathered)
+json_get(source "${OUT}" source)
+json_length(nclasses "${OUT}" classes)
+math(EXPR last "${nclasses} - 1")
+foreach(c RANGE ${last})
+  json_get(bytes "${OUT}" classes ${c} bytes)
+  json_get(read "${OUT}" classes ${c} read_bytes)
+  if(NOT bytes EQUAL read)
+    message(FATAL_ERROR "checkpoint: a rank read ${read} bytes for ${bytes} of shards\n${OUT}")
+  endif()
+endforeach()
+if(NOT ok STREQUAL "ON" OR NOT gathered EQUAL 21 OR NOT source STREQUAL "checkpoint")
+  message(FATAL_ERROR "checkpoint on 4 ranks: expected 21 tensors equal to the file's\n${OUT}")
+endif()
+# A checkpoint that does not fit the model, or is not there: every rank refuses, exit 2.
+mpirun(fail 30 4 materialize --plan "${WORK_DIR}/tiny4.json"
+       --checkpoint "${DATA_DIR}/safetensors/tiny-llama-bad")
+expect_match("mismatched checkpoint" "rank 3 on [^:]+: checkpoint .*q_proj.weight' has shape"
+             "${ERR}")
+mpirun(fail 30 2 materialize --plan "${WORK_DIR}/plan1.json" --checkpoint "${WORK_DIR}/none")
+expect_match("missing checkpoint" "rank 1 on [^:]+: .*none" "${ERR}")
+
 # --dry-run needs no launcher and takes any world size.
 run(0 materialize --plan "${WORK_DIR}/plan4.json" --dry-run --json)
 json_get(dry_ranks "${OUT}" ranks)

@@ -177,19 +177,20 @@ TEST(MaterializeDryRun, AccountsForEveryRankAndByte) {
 TEST(MaterializeVerify, OneRankPlanPassesAndACorruptedShardIsCaught) {
   const MaterialLayout l(tiny_plan(1, 1, 1, 0));
   RankShards s = allocate_shards(l, 0);
-  init_shards(l, s);
+  InitSource init(l);
+  init_shards(l, s, init);
   collectives::MeshCommunicators comms;
   comms.world = std::make_unique<collectives::SelfCommunicator>();
   for (int d = 0; d < 5; ++d)
     comms.dims.push_back(std::make_unique<collectives::SelfCommunicator>());
-  const VerifyReport ok = verify_shards(l, s, comms);
+  const VerifyReport ok = verify_shards(l, s, init, comms);
   EXPECT_EQ(ok.failures, 0) << (ok.messages.empty() ? "" : ok.messages[0]);
   EXPECT_EQ(ok.covered, static_cast<int64_t>(l.parameters().size()));
   EXPECT_EQ(ok.gathered, static_cast<int64_t>(l.parameters().size()));
   // Flip one bit of the last element of the first shard: the sample at the last element, the
   // coverage checksum and the gather all see it.
   s.data[0][static_cast<size_t>(s.parts[0].bytes - 1)] ^= std::byte{1};
-  const VerifyReport bad = verify_shards(l, s, comms);
+  const VerifyReport bad = verify_shards(l, s, init, comms);
   EXPECT_EQ(bad.failures, 3);
   ASSERT_FALSE(bad.messages.empty());
   EXPECT_THAT(bad.messages[0], HasSubstr("model.embed_tokens.weight"));
