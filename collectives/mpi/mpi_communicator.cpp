@@ -224,9 +224,16 @@ MpiSession::MpiSession() {
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node),
         "MPI_Comm_split_type");
   int local = 0;
+  int local_size = 0;
   check(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
+  check(MPI_Comm_size(node, &local_size), "MPI_Comm_size");
   local_rank_ = local;
+  local_size_ = local_size;
   MPI_Comm_free(&node);
+  int leaders = local == 0 ? 1 : 0;  // one rank per host counts it
+  check(MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        "MPI_Allreduce");
+  nodes_ = leaders;
 }
 
 MpiSession::~MpiSession() {
@@ -244,6 +251,15 @@ void MpiSession::abort(int exit_code) const {
 
 std::unique_ptr<Communicator> mpi_world(const MpiSession& session) {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, /*owned=*/false, session.who());
+}
+
+std::unique_ptr<Communicator> mpi_node_communicator(const MpiSession& session) {
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
+                            static_cast<int>(session.world_rank()), MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  check(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  return std::make_unique<MpiCommunicator>(node, /*owned=*/true, session.who());
 }
 
 MeshCommunicators mpi_mesh_communicators(const MpiSession& session, const mesh::DeviceMesh& mesh) {

@@ -32,6 +32,9 @@ class MpiSession {
   // This rank's index among the ranks of its host (MPI_Comm_split_type shared memory): the GPU a
   // rank drives.
   int64_t local_rank() const { return local_rank_; }
+  // Ranks on this rank's host, and hosts in the job.
+  int64_t local_size() const { return local_size_; }
+  int64_t nodes() const { return nodes_; }
   const std::string& host() const { return host_; }
   // "rank 3 on node7".
   std::string who() const;
@@ -44,11 +47,15 @@ class MpiSession {
   int64_t rank_ = 0;
   int64_t size_ = 1;
   int64_t local_rank_ = 0;
+  int64_t local_size_ = 1;
+  int64_t nodes_ = 1;
   std::string host_;
 };
 
 // MPI_COMM_WORLD as a Communicator (not owned: freed by MPI_Finalize).
 std::unique_ptr<Communicator> mpi_world(const MpiSession& session);
+// The ranks on this rank's host (MPI_Comm_split_type shared memory), by world rank. Collective.
+std::unique_ptr<Communicator> mpi_node_communicator(const MpiSession& session);
 
 // The world and one communicator per dim of `mesh`, whose rank ids are MPI world ranks: the
 // ranks that differ from this one only on dim d, ordered by their coordinate on d. Collective

@@ -106,6 +106,21 @@ expect_match("mismatched checkpoint" "rank 3 on [^:]+: checkpoint .*q_proj.weigh
 mpirun(fail 30 2 materialize --plan "${WORK_DIR}/plan1.json" --checkpoint "${WORK_DIR}/none")
 expect_match("missing checkpoint" "rank 1 on [^:]+: .*none" "${ERR}")
 
+# calibrate --mpi: the node's fabric measured through the MPI communicator and fitted; the file
+# it writes plans. Without a launcher, or with one rank, it says what it needs.
+mpirun(0 60 2 calibrate --cluster cpu-local --mpi --out "${WORK_DIR}/measured.json" --json)
+json_get(link "${OUT}" links 0 link)
+json_get(bw "${OUT}" links 0 bandwidth_gbps)
+if(NOT link STREQUAL "shared_memory" OR NOT bw GREATER 0)
+  message(FATAL_ERROR "calibrate --mpi: expected a fitted shared-memory bandwidth\n${OUT}")
+endif()
+run(0 plan --model "${model}" --cluster "${WORK_DIR}/measured.json" --gpus 2 --seq 64
+    --global-batch 8)
+run(2 calibrate --cluster cpu-local --mpi --out "${WORK_DIR}/x.json")
+expect_match("calibrate --mpi without a launcher" "run under a launcher" "${ERR}")
+mpirun(fail 30 1 calibrate --cluster cpu-local --mpi --out "${WORK_DIR}/x.json")
+expect_match("calibrate --mpi on one rank" "one rank measures no link" "${ERR}")
+
 # --dry-run needs no launcher and takes any world size.
 run(0 materialize --plan "${WORK_DIR}/plan4.json" --dry-run --json)
 json_get(dry_ranks "${OUT}" ranks)

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "collectives/collective_benchmark.h"
 #include "collectives/topology.h"
 #include "kernels/convert.h"
 #include "tests/mpi/mpi_test_support.h"
@@ -127,6 +128,27 @@ TEST(MpiCommunicator, MeshDimGroups) {
   std::vector<int64_t> order(shape.size());
   std::iota(order.rbegin(), order.rend(), 0);
   expect_groups(mesh::DeviceMesh::from_ranks(shape, rank_order_by_dims(shape, order)));
+}
+
+}  // namespace
+}  // namespace shardplan::collectives
+
+namespace shardplan::collectives {
+namespace {
+
+// calibrate --mpi's measurement: one row per size, each a positive time, results checked inside.
+TEST(MpiCommunicator, BenchmarkAllReduceLikeNcclTests) {
+  const auto world = mpi_world(*::shardplan::testing::g_mpi);
+  BenchmarkOptions o;
+  o.sizes = {1024, 65536};
+  o.warmup = 1;
+  o.iterations = 3;
+  const NcclTestsLog log = benchmark_all_reduce(*world, o, 1, world->size(), "test");
+  ASSERT_EQ(log.rows.size(), 2u);
+  EXPECT_EQ(log.rows[1].bytes, 65536);
+  EXPECT_EQ(log.rows[1].count, 16384);
+  EXPECT_GT(log.rows[0].out_of_place_us, 0);
+  EXPECT_EQ(log.ranks, world->size());
 }
 
 }  // namespace
