@@ -336,7 +336,7 @@ std::vector<int64_t> rank_order_by_dims(std::span<const int64_t> shape,
 }
 
 std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int64_t> shape,
-                                       std::span<const int64_t> device_of_rank) {
+                                       std::span<const int64_t> device_of_rank, int64_t only_dim) {
   int64_t world = 1;
   for (int64_t s : shape) {
     SP_CHECK(s >= 1 && world <= topo.num_devices() / s, "mesh ", std::span<const int64_t>(shape),
@@ -367,6 +367,10 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
   for (size_t dim = 0; dim < shape.size(); ++dim) {
     const int64_t size = shape[dim];
     stride /= size;
+    if (only_dim >= 0 && static_cast<int64_t>(dim) != only_dim) {
+      out.emplace_back();
+      continue;
+    }
     // Groups of this dim: ranks r with coordinate 0 on `dim`, plus k * stride. What group_links
     // makes of a group depends only on how many nodes it spans, its most members on one node and
     // whether it leaves its leaf, so one group of each such kind is priced (a mesh of 16,384

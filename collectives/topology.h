@@ -103,8 +103,11 @@ std::vector<int64_t> rank_order_by_dims(std::span<const int64_t> mesh_shape,
 // For each mesh dim, the links of its groups (all groups of the dim run at once; the slowest
 // group is reported). `device_of_rank` empty: rank r on device r; else a permutation-free
 // assignment of distinct devices. Throws shardplan::Error if the mesh has more ranks than the
-// cluster has devices, a device is out of range or used twice.
+// cluster has devices, a device is out of range or used twice. `only_dim` >= 0 prices that dim
+// alone (the others are left default-constructed): each dim walks every rank, so a caller that
+// needs one saves the rest.
 std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int64_t> mesh_shape,
-                                       std::span<const int64_t> device_of_rank = {});
+                                       std::span<const int64_t> device_of_rank = {},
+                                       int64_t only_dim = -1);
 
 }  // namespace shardplan::collectives

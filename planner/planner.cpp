@@ -1,6 +1,7 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <tuple>
@@ -74,6 +75,15 @@ std::string family_of(const ParallelConfig& c) {
   return s;
 }
 
+// family_of's name depends on which of tp, cp, pp, dp, ep exceed 1 and on the ZeRO stage: a key
+// of 5 bits and the stage (0..3).
+constexpr size_t kFamilyKeys = 32 * 4;
+size_t family_key(const ParallelConfig& c) {
+  const size_t dims = (c.tp > 1 ? 1u : 0u) | (c.cp > 1 ? 2u : 0u) | (c.pp > 1 ? 4u : 0u) |
+                      (c.dp > 1 ? 8u : 0u) | (c.ep > 1 ? 16u : 0u);
+  return dims * 4 + static_cast<size_t>(c.zero & 3);
+}
+
 struct Planner::Impl {
   tensor::ModelConfig model;
   collectives::Cluster cluster;  // as given (one node); candidates are placed on it
@@ -135,11 +145,25 @@ struct Planner::Impl {
   const LayerParameters& params_for(int64_t tp) {
     auto it = params.find(tp);
     if (it != params.end()) return it->second;
+    // The blocks are identical (docs/cost-model.md §8), so a 3-layer copy of the model gives every
+    // count: its stages of one layer each are [embedding + first layer, a middle layer, last layer
+    // + head], and the full model's per-layer list repeats the middle one. Building and
+    // parallelizing a 126-layer model per TP degree cost more than the whole search.
+    const int64_t layers = model.num_hidden_layers;
+    tensor::ModelConfig small = model;
+    small.num_hidden_layers = std::min<int64_t>(layers, 3);
+    const std::vector<int64_t> few = stage_parameters(small, tp, small.num_hidden_layers, 0);
     LayerParameters lp;
-    lp.per_layer = stage_parameters(model, tp, model.num_hidden_layers, 0);
-    int64_t sum = 0;
-    for (int64_t n : lp.per_layer) sum += n;
-    lp.tied_twice = sum - tp_rank_parameters(model, tp, 0);
+    if (layers <= 3) {
+      lp.per_layer = few;
+    } else {
+      lp.per_layer.assign(static_cast<size_t>(layers), few[1]);
+      lp.per_layer.front() = few[0];
+      lp.per_layer.back() = few[2];
+    }
+    int64_t few_sum = 0;
+    for (int64_t n : few) few_sum += n;
+    lp.tied_twice = few_sum - tp_rank_parameters(small, tp, 0);
     if (model.num_local_experts > 0) {
       lp.experts_per_layer =
           model.num_local_experts * 3 * model.hidden_size * (model.intermediate_size / tp);
@@ -176,7 +200,7 @@ struct Planner::Impl {
         const std::vector<int64_t> sub = {setup.gpus / (size * stride), size, stride};
         it = strided
                  .emplace(std::make_pair(size, stride),
-                          collectives::mesh_dim_links(*topology, sub, launch_devices)[1])
+                          collectives::mesh_dim_links(*topology, sub, launch_devices, 1)[1])
                  .first;
       }
       l[d] = it->second;
@@ -394,6 +418,9 @@ std::vector<Planner::Best> Planner::best_of_each(
   std::vector<PlanResult> feasible;
   SearchResult r;
   std::vector<bool> in(filters.size());
+  std::array<int64_t, kFamilyKeys> rejected{};
+  std::array<ParallelConfig, kFamilyKeys> family_example{};
+  std::vector<int64_t> rejected_per_filter(filters.size(), 0);
   I.enumerate(pins, r.pruned, [&](const ParallelConfig& c, DimOrder order) {
     bool any = filters.empty();
     for (size_t f = 0; f < filters.size(); ++f) {
@@ -413,10 +440,12 @@ std::vector<Planner::Best> Planner::best_of_each(
     }
     for (size_t f = 0; f < filters.size(); ++f) best[f].evaluated += in[f] ? 1 : 0;
     if (!s.fits) {
-      const std::string reason = "exceeds memory";
-      ++r.rejected[family_of(c)][reason];
+      // Counted by a small family key here, named once at the end: building the family's name
+      // for every rejected candidate cost more than evaluating it.
+      const size_t key = family_key(c);
+      if (rejected[key]++ == 0) family_example[key] = c;
       for (size_t f = 0; f < filters.size(); ++f) {
-        if (in[f]) ++best[f].rejected[reason];
+        if (in[f]) ++rejected_per_filter[f];
       }
       return;
     }
@@ -428,6 +457,13 @@ std::vector<Planner::Best> Planner::best_of_each(
     if (all != nullptr) feasible.push_back(p);
   });
   if (I.options.progress) I.options.progress(-1, 0);
+  for (size_t key = 0; key < kFamilyKeys; ++key) {
+    if (rejected[key] > 0)
+      r.rejected[family_of(family_example[key])]["exceeds memory"] += rejected[key];
+  }
+  for (size_t f = 0; f < filters.size(); ++f) {
+    if (rejected_per_filter[f] > 0) best[f].rejected["exceeds memory"] += rejected_per_filter[f];
+  }
   if (all != nullptr) {
     std::sort(feasible.begin(), feasible.end(), faster);
     // Pareto front: sweep by time, keep each plan using less memory than every faster one.

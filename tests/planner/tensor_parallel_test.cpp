@@ -102,4 +102,30 @@ TEST(StageParameters, TiedEmbeddingLivesOnBothEnds) {
 }
 
 }  // namespace
+// What the planner relies on to count parameters from a 3-layer copy of a model (planner.cpp,
+// params_for): one layer per stage, the full model's list is [first, middle x (L - 2), last] of
+// the copy's, for dense, tied, fused and MoE families, with and without TP.
+TEST(StageParameters, ThreeLayerCopyGivesEveryLayer) {
+  for (const char* name : {"llama3-8b", "gpt2", "mixtral-8x7b", "pythia-160m"}) {
+    const tensor::ModelConfig full = tensor::find_model_config(name);
+    tensor::ModelConfig small = full;
+    small.num_hidden_layers = 3;
+    for (int64_t tp : {1, 2}) {
+      const std::vector<int64_t> every = stage_parameters(full, tp, full.num_hidden_layers, 0);
+      const std::vector<int64_t> few = stage_parameters(small, tp, 3, 0);
+      std::vector<int64_t> expanded(static_cast<size_t>(full.num_hidden_layers), few[1]);
+      expanded.front() = few[0];
+      expanded.back() = few[2];
+      EXPECT_EQ(every, expanded) << name << " tp " << tp;
+      int64_t sum_every = 0, sum_few = 0;
+      for (int64_t n : every) sum_every += n;
+      for (int64_t n : few) sum_few += n;
+      // Tied weights counted on both ends, the same amount in both models.
+      EXPECT_EQ(sum_every - tp_rank_parameters(full, tp, 0),
+                sum_few - tp_rank_parameters(small, tp, 0))
+          << name << " tp " << tp;
+    }
+  }
+}
+
 }  // namespace shardplan::planner
