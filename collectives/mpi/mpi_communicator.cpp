@@ -227,8 +227,21 @@ MpiSession::MpiSession() {
   int local_size = 0;
   check(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
   check(MPI_Comm_size(node, &local_size), "MPI_Comm_size");
-  local_rank_ = local;
   local_size_ = local_size;
+  // The launcher's own local rank when it exports one (it may order a host's ranks differently
+  // from MPI's shared-memory split), else the split's.
+  local_rank_ = local;
+  for (const char* var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"}) {
+    if (const char* v = std::getenv(var)) {
+      char* end = nullptr;
+      const long parsed = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && parsed >= 0) {
+        local_rank_ = parsed;
+        break;
+      }
+    }
+  }
   MPI_Comm_free(&node);
   int leaders = local == 0 ? 1 : 0;  // one rank per host counts it
   check(MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),

@@ -29,8 +29,9 @@ class MpiSession {
 
   int64_t world_rank() const { return rank_; }
   int64_t world_size() const { return size_; }
-  // This rank's index among the ranks of its host (MPI_Comm_split_type shared memory): the GPU a
-  // rank drives.
+  // This rank's index among the ranks of its host: the launcher's variable
+  // (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, LOCAL_RANK) when set, else the
+  // rank in MPI_Comm_split_type(shared memory). The GPU a rank drives.
   int64_t local_rank() const { return local_rank_; }
   // Ranks on this rank's host, and hosts in the job.
   int64_t local_size() const { return local_size_; }
