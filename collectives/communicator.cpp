@@ -20,6 +20,15 @@ size_t reduce_element_size(ReduceElement e) {
   return 1;
 }
 
+int64_t mesh_split_color(std::span<const int64_t> shape, std::span<const int64_t> coord,
+                         size_t dim) {
+  int64_t color = 0;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (k != dim) color = color * shape[k] + coord[k];
+  }
+  return color;
+}
+
 namespace {
 
 void copy_bytes(const void* in, void* out, size_t bytes) {

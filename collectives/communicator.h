@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,12 @@ class SelfCommunicator final : public Communicator {
   void recv(void* data, size_t bytes, int64_t peer, int tag) override;
   void barrier() override {}
 };
+
+// The color of the group of mesh dim `dim` through `coord` when a backend splits the world into
+// per-dim groups: the coordinates on every other dim, flattened row-major (the key is
+// coord[dim]). Ranks share a color exactly when they differ only on `dim`.
+int64_t mesh_split_color(std::span<const int64_t> shape, std::span<const int64_t> coord,
+                         size_t dim);
 
 // The world and one communicator per mesh dim: dims[d] is the group of ranks that differ from
 // this one only in their coordinate on dim d (DeviceMesh.get_group(d)).

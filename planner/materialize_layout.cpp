@@ -77,12 +77,11 @@ MaterialLayout::MaterialLayout(PlanFile plan) : file_(std::move(plan)), mesh_(pl
   }
 }
 
-LocalParameter MaterialLayout::local_part(size_t index, std::span<const int64_t> sub) const {
-  const MaterialParameter& m = params_[index];
+LocalParameter local_part_of(const MaterialParameter& m, std::span<const int64_t> sub) {
   LocalParameter out;
-  out.index = index;
   const int64_t zero = 0;
-  const std::span<const int64_t> coord = m.shard_dims.empty() ? std::span(&zero, 1) : sub;
+  const std::span<const int64_t> coord =
+      m.shard_dims.empty() && sub.empty() ? std::span(&zero, 1) : sub;
   out.ranges = mesh::global_index_ranges(m.spec, coord);
   out.local_shape.resize(out.ranges.size());
   out.numel = 1;
@@ -93,6 +92,12 @@ LocalParameter MaterialLayout::local_part(size_t index, std::span<const int64_t>
     out.numel *= n;  // at most the global numel, which make_shard_spec checked
   }
   out.bytes = out.numel * static_cast<int64_t>(kernels::element_size(m.type));
+  return out;
+}
+
+LocalParameter MaterialLayout::local_part(size_t index, std::span<const int64_t> sub) const {
+  LocalParameter out = local_part_of(params_[index], sub);
+  out.index = index;
   return out;
 }
 

@@ -52,6 +52,9 @@ struct LocalParameter {
   bool shard_leader = false;
 };
 
+// The part of `m` at the coordinate `sub` of its spec's mesh (the mesh of m.shard_dims).
+LocalParameter local_part_of(const MaterialParameter& m, std::span<const int64_t> sub);
+
 class MaterialLayout {
  public:
   // Resolves every parameter's init rule and fill spec; throws shardplan::Error for a model whose

@@ -285,11 +285,7 @@ MeshCommunicators mpi_mesh_communicators(const MpiSession& session, const mesh::
   }
   const std::vector<int64_t>& shape = mesh.shape();
   for (size_t d = 0; d < shape.size(); ++d) {
-    // color: this rank's coordinates on every other dim, flattened; key: its coordinate on d.
-    int64_t color = 0;
-    for (size_t k = 0; k < shape.size(); ++k) {
-      if (k != d) color = color * shape[k] + (*coord)[k];
-    }
+    const int64_t color = mesh_split_color(shape, *coord, d);
     MPI_Comm comm = MPI_COMM_NULL;
     check(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), static_cast<int>((*coord)[d]),
                          &comm),

@@ -215,10 +215,7 @@ MeshCommunicators nccl_mesh_communicators(const MpiSession& session, const NcclD
   MeshCommunicators out;
   const std::vector<int64_t>& shape = mesh.shape();
   for (size_t d = 0; d < shape.size(); ++d) {
-    int64_t color = 0;
-    for (size_t k = 0; k < shape.size(); ++k) {
-      if (k != d) color = color * shape[k] + (*coord)[k];
-    }
+    const int64_t color = mesh_split_color(shape, *coord, d);
     ncclComm_t comm = nullptr;
     check_nccl(ncclCommSplit(world, static_cast<int>(color), static_cast<int>((*coord)[d]), &comm,
                              nullptr),

@@ -35,11 +35,7 @@ void check_layout(collectives::Communicator& world, const std::vector<int64_t>& 
   const size_t elem = kernels::element_size(m.type);
   const mesh::MeshCoord c = *m.spec.mesh.coordinate_of(world.rank());
   const std::vector<int64_t> coord(c.begin(), c.end());
-  LocalParameter part;
-  part.ranges = mesh::global_index_ranges(m.spec, coord);
-  part.local_shape = mesh::local_shape(m.spec, coord);
-  part.numel = 1;
-  for (int64_t s : part.local_shape) part.numel *= s;
+  const LocalParameter part = local_part_of(m, coord);
   std::vector<std::byte> local(static_cast<size_t>(part.numel) * elem);
   uint64_t sum = 0;
   for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t offset) {

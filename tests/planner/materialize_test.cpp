@@ -53,11 +53,7 @@ void expect_shards_equal_slices(const Case& c, tensor::DType dtype, kernels::Fil
   for (int64_t r = 0; r < m.spec.mesh.size(); ++r) {
     const mesh::MeshCoord coord = *m.spec.mesh.coordinate_of(r);
     const std::vector<int64_t> sub(coord.begin(), coord.end());
-    LocalParameter part;
-    part.ranges = mesh::global_index_ranges(m.spec, sub);
-    part.local_shape = mesh::local_shape(m.spec, sub);
-    part.numel = 1;
-    for (int64_t s : part.local_shape) part.numel *= s;
+    const LocalParameter part = local_part_of(m, sub);
     std::vector<std::byte> local(static_cast<size_t>(part.numel) * elem + 1, std::byte{0x5A});
     for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t offset) {
       kernels::fill_cpu(local.data() + offset * elem, m.type, region, fill);
