@@ -187,11 +187,12 @@ TEST(FastPathFillThreads, ThreeMillionElementsOnAnyThreadCount) {
   // A [1733, 1731] box of a [2000, 1800] tensor (3.0M elements): rows do not line up with the
   // threads' ranges, so cuts fall inside runs. Every byte is compared.
   const Box box = testing::sub_box({2000, 1800}, {101, 37}, {1733, 1731});
-  const std::vector<TypeAndKind> cases = {
-      {ElementType::kFloat32, FillKind::kNormal},   {ElementType::kBFloat16, FillKind::kNormal},
-      {ElementType::kFloat32, FillKind::kUniform},  {ElementType::kBFloat16, FillKind::kUniform},
-      {ElementType::kComplex64, FillKind::kNormal}, {ElementType::kFloat8E4M3FN, FillKind::kNormal},
-      {ElementType::kInt32, FillKind::kUniform}};
+  // The two vector stores, the complex run of twice the length, and the scalar loop (int32).
+  // (Every pair is compared at small sizes above; this one is about the threads' cuts.)
+  const std::vector<TypeAndKind> cases = {{ElementType::kFloat32, FillKind::kNormal},
+                                          {ElementType::kBFloat16, FillKind::kNormal},
+                                          {ElementType::kComplex64, FillKind::kUniform},
+                                          {ElementType::kInt32, FillKind::kUniform}};
   for (const TypeAndKind& c : cases) {
     expect_same_as_scalar(c.type, testing::test_spec(c.type, c.kind), box, testing::pair_name(c),
                           {1, 2, 3, 7});
