@@ -4,7 +4,8 @@
 // branch-free lane functions against det:: and convert.h on every input that matters, then whole
 // fills on every instruction set this CPU has against FillIsa::kScalar (fill_one per element, one
 // thread) for every element type and fill kind, over block tails, odd offsets, a global index
-// crossing 2^32, strided and transposed boxes, and a 3M-element box on 1, 2, 3 and 7 threads.
+// crossing 2^32, strided and transposed boxes, and a 3M-element box (0.6M in unoptimized builds)
+// on 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -183,10 +184,19 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndKinds, FastPathFill,
                          ::testing::ValuesIn(testing::all_type_kind_pairs()),
                          [](const auto& info) { return testing::pair_name(info.param); });
 
-TEST(FastPathFillThreads, ThreeMillionElementsOnAnyThreadCount) {
-  // A [1733, 1731] box of a [2000, 1800] tensor (3.0M elements): rows do not line up with the
-  // threads' ranges, so cuts fall inside runs. Every byte is compared.
-  const Box box = testing::sub_box({2000, 1800}, {101, 37}, {1733, 1731});
+// Rows of the threaded box: 1733 x 1731 = 3.0M elements; 347 rows (0.6M elements, still up to
+// four threads of at least 128K) in unoptimized builds, where the ASan + UBSan preset would
+// otherwise spend half a minute here.
+#if defined(__OPTIMIZE__)
+constexpr int64_t kThreadTestRows = 1733;
+#else
+constexpr int64_t kThreadTestRows = 347;
+#endif
+
+TEST(FastPathFillThreads, MillionsOfElementsOnAnyThreadCount) {
+  // A [rows, 1731] box of a [2000, 1800] tensor: rows do not line up with the threads' ranges,
+  // so cuts fall inside runs. Every byte is compared.
+  const Box box = testing::sub_box({2000, 1800}, {101, 37}, {kThreadTestRows, 1731});
   // The two vector stores, the complex run of twice the length, and the scalar loop (int32).
   // (Every pair is compared at small sizes above; this one is about the threads' cuts.)
   const std::vector<TypeAndKind> cases = {{ElementType::kFloat32, FillKind::kNormal},
@@ -200,8 +210,8 @@ TEST(FastPathFillThreads, ThreeMillionElementsOnAnyThreadCount) {
 }
 
 TEST(FastPathFillThreads, PublicFillCpuEqualsTheReference) {
-  // fill_cpu itself (best instruction set, default threads) on 3M float32 and bfloat16 normals.
-  const Box box = contiguous_1d(3000017, 12345);
+  // fill_cpu itself (best instruction set, default threads) on float32 and bfloat16 normals.
+  const Box box = contiguous_1d(kThreadTestRows * 1731 + 17, 12345);
   for (const ElementType type : {ElementType::kFloat32, ElementType::kBFloat16}) {
     const FillSpec spec = testing::test_spec(type, FillKind::kNormal);
     auto got = testing::make_buffer(type, box.numel());
