@@ -2,9 +2,10 @@
 // elements) on 1 and 2 threads, on each instruction set the fast path has (Note [Fast fill lanes]
 // in kernels/internal/fill_lanes.h) and the scalar fill_one loop, next to memset of the same
 // 64 MiB on the same number of threads (the store bandwidth a fill cannot beat). Bytes/s is bytes
-// written. scripts/bench_init_fill_torch.py times PyTorch's normal_() on the same sizes.
-//   build/bin/bench_init_fill_bench --benchmark_repetitions=3
-//   --benchmark_report_aggregates_only=true
+// written; the console shows it in binary units (G/s = 2^30 B/s), --benchmark_format=csv in B/s.
+// scripts/bench_init_fill_torch.py times PyTorch's normal_() on the same sizes; docs/architecture.md
+// §4.7 has the numbers.
+//   build/bin/bench_init_fill_bench --benchmark_repetitions=3 --benchmark_format=csv
 // Before timing, each benchmark fills the buffer once and compares sampled elements with fill_one;
 // a mismatch stops the benchmark with an error (a fast wrong fill would not count).
 #include <benchmark/benchmark.h>
