@@ -3,8 +3,8 @@
 // in kernels/internal/fill_lanes.h) and the scalar fill_one loop, next to memset of the same
 // 64 MiB on the same number of threads (the store bandwidth a fill cannot beat). Bytes/s is bytes
 // written; the console shows it in binary units (G/s = 2^30 B/s), --benchmark_format=csv in B/s.
-// scripts/bench_init_fill_torch.py times PyTorch's normal_() on the same sizes; docs/architecture.md
-// §4.7 has the numbers.
+// scripts/bench_init_fill_torch.py times PyTorch's normal_() on the same sizes; the numbers are
+// in docs/architecture.md §4.7.
 //   build/bin/bench_init_fill_bench --benchmark_repetitions=3 --benchmark_format=csv
 // Before timing, each benchmark fills the buffer once and compares sampled elements with fill_one;
 // a mismatch stops the benchmark with an error (a fast wrong fill would not count).
