@@ -168,9 +168,10 @@ namespace {
 // order [0, numel) can be cut into contiguous ranges, one per thread, and the bytes are the same
 // for any number of threads. Below kMinElementsPerFillThread elements per thread a thread's start
 // (tens of microseconds) would be a visible share of its work (a 128K-element normal range takes
-// ~0.25 ms on one core with AVX-512, ~8 ms with the scalar loop). Cuts fall on multiples of kFillCutAlign elements so that two threads do not
-// write into one cache line. At most kMaxFillThreads unless the caller asks for more: ranks that
-// materialize side by side on one node share its cores.
+// ~0.25 ms on one core with AVX-512, ~8 ms with the scalar loop). Cuts fall on multiples of
+// kFillCutAlign elements so that two threads do not write into one cache line. At most
+// kMaxFillThreads unless the caller asks for more: ranks that materialize side by side on one node
+// share its cores.
 constexpr int kMaxFillThreads = 8;
 constexpr int64_t kMinElementsPerFillThread = int64_t{1} << 17;
 constexpr int64_t kFillCutAlign = 1024;
