@@ -140,6 +140,9 @@ constexpr FloatRunKernels kAvx512Kernels{
 }  // namespace
 
 bool fill_isa_supported(FillIsa isa) {
+  // libgcc fills the CPU model from a constructor; a fill from another static initializer could
+  // run first. The call is idempotent and cheap.
+  __builtin_cpu_init();
   switch (isa) {
     case FillIsa::kScalar:
       return true;
