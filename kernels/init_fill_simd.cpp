@@ -154,13 +154,16 @@ SHARDPLAN_TARGET_AVX2 inline void mul_hi_lo_avx2(__m256i a, __m256i m, __m256i* 
 // 260M with 1, 2 and 4 ways here.
 SHARDPLAN_TARGET_AVX2 void philox_words_avx2(const LaneParams& p, uint64_t first, uint64_t step,
                                              uint32_t (*words)[kSimdBlock]) {
+  // Unrolled whatever the optimization level (-O2 would keep the c arrays in memory).
   constexpr int kWays = 4;
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
   for (int v = 0; v < kSimdBlock; v += 8 * kWays) {
     __m256i c0[kWays], c1[kWays], c2[kWays], c3[kWays];
+#pragma GCC unroll 4
     for (int w = 0; w < kWays; ++w) {
       alignas(32) uint32_t lo[8], hi[8];
+#pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
         const uint64_t index = first + static_cast<uint64_t>(v + 8 * w + l) * step;
         lo[l] = static_cast<uint32_t>(index);
@@ -172,9 +175,11 @@ SHARDPLAN_TARGET_AVX2 void philox_words_avx2(const LaneParams& p, uint64_t first
       c3[w] = _mm256_set1_epi32(static_cast<int>(p.key_hi));
     }
     uint32_t k0 = p.seed_lo, k1 = p.seed_hi;
+#pragma GCC unroll 10
     for (int round = 0; round < kPhiloxRounds; ++round) {
       const __m256i key0 = _mm256_set1_epi32(static_cast<int>(k0));
       const __m256i key1 = _mm256_set1_epi32(static_cast<int>(k1));
+#pragma GCC unroll 4
       for (int w = 0; w < kWays; ++w) {
         __m256i hi0, lo0, hi1, lo1;
         mul_hi_lo_avx2(c0[w], m0, &hi0, &lo0);
@@ -187,6 +192,7 @@ SHARDPLAN_TARGET_AVX2 void philox_words_avx2(const LaneParams& p, uint64_t first
       k0 += kPhiloxW0;
       k1 += kPhiloxW1;
     }
+#pragma GCC unroll 4
     for (int w = 0; w < kWays; ++w) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&words[0][v + 8 * w]), c0[w]);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&words[1][v + 8 * w]), c1[w]);
