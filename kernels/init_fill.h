@@ -52,8 +52,11 @@ std::optional<std::string> check_fill_spec(ElementType type, const FillSpec& spe
 
 // Fills the box `region` of the global tensor into `dst` (host memory, aligned to the element
 // size; see kernels/region.h). Deterministic: the bytes depend only on (type, spec, global
-// indices), never on the box, the strides or the thread count.
-void fill_cpu(void* dst, ElementType type, const FillRegion& region, const FillSpec& spec);
+// indices), never on the box, the strides or the thread count. Large fills run on up to
+// max_threads threads (0: the hardware's, at most 8; small fills stay on the calling thread);
+// uniform and normal fills of float-compute types use AVX2 or AVX-512 when the CPU has them.
+void fill_cpu(void* dst, ElementType type, const FillRegion& region, const FillSpec& spec,
+              int max_threads = 0);
 
 // FNV-1a 64 of the fully qualified parameter name ("layers.0.attn.q.weight"): stable across runs,
 // ranks and platforms, unlike std::hash. FNV offset basis and prime from the FNV reference

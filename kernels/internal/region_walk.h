@@ -3,6 +3,7 @@
 // and the CPU loop over it.
 //   CompactRegion r = compact_region(region);
 //   for_each_element(r, [&](int64_t dst_offset, int64_t global_index) { ... });
+//   for_each_run(r, begin, end, [&](int64_t dst_offset, int64_t global_index, int64_t count) {});
 #pragma once
 
 #include <cstdint>
@@ -91,6 +92,52 @@ void for_each_element(const CompactRegion& r, F&& f) {
       index[k] = 0;
     }
     if (k < 0) return;
+  }
+}
+
+// Elements [begin, end) of for_each_element's order (0 <= begin <= end <= r.numel), as runs along
+// the innermost dimension: f(dst_offset, global_index, count) stands for the elements at
+// dst_offset + i * ds with global index global_index + i * gs, 0 <= i < count, where ds and gs are
+// the innermost strides r.dst_strides[r.ndim - 1], r.global_strides[r.ndim - 1].
+// Splitting [0, numel) into ranges splits the work without changing which element gets which index
+// (the threaded CPU fill hands each thread one range).
+template <class F>
+void for_each_run(const CompactRegion& r, int64_t begin, int64_t end, F&& f) {
+  if (begin >= end) return;
+  if (r.ndim == 0) {
+    f(int64_t{0}, r.global_offset, int64_t{1});
+    return;
+  }
+  const int inner = r.ndim - 1;
+  const int64_t n = r.sizes[inner];
+  // Odometer position of `begin`: the outer multi-index of its run and its place inside the run.
+  int64_t index[kMaxRegionDims] = {};
+  int64_t dst_base = 0;
+  int64_t global_base = r.global_offset;
+  int64_t outer = begin / n;
+  int64_t within = begin % n;
+  for (int k = inner - 1; k >= 0; --k) {
+    index[k] = outer % r.sizes[k];
+    outer /= r.sizes[k];
+    dst_base += index[k] * r.dst_strides[k];
+    global_base += index[k] * r.global_strides[k];
+  }
+  int64_t position = begin;
+  while (true) {
+    const int64_t count = n - within < end - position ? n - within : end - position;
+    f(dst_base + within * r.dst_strides[inner], global_base + within * r.global_strides[inner],
+      count);
+    position += count;
+    if (position >= end) return;
+    within = 0;
+    for (int k = inner - 1; k >= 0; --k) {
+      dst_base += r.dst_strides[k];
+      global_base += r.global_strides[k];
+      if (++index[k] < r.sizes[k]) break;
+      dst_base -= r.sizes[k] * r.dst_strides[k];
+      global_base -= r.sizes[k] * r.global_strides[k];
+      index[k] = 0;
+    }
   }
 }
 
