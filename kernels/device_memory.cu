@@ -31,6 +31,38 @@ bool cuda_allocate(size_t bytes, int device, void** out, std::string* error) {
   return true;
 }
 
+bool cuda_synchronize(int device, std::string* error) {
+  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) {
+    *error = "cudaSetDevice(" + std::to_string(device) + ")";
+    return false;
+  }
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    *error =
+        "cudaDeviceSynchronize on cuda:" + std::to_string(device) + ": " + cudaGetErrorString(e);
+    return false;
+  }
+  return true;
+}
+
+bool cuda_copy(void* dst, const void* src, size_t bytes, bool to_device, int device,
+               std::string* error) {
+  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) {
+    *error = "cudaSetDevice(" + std::to_string(device) + ")";
+    return false;
+  }
+  cudaError_t e =
+      cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    *error = std::string("cudaMemcpy(") + std::to_string(bytes) + " bytes, " +
+             (to_device ? "to" : "from") + " cuda:" + std::to_string(device) +
+             "): " + cudaGetErrorString(e);
+    return false;
+  }
+  return true;
+}
+
 void cuda_free(void* ptr, int device) {
   if (device >= 0) cudaSetDevice(device);
   cudaFree(ptr);  // a failure here cannot be acted on in a destructor; memory is lost either way

@@ -14,5 +14,11 @@ int cuda_device_count();
 // cudaMalloc on `device` (-1: the current one). On failure returns false and says why in *error.
 bool cuda_allocate(size_t bytes, int device, void** out, std::string* error);
 void cuda_free(void* ptr, int device);
+// Waits for everything enqueued on `device`. False + *error on failure.
+bool cuda_synchronize(int device, std::string* error);
+// cudaMemcpy between host and `device` memory (to_device: host -> device), then waits for the
+// device, so kernels enqueued before on the legacy stream have finished. False + *error on failure.
+bool cuda_copy(void* dst, const void* src, size_t bytes, bool to_device, int device,
+               std::string* error);
 
 }  // namespace shardplan::kernels

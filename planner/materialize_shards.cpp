@@ -1,7 +1,6 @@
 #include "planner/materialize_shards.h"
 
 #include <algorithm>
-#include <new>
 #include <string>
 
 #include "kernels/checksum.h"
@@ -9,9 +8,31 @@
 
 namespace shardplan::planner {
 
-RankShards allocate_shards(const MaterialLayout& layout, int64_t rank) {
+RankShards::RankShards(RankShards&& other) noexcept { *this = std::move(other); }
+
+RankShards& RankShards::operator=(RankShards&& other) noexcept {
+  if (this != &other) {
+    this->~RankShards();
+    rank = other.rank;
+    coord = std::move(other.coord);
+    parts = std::move(other.parts);
+    data = std::move(other.data);
+    memory = other.memory;
+    bytes = other.bytes;
+    other.data.clear();
+  }
+  return *this;
+}
+
+RankShards::~RankShards() {
+  for (std::byte* p : data) memory->release(p);
+  data.clear();
+}
+
+RankShards allocate_shards(const MaterialLayout& layout, int64_t rank, ShardMemory& memory) {
   RankShards s;
   s.rank = rank;
+  s.memory = &memory;
   const std::optional<mesh::MeshCoord> coord = layout.mesh().coordinate_of(rank);
   SP_CHECK(coord.has_value(), "rank ", rank, " is not in the plan's mesh of ", layout.world_size(),
            " ranks");
@@ -19,16 +40,13 @@ RankShards allocate_shards(const MaterialLayout& layout, int64_t rank) {
   s.parts = layout.parameters_at(s.coord);
   s.data.reserve(s.parts.size());
   for (const LocalParameter& part : s.parts) {
-    // new std::byte[n] default-initializes: the pages are not written (to_empty's contract).
-    std::byte* p =
-        new (std::nothrow) std::byte[static_cast<size_t>(std::max<int64_t>(part.bytes, 1))];
-    if (p == nullptr) {
-      throw RuntimeFailure("rank " + std::to_string(rank) + ": out of host memory allocating " +
-                           std::to_string(part.bytes) + " bytes for '" +
-                           layout.parameters()[part.index].plan->name + "' (" +
-                           std::to_string(s.bytes) + " bytes allocated before it)");
+    try {
+      s.data.push_back(memory.allocate(part.bytes));
+    } catch (const RuntimeFailure& e) {
+      throw RuntimeFailure("rank " + std::to_string(rank) + " on " + memory.device() + ": " +
+                           e.what() + " for '" + layout.parameters()[part.index].plan->name +
+                           "' (" + std::to_string(s.bytes) + " bytes allocated before it)");
     }
-    s.data.emplace_back(p);
     s.bytes += part.bytes;
   }
   return s;
@@ -39,26 +57,10 @@ void init_shards(const MaterialLayout& layout, RankShards& shards, ParameterSour
   int64_t done = 0;
   for (size_t k = 0; k < shards.parts.size(); ++k) {
     const LocalParameter& part = shards.parts[k];
-    const MaterialParameter& m = layout.parameters()[part.index];
-    const size_t elem = kernels::element_size(m.type);
-    std::byte* base = shards.data[k].get();
-    for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
-      source.read_box(part.index, region, base + static_cast<size_t>(local_offset) * elem);
-    });
+    shards.memory->fill_part(layout.parameters()[part.index], part, source, shards.data[k]);
     done += part.bytes;
     if (progress) progress(done, shards.bytes);
   }
-}
-
-uint64_t part_checksum(const MaterialLayout& layout, const LocalParameter& part,
-                       const std::byte* data) {
-  const MaterialParameter& m = layout.parameters()[part.index];
-  const size_t elem = kernels::element_size(m.type);
-  uint64_t sum = 0;
-  for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
-    sum += kernels::checksum_cpu(data + static_cast<size_t>(local_offset) * elem, m.type, region);
-  });
-  return sum;
 }
 
 uint64_t reference_checksum(const MaterialLayout& layout, size_t index, ParameterSource& source,

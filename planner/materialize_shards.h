@@ -13,29 +13,36 @@
 
 #include "planner/materialize_layout.h"
 #include "planner/parameter_source.h"
+#include "planner/shard_memory.h"
 
 namespace shardplan::planner {
 
+// One rank's parts and their buffers in `memory` (which must outlive it); the buffers are
+// released with it.
 struct RankShards {
   int64_t rank = 0;
   std::vector<int64_t> coord;  // on the plan's mesh
   std::vector<LocalParameter> parts;
-  std::vector<std::unique_ptr<std::byte[]>> data;  // one host buffer per part
+  std::vector<std::byte*> data;  // one buffer per part, in `memory`
+  ShardMemory* memory = nullptr;
   int64_t bytes = 0;
+
+  RankShards() = default;
+  RankShards(RankShards&& other) noexcept;
+  RankShards& operator=(RankShards&& other) noexcept;
+  RankShards(const RankShards&) = delete;
+  RankShards& operator=(const RankShards&) = delete;
+  ~RankShards();
 };
 
-// Allocates rank `rank`'s parts, uninitialized. Throws RuntimeFailure when memory runs out.
-RankShards allocate_shards(const MaterialLayout& layout, int64_t rank);
+// Allocates rank `rank`'s parts in `memory`, uninitialized. Throws RuntimeFailure (naming the
+// rank, the parameter and the bytes) when memory runs out.
+RankShards allocate_shards(const MaterialLayout& layout, int64_t rank, ShardMemory& memory);
 
 // Fills every part from `source` (the init rules, or a checkpoint); `progress(done, total)` after
 // each part (bytes).
 void init_shards(const MaterialLayout& layout, RankShards& shards, ParameterSource& source,
                  const std::function<void(int64_t, int64_t)>& progress = {});
-
-// Order-independent checksum of a part (kernels/checksum.h): parts of disjoint shards add up, mod
-// 2^64, to the checksum of the whole tensor.
-uint64_t part_checksum(const MaterialLayout& layout, const LocalParameter& part,
-                       const std::byte* data);
 
 // The checksum of parameter `index` unsharded, taken from `source` in bounded chunks (never more
 // than `chunk_elements` at once).

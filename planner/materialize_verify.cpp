@@ -25,9 +25,12 @@ bool shards_on(const MaterialParameter& m, int64_t dim) {
   return std::find(m.shard_dims.begin(), m.shard_dims.end(), dim) != m.shard_dims.end();
 }
 
-uint64_t element_bits(const std::byte* data, int64_t index, size_t elem) {
+// Local element `index` of a part, read alone (from the GPU when the part is there).
+uint64_t element_bits(ShardMemory& memory, const std::byte* data, int64_t index, size_t elem) {
+  std::byte buf[8] = {};
+  memory.to_host(data, index * static_cast<int64_t>(elem), buf, static_cast<int64_t>(elem));
   uint64_t bits = 0;
-  std::memcpy(&bits, data + static_cast<size_t>(index) * elem, elem);
+  std::memcpy(&bits, buf, elem);
   return bits;
 }
 
@@ -110,7 +113,7 @@ void check_samples(const MaterialLayout& l, const RankShards& s, ParameterSource
       const int64_t global = global_index_of(m, part, local);
       ++v.samples;
       const uint64_t want = source.element_bits(part.index, global);
-      if (element_bits(s.data[k].get(), local, elem) != want) {
+      if (element_bits(*s.memory, s.data[k], local, elem) != want) {
         note(v, who + ": '" + m.plan->name + "' element " + std::to_string(global) +
                     " is not the reference fill's");
       }
@@ -148,18 +151,21 @@ void copy_box(const kernels::FillRegion& region, const std::byte* local, std::by
 void check_gathered(const MaterialLayout& l, const RankShards& s, ParameterSource& source,
                     collectives::Communicator& world, VerifyReport& v) {
   std::vector<const LocalParameter*> mine(l.parameters().size(), nullptr);
-  std::vector<const std::byte*> mine_data(l.parameters().size(), nullptr);
+  std::vector<std::byte*> mine_data(l.parameters().size(), nullptr);
   for (size_t k = 0; k < s.parts.size(); ++k) {
     if (!s.parts[k].shard_leader) continue;
     mine[s.parts[k].index] = &s.parts[k];
-    mine_data[s.parts[k].index] = s.data[k].get();
+    mine_data[s.parts[k].index] = s.data[k];
   }
   std::vector<std::byte> gathered, whole, reference;
   std::vector<size_t> counts;
   for (size_t i = 0; i < l.parameters().size(); ++i) {
     const MaterialParameter& m = l.parameters()[i];
     const size_t bytes = mine[i] ? static_cast<size_t>(mine[i]->bytes) : 0;
-    world.all_gather_varying(mine_data[i], bytes, gathered, counts);
+    // The collective moves host bytes: a part on a GPU is copied out first.
+    std::vector<std::byte> host(bytes);
+    if (bytes > 0) s.memory->to_host(mine_data[i], 0, host.data(), static_cast<int64_t>(bytes));
+    world.all_gather_varying(host.data(), bytes, gathered, counts);
     if (world.rank() != 0) continue;
     const size_t elem = kernels::element_size(m.type);
     whole.assign(static_cast<size_t>(m.numel) * elem, std::byte{0});
@@ -197,7 +203,8 @@ VerifyReport verify_shards(const MaterialLayout& layout, const RankShards& shard
   VerifyReport v;
   std::vector<uint64_t> sums(shards.parts.size());
   for (size_t k = 0; k < shards.parts.size(); ++k) {
-    sums[k] = part_checksum(layout, shards.parts[k], shards.data[k].get());
+    const LocalParameter& part = shards.parts[k];
+    sums[k] = shards.memory->checksum_part(layout.parameters()[part.index], part, shards.data[k]);
   }
   check_replicas(layout, shards, sums, comms, v);
   check_coverage(layout, shards, source, sums, *comms.world, v);

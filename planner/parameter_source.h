@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/init_fill.h"
 #include "kernels/region.h"
 #include "planner/materialize_layout.h"
 #include "tensor/safetensors.h"
@@ -25,6 +26,9 @@ class ParameterSource {
   // One element's bits (little-endian, zero-extended), obtained independently of read_box: the
   // reference --verify samples with.
   virtual uint64_t element_bits(size_t index, int64_t global_index) = 0;
+  // The fill spec of parameter `index` when its values are computed (a GPU can then fill it
+  // itself), nullptr when they are read.
+  virtual const kernels::FillSpec* fill_spec(size_t /*index*/) const { return nullptr; }
   // Bytes read_box has read from storage (0 for computed values).
   int64_t bytes_read() const { return bytes_read_; }
   virtual const char* name() const = 0;
@@ -40,6 +44,9 @@ class InitSource final : public ParameterSource {
   explicit InitSource(const MaterialLayout& layout) : layout_(layout) {}
   void read_box(size_t index, const kernels::FillRegion& region, std::byte* dst) override;
   uint64_t element_bits(size_t index, int64_t global_index) override;
+  const kernels::FillSpec* fill_spec(size_t index) const override {
+    return &layout_.parameters()[index].fill;
+  }
   const char* name() const override { return "init"; }
 
  private:

@@ -35,6 +35,7 @@
 #include "planner/materialize_verify.h"
 #include "planner/parameter_source.h"
 #include "planner/plan_file.h"
+#include "planner/shard_memory.h"
 #include "tensor/base/error.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
@@ -71,9 +72,6 @@ int64_t device_memory_bytes(const planner::PlanFile& f) {
 
 void check_device(const std::string& device) {
   SP_CHECK(device == "cpu" || device == "cuda", "--device '", device, "', expected cpu or cuda");
-  SP_CHECK(device == "cpu",
-           "--device cuda: filling shards on GPUs is not built yet (the CUDA "
-           "fills and the NCCL backend exist; docs/launching.md \"Devices\"), use --device cpu");
 }
 
 // ---- --dry-run -------------------------------------------------------------------------------
@@ -167,6 +165,7 @@ struct Launch {
   std::unique_ptr<collectives::Communicator> world;
   std::function<collectives::MeshCommunicators(const mesh::DeviceMesh&)> split;
   std::function<void(int)> abort;  // Note [Materialize failure policy]
+  int64_t local_rank = 0;          // among the ranks of this host (picks the GPU)
 };
 
 void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::MaterialLayout& layout,
@@ -258,9 +257,12 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
   // Input, checked on every rank, then agreed (Note [Materialize failure policy]).
   std::unique_ptr<planner::MaterialLayout> layout;
   std::unique_ptr<planner::ParameterSource> source;
+  std::unique_ptr<planner::ShardMemory> memory;
   std::string error;
   try {
     check_device(a.device);
+    memory = a.device == "cpu" ? planner::host_shard_memory()
+                               : planner::cuda_shard_memory(launch.local_rank);
     layout = std::make_unique<planner::MaterialLayout>(planner::read_plan_file(a.plan));
     if (a.checkpoint.empty()) {
       source = std::make_unique<planner::InitSource>(*layout);
@@ -291,7 +293,7 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
   try {
     collectives::MeshCommunicators comms = launch.split(layout->mesh());
     const int64_t rank = world.rank();
-    planner::RankShards shards = planner::allocate_shards(*layout, rank);
+    planner::RankShards shards = planner::allocate_shards(*layout, rank, *memory);
     inject_fault(rank);
     const auto t_init = std::chrono::steady_clock::now();
     const bool tty = rank == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
@@ -338,6 +340,7 @@ void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
       return collectives::mpi_mesh_communicators(session, m);
     };
     launch.abort = [&session](int code) { session.abort(code); };
+    launch.local_rank = session.local_rank();
     run_ranks(ctx, a, launch);
     return;
   }

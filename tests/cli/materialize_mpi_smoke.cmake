@@ -61,6 +61,22 @@ run(2 materialize --plan "${WORK_DIR}/plan4.json")
 expect_match("1 process, 4-rank plan" "plan is for 4 ranks .* this job has 1" "${ERR}")
 mpirun(fail 30 3 materialize --plan "${WORK_DIR}/plan4.json")
 expect_match("3 ranks, 4-rank plan" "rank 2 on [^:]+: the plan is for 4 ranks" "${ERR}")
+# --device cuda: with a GPU per rank, the same tensors as on the CPU, checksum for checksum (CUDA
+# fills and checksums); without one (or without CUDA in the build), bad input on every rank.
+execute_process(COMMAND "${MPIRUN}" -np 4 "${SHARDPLAN}" materialize --plan "${WORK_DIR}/plan4.json"
+                        --device cuda --verify --json
+                RESULT_VARIABLE cuda_rc OUTPUT_VARIABLE cuda_out ERROR_VARIABLE cuda_err)
+if(cuda_rc STREQUAL "0")
+  json_get(sums_cuda "${cuda_out}" verify tensor_checksums)
+  string(JSON equal EQUAL "${sums_cuda}" "${sums4}")
+  if(NOT equal)
+    message(FATAL_ERROR "--device cuda and cpu materializations differ:\n${cuda_out}")
+  endif()
+else()
+  expect_match("--device cuda without a GPU"
+               "rank 1 on [^:]+: --device cuda: (no CUDA device is visible|this shardplan was built without CUDA)"
+               "${cuda_err}")
+endif()
 # A device this build or machine cannot use: bad input on every rank.
 mpirun(fail 30 2 materialize --plan "${WORK_DIR}/plan1.json" --device tpu)
 expect_match("--device tpu" "--device 'tpu', expected cpu or cuda" "${ERR}")

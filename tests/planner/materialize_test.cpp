@@ -182,7 +182,8 @@ TEST(MaterializeDryRun, AccountsForEveryRankAndByte) {
 
 TEST(MaterializeVerify, OneRankPlanPassesAndACorruptedShardIsCaught) {
   const MaterialLayout l(tiny_plan(1, 1, 1, 0));
-  RankShards s = allocate_shards(l, 0);
+  const std::unique_ptr<ShardMemory> host = host_shard_memory();
+  RankShards s = allocate_shards(l, 0, *host);
   InitSource init(l);
   init_shards(l, s, init);
   collectives::MeshCommunicators comms;
@@ -195,7 +196,7 @@ TEST(MaterializeVerify, OneRankPlanPassesAndACorruptedShardIsCaught) {
   EXPECT_EQ(ok.gathered, static_cast<int64_t>(l.parameters().size()));
   // Flip one bit of the last element of the first shard: the sample at the last element, the
   // coverage checksum and the gather all see it.
-  s.data[0][static_cast<size_t>(s.parts[0].bytes - 1)] ^= std::byte{1};
+  s.data[0][s.parts[0].bytes - 1] ^= std::byte{1};
   const VerifyReport bad = verify_shards(l, s, init, comms);
   EXPECT_EQ(bad.failures, 3);
   ASSERT_FALSE(bad.messages.empty());
