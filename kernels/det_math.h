@@ -26,15 +26,10 @@
 
 namespace shardplan::kernels::det {
 
-// log(m * 2^pow2) for 1 <= m <= 2^24, in float.
-SHARDPLAN_HD SHARDPLAN_INLINE float log_scaled_f32(uint32_t m, int pow2) {
-  const uint32_t b = fp::bits(static_cast<float>(m));  // exact for m <= 2^24
-  int e = static_cast<int>(b >> 23) - 127;
-  float s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F800000u);  // [1, 2)
-  if (s > 0x1.6a09e6p+0f) {                                      // float(sqrt 2)
-    s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F000000u);      // [0.707, 1)
-    e += 1;
-  }
+// log(s * 2^(e + pow2)) for s in [0.707, 1.414] (the reduced mantissa): the series and the
+// recombination shared by log_scaled_f32 and the vector fill's branch-free reduction
+// (kernels/internal/fill_lanes.h), so both round the same way by construction.
+SHARDPLAN_HD SHARDPLAN_INLINE float log_reduced_f32(float s, int e, int pow2) {
   const float z = fp::div(s - 1.0f, s + 1.0f);  // s - 1 is exact (Sterbenz)
   const float z2 = z * z;
   // 2/(2k+1) for k = 5 .. 1.
@@ -46,6 +41,18 @@ SHARDPLAN_HD SHARDPLAN_INLINE float log_scaled_f32(uint32_t m, int pow2) {
   const float log_s = fp::fma(z, z2 * p, z + z);
   const float k = static_cast<float>(e + pow2);
   return fp::fma(k, 0x1.62e430p-1f, fp::fma(k, -0x1.05c610p-29f, log_s));
+}
+
+// log(m * 2^pow2) for 1 <= m <= 2^24, in float.
+SHARDPLAN_HD SHARDPLAN_INLINE float log_scaled_f32(uint32_t m, int pow2) {
+  const uint32_t b = fp::bits(static_cast<float>(m));  // exact for m <= 2^24
+  int e = static_cast<int>(b >> 23) - 127;
+  float s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F800000u);  // [1, 2)
+  if (s > 0x1.6a09e6p+0f) {                                      // float(sqrt 2)
+    s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F000000u);      // [0.707, 1)
+    e += 1;
+  }
+  return log_reduced_f32(s, e, pow2);
 }
 
 // log(m * 2^pow2) for 1 <= m <= 2^53, in double.

@@ -72,16 +72,7 @@ SHARDPLAN_LANE float log_scaled_f32(uint32_t m, int pow2) {
   const bool above_sqrt2 = s_high > 0x1.6a09e6p+0f;
   const float s = above_sqrt2 ? fp::float_from_bits(mantissa | 0x3F000000u) : s_high;
   const int e = static_cast<int>(b >> 23) - 127 + (above_sqrt2 ? 1 : 0);
-  const float z = fp::div(s - 1.0f, s + 1.0f);
-  const float z2 = z * z;
-  float p = 0x1.745d18p-3f;
-  p = fp::fma(p, z2, 0x1.c71c72p-3f);
-  p = fp::fma(p, z2, 0x1.24924ap-2f);
-  p = fp::fma(p, z2, 0x1.99999ap-2f);
-  p = fp::fma(p, z2, 0x1.555556p-1f);
-  const float log_s = fp::fma(z, z2 * p, z + z);
-  const float k = static_cast<float>(e + pow2);
-  return fp::fma(k, 0x1.62e430p-1f, fp::fma(k, -0x1.05c610p-29f, log_s));
+  return det::log_reduced_f32(s, e, pow2);
 }
 
 // det::cos_turns_f32(n), branch-free.
