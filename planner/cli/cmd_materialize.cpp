@@ -22,6 +22,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "collectives/cluster.h"
@@ -321,6 +322,8 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;
     std::cerr << "shardplan: error: " << world.who() << ": " << e.what() << std::endl;
+    // A moment for the launcher to forward that line: the abort stops its output forwarding too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     launch.abort(1);
   }
 }

@@ -60,7 +60,9 @@ endif()
 run(2 materialize --plan "${WORK_DIR}/plan4.json")
 expect_match("1 process, 4-rank plan" "plan is for 4 ranks .* this job has 1" "${ERR}")
 mpirun(fail 30 3 materialize --plan "${WORK_DIR}/plan4.json")
-expect_match("3 ranks, 4-rank plan" "rank 2 on [^:]+: the plan is for 4 ranks" "${ERR}")
+# Every rank prints its line, but once one rank exits non-zero the launcher stops the job and
+# may drop output it has not forwarded yet: any rank's line is asserted, not each.
+expect_match("3 ranks, 4-rank plan" "rank [0-2] on [^:]+: the plan is for 4 ranks" "${ERR}")
 # --device cuda: with a GPU per rank, the same tensors as on the CPU, checksum for checksum (CUDA
 # fills and checksums); without one (or without CUDA in the build), bad input on every rank.
 execute_process(COMMAND "${MPIRUN}" -np 4 "${SHARDPLAN}" materialize --plan "${WORK_DIR}/plan4.json"
@@ -74,7 +76,7 @@ if(cuda_rc STREQUAL "0")
   endif()
 else()
   expect_match("--device cuda without a GPU"
-               "rank 1 on [^:]+: --device cuda: (no CUDA device is visible|this shardplan was built without CUDA)"
+               "rank [0-3] on [^:]+: --device cuda: (no CUDA device is visible|this shardplan was built without CUDA)"
                "${cuda_err}")
 endif()
 # A device this build or machine cannot use: bad input on every rank.
@@ -117,10 +119,10 @@ endif()
 # A checkpoint that does not fit the model, or is not there: every rank refuses, exit 2.
 mpirun(fail 30 4 materialize --plan "${WORK_DIR}/tiny4.json"
        --checkpoint "${DATA_DIR}/safetensors/tiny-llama-bad")
-expect_match("mismatched checkpoint" "rank 3 on [^:]+: checkpoint .*q_proj.weight' has shape"
+expect_match("mismatched checkpoint" "rank [0-3] on [^:]+: checkpoint .*q_proj.weight' has shape"
              "${ERR}")
 mpirun(fail 30 2 materialize --plan "${WORK_DIR}/plan1.json" --checkpoint "${WORK_DIR}/none")
-expect_match("missing checkpoint" "rank 1 on [^:]+: .*none" "${ERR}")
+expect_match("missing checkpoint" "rank [01] on [^:]+: .*none" "${ERR}")
 
 # calibrate --mpi: the node's fabric measured through the MPI communicator and fitted; the file
 # it writes plans. Without a launcher, or with one rank, it says what it needs.
