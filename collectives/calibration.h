@@ -5,7 +5,8 @@
 //   std::vector<CalibrationInput> in = {{load_nccl_tests_log("ar8.log"), CalibratedLink::kIntra}};
 //   CalibrationResult r = calibrate(load_cluster(resolve_cluster("dgx-h100")), in);
 //   r.cluster.intra.bus_bandwidth_gbps.value;   // the fitted bandwidth, source naming ar8.log
-// Measuring the collectives itself under mpirun (through the runtime Communicator) is not here yet.
+// Measurements taken under mpirun through the runtime Communicator (`calibrate --mpi`,
+// collectives/collective_benchmark.h) come in as the same NcclTestsLog and are fitted the same way.
 #pragma once
 
 #include <cstdint>
