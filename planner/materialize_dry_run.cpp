@@ -132,8 +132,11 @@ DryRunReport dry_run(const MaterialLayout& l, int64_t device_memory_bytes) {
     }
     const std::vector<int64_t>& on_stage = by_stage[static_cast<size_t>(coord[kPpDim])];
     int64_t bytes = 0;
+    int64_t held = 0;
     for (const int64_t i : on_stage) {
       const MaterialParameter& m = params[static_cast<size_t>(i)];
+      if (m.ep_owner >= 0 && coord[kEpDim] != m.ep_owner) continue;  // Note [Expert ownership]
+      ++held;
       bytes += shard_bytes[static_cast<size_t>(i)]
                           [static_cast<size_t>(sub_index(coord, m.shard_dims, shape))];
     }
@@ -144,7 +147,7 @@ DryRunReport dry_run(const MaterialLayout& l, int64_t device_memory_bytes) {
     RankClass& c = classes[{coord[kPpDim], -bytes}];
     c.stage = coord[kPpDim];
     c.bytes = bytes;
-    c.parameters = static_cast<int64_t>(on_stage.size());
+    c.parameters = held;
     ++c.count;
     if (c.first_ranks.size() < 3) c.first_ranks.push_back(rank);
     out.max_bytes = std::max(out.max_bytes, bytes);

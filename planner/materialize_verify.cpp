@@ -1,6 +1,7 @@
 #include "planner/materialize_verify.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -37,25 +38,28 @@ uint64_t element_bits(ShardMemory& memory, const std::byte* data, int64_t index,
 // Replicas: over each non-pp dim, the shards a dim does not split must agree across its group.
 void check_replicas(const MaterialLayout& l, const RankShards& s, const std::vector<uint64_t>& sums,
                     collectives::MeshCommunicators& comms, VerifyReport& v) {
-  const size_t n = s.parts.size();
+  // Indexed by parameter, not by part: the members of a dim's group may hold different
+  // parameters (experts over "ep", Note [Expert ownership]). A parameter a rank does not hold, or
+  // that the dim splits, gives the neutral values, so min == max compares the holders only.
+  const size_t p = l.parameters().size();
+  std::vector<int64_t> part_of(p, -1);
+  for (size_t k = 0; k < s.parts.size(); ++k) part_of[s.parts[k].index] = static_cast<int64_t>(k);
   for (size_t d = 0; d < comms.dims.size(); ++d) {
     if (d == kPpDim || comms.dims[d]->size() == 1) continue;
-    std::vector<uint64_t> lo(n), hi(n);
-    for (size_t k = 0; k < n; ++k) {
-      const bool split = shards_on(l.parameters()[s.parts[k].index], static_cast<int64_t>(d));
-      lo[k] = hi[k] = split ? 0 : sums[k];
+    std::vector<uint64_t> lo(p, UINT64_MAX), hi(p, 0);
+    for (size_t i = 0; i < p; ++i) {
+      if (part_of[i] < 0 || shards_on(l.parameters()[i], static_cast<int64_t>(d))) continue;
+      lo[i] = hi[i] = sums[static_cast<size_t>(part_of[i])];
     }
-    comms.dims[d]->all_reduce(lo.data(), n, ReduceElement::kUInt64, ReduceOp::kMin);
-    comms.dims[d]->all_reduce(hi.data(), n, ReduceElement::kUInt64, ReduceOp::kMax);
-    for (size_t k = 0; k < n; ++k) {
-      const MaterialParameter& m = l.parameters()[s.parts[k].index];
-      if (shards_on(m, static_cast<int64_t>(d))) continue;
+    comms.dims[d]->all_reduce(lo.data(), p, ReduceElement::kUInt64, ReduceOp::kMin);
+    comms.dims[d]->all_reduce(hi.data(), p, ReduceElement::kUInt64, ReduceOp::kMax);
+    for (size_t i = 0; i < p; ++i) {
+      const MaterialParameter& m = l.parameters()[i];
+      if (part_of[i] < 0 || shards_on(m, static_cast<int64_t>(d))) continue;
       ++v.replica_checks;
-      if (lo[k] != hi[k]) {
+      if (lo[i] != hi[i]) {
         note(v, comms.world->who() + ": '" + m.plan->name +
-                    "' differs between the replicas of "
-                    "mesh dim " +
-                    l.mesh().dim_names()[d]);
+                    "' differs between the replicas of mesh dim " + l.mesh().dim_names()[d]);
       }
     }
   }

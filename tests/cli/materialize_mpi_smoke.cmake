@@ -124,6 +124,23 @@ expect_match("mismatched checkpoint" "rank [0-3] on [^:]+: checkpoint .*q_proj.w
 mpirun(fail 30 2 materialize --plan "${WORK_DIR}/plan1.json" --checkpoint "${WORK_DIR}/none")
 expect_match("missing checkpoint" "rank [01] on [^:]+: .*none" "${ERR}")
 
+# Experts live on their ep ranks only (Note [Expert ownership]): a Mixtral-shaped model with 4
+# experts on dp 4 x ep 2 verifies, every tensor covered once.
+file(WRITE "${WORK_DIR}/tiny-mixtral.json" [=[{"model_type": "mixtral", "vocab_size": 1000,
+ "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "max_position_embeddings": 256, "hidden_act": "silu",
+ "num_local_experts": 4, "num_experts_per_tok": 2, "torch_dtype": "bfloat16",
+ "tie_word_embeddings": false}]=])
+run(0 plan --model "${WORK_DIR}/tiny-mixtral.json" --cluster cpu-local --gpus 4 --dp 4 --ep 2
+    --seq 64 --global-batch 8 --out "${WORK_DIR}/moe4.json")
+mpirun(0 60 4 materialize --plan "${WORK_DIR}/moe4.json" --verify --json)
+json_get(ok "${OUT}" verify ok)
+json_get(covered "${OUT}" verify covered)
+json_get(tensors "${OUT}" classes 0 tensors)
+if(NOT ok STREQUAL "ON" OR NOT covered EQUAL 41 OR NOT tensors EQUAL 29)
+  message(FATAL_ERROR "MoE on ep 2: expected 41 tensors covered, 29 per rank\n${OUT}")
+endif()
+
 # calibrate --mpi: the node's fabric measured through the MPI communicator and fitted; the file
 # it writes plans. Without a launcher, or with one rank, it says what it needs.
 mpirun(0 60 2 calibrate --cluster cpu-local --mpi --out "${WORK_DIR}/measured.json" --json)

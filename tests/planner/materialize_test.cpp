@@ -10,6 +10,7 @@
 #include "collectives/cluster.h"
 #include "collectives/communicator.h"
 #include "kernels/fill_reference.h"
+#include "planner/candidate_mesh.h"
 #include "planner/materialize_dry_run.h"
 #include "planner/materialize_layout.h"
 #include "planner/materialize_shards.h"
@@ -201,6 +202,40 @@ TEST(MaterializeVerify, OneRankPlanPassesAndACorruptedShardIsCaught) {
   EXPECT_EQ(bad.failures, 3);
   ASSERT_FALSE(bad.messages.empty());
   EXPECT_THAT(bad.messages[0], HasSubstr("model.embed_tokens.weight"));
+}
+
+// Note [Expert ownership]: with ep 2 over 4 experts, the ranks at ep coordinate 0 hold experts 0
+// and 1 of every layer, those at 1 hold experts 2 and 3; everything else is on every rank.
+TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {
+  const tensor::ModelConfig moe = tensor::parse_model_config(nlohmann::json::parse(R"({
+    "model_type": "mixtral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 256, "hidden_act": "silu", "num_local_experts": 4,
+    "num_experts_per_tok": 2, "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
+                                                             "tiny mixtral");
+  Planner p(moe, collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
+            {.gpus = 4, .seq = 64, .global_batch = 8}, {});
+  Pins pins;
+  pins.dp = 4;
+  pins.ep = 2;
+  const SearchResult r = p.search(pins, 1);
+  ASSERT_FALSE(r.top.empty());
+  const MaterialLayout l(plan_file(p, r.top.at(0), "tiny-mixtral", 1));
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const int64_t ep = (*l.mesh().coordinate_of(rank))[kEpDim];
+    int64_t experts = 0;
+    for (const LocalParameter& part : l.rank_parameters(rank)) {
+      const std::string& name = l.parameters()[part.index].plan->name;
+      const size_t at = name.find(".experts.");
+      if (at == std::string::npos) continue;
+      ++experts;
+      const int64_t k = std::stoll(name.substr(at + 9));
+      EXPECT_EQ(k / 2, ep) << name << " on rank " << rank;
+    }
+    EXPECT_EQ(experts, 2 * 2 * 3) << "rank " << rank;  // 2 layers x 2 experts x w1, w2, w3
+  }
+  const DryRunReport d = dry_run(l, 0);
+  for (const RankClass& c : d.classes) EXPECT_EQ(c.parameters, 41 - 12);  // of 41 tensors
 }
 
 }  // namespace
