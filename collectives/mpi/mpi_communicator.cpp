@@ -109,16 +109,20 @@ MPI_Op mpi_op(ReduceElement e, ReduceOp op) {
   return ops[i];
 }
 
+void rank_and_size(MPI_Comm comm, int64_t* rank, int64_t* size) {
+  int r = 0;
+  int n = 0;
+  check(MPI_Comm_rank(comm, &r), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm, &n), "MPI_Comm_size");
+  *rank = r;
+  *size = n;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, bool owned, std::string who)
       : comm_(comm), owned_(owned), who_(std::move(who)) {
-    int r = 0;
-    int s = 0;
-    check(MPI_Comm_rank(comm_, &r), "MPI_Comm_rank");
-    check(MPI_Comm_size(comm_, &s), "MPI_Comm_size");
-    rank_ = r;
-    size_ = s;
+    rank_and_size(comm_, &rank_, &size_);
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -213,37 +217,31 @@ MpiSession::MpiSession() {
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  int r = 0;
-  int s = 0;
-  check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
-  check(MPI_Comm_size(MPI_COMM_WORLD, &s), "MPI_Comm_size");
-  rank_ = r;
-  size_ = s;
+  rank_and_size(MPI_COMM_WORLD, &rank_, &size_);
   host_ = host_name();
   MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node),
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, static_cast<int>(rank_),
+                            MPI_INFO_NULL, &node),
         "MPI_Comm_split_type");
-  int local = 0;
-  int local_size = 0;
-  check(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
-  check(MPI_Comm_size(node, &local_size), "MPI_Comm_size");
-  local_size_ = local_size;
+  int64_t local = 0;
+  rank_and_size(node, &local, &local_size_);
   // The launcher's own local rank when it exports one (it may order a host's ranks differently
   // from MPI's shared-memory split), else the split's.
-  local_rank_ = local;
+  const int64_t split_rank = local;
   for (const char* var :
        {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"}) {
     if (const char* v = std::getenv(var)) {
       char* end = nullptr;
       const long parsed = std::strtol(v, &end, 10);
       if (end != v && *end == '\0' && parsed >= 0) {
-        local_rank_ = parsed;
+        local = parsed;
         break;
       }
     }
   }
+  local_rank_ = local;
   MPI_Comm_free(&node);
-  int leaders = local == 0 ? 1 : 0;  // one rank per host counts it
+  int leaders = split_rank == 0 ? 1 : 0;  // one rank per host counts it
   check(MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
         "MPI_Allreduce");
   nodes_ = leaders;
