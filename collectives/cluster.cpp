@@ -20,7 +20,8 @@
 //  "accelerator": {"model": "...", "arch": "cpu|volta|ampere|hopper|blackwell",
 //                  "dense_tflops": {"<dtype>": Q, ...}, "memory_gb": Q, "memory_bandwidth_gbps":
 //                  Q, "matmul_efficiency": {"<dtype>": Q fraction, ...} (optional),
-//                  "streaming_multiprocessors": Q count (optional)},
+//                  "streaming_multiprocessors": Q count (optional),
+//                  "memory_efficiency": Q fraction (optional)},
 //  "accelerators_per_node": Q,
 //  "intra_node": {"fabric": "nvlink|shared_memory", "links_per_gpu": Q, "link_bandwidth_gbps": Q,
 //                 "bus_bandwidth_gbps": Q, "latency_us": Q, "nvls": bool,
@@ -161,6 +162,9 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view)
       c.accelerator.streaming_multiprocessors =
           quantity(a, "streaming_multiprocessors", Kind::kCount);
     }
+    if (a.has("memory_efficiency")) {
+      c.accelerator.memory_efficiency = quantity(a, "memory_efficiency", Kind::kFraction);
+    }
     a.done();
   }
   c.accelerators_per_node = quantity(doc, "accelerators_per_node", Kind::kCount);
@@ -243,6 +247,9 @@ nlohmann::ordered_json cluster_to_json(const Cluster& c) {
   }
   if (c.accelerator.streaming_multiprocessors) {
     a["streaming_multiprocessors"] = q_json(*c.accelerator.streaming_multiprocessors);
+  }
+  if (c.accelerator.memory_efficiency) {
+    a["memory_efficiency"] = q_json(*c.accelerator.memory_efficiency);
   }
   j["accelerator"] = a;
   j["accelerators_per_node"] = q_json(c.accelerators_per_node);

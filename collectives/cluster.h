@@ -53,6 +53,9 @@ struct AcceleratorSpec {
   // and the number of streaming multiprocessors, which sets GEMM wave quantization.
   std::map<std::string, Quantity> matmul_efficiency;
   std::optional<Quantity> streaming_multiprocessors;
+  // Optional: the fraction of memory_bandwidth_gbps that streaming kernels reach (a measured
+  // figure); absent, the planner prices memory-bound work at the datasheet bandwidth.
+  std::optional<Quantity> memory_efficiency;
   friend bool operator==(const AcceleratorSpec&, const AcceleratorSpec&) = default;
 };
 

@@ -56,7 +56,9 @@ ComputeModel compute_model(const collectives::Cluster& cluster, Precision precis
   if (acc.streaming_multiprocessors) {
     m.streaming_multiprocessors = static_cast<int64_t>(acc.streaming_multiprocessors->value);
   }
-  m.memory_bytes_per_s = acc.memory_bandwidth_gbps.value * 1e9;
+  // Streaming kernels reach a measured fraction of the datasheet bandwidth (Note [HBM efficiency]).
+  m.memory_bytes_per_s = acc.memory_bandwidth_gbps.value * 1e9 *
+                         (acc.memory_efficiency ? acc.memory_efficiency->value : 1.0);
   const std::string mfu_dtype(gemm_dtype(cluster, Precision::kBf16));
   m.mfu_peak_flops = tera(acc.dense_tflops.at(mfu_dtype));
   return m;

@@ -18,6 +18,12 @@
 //       the K loop, efficiency K / (K + kFixedK).
 // The GEMM takes max(FLOPs / (peak x efficiency), bytes / HBM bandwidth). Every other op is
 // priced by its bytes at HBM bandwidth (or its FLOPs at the peak, if that is slower).
+//
+// Note [HBM efficiency]
+// No kernel streams at the datasheet bandwidth: refresh, row switches and ECC take a part of it.
+// The cluster file states the measured fraction (`accelerator.memory_efficiency`, e.g. 1.80 of
+// 2.04 TB/s on an A100 80 GB) and every memory-bound price (elementwise ops, norms, attention
+// scores, the optimizer) uses bandwidth x fraction; a file without it gets the datasheet figure.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +42,7 @@ struct ComputeModel {
   double peak_flops = 0;                  // dense FLOP/s of the GEMM dtype
   double matmul_efficiency = 1;           // large-GEMM fraction of the peak
   int64_t streaming_multiprocessors = 0;  // 0: no wave quantization
-  double memory_bytes_per_s = 0;          // HBM bandwidth
+  double memory_bytes_per_s = 0;          // achievable HBM bandwidth (Note [HBM efficiency])
   double mfu_peak_flops = 0;              // dense bf16 peak (the MFU denominator); fp32 on a CPU
 };
 

@@ -44,6 +44,9 @@ TEST(ClusterFiles, FiguresMatchThePublishedSpecs) {
   const Cluster a40 = load_cluster(resolve_cluster("dgx-a100-40g"));
   EXPECT_DOUBLE_EQ(a40.accelerator.memory_gb.value, 40);
   EXPECT_DOUBLE_EQ(a40.network->nic_line_rate_gbit_per_s.value, 200);
+  // A measured streaming read of 1.80 TB/s on an A100 80 GB (docs/cost-model.md §6.1).
+  EXPECT_NEAR(a80.accelerator.memory_efficiency->value, 1.80 / 2.04, 0.005);
+  EXPECT_FALSE(load_cluster(resolve_cluster("dgx-h100")).accelerator.memory_efficiency);
   const Cluster h = load_cluster(resolve_cluster("dgx-h100"));
   EXPECT_DOUBLE_EQ(h.accelerator.dense_tflops.at("bf16").value, 989.4);
   EXPECT_NEAR(h.intra.bus_bandwidth_gbps.value, 18 * 20.6, 1e-9);
@@ -119,6 +122,10 @@ TEST(ClusterValidation, EachDefectNamesTheFileAndTheField) {
   j = valid();
   j["intra_node"]["nvls_efficiency"]["value"] = 1.5;
   EXPECT_THAT(error_of(j), HasSubstr("expected a number in (0, 1]"));
+  j = valid();
+  j["accelerator"]["memory_efficiency"] = {{"value", 1.1}, {"source", "x"}};
+  EXPECT_THAT(error_of(j), HasSubstr("field 'accelerator.memory_efficiency.value': expected a "
+                                     "number in (0, 1], got 1.1"));
   j = valid();
   j["network"]["oversubscription"]["value"] = 0.5;
   EXPECT_THAT(error_of(j), HasSubstr("expected a number >= 1"));
