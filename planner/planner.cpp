@@ -49,6 +49,49 @@ auto plan_key(const PlanResult& p) {
 }
 bool faster(const PlanResult& a, const PlanResult& b) { return plan_key(a) < plan_key(b); }
 
+// The k fastest feasible plans and the Pareto front of memory against step time, kept as the
+// search streams plans in: storing every feasible plan and sorting them at the end (hundreds of
+// thousands on a large job) cost more than evaluating them. Both equal what sorting all plans
+// by `faster` and sweeping would give; plan_key is unique per candidate, so the order is total.
+class FastestAndFront {
+ public:
+  explicit FastestAndFront(int64_t k) : k_(static_cast<size_t>(std::max<int64_t>(k, 0))) {}
+
+  void add(const PlanResult& p) {
+    if (k_ > 0) {
+      // A max-heap by `faster`: its front is the slowest of the k kept.
+      if (top_.size() < k_) {
+        top_.push_back(p);
+        std::push_heap(top_.begin(), top_.end(), faster);
+      } else if (faster(p, top_.front())) {
+        std::pop_heap(top_.begin(), top_.end(), faster);
+        top_.back() = p;
+        std::push_heap(top_.begin(), top_.end(), faster);
+      }
+    }
+    // The front, fastest first, holds each plan using less memory than every faster plan: the
+    // prefix minima of memory. p joins unless the front member just faster uses no more memory;
+    // then the slower members it now beats on memory leave.
+    auto at = std::lower_bound(front_.begin(), front_.end(), p, faster);
+    if (at != front_.begin() && std::prev(at)->memory_bytes <= p.memory_bytes) return;
+    auto end = at;
+    while (end != front_.end() && end->memory_bytes >= p.memory_bytes) ++end;
+    at = front_.erase(at, end);
+    front_.insert(at, p);
+  }
+
+  std::vector<PlanResult> take_top() {
+    std::sort_heap(top_.begin(), top_.end(), faster);
+    return std::move(top_);
+  }
+  std::vector<PlanResult> take_front() { return std::move(front_); }
+
+ private:
+  size_t k_;
+  std::vector<PlanResult> top_;
+  std::vector<PlanResult> front_;
+};
+
 }  // namespace
 
 std::string_view to_string(DimOrder o) { return o == DimOrder::kTpInner ? "tp-inner" : "cp-inner"; }
@@ -403,19 +446,18 @@ SearchResult Planner::search(const Pins& pins, int64_t top_k,
   SearchResult all;
   std::vector<std::function<bool(const ParallelConfig&)>> filters;
   if (keep) filters.push_back(keep);
-  (void)best_of_each(pins, filters, &all);
-  if (static_cast<int64_t>(all.top.size()) > top_k) all.top.resize(static_cast<size_t>(top_k));
+  (void)best_of_each(pins, filters, &all, top_k);
   return all;
 }
 
 std::vector<Planner::Best> Planner::best_of_each(
     const Pins& pins, const std::vector<std::function<bool(const ParallelConfig&)>>& filters,
-    SearchResult* all) {
+    SearchResult* all, int64_t top_k) {
   Impl& I = *impl_;
   I.check_pins(pins);
   const auto start = std::chrono::steady_clock::now();
   std::vector<Best> best(filters.size());
-  std::vector<PlanResult> feasible;
+  FastestAndFront kept(all != nullptr ? top_k : 0);
   SearchResult r;
   std::vector<bool> in(filters.size());
   std::array<int64_t, kFamilyKeys> rejected{};
@@ -454,7 +496,7 @@ std::vector<Planner::Best> Planner::best_of_each(
     for (size_t f = 0; f < filters.size(); ++f) {
       if (in[f] && (!best[f].best || faster(p, *best[f].best))) best[f].best = p;
     }
-    if (all != nullptr) feasible.push_back(p);
+    if (all != nullptr) kept.add(p);
   });
   if (I.options.progress) I.options.progress(-1, 0);
   for (size_t key = 0; key < kFamilyKeys; ++key) {
@@ -465,16 +507,8 @@ std::vector<Planner::Best> Planner::best_of_each(
     if (rejected_per_filter[f] > 0) best[f].rejected["exceeds memory"] += rejected_per_filter[f];
   }
   if (all != nullptr) {
-    std::sort(feasible.begin(), feasible.end(), faster);
-    // Pareto front: sweep by time, keep each plan using less memory than every faster one.
-    int64_t least = INT64_MAX;
-    for (const PlanResult& p : feasible) {
-      if (p.memory_bytes < least) {
-        r.pareto.push_back(p);
-        least = p.memory_bytes;
-      }
-    }
-    r.top = std::move(feasible);
+    r.pareto = kept.take_front();
+    r.top = kept.take_top();
     r.cached_blocks = static_cast<int64_t>(I.traces.size());
     r.cached_work = static_cast<int64_t>(I.work.size());
     r.search_seconds =

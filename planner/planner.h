@@ -96,7 +96,8 @@ class Planner {
   SearchResult search(const Pins& pins, int64_t top_k,
                       const std::function<bool(const ParallelConfig&)>& keep = {});
   // The best plan for each filter in one pass (compare); nullopt where none fits, with the
-  // rejection counts of that filter's candidates.
+  // rejection counts of that filter's candidates. `all`, when given, gets the counts, the Pareto
+  // front and the `top_k` fastest plans that fit.
   struct Best {
     std::optional<PlanResult> best;
     int64_t evaluated = 0;
@@ -104,7 +105,7 @@ class Planner {
   };
   std::vector<Best> best_of_each(const Pins& pins,
                                  const std::vector<std::function<bool(const ParallelConfig&)>>& f,
-                                 SearchResult* all);
+                                 SearchResult* all, int64_t top_k = 0);
 
   // One configuration (checked with check_parallel_config), priced with its bill.
   PlanResult estimate(const ParallelConfig& c, DimOrder order, Bill* bill);

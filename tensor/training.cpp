@@ -421,7 +421,7 @@ TrainingStep trace_training_step(Module& model, const TraceOptions& options) {
   const Tensor input = options.input.defined()
                            ? options.input
                            : empty({options.batch, options.seq}, {DType::kInt64});
-  StepRecorder rec(step, block_set);
+  StepRecorder rec(step, block_set, StepRecorder::expected_entries(block_names.size()));
   rec.set_dropout(options.dropout);
   rec.tensor_id(input, TensorRole::kInput);
   {

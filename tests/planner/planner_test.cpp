@@ -83,6 +83,38 @@ TEST(Planner, PinsFixTheirDimensions) {
   EXPECT_EQ(r.pareto.front().step_time_s, r.top.front().step_time_s);
 }
 
+// The search keeps the k fastest plans and the Pareto front as it streams (it does not store
+// every feasible plan): both must equal what ranking all feasible plans gives.
+TEST(Planner, TopKAndParetoFrontEqualRankingEveryPlan) {
+  Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  const SearchResult every = p.search({}, 1'000'000);
+  ASSERT_EQ(static_cast<int64_t>(every.top.size()), every.feasible);
+  ASSERT_GT(every.feasible, 100);
+  const SearchResult five = p.search({}, 5);
+  ASSERT_EQ(five.top.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(five.top[i].config, every.top[i].config);
+    EXPECT_EQ(five.top[i].order, every.top[i].order);
+  }
+  // The front by its definition, swept over the full ranking: each plan that uses less memory
+  // than every faster one.
+  std::vector<const PlanResult*> front;
+  int64_t least = INT64_MAX;
+  for (const PlanResult& x : every.top) {
+    if (x.memory_bytes < least) {
+      front.push_back(&x);
+      least = x.memory_bytes;
+    }
+  }
+  ASSERT_EQ(five.pareto.size(), front.size());
+  for (size_t i = 0; i < front.size(); ++i) {
+    EXPECT_EQ(five.pareto[i].config, front[i]->config);
+    EXPECT_EQ(five.pareto[i].memory_bytes, front[i]->memory_bytes);
+  }
+  EXPECT_GT(front.size(), 1u);
+}
+
 TEST(Planner, ContradictoryPinsAreOneLine) {
   Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
             {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
