@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/fill_reference.h"
 #include "kernels/init_fill.h"
@@ -9,14 +10,63 @@
 
 namespace shardplan::planner {
 
+namespace {
+
+// The global indices [begin, end) of parameter m's zero row (Note [Padding row]); empty if none.
+std::pair<int64_t, int64_t> zero_range(const MaterialParameter& m) {
+  if (m.init.zero_row < 0 || m.plan->shape.empty() || m.plan->shape[0] == 0) return {0, 0};
+  const int64_t row = m.numel / m.plan->shape[0];
+  return {m.init.zero_row * row, (m.init.zero_row + 1) * row};
+}
+
+// Zeroes the elements of the box whose global index lies in [begin, end): dim by dim, skipping
+// every sub-box whose global indices miss the range, so a row costs its own size.
+void zero_in_box(std::byte* dst, size_t elem, const kernels::FillRegion& r, int dim, int64_t global,
+                 int64_t local, int64_t begin, int64_t end) {
+  if (dim == r.ndim) {
+    if (global >= begin && global < end)
+      std::memset(dst + static_cast<size_t>(local) * elem, 0, elem);
+    return;
+  }
+  // The smallest and largest global index of one slice of this dim (strides are non-negative).
+  int64_t span = 0;
+  for (int d = dim + 1; d < r.ndim; ++d) {
+    if (r.sizes[d] == 0) return;
+    span += (r.sizes[d] - 1) * r.global_strides[d];
+  }
+  for (int64_t i = 0; i < r.sizes[dim]; ++i) {
+    const int64_t g = global + i * r.global_strides[dim];
+    if (g + span < begin || g >= end) continue;
+    zero_in_box(dst, elem, r, dim + 1, g, local + i * r.dst_strides[dim], begin, end);
+  }
+}
+
+}  // namespace
+
+// Note [Padding row]
+// An embedding built with padding_idx (the Llama-shaped families pass config.pad_token_id) starts
+// with that row zero: the fill keyed on the global index, then the row's elements set to 0. The
+// reference (element_bits) says 0 there too, and a GPU fills such a parameter through the host
+// path (fill_spec is null), so every device and every check sees the same bits.
 void InitSource::read_box(size_t index, const kernels::FillRegion& region, std::byte* dst) {
   const MaterialParameter& m = layout_.parameters()[index];
   kernels::fill_cpu(dst, m.type, region, m.fill);
+  const auto [begin, end] = zero_range(m);
+  if (begin < end) {
+    zero_in_box(dst, kernels::element_size(m.type), region, 0, region.global_offset, 0, begin, end);
+  }
 }
 
 uint64_t InitSource::element_bits(size_t index, int64_t global_index) {
   const MaterialParameter& m = layout_.parameters()[index];
+  const auto [begin, end] = zero_range(m);
+  if (global_index >= begin && global_index < end) return 0;
   return kernels::fill_reference_bits(m.type, m.fill, static_cast<uint64_t>(global_index));
+}
+
+const kernels::FillSpec* InitSource::fill_spec(size_t index) const {
+  const MaterialParameter& m = layout_.parameters()[index];
+  return m.init.zero_row >= 0 ? nullptr : &m.fill;
 }
 
 CheckpointSource::CheckpointSource(const MaterialLayout& layout, tensor::Checkpoint checkpoint)

@@ -44,9 +44,8 @@ class InitSource final : public ParameterSource {
   explicit InitSource(const MaterialLayout& layout) : layout_(layout) {}
   void read_box(size_t index, const kernels::FillRegion& region, std::byte* dst) override;
   uint64_t element_bits(size_t index, int64_t global_index) override;
-  const kernels::FillSpec* fill_spec(size_t index) const override {
-    return &layout_.parameters()[index].fill;
-  }
+  // Null for a parameter with a zero row (Note [Padding row] in parameter_source.cpp).
+  const kernels::FillSpec* fill_spec(size_t index) const override;
   const char* name() const override { return "init"; }
 
  private:

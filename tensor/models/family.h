@@ -51,7 +51,9 @@ struct TensorParallelRule {
 // modeling_<family>.py, PreTrainedModel._init_weights): normal(0, initializer_range); GPT-2's
 // residual projections normal(0, initializer_range / sqrt(2 n_layer)) (Radford et al. 2019, §2.3,
 // the "c_proj.weight" special case of GPT2PreTrainedModel); zeros; ones.
-enum class InitFill { kNormal, kNormalDepthScaled, kZeros, kOnes };
+// kNormalPaddingRowZero: normal, then the row of pad_token_id (if any) zero, as nn.Embedding's
+// padding_idx row (torch.nn.Embedding.reset_parameters and the families' _init_weights zero it).
+enum class InitFill { kNormal, kNormalDepthScaled, kNormalPaddingRowZero, kZeros, kOnes };
 
 // One rule: a parameter owned by a module of type `module_type` ("Linear", "*" for any) whose FQN
 // is `suffix` or ends with "." + `suffix` ("weight", "c_proj.weight") gets `fill`. The first

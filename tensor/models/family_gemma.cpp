@@ -57,11 +57,11 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
       {.prefix = kGemmaFamily.hf_class_prefix, .make_norm = make_norm, .scale_embeddings = true});
 }
 
-// GemmaPreTrainedModel._init_weights: as Llama's, but GemmaRMSNorm scales by (1 + weight), so its
-// weight starts at zero.
+// GemmaPreTrainedModel._init_weights: as Llama's (the pad_token_id row of the embedding zero), but
+// GemmaRMSNorm scales by (1 + weight), so its weight starts at zero.
 constexpr InitRule kGemmaInitRules[] = {{"Linear", "weight", InitFill::kNormal},
                                         {"Linear", "bias", InitFill::kZeros},
-                                        {"Embedding", "weight", InitFill::kNormal},
+                                        {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
                                         {"GemmaRMSNorm", "weight", InitFill::kZeros}};
 
 }  // namespace

@@ -22,6 +22,8 @@ ParameterInit resolve(InitFill fill, const ModelConfig& c) {
       // GPT2PreTrainedModel._init_weights: std = initializer_range / sqrt(2 * n_layer).
       return {ParameterInit::Kind::kNormal, 0.0,
               c.initializer_range / std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers))};
+    case InitFill::kNormalPaddingRowZero:
+      return {ParameterInit::Kind::kNormal, 0.0, c.initializer_range, c.pad_token_id};
     case InitFill::kZeros:
       return {ParameterInit::Kind::kConstant, 0.0, 0.0};
     case InitFill::kOnes:

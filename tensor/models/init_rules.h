@@ -18,6 +18,7 @@ struct ParameterInit {
   Kind kind = Kind::kConstant;
   double a = 0;  // normal: mean; constant: the value
   double b = 0;  // normal: standard deviation
+  int64_t zero_row = -1;  // >= 0: this index of dim 0 is all zeros (an embedding's padding row)
   bool operator==(const ParameterInit&) const = default;
 };
 

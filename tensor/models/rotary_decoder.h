@@ -45,13 +45,15 @@ void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j,
 inline constexpr FieldRename kRotaryDecoderRenames[] = {{"norm_eps", "rms_norm_eps"}};
 
 // LlamaPreTrainedModel._init_weights, shared by Mistral, Qwen2 and Mixtral (their own
-// _init_weights are the same): Linear weights and Embedding rows normal(0, initializer_range),
-// Linear biases zero, RMSNorm weights one (their constructor value; recent transformers fill them
-// explicitly). Mixtral's router and experts are Linear modules, so they follow the same rules.
-inline constexpr InitRule kRotaryDecoderInitRules[] = {{"Linear", "weight", InitFill::kNormal},
-                                                       {"Linear", "bias", InitFill::kZeros},
-                                                       {"Embedding", "weight", InitFill::kNormal},
-                                                       {"RMSNorm", "weight", InitFill::kOnes}};
+// _init_weights are the same): Linear weights and Embedding rows normal(0, initializer_range), the
+// padding_idx row (config.pad_token_id, when set) zero, Linear biases zero, RMSNorm weights one
+// (their constructor value; recent transformers fill them explicitly). Mixtral's router and
+// experts are Linear modules, so they follow the same rules.
+inline constexpr InitRule kRotaryDecoderInitRules[] = {
+    {"Linear", "weight", InitFill::kNormal},
+    {"Linear", "bias", InitFill::kZeros},
+    {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
+    {"RMSNorm", "weight", InitFill::kOnes}};
 
 // The tensor-parallel plan of the Llama-shaped decoders (ModelFamily::tp_plan); the patterns match
 // tensor/models/rotary_decoder.cpp's module names, which are transformers'.

@@ -204,6 +204,72 @@ TEST(MaterializeVerify, OneRankPlanPassesAndACorruptedShardIsCaught) {
   EXPECT_THAT(bad.messages[0], HasSubstr("model.embed_tokens.weight"));
 }
 
+// Note [Padding row]: with pad_token_id 5 the embedding's row 5 starts at zero, as
+// nn.Embedding(padding_idx=5) does, on whichever rank holds it; every other element is the fill,
+// and the one-rank verification (samples, coverage, gather) agrees.
+TEST(MaterializeShards, PaddingRowStartsAtZeroOnEveryShard) {
+  nlohmann::json cfg = tensor::to_hf_json(tiny_llama());
+  cfg["pad_token_id"] = 5;
+  const tensor::ModelConfig model = tensor::parse_model_config(cfg, "tiny llama with padding");
+  ASSERT_EQ(model.pad_token_id, 5);
+  Planner p(model, collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
+            {.gpus = 4, .seq = 64, .global_batch = 8}, {});
+  Pins pins;
+  pins.tp = 2;  // the embedding's rows split over tp (vocabulary parallel), then over dp (ZeRO-3)
+  pins.dp = 2;
+  pins.zero = 3;
+  const MaterialLayout l(plan_file(p, p.search(pins, 1).top.at(0), "tiny-llama", 99));
+  const MaterialParameter& embed = l.parameters().at(0);
+  ASSERT_EQ(embed.plan->name, "model.embed_tokens.weight");
+  EXPECT_EQ(embed.init.zero_row, 5);
+  InitSource init(l);
+  EXPECT_EQ(init.fill_spec(0), nullptr);  // a GPU takes the host path for it
+  EXPECT_NE(init.fill_spec(1), nullptr);
+  const int64_t hidden = embed.plan->shape[1];
+  const size_t elem = kernels::element_size(embed.type);
+  const std::unique_ptr<ShardMemory> host = host_shard_memory();
+  int64_t zeros = 0, filled = 0;
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    RankShards s = allocate_shards(l, rank, *host);
+    init_shards(l, s, init);
+    for (size_t k = 0; k < s.parts.size(); ++k) {
+      if (s.parts[k].index != 0) continue;
+      for (int64_t local = 0; local < s.parts[k].numel; ++local) {
+        const int64_t g = global_index_of(embed, s.parts[k], local);
+        uint64_t bits = 0;
+        std::memcpy(&bits, s.data[k] + static_cast<size_t>(local) * elem, elem);
+        if (g / hidden == 5) {
+          EXPECT_EQ(bits, 0u) << "rank " << rank << " element " << g;
+          ++zeros;
+        } else {
+          EXPECT_EQ(bits,
+                    kernels::fill_reference_bits(embed.type, embed.fill, static_cast<uint64_t>(g)))
+              << "rank " << rank << " element " << g;
+          ++filled;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(zeros, hidden);  // the row lies on exactly one rank: ZeRO-3 shards the tp shard
+  EXPECT_EQ(zeros + filled, embed.numel);
+  EXPECT_EQ(init.element_bits(0, 5 * hidden + 3), 0u);
+
+  // One rank holds everything: the verification's samples, coverage and gather all agree.
+  Planner q(model, collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
+            {.gpus = 1, .seq = 64, .global_batch = 8}, {});
+  const MaterialLayout whole(plan_file(q, q.search({}, 1).top.at(0), "tiny-llama", 99));
+  InitSource whole_init(whole);
+  RankShards s = allocate_shards(whole, 0, *host);
+  init_shards(whole, s, whole_init);
+  collectives::MeshCommunicators comms;
+  comms.world = std::make_unique<collectives::SelfCommunicator>();
+  for (int d = 0; d < 5; ++d)
+    comms.dims.push_back(std::make_unique<collectives::SelfCommunicator>());
+  const VerifyReport ok = verify_shards(whole, s, whole_init, comms);
+  EXPECT_EQ(ok.failures, 0) << (ok.messages.empty() ? "" : ok.messages[0]);
+  EXPECT_EQ(ok.gathered, static_cast<int64_t>(whole.parameters().size()));
+}
+
 // Note [Expert ownership]: with ep 2 over 4 experts, the ranks at ep coordinate 0 hold experts 0
 // and 1 of every layer, those at 1 hold experts 2 and 3; everything else is on every rank.
 TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {

@@ -58,8 +58,14 @@ TEST(InitRules, DecodersAndGemma) {
   EXPECT_EQ(llama.at("model.layers.0.input_layernorm.weight"), kOne);
   EXPECT_EQ(llama.at("model.norm.weight"), kOne);
   EXPECT_EQ(llama.at("lm_head.weight"), normal(0.02));
+  EXPECT_EQ(llama.at("model.embed_tokens.weight"), normal(0.02));  // no pad_token_id: no zero row
   const std::map<std::string, ParameterInit> gemma = inits_of("gemma-7b");
   EXPECT_EQ(gemma.at("model.layers.0.input_layernorm.weight"), kZero);
+  // gemma-7b's config.json has pad_token_id 0: GemmaModel builds nn.Embedding(..., padding_idx=0)
+  // and _init_weights zeroes that row after the normal fill.
+  ParameterInit padded = normal(0.02);
+  padded.zero_row = 0;
+  EXPECT_EQ(gemma.at("model.embed_tokens.weight"), padded);
   const std::map<std::string, ParameterInit> mixtral = inits_of("mixtral-8x7b");
   EXPECT_EQ(mixtral.at("model.layers.0.block_sparse_moe.gate.weight"), normal(0.02));
   EXPECT_EQ(mixtral.at("model.layers.0.block_sparse_moe.experts.7.w2.weight"), normal(0.02));
@@ -77,6 +83,17 @@ TEST(InitRules, InitializerRangeIsReadAndChecked) {
   j["initializer_range"] = -1;
   EXPECT_THAT([&] { (void)parse_model_config(j, "cfg.json"); },
               ThrowsMessage<Error>(HasSubstr("field 'initializer_range'")));
+  // pad_token_id: a token id, null (none), or an error naming the field.
+  j["initializer_range"] = 0.02;
+  j["pad_token_id"] = 7;
+  EXPECT_EQ(parse_model_config(j).pad_token_id, 7);
+  EXPECT_EQ(parse_model_config(to_hf_json(parse_model_config(j))).pad_token_id, 7);  // round trip
+  j["pad_token_id"] = nullptr;
+  EXPECT_EQ(parse_model_config(j).pad_token_id, -1);
+  j["pad_token_id"] = 128256;  // llama3-8b's vocab_size: one past the last id
+  EXPECT_THAT([&] { (void)parse_model_config(j, "cfg.json"); },
+              ThrowsMessage<Error>(HasSubstr("field 'pad_token_id': expected a token id in [0, "
+                                             "vocab_size 128256), got 128256")));
   const ModelFamily& llama = *find_family("llama");
   EXPECT_THAT([&] { (void)parameter_init(llama, ModelConfig{}, "Conv3D", "x.weight"); },
               ThrowsMessage<Error>(HasSubstr("'x.weight' (a Conv3D) matches no init rule")));
