@@ -64,6 +64,11 @@ struct InitRule {
   InitFill fill;
 };
 
+struct ModelFamily;
+// Whether the family builds its token embedding with padding_idx = pad_token_id (an init rule
+// kNormalPaddingRowZero): the Llama-shaped decoders and Gemma do, GPT-2 and GPT-NeoX do not.
+bool embeds_with_padding_idx(const ModelFamily& family);
+
 struct ModelFamily {
   std::string_view model_type;       // Hugging Face's config.json model_type: "llama"
   std::string_view hf_class_prefix;  // of the transformers classes: "Llama" (LlamaForCausalLM)

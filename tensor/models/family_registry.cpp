@@ -48,6 +48,13 @@ const ModelFamily* find_family(std::string_view model_type) {
   return nullptr;
 }
 
+bool embeds_with_padding_idx(const ModelFamily& family) {
+  for (const InitRule& r : family.init_rules) {
+    if (r.fill == InitFill::kNormalPaddingRowZero) return true;
+  }
+  return false;
+}
+
 const ModelFamily& family_of(const ModelConfig& c) {
   const ModelFamily* f = find_family(c.model_type);
   SP_CHECK(f != nullptr, "model_type '", c.model_type,

@@ -22,8 +22,12 @@ ParameterInit resolve(InitFill fill, const ModelConfig& c) {
       // GPT2PreTrainedModel._init_weights: std = initializer_range / sqrt(2 * n_layer).
       return {ParameterInit::Kind::kNormal, 0.0,
               c.initializer_range / std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers))};
-    case InitFill::kNormalPaddingRowZero:
-      return {ParameterInit::Kind::kNormal, 0.0, c.initializer_range, c.pad_token_id};
+    case InitFill::kNormalPaddingRowZero: {
+      int64_t row = -1;
+      if (c.pad_token_id)
+        row = *c.pad_token_id < 0 ? c.vocab_size + *c.pad_token_id : *c.pad_token_id;
+      return {ParameterInit::Kind::kNormal, 0.0, c.initializer_range, row};
+    }
     case InitFill::kZeros:
       return {ParameterInit::Kind::kConstant, 0.0, 0.0};
     case InitFill::kOnes:

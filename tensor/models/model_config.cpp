@@ -153,10 +153,17 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
     f.fail("initializer_range",
            "expected a finite standard deviation >= 0, got " + std::to_string(c.initializer_range));
   }
-  c.pad_token_id = f.integer("pad_token_id", -1);
-  if (f.has("pad_token_id") && (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)) {
-    f.fail("pad_token_id", "expected a token id in [0, vocab_size " + std::to_string(c.vocab_size) +
-                               "), got " + std::to_string(c.pad_token_id));
+  if (f.has("pad_token_id")) {
+    c.pad_token_id = f.integer("pad_token_id");
+    // PyTorch's nn.Embedding refuses a padding_idx outside [-num_embeddings, num_embeddings);
+    // families that do not pass it to their embedding ignore it, as transformers does.
+    const int64_t pad = *c.pad_token_id;
+    if (embeds_with_padding_idx(family) && (pad < -c.vocab_size || pad >= c.vocab_size)) {
+      f.fail("pad_token_id", "expected a token id in [-vocab_size, vocab_size) = [" +
+                                 std::to_string(-c.vocab_size) + ", " +
+                                 std::to_string(c.vocab_size) +
+                                 ") (nn.Embedding's padding_idx), got " + std::to_string(pad));
+    }
   }
   validate(c, family, source);
   return c;
@@ -172,7 +179,7 @@ json to_hf_json(const ModelConfig& c, const ModelFamily& family) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (!c.attn_implementation.empty()) j["attn_implementation"] = c.attn_implementation;
   j["initializer_range"] = c.initializer_range;
-  if (c.pad_token_id >= 0) j["pad_token_id"] = c.pad_token_id;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
   family.to_hf_json(c, j);
   return j;
 }

@@ -78,9 +78,10 @@ struct ModelConfig {
   // Standard deviation of the normal init of weights in the family's _init_weights (Hugging
   // Face's initializer_range; 0.02 when the file does not state it, transformers' default).
   double initializer_range = 0.02;
-  // Hugging Face's pad_token_id: the Llama-shaped families pass it to nn.Embedding as padding_idx,
-  // whose row starts at zero (InitFill::kNormalPaddingRowZero). -1 when absent or null.
-  int64_t pad_token_id = -1;
+  // Hugging Face's pad_token_id (absent or null: none). The Llama-shaped families pass it to
+  // nn.Embedding as padding_idx, whose row starts at zero (InitFill::kNormalPaddingRowZero); a
+  // negative id counts from the end, as padding_idx does.
+  std::optional<int64_t> pad_token_id;
 
   bool operator==(const ModelConfig&) const = default;
 };

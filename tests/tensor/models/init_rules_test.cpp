@@ -89,11 +89,20 @@ TEST(InitRules, InitializerRangeIsReadAndChecked) {
   EXPECT_EQ(parse_model_config(j).pad_token_id, 7);
   EXPECT_EQ(parse_model_config(to_hf_json(parse_model_config(j))).pad_token_id, 7);  // round trip
   j["pad_token_id"] = nullptr;
-  EXPECT_EQ(parse_model_config(j).pad_token_id, -1);
+  EXPECT_FALSE(parse_model_config(j).pad_token_id.has_value());
+  // A negative id counts from the end, as nn.Embedding's padding_idx: -1 is the last row.
+  j["pad_token_id"] = -1;
+  const ModelConfig last = parse_model_config(j);
+  const ModulePtr m = build_model(last);
+  EXPECT_EQ(parameter_inits(*m, last).front().init.zero_row, 128255);
   j["pad_token_id"] = 128256;  // llama3-8b's vocab_size: one past the last id
   EXPECT_THAT([&] { (void)parse_model_config(j, "cfg.json"); },
-              ThrowsMessage<Error>(HasSubstr("field 'pad_token_id': expected a token id in [0, "
-                                             "vocab_size 128256), got 128256")));
+              ThrowsMessage<Error>(HasSubstr("field 'pad_token_id': expected a token id in "
+                                             "[-vocab_size, vocab_size) = [-128256, 128256)")));
+  // GPT-2's embedding has no padding_idx: transformers ignores the id, and so does the parse.
+  nlohmann::json gpt2 = to_hf_json(find_model_config("gpt2"));
+  gpt2["pad_token_id"] = 999999;
+  EXPECT_EQ(parse_model_config(gpt2).pad_token_id, 999999);
   const ModelFamily& llama = *find_family("llama");
   EXPECT_THAT([&] { (void)parameter_init(llama, ModelConfig{}, "Conv3D", "x.weight"); },
               ThrowsMessage<Error>(HasSubstr("'x.weight' (a Conv3D) matches no init rule")));
