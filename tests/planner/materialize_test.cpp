@@ -142,6 +142,16 @@ PlanFile tiny_plan(int64_t tp, int64_t pp, int64_t dp, int zero) {
   return plan_file(p, r.top.at(0), "tiny-llama", 99);
 }
 
+// The world and every mesh dim's group of a one-rank job.
+collectives::MeshCommunicators one_rank_communicators() {
+  collectives::MeshCommunicators comms;
+  comms.world = std::make_unique<collectives::SelfCommunicator>();
+  for (int d = 0; d < 5; ++d) {
+    comms.dims.push_back(std::make_unique<collectives::SelfCommunicator>());
+  }
+  return comms;
+}
+
 TEST(MaterializeLayout, InitRulesAndStreamsPerParameter) {
   const MaterialLayout l(tiny_plan(2, 1, 2, 3));
   const MaterialParameter& embed = l.parameters().at(0);
@@ -187,10 +197,7 @@ TEST(MaterializeVerify, OneRankPlanPassesAndACorruptedShardIsCaught) {
   RankShards s = allocate_shards(l, 0, *host);
   InitSource init(l);
   init_shards(l, s, init);
-  collectives::MeshCommunicators comms;
-  comms.world = std::make_unique<collectives::SelfCommunicator>();
-  for (int d = 0; d < 5; ++d)
-    comms.dims.push_back(std::make_unique<collectives::SelfCommunicator>());
+  collectives::MeshCommunicators comms = one_rank_communicators();
   const VerifyReport ok = verify_shards(l, s, init, comms);
   EXPECT_EQ(ok.failures, 0) << (ok.messages.empty() ? "" : ok.messages[0]);
   EXPECT_EQ(ok.covered, static_cast<int64_t>(l.parameters().size()));
@@ -261,10 +268,7 @@ TEST(MaterializeShards, PaddingRowStartsAtZeroOnEveryShard) {
   InitSource whole_init(whole);
   RankShards s = allocate_shards(whole, 0, *host);
   init_shards(whole, s, whole_init);
-  collectives::MeshCommunicators comms;
-  comms.world = std::make_unique<collectives::SelfCommunicator>();
-  for (int d = 0; d < 5; ++d)
-    comms.dims.push_back(std::make_unique<collectives::SelfCommunicator>());
+  collectives::MeshCommunicators comms = one_rank_communicators();
   const VerifyReport ok = verify_shards(whole, s, whole_init, comms);
   EXPECT_EQ(ok.failures, 0) << (ok.messages.empty() ? "" : ok.messages[0]);
   EXPECT_EQ(ok.gathered, static_cast<int64_t>(whole.parameters().size()));
