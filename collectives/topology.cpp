@@ -344,9 +344,14 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
              " with ", topo.cluster().nodes, " node(s)");
     world *= s;
   }
-  std::vector<int64_t> device(device_of_rank.begin(), device_of_rank.end());
+  // The device order as given (not copied: the planner prices a hundred dims of one 16,384-rank
+  // order), or the identity.
+  std::vector<int64_t> identity;
+  std::span<const int64_t> device = device_of_rank;
   if (device.empty()) {
-    for (int64_t r = 0; r < world; ++r) device.push_back(r);
+    identity.resize(static_cast<size_t>(world));
+    for (int64_t r = 0; r < world; ++r) identity[static_cast<size_t>(r)] = r;
+    device = identity;
   }
   SP_CHECK(static_cast<int64_t>(device.size()) == world, "device order has ", device.size(),
            " entries, expected ", world, " (one per mesh rank)");
@@ -379,8 +384,8 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
     std::vector<int64_t> kind_starts;
     std::vector<std::tuple<int64_t, int64_t, bool>> kinds;
     std::vector<int64_t> nodes(static_cast<size_t>(size));
-    for (int64_t r = 0; r < world; ++r) {
-      if ((r / stride) % size != 0) continue;
+    // Group starts: the ranks with coordinate 0 on this dim, r = block * size * stride + j.
+    for (int64_t r = 0; r < world; r += (r + 1) % stride == 0 ? (size - 1) * stride + 1 : 1) {
       for (int64_t k = 0; k < size; ++k) {
         nodes[static_cast<size_t>(k)] = device[static_cast<size_t>(r + k * stride)] / ppn;
       }
