@@ -5,7 +5,8 @@ docs/cost-model.md §8.5.
   python3 scripts/accuracy_published.py [--bin build/bin/shardplan] [extra plan flags...]
 
 Megatron-LM SC21 Table 1 (Narayanan et al. 2021): each row's tp, pp, dp and full recomputation
-pinned, the rest searched; TFLOP/s per GPU from the paper's Eq. 3. Korthikanti et al. 2022
+pinned, the rest searched; TFLOP/s per GPU from the paper's Eq. 3. Then Llama 3 405B on H100
+(dgx-h100), each published tp, cp, pp and dp pinned. Korthikanti et al. 2022
 Table 5: tp, pp, dp 1, ZeRO 0 and the recomputation / sequence-parallel setting pinned; the
 iteration time. Extra flags (e.g. --sequence-parallel off --zero 0) go to every Table 1 run.
 """
@@ -27,8 +28,14 @@ TABLE5 = [("megatron-gpt-22b", 1, 8, 4, 1.42, 1.10), ("gpt3-175b", 8, 64, 64, 18
           ("megatron-gpt-529.6", 35, 280, 280, 49.05, 37.83), ("megatron-gpt-1t", 64, 512, 512, 94.42, 71.49)]
 
 
-def best(binary, args):
-    out = subprocess.run([binary, "plan", "--cluster", "dgx-a100-80g", "--seq", str(SEQ), "--json"] + args,
+# Llama 3 405B pre-training (Llama Team 2024, arXiv 2407.21783, Table 4), H100: gpus, tp, cp, pp, dp,
+# sequence, sequences per step, published TFLOP/s per GPU (BF16 MFU 43, 41 and 38 %).
+LLAMA3 = [(8192, 8, 1, 16, 64, 8192, 2048, 430), (16384, 8, 1, 16, 128, 8192, 2048, 400),
+          (16384, 8, 16, 16, 8, 131072, 128, 380)]
+
+
+def best(binary, args, cluster="dgx-a100-80g", seq=SEQ):
+    out = subprocess.run([binary, "plan", "--cluster", cluster, "--seq", str(seq), "--json"] + args,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)["best"]
 
@@ -65,6 +72,16 @@ def main():
             t = b["step_time_s"]
             print(f"  {name:20} {label:13} published {published:6.2f} s, predicted {t:6.2f} s "
                   f"({100 * (published / t - 1):+5.1f} % throughput)")
+    print("Llama 3 405B on H100 (TFLOP/s per GPU; shardplan counts attention as 12 L h s per token,")
+    print("the full square, which may differ from the paper's count at long sequences)")
+    for gpus, tp, cp, pp, dp, seq, batch, published in LLAMA3:
+        b = best(binary, ["--model", "llama3.1-405b", "--gpus", str(gpus), "--global-batch", str(batch),
+                          "--tp", str(tp), "--cp", str(cp), "--pp", str(pp), "--dp", str(dp)],
+                 cluster="dgx-h100", seq=seq)
+        x = b["mfu"] * 989.4  # the MFU's denominator: H100 SXM dense bf16 peak
+        print(f"  {gpus:5} GPUs tp {tp} cp {cp:>2} pp {pp} dp {dp:>3} seq {seq:>6}: {b['recompute']:9} "
+              f"mb {b['micro_batch']} v {b['virtual_stages']}: published {published}, predicted {x:5.0f} "
+              f"({100 * (x / published - 1):+5.1f} %)")
 
 
 if __name__ == "__main__":
