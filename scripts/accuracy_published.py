@@ -11,6 +11,7 @@ Table 5: tp, pp, dp 1, ZeRO 0 and the recomputation / sequence-parallel setting 
 iteration time. Extra flags (e.g. --sequence-parallel off --zero 0) go to every Table 1 run.
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -40,15 +41,18 @@ def best(binary, args, cluster="dgx-a100-80g", seq=SEQ):
     return json.loads(out)["best"]
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def model_dims(name):
-    with open(f"configs/models/{name}.json") as f:
+    with open(os.path.join(ROOT, "configs", "models", f"{name}.json")) as f:
         c = json.load(f)
     return c["n_embd"], c["n_layer"]
 
 
 def main():
     argv = sys.argv[1:]
-    binary = "build/bin/shardplan"
+    binary = os.path.join(ROOT, "build", "bin", "shardplan")
     if argv[:1] == ["--bin"]:
         binary, argv = argv[1], argv[2:]
     errors = []
