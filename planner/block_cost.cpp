@@ -227,6 +227,10 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
         if (sp) p.tp_forward.push_back({CollectiveKind::kAllGather, bytes});
         p.tp_backward.push_back(
             {sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes});
+        // Sequence parallelism keeps only the sequence shard of the region's input (that is its
+        // memory saving), so the weight gradient needs it gathered again (Note [Tracing one block
+        // at full width]).
+        if (sp) p.tp_backward.push_back({CollectiveKind::kAllGather, bytes});
       }
     }
   }

@@ -18,6 +18,13 @@
 // et al. 2022 §4.2.2): each row-parallel output is all-reduced in forward (reduce-scattered under
 // SP) and each distinct input of a column-parallel region is all-reduced in backward (under SP:
 // all-gathered in forward and reduce-scattered in backward), S being the full activation.
+// Under SP the gathered input of a column-parallel region is not kept (Korthikanti et al. 2022
+// §4.2.2 count only the 1 / t shard), so backward all-gathers it once more for the weight
+// gradient. Megatron-LM issues that gather asynchronously beside the input-gradient GEMM, but
+// the measured layer says it is not free: in Korthikanti et al.'s Table 4 (22B, t = 8) sequence
+// parallelism saves 0.5 ms of a 7.7 ms forward and only 0.1 ms of an 11.9 ms backward, although
+// the backward's norms and dropouts shrink by as much as the forward's. The planner prices it
+// exposed, like every tensor-parallel collective (docs/cost-model.md §8.2).
 // Context parallelism traces s / cp tokens per rank; the attention core (the fused attention op,
 // or the products and the softmax over [s, s] scores) then sees all s keys: cp times the traced
 // work, with the keys and values passed around the ring.

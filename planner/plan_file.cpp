@@ -1,5 +1,6 @@
 #include "planner/plan_file.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "mesh/parallel_style.h"
@@ -20,7 +21,8 @@ const std::vector<std::string> kMeshNames = {"pp", "dp", "ep", "cp", "tp"};
 
 // Every parameter of the model with the placements configuration `c` gives it.
 std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
-                                             const ParallelConfig& c) {
+                                             const ParallelConfig& c,
+                                             const std::vector<int64_t>& stage_layers) {
   const tensor::ModulePtr m = tensor::build_model(model);
   const std::vector<int64_t> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
   const mesh::DeviceMesh dm(shape, kMeshNames);
@@ -33,7 +35,7 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   if (c.zero == 3 && c.dp / c.ep > 1) pc.fsdp_dims = {"dp"};
   const std::vector<mesh::ParameterSharding> shardings =
       mesh::parallelize_module(*m, dm, rules, pc);
-  ParameterStage stage_of(model, c.pp);
+  ParameterStage stage_of(model, StagePartition::from_counts(stage_layers));
   std::vector<PlanParameter> out;
   for (const mesh::ParameterSharding& s : shardings) {
     PlanParameter p;
@@ -83,8 +85,9 @@ PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
   f.setup = p.setup();
   f.order = r.order;
   f.config = r.config;
+  f.stage_layers = partition_from_ends(f.model.num_hidden_layers, r.config.pp, r.stages).counts();
   f.seed = seed;
-  f.parameters = placed_parameters(f.model, f.config);
+  f.parameters = placed_parameters(f.model, f.config, f.stage_layers);
   f.step_time_s = r.step_time_s;
   f.mfu = r.mfu;
   f.tokens_per_s = r.tokens_per_s;
@@ -103,6 +106,7 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
   j["mesh"] = {{"shape", f.mesh_shape()}, {"names", kMeshNames}};
   j["dim_order"] = to_string(f.order);
   j["config"] = config_json(f.config);
+  j["stage_layers"] = f.stage_layers;
   j["seed"] = f.seed;
   nlohmann::ordered_json params = nlohmann::ordered_json::array();
   for (const PlanParameter& p : f.parameters) {
@@ -185,10 +189,23 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     }
     m.done();
   }
+  f.stage_layers = doc.integers("stage_layers", 1);
+  {
+    int64_t total = 0;
+    for (int64_t n : f.stage_layers) total += std::min<int64_t>(n, f.model.num_hidden_layers + 1);
+    if (static_cast<int64_t>(f.stage_layers.size()) != f.config.pp ||
+        total != f.model.num_hidden_layers) {
+      doc.fail("stage_layers",
+               "expected " + std::to_string(f.config.pp) +
+                   " layer counts (one per pipeline stage) summing to the model's " +
+                   std::to_string(f.model.num_hidden_layers) + " layers");
+    }
+  }
   f.seed = doc.integer("seed", 0);
   {
     const nlohmann::json& params = doc.array("parameters");
-    const std::vector<PlanParameter> expected = placed_parameters(f.model, f.config);
+    const std::vector<PlanParameter> expected =
+        placed_parameters(f.model, f.config, f.stage_layers);
     if (params.size() != expected.size()) {
       doc.fail("parameters", "has " + std::to_string(params.size()) +
                                  " entries, but the model has " + std::to_string(expected.size()) +

@@ -43,6 +43,8 @@ struct PlanFile {
   TrainingSetup setup;
   DimOrder order = DimOrder::kTpInner;
   ParallelConfig config;
+  // Layers of each pipeline stage, first to last (Note [Stage partition]); sums to the model's.
+  std::vector<int64_t> stage_layers;
   int64_t seed = kDefaultInitSeed;
   std::vector<PlanParameter> parameters;
   double step_time_s = 0;

@@ -256,6 +256,7 @@ struct Planner::Impl {
     PlanResult p;
     p.config = c;
     p.order = order;
+    p.stages = r.stages;
     p.step_time_s = r.step_time_s;
     p.memory_bytes = r.memory_bytes;
     const double tokens = static_cast<double>(setup.global_batch * setup.seq);

@@ -59,6 +59,7 @@ std::array<int64_t, 5> dim_order(DimOrder o);
 struct PlanResult {
   ParallelConfig config;
   DimOrder order = DimOrder::kTpInner;
+  StageEnds stages;  // layers of the first and last pipeline stage (Note [Stage partition])
   double step_time_s = 0;
   int64_t memory_bytes = 0;
   double mfu = 0;

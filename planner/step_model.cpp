@@ -27,9 +27,6 @@ double seconds_of(CollectiveKind kind, int64_t bytes, const collectives::GroupLi
   return t;
 }
 
-// Layers of pipeline stage s of p: [floor(s L / p), floor((s + 1) L / p)).
-int64_t stage_begin(int64_t s, int64_t layers, int64_t pp) { return s * layers / pp; }
-
 struct Recorder {
   Bill* bill;
   void add(std::string what, CollectiveKind kind, const char* dim, const collectives::GroupLinks& l,
@@ -69,6 +66,9 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   const TpSeconds tp_blk = tp != nullptr ? (*tp)[1] : tp_seconds(blk, tp_l);
   // Full recomputation re-runs the forward, its TP collectives included.
   const double tp_layer = tp_blk.forward + tp_blk.backward + (full ? tp_blk.forward : 0);
+  auto tp_gather_s = [&](int64_t bytes) {
+    return c.tp > 1 ? seconds_of(CollectiveKind::kAllGather, bytes, tp_l) : 0.0;
+  };
   double cp_layer = 0, cp_exposed_layer = 0;
   if (c.cp > 1) {
     // Forward: the keys and values go round the ring; backward: again, and their gradients back.
@@ -108,32 +108,58 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       w.embedding().forward_s + w.embedding().backward_s + tp_emb.forward + tp_emb.backward;
   const double head_s =
       w.head().forward_s + w.head().backward_s + tp_head.forward + tp_head.backward;
-  // Point-to-point: the activation of one micro-batch (1 / tp of it under sequence parallelism),
-  // forward to the next stage and its gradient back, once per model chunk.
-  const int64_t act_bytes = ctx.setup.seq / c.cp * c.micro_batch * ctx.hidden *
-                            ctx.activation_itemsize / (c.sequence_parallel ? c.tp : 1);
+  // Point-to-point: the activation of one micro-batch, forward to the next stage and its
+  // gradient back, once per model chunk. Each TP rank sends only its 1 / tp slice: under
+  // sequence parallelism that is all it holds; without it, between nodes, the receivers all-
+  // gather the slices over the node's fabric when that is quicker than every rank sending all of
+  // it over the network (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021 §4.1;
+  // docs/cost-model.md §8.3).
+  const int64_t full_act_bytes =
+      ctx.setup.seq / c.cp * c.micro_batch * ctx.hidden * ctx.activation_itemsize;
   // Neighbouring stages: a pair of the pp dim's group, on two nodes when the group spans nodes.
   collectives::GroupLinks pair = pp_l;
   pair.group_size = 2;
   pair.nodes = std::min<int64_t>(pp_l.nodes, 2);
   pair.ranks_per_node = pair.nodes > 1 ? 1 : 2;
-  const double p2p_one = pp > 1 ? seconds_of(CollectiveKind::kSendRecv, act_bytes, pair) : 0;
-  const double p2p_stage = pp > 1 ? 2.0 * static_cast<double>(v) * p2p_one : 0;
-  double t_stage = 0;
-  int peak_time_stage = 0;
+  int64_t act_bytes = full_act_bytes;
+  double p2p_one = 0, p2p_gather_one = 0;
+  if (pp > 1) {
+    const int64_t slice_bytes = full_act_bytes / c.tp;
+    const bool split = c.sequence_parallel || (c.tp > 1 && pair.nodes > 1);
+    const double slice_s = split ? seconds_of(CollectiveKind::kSendRecv, slice_bytes, pair) : 0;
+    const double gather_s = split && !c.sequence_parallel ? tp_gather_s(full_act_bytes) : 0;
+    const double whole_s =
+        c.sequence_parallel ? 0 : seconds_of(CollectiveKind::kSendRecv, full_act_bytes, pair);
+    if (c.sequence_parallel || (split && slice_s + gather_s < whole_s)) {
+      act_bytes = slice_bytes;
+      p2p_one = slice_s;
+      p2p_gather_one = gather_s;
+    } else {
+      p2p_one = whole_s;
+    }
+  }
+  const double p2p_stage = 2.0 * static_cast<double>(v) * (p2p_one + p2p_gather_one);
+  // The bubble is p - 1 model chunks' time (Narayanan et al. 2021 §2.2.2: (p - 1) / v stages).
+  // When a stage's layers do not split evenly into v chunks the largest chunk paces the fill and
+  // the drain, so a stage of n layers counts its time x ceil(n / v) / n per chunk.
+  const StageEnds ends = balance_stage_ends(L, pp, layer_s, emb_s, head_s);
+  auto stage_layers = [&](int64_t s) {
+    return s == 0 ? ends.first : s == pp - 1 ? ends.last : ends.middle_max;
+  };
+  double t_stage = 0, t_chunk = 0;
   for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) {
-    const int64_t layers = stage_begin(s + 1, L, pp) - stage_begin(s, L, pp);
+    const int64_t layers = stage_layers(s);
     double t = static_cast<double>(layers) * layer_s + p2p_stage;
     if (s == 0) t += emb_s;
     if (s == pp - 1) t += head_s;
-    if (t > t_stage) {
-      t_stage = t;
-      peak_time_stage = static_cast<int>(s);
-    }
+    t_stage = std::max(t_stage, t);
+    const int64_t chunk_layers = (layers + v - 1) / v;
+    t_chunk = std::max(
+        t_chunk, layers > 0 ? t * static_cast<double>(chunk_layers) / static_cast<double>(layers)
+                            : t / static_cast<double>(v));
   }
-  (void)peak_time_stage;
-  const double bubble_chunks = static_cast<double>(pp - 1) / static_cast<double>(v);
-  const double t_pipe = (static_cast<double>(m) + bubble_chunks) * t_stage;
+  const double bubble_s = static_cast<double>(pp - 1) * t_chunk;
+  const double t_pipe = static_cast<double>(m) * t_stage + bubble_s;
 
   // ---- after the last backward: data-parallel reduction, ZeRO gathers, the optimizer
   int64_t stage_params = 0;  // the largest stage's local parameters
@@ -141,16 +167,16 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   int mem_stage = 0;
   for (int64_t s = 0; s < pp; ++s) {
     int64_t n = 0;
-    for (int64_t i = stage_begin(s, L, pp); i < stage_begin(s + 1, L, pp); ++i) {
+    const int64_t end = stage_begin(L, pp, ends, s + 1);
+    for (int64_t i = stage_begin(L, pp, ends, s); i < end; ++i) {
       n += params.per_layer[static_cast<size_t>(i)];
     }
     if (n > stage_params) {
       stage_params = n;
       mem_stage = static_cast<int>(s);
     }
-    stage_layers_max =
-        std::max(stage_layers_max, stage_begin(s + 1, L, pp) - stage_begin(s, L, pp));
   }
+  stage_layers_max = std::max({ends.first, ends.last, ends.middle_max});
   if (pp == 1) stage_params -= params.tied_twice;
   // Expert parameters are split over ep more: ep ranks hold different experts.
   const int64_t expert_local =
@@ -211,13 +237,16 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
 
   StepResult r;
   r.step_time_s = t_pipe + dp_exposed + optimizer_s;
+  r.stages = ends;
 
   // ---- memory of the stage holding the most: states, in-flight activations, working set
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
   int64_t act_peak = 0;
   int act_stage = 0;
   for (int64_t s : {int64_t{0}, pp - 1}) {
-    const double held_layers = layer_activations_held(shape, s, L);
+    // Chunks in flight of this stage's own layers / v (Note [In-flight micro-batches]).
+    const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *
+                               static_cast<double>(stage_layers(s)) / static_cast<double>(v);
     const int64_t in_flight = chunks_in_flight(shape, s) / std::max<int64_t>(v, 1);
     int64_t a = static_cast<int64_t>(held_layers * static_cast<double>(blk.retained_bytes));
     if (s == 0) a += std::max<int64_t>(in_flight, 1) * w.embedding().retained_bytes;
@@ -251,7 +280,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     const double layers_d = static_cast<double>(stage_layers_max);
     b.compute_s = mm * (layers_d * (fwd_compute + bwd_compute) + w.embedding().forward_s +
                         w.embedding().backward_s + w.head().forward_s + w.head().backward_s);
-    b.bubble_s = bubble_chunks * t_stage;
+    b.bubble_s = bubble_s;
     b.optimizer_s = optimizer_s;
     const double per_layer_calls = mm * layers_d;
     auto add_tp = [&](const PartWork& p, const char* where, double times) {
@@ -288,6 +317,11 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       rec.add("pp send_recv (activations and their gradients)", CollectiveKind::kSendRecv, "pp",
               pair, act_bytes, calls, p2p_one * static_cast<double>(calls),
               p2p_one * static_cast<double>(calls));
+      if (p2p_gather_one > 0) {
+        rec.add("tp all_gather (pipeline slices)", CollectiveKind::kAllGather, "tp", tp_l,
+                full_act_bytes, calls, p2p_gather_one * static_cast<double>(calls),
+                p2p_gather_one * static_cast<double>(calls));
+      }
     }
     double exposed = 0;
     for (const BillCollective& bc : b.collectives) exposed += bc.exposed_s;

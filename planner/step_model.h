@@ -11,7 +11,8 @@
 // GEMMs), the context-parallel ring (hidden behind the attention core, the rest exposed), expert
 // all-to-alls (exposed), FSDP gathers and reduce-scatters (prefetched: exposed only beyond the
 // compute they overlap) and the point-to-point sends to the next stage. The slowest stage sets
-// the pace: T_pipe = (m + (p - 1) / v) t_stage (Narayanan et al. 2021 §2.2). After the last
+// the pace: T_pipe = (m + (p - 1) / v) t_stage (Narayanan et al. 2021 §2.2), the layers split so
+// that the stages' times balance (Note [Stage partition]). After the last
 // backward the data-parallel gradient reduction finishes (it overlaps the last micro-batch's
 // backward except its last bucket), ZeRO-1/2 gather the updated parameters (overlapping the next
 // step's first forward except one layer's worth) and the optimizer streams its states once
@@ -27,6 +28,7 @@
 #include "planner/block_cost.h"
 #include "planner/model_state_memory.h"
 #include "planner/parallel_config.h"
+#include "planner/stage_partition.h"
 
 namespace shardplan::planner {
 
@@ -91,6 +93,7 @@ struct StepResult {
   double step_time_s = 0;
   int64_t memory_bytes = 0;
   bool fits = false;
+  StageEnds stages;  // the layer partition priced (Note [Stage partition])
 };
 
 // The links of each candidate mesh dim (Note [Candidate mesh dims] order: pp, dp, ep, cp, tp).

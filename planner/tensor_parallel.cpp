@@ -84,19 +84,22 @@ std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, 
 }
 
 ParameterStage::ParameterStage(const tensor::ModelConfig& c, int64_t pp)
+    : ParameterStage(c, StagePartition::even(c.num_hidden_layers, pp)) {}
+
+ParameterStage::ParameterStage(const tensor::ModelConfig& c, StagePartition partition)
     : prefix_(std::string(tensor::family_of(c).layers_path) + "."),
-      layers_(c.num_hidden_layers),
-      pp_(pp) {}
+      partition_(std::move(partition)) {
+  SP_CHECK(partition_.layers() == c.num_hidden_layers, "a pipeline split of ", partition_.layers(),
+           " layers for a model of ", c.num_hidden_layers, ", expected one covering every layer");
+}
 
 int64_t ParameterStage::operator()(std::string_view fqn) {
   if (fqn.substr(0, prefix_.size()) == prefix_) {
     const int64_t layer = std::stoll(std::string(fqn.substr(prefix_.size())));
     after_layers_ = true;
-    // Stage s holds layers [floor(s L / pp), floor((s + 1) L / pp)): the largest s with
-    // floor(s L / pp) <= layer, i.e. s L < (layer + 1) pp, is ((layer + 1) pp - 1) / L.
-    return ((layer + 1) * pp_ - 1) / layers_;
+    return partition_.stage_of_layer(layer);
   }
-  return after_layers_ ? pp_ - 1 : 0;
+  return after_layers_ ? partition_.stages() - 1 : 0;
 }
 
 }  // namespace shardplan::planner

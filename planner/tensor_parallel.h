@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mesh/parallel_style.h"
+#include "planner/stage_partition.h"
 #include "tensor/models/family.h"
 
 namespace shardplan::planner {
@@ -39,12 +40,13 @@ std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, 
 class ParameterStage {
  public:
   ParameterStage(const tensor::ModelConfig& c, int64_t pp);
+  // The layers split as `partition` gives them (its layer count must be the model's).
+  ParameterStage(const tensor::ModelConfig& c, StagePartition partition);
   int64_t operator()(std::string_view fqn);
 
  private:
   std::string prefix_;  // "model.layers."
-  int64_t layers_ = 1;
-  int64_t pp_ = 1;
+  StagePartition partition_;
   bool after_layers_ = false;
 };
 

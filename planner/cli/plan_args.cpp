@@ -141,6 +141,8 @@ nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanR
   j["precision"] = planner::to_string(c.precision);
   j["schedule"] = c.pp == 1 ? "none" : c.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b";
   j["gradient_accumulation"] = planner::micro_batches_per_step(p.setup(), c);
+  j["stage_layers"] =
+      planner::partition_from_ends(p.model().num_hidden_layers, c.pp, r.stages).counts();
   j["dim_order"] = planner::to_string(r.order);
   j["mesh"] = {{"shape", {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp}},
                {"names", {"pp", "dp", "ep", "cp", "tp"}}};

@@ -44,6 +44,9 @@ TEST(PlanFile, RoundTripsExactly) {
   EXPECT_EQ(q.style, "colwise");
   EXPECT_EQ(mesh::to_string(q.placements), "R,SS0:8,R,R,S0");
   EXPECT_EQ(back.parameters.back().stage, 1);  // lm_head on the last stage
+  // The output layer (128,256 x 4,096) does about twice a layer's GEMM work (4 h^2 + 3 h 14336
+  // per token): the last stage takes fewer of the 32 layers.
+  EXPECT_EQ(j["stage_layers"], nlohmann::ordered_json({17, 15}));
 }
 
 TEST(PlanFile, InconsistentPlansAreRefused) {
@@ -62,6 +65,11 @@ TEST(PlanFile, InconsistentPlansAreRefused) {
   refused("/parameters/0/name", "wte", "expected the model's 'model.embed_tokens.weight'");
   refused("/model/config/num_attention_heads", 30, "field 'model.config'");
   refused("/format", "shardplan.cluster", "field 'format'");
+  // Llama-3-8B's 32 layers on 2 stages: the counts must cover them, one per stage...
+  refused("/stage_layers/0", 20, "field 'stage_layers'");
+  refused("/stage_layers", nlohmann::json::array({32}), "field 'stage_layers'");
+  // ...and the parameters must sit on the stages the counts give (layer 15 moves to stage 1).
+  refused("/stage_layers", nlohmann::json::array({15, 17}), "stage differ");
   nlohmann::json short_list = valid;
   short_list["parameters"].erase(short_list["parameters"].size() - 1);
   EXPECT_THAT([&] { (void)plan_from_json(short_list, "plan.json"); },

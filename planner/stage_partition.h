@@ -1,0 +1,69 @@
+// Which layers each pipeline stage runs (docs/cost-model.md §8.3 "Stage partition").
+//   StagePartition even = StagePartition::even(126, 16);          // 7, 8 x 14, 8 ... floor split
+//   StagePartition p = balance_stages(126, 16, layer_s, embed_s, head_s);  // 7 + 8 x 14 + 7
+//   p.begin(1); p.count(0); p.counts();
+//
+// Note [Stage partition]
+// The first stage also runs the embedding and the last the final norm, output layer and loss, so
+// equal layer counts leave the ends slower than the middle and the slowest stage sets the pace.
+// balance_stages finds the smallest stage time T for which the stages can hold every layer: with a
+// layer taking a, the first stage fits floor((T - e) / a) layers, a middle one floor(T / a) and the
+// last floor((T - h) / a) (e, h: the ends' extra time). The optimum is some stage's time, so T is
+// one of n a, n a + e or n a + h. Of the partitions that reach T the last stage takes as many
+// layers as it fits and the first as few as the rest allow: under 1F1B the first stage holds the
+// activations of p micro-batches and the last of one, so this also keeps the peak memory low.
+// Llama 3 405B (126 layers, 16 stages) comes out 7 + 8 x 14 + 7, the split its authors used
+// (Llama Team 2024, arXiv 2407.21783 §3.3.2: one layer fewer on the first and the last stage).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace shardplan::planner {
+
+// Stage 0 holds `first` layers, the last stage `last`, the p - 2 middle stages share the rest as
+// evenly as they can (the later ones one more). One stage holds every layer.
+class StagePartition {
+ public:
+  // Stages differing by at most one layer: stage s holds [floor(s L / p), floor((s + 1) L / p)).
+  static StagePartition even(int64_t layers, int64_t stages);
+  // Any counts, one per stage, each at least 1; throws shardplan::Error naming the bad count.
+  static StagePartition from_counts(std::span<const int64_t> counts);
+
+  int64_t stages() const { return static_cast<int64_t>(begin_.size()) - 1; }
+  int64_t layers() const { return begin_.back(); }
+  int64_t begin(int64_t stage) const { return begin_[static_cast<size_t>(stage)]; }
+  int64_t count(int64_t stage) const { return begin(stage + 1) - begin(stage); }
+  int64_t max_count() const;
+  std::vector<int64_t> counts() const;
+  // The stage holding layer `layer` (0 <= layer < layers()).
+  int64_t stage_of_layer(int64_t layer) const;
+  bool operator==(const StagePartition&) const = default;
+
+ private:
+  std::vector<int64_t> begin_ = {0, 1};  // stages + 1 boundaries
+};
+
+// The first and last stages' layer counts of Note [Stage partition], without building the
+// boundaries (the search asks for every candidate). `layers` >= `stages` >= 1; a non-positive
+// `layer_s` gives the even split's ends.
+struct StageEnds {
+  int64_t first = 1;
+  int64_t last = 1;
+  int64_t middle_max = 0;  // the most layers of a middle stage (0 with fewer than 3 stages)
+};
+StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, double first_extra_s,
+                             double last_extra_s);
+StagePartition partition_from_ends(int64_t layers, int64_t stages, const StageEnds& ends);
+// The first layer of stage `stage` (0..stages) of partition_from_ends(layers, stages, ends),
+// without building it.
+int64_t stage_begin(int64_t layers, int64_t stages, const StageEnds& ends, int64_t stage);
+
+inline StagePartition balance_stages(int64_t layers, int64_t stages, double layer_s,
+                                     double first_extra_s, double last_extra_s) {
+  return partition_from_ends(
+      layers, stages, balance_stage_ends(layers, stages, layer_s, first_extra_s, last_extra_s));
+}
+
+}  // namespace shardplan::planner
