@@ -85,6 +85,12 @@ void check_parallel_config(const tensor::ModelConfig& model, const TrainingSetup
              ", expected expert parallelism within data parallelism");
   }
   SP_CHECK(c.zero >= 0 && c.zero <= 3, "--zero ", c.zero, ", expected 0, 1, 2 or 3");
+  SP_CHECK(c.recompute_layers >= 0 && c.recompute_layers <= model.num_hidden_layers,
+           "--recompute-layers ", c.recompute_layers, ", expected between 1 and the model's ",
+           model.num_hidden_layers, " layers");
+  SP_CHECK(c.recompute_layers == 0 || c.recompute == tensor::RecomputePolicy::kFull,
+           "--recompute-layers ", c.recompute_layers, " with --recompute ",
+           tensor::to_string(c.recompute), ", expected --recompute full");
   SP_CHECK(!c.sequence_parallel || c.tp > 1,
            "--sequence-parallel on needs tensor parallelism, expected --tp > 1");
   check_pipeline_shape(pipeline_shape(setup, c));

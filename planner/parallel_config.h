@@ -39,6 +39,9 @@ struct ParallelConfig {
   int zero = 0;    // ZeRO stage 0-3 over dp (3 = FSDP)
   int64_t micro_batch = 1;
   tensor::RecomputePolicy recompute = tensor::RecomputePolicy::kNone;
+  // With full recomputation: the first N layers of each model chunk are recomputed, the rest keep
+  // their activations (Note [Partial recomputation] in step_model.h); 0 recomputes every layer.
+  int64_t recompute_layers = 0;
   int64_t virtual_stages = 1;  // model chunks per pipeline rank; > 1 is interleaved 1F1B
   bool sequence_parallel = false;
   Precision precision = Precision::kBf16;
@@ -60,7 +63,8 @@ PipelineShape pipeline_shape(const TrainingSetup& setup, const ParallelConfig& c
 //   only for a MoE model, dividing its experts and dp;
 //   batch: dp * micro_batch divides the global batch; the interleaved schedule's micro-batch count
 //   a multiple of pp;
-//   options: zero in 0..3; sequence parallelism only with tp > 1.
+//   options: zero in 0..3; sequence parallelism only with tp > 1; recompute_layers in 0..layers,
+//   above 0 only with full recomputation.
 void check_parallel_config(const tensor::ModelConfig& model, const TrainingSetup& setup,
                            const ParallelConfig& c);
 

@@ -59,6 +59,7 @@ nlohmann::ordered_json config_json(const ParallelConfig& c) {
           {"zero", c.zero},
           {"micro_batch", c.micro_batch},
           {"recompute", tensor::to_string(c.recompute)},
+          {"recompute_layers", c.recompute_layers},
           {"virtual_stages", c.virtual_stages},
           {"sequence_parallel", c.sequence_parallel},
           {"precision", to_string(c.precision)}};
@@ -166,6 +167,7 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     p.zero = static_cast<int>(c.integer("zero", 0, 3));
     p.micro_batch = c.integer("micro_batch", 1);
     p.recompute = c.parsed("recompute", tensor::parse_recompute_policy);
+    p.recompute_layers = c.integer("recompute_layers", 0);
     p.virtual_stages = c.integer("virtual_stages", 1);
     p.sequence_parallel = c.boolean("sequence_parallel");
     p.precision = c.parsed("precision", parse_precision);

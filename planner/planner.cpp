@@ -175,6 +175,21 @@ struct Planner::Impl {
     return *slot;
   }
 
+  // The block without recomputation, for the layers partial recomputation leaves stored.
+  const PartWork* stored_block(const ParallelConfig& c) {
+    if (c.recompute != RecomputePolicy::kFull || c.recompute_layers == 0) return nullptr;
+    ParallelConfig none = c;
+    none.recompute = RecomputePolicy::kNone;
+    none.recompute_layers = 0;
+    return &work_for(none).work.block();
+  }
+  // Prices `c`: its block's work, and under partial recomputation the block's work without it.
+  StepResult eval(const ParallelConfig& c, DimOrder order, Bill* bill = nullptr) {
+    WorkEntry& e = work_for(c);
+    const DimLinks& l = links_for(c, order);
+    return evaluate(ctx, c, e.work, l, params_for(c.tp), bill, &tp_for(e, l[4]), stored_block(c));
+  }
+
   const std::array<TpSeconds, kParts>& tp_for(WorkEntry& e, const collectives::GroupLinks& l) {
     for (const auto& [links, secs] : e.tp) {
       if (links == l) return secs;
@@ -211,6 +226,7 @@ struct Planner::Impl {
       lp.experts_per_layer =
           model.num_local_experts * 3 * model.hidden_size * (model.intermediate_size / tp);
     }
+    lp.set_prefix();
     return params.emplace(tp, std::move(lp)).first->second;
   }
 
@@ -296,6 +312,14 @@ void Planner::Impl::check_pins(const Pins& pins) const {
   if (pins.zero) {
     SP_CHECK(*pins.zero >= 0 && *pins.zero <= 3, "--zero ", *pins.zero, ", expected 0, 1, 2 or 3");
   }
+  if (pins.recompute_layers) {
+    SP_CHECK(*pins.recompute_layers >= 1 && *pins.recompute_layers <= model.num_hidden_layers,
+             "--recompute-layers ", *pins.recompute_layers, ", expected between 1 and the model's ",
+             model.num_hidden_layers, " layers");
+    SP_CHECK(!pins.recompute || *pins.recompute == RecomputePolicy::kFull, "--recompute-layers ",
+             *pins.recompute_layers, " with --recompute ", tensor::to_string(*pins.recompute),
+             ", expected --recompute full (partial recomputation recomputes whole layers)");
+  }
   if (pins.tp && *pins.tp > 1) {
     SP_CHECK(has_tp_plan, "--tp ", *pins.tp, ": model family ", model.model_type,
              " has no tensor-parallel plan yet, expected --tp 1");
@@ -369,8 +393,10 @@ void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) 
                   }
                 }
                 for (RecomputePolicy rc :
-                     pinned_or(pins.recompute,
-                               std::vector<RecomputePolicy>(kPolicies.begin(), kPolicies.end()))) {
+                     pins.recompute_layers
+                         ? std::vector<RecomputePolicy>{RecomputePolicy::kFull}
+                         : pinned_or(pins.recompute, std::vector<RecomputePolicy>(
+                                                         kPolicies.begin(), kPolicies.end()))) {
                   for (bool sp :
                        pinned_or(pins.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
                                                                 : std::vector<bool>{false})) {
@@ -383,6 +409,7 @@ void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) 
                                        .zero = zero,
                                        .micro_batch = mb,
                                        .recompute = rc,
+                                       .recompute_layers = pins.recompute_layers.value_or(0),
                                        .virtual_stages = v,
                                        .sequence_parallel = sp,
                                        .precision = options.precision};
@@ -464,17 +491,8 @@ std::vector<Planner::Best> Planner::best_of_each(
   std::array<int64_t, kFamilyKeys> rejected{};
   std::array<ParallelConfig, kFamilyKeys> family_example{};
   std::vector<int64_t> rejected_per_filter(filters.size(), 0);
-  I.enumerate(pins, r.pruned, [&](const ParallelConfig& c, DimOrder order) {
-    bool any = filters.empty();
-    for (size_t f = 0; f < filters.size(); ++f) {
-      in[f] = filters[f](c);
-      any = any || in[f];
-    }
-    if (!any) return;
-    Impl::WorkEntry& e = I.work_for(c);
-    const DimLinks& links = I.links_for(c, order);
-    const StepResult s =
-        evaluate(I.ctx, c, e.work, links, I.params_for(c.tp), nullptr, &I.tp_for(e, links[4]));
+  // Counts an evaluated configuration (and, when it does not fit, its family's rejection).
+  auto count = [&](const ParallelConfig& c, const StepResult& s) {
     ++r.evaluated;
     if (I.options.progress && r.evaluated % 4096 == 0) {
       I.options.progress(
@@ -490,14 +508,69 @@ std::vector<Planner::Best> Planner::best_of_each(
       for (size_t f = 0; f < filters.size(); ++f) {
         if (in[f]) ++rejected_per_filter[f];
       }
-      return;
     }
+  };
+  // Ranks a configuration that fits.
+  auto offer = [&](const ParallelConfig& c, DimOrder order, const StepResult& s) {
     ++r.feasible;
     const PlanResult p = I.result_of(c, order, s);
     for (size_t f = 0; f < filters.size(); ++f) {
       if (in[f] && (!best[f].best || faster(p, *best[f].best))) best[f].best = p;
     }
     if (all != nullptr) kept.add(p);
+  };
+  auto consider = [&](const ParallelConfig& c, DimOrder order, const StepResult& s) {
+    count(c, s);
+    if (s.fits) offer(c, order, s);
+  };
+  I.enumerate(pins, r.pruned, [&](const ParallelConfig& c, DimOrder order) {
+    bool any = filters.empty();
+    for (size_t f = 0; f < filters.size(); ++f) {
+      in[f] = filters[f](c);
+      any = any || in[f];
+    }
+    if (!any) return;
+    Impl::WorkEntry& e = I.work_for(c);
+    const DimLinks& links = I.links_for(c, order);
+    const LayerParameters& params = I.params_for(c.tp);
+    const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[4]);
+    const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp);
+    consider(c, order, s);
+    if (c.recompute != RecomputePolicy::kFull || c.recompute_layers > 0 || pins.recompute ||
+        !s.fits) {
+      return;
+    }
+    // Partial recomputation: the fewest recomputed layers per chunk that still fit (memory falls
+    // and time rises with the count). Each count tried is an evaluated configuration; only the
+    // fastest that fits is offered.
+    const int64_t chunk =
+        (std::max({s.stages.first, s.stages.last, s.stages.middle_max}) + c.virtual_stages - 1) /
+        c.virtual_stages;
+    if (chunk <= 1) return;
+    ParallelConfig p = c;
+    p.recompute_layers = 1;
+    const PartWork* stored = I.stored_block(p);
+    auto try_layers = [&](int64_t n) {
+      p.recompute_layers = n;
+      const StepResult t = evaluate(I.ctx, p, e.work, links, params, nullptr, &tp, stored);
+      count(p, t);
+      return t;
+    };
+    int64_t lo = 1, hi = chunk - 1;
+    StepResult fit = try_layers(hi);
+    if (!fit.fits) return;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      const StepResult t = try_layers(mid);
+      if (t.fits) {
+        hi = mid;
+        fit = t;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    p.recompute_layers = hi;
+    offer(p, order, fit);
   });
   if (I.options.progress) I.options.progress(-1, 0);
   for (size_t key = 0; key < kFamilyKeys; ++key) {
@@ -524,10 +597,7 @@ PlanResult Planner::estimate(const ParallelConfig& c, DimOrder order, Bill* bill
   check_parallel_config(I.model, I.setup, c);
   SP_CHECK(c.tp == 1 || I.has_tp_plan, "--tp ", c.tp, ": model family ", I.model.model_type,
            " has no tensor-parallel plan yet, expected --tp 1");
-  Impl::WorkEntry& e = I.work_for(c);
-  const DimLinks& links = I.links_for(c, order);
-  const StepResult s = evaluate(I.ctx, c, e.work, links, I.params_for(c.tp), bill);
-  return I.result_of(c, order, s);
+  return I.result_of(c, order, I.eval(c, order, bill));
 }
 
 const tensor::ModelConfig& Planner::model() const { return impl_->model; }

@@ -11,7 +11,9 @@
 // tp = 1); cp: powers of two with seq divisible by 2 cp; pp: divisors of the rest up to the
 // layers; dp: what remains; ep (MoE): divisors of dp and of the experts leaving each rank at least
 // top-k experts; ZeRO 0-3 (1-3 only with dp > 1); micro-batch: powers of two up to 16 that, with
-// dp, divide the global batch; recomputation none / selective / full; sequence parallelism with
+// dp, divide the global batch; recomputation none / selective / full, and for each candidate
+// that fits with full recomputation the fewest recomputed layers per chunk that still fit (Note
+// [Partial recomputation]; not when --recompute is pinned); sequence parallelism with
 // tp > 1; virtual stages v > 1 when pp > 1, at least one layer per chunk and the
 // micro-batches a multiple of pp (chunks may differ by a layer: the slowest stage sets the pace);
 // tp innermost, or cp inside the node and tp outside it. A pin fixes its dimension (any value
@@ -36,7 +38,8 @@
 namespace shardplan::planner {
 
 struct Pins {
-  std::optional<int64_t> tp, pp, dp, cp, ep, micro_batch, virtual_stages;
+  // recompute_layers: partial recomputation (implies full; ParallelConfig::recompute_layers).
+  std::optional<int64_t> tp, pp, dp, cp, ep, micro_batch, virtual_stages, recompute_layers;
   std::optional<int> zero;
   std::optional<tensor::RecomputePolicy> recompute;
   std::optional<bool> sequence_parallel;

@@ -27,6 +27,71 @@ double seconds_of(CollectiveKind kind, int64_t bytes, const collectives::GroupLi
   return t;
 }
 
+// One micro-batch's activation sent to the next stage: each TP rank sends only its 1 / tp slice.
+// Under sequence parallelism that is all it holds; without it, between nodes, the receivers
+// all-gather the slices over the node's fabric when that is quicker than every rank sending all of
+// it over the network (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021 §4.1;
+// docs/cost-model.md §8.3).
+struct PipelineSends {
+  collectives::GroupLinks pair;  // two neighbouring stages
+  int64_t bytes = 0;             // S of each send
+  double send_s = 0, gather_s = 0;
+};
+
+PipelineSends pipeline_sends(int64_t full_bytes, int64_t tp, bool sp,
+                             const collectives::GroupLinks& pp_l,
+                             const collectives::GroupLinks& tp_l) {
+  // The search asks the same question for many candidates in a row: remember the last answer.
+  struct Last {
+    int64_t full_bytes = -1, tp = 0;
+    bool sp = false;
+    collectives::GroupLinks pp_l, tp_l;
+    PipelineSends answer;
+  };
+  thread_local Last last;
+  if (last.full_bytes == full_bytes && last.tp == tp && last.sp == sp && last.pp_l == pp_l &&
+      last.tp_l == tp_l) {
+    return last.answer;
+  }
+  PipelineSends out;
+  // Neighbouring stages: a pair of the pp dim's group, on two nodes when the group spans nodes.
+  out.pair = pp_l;
+  out.pair.group_size = 2;
+  out.pair.nodes = std::min<int64_t>(pp_l.nodes, 2);
+  out.pair.ranks_per_node = out.pair.nodes > 1 ? 1 : 2;
+  const int64_t slice_bytes = full_bytes / tp;
+  const bool split = sp || (tp > 1 && out.pair.nodes > 1);
+  const double slice_s = split ? seconds_of(CollectiveKind::kSendRecv, slice_bytes, out.pair) : 0;
+  const double gather_s =
+      split && !sp && tp > 1 ? seconds_of(CollectiveKind::kAllGather, full_bytes, tp_l) : 0;
+  const double whole_s = sp ? 0 : seconds_of(CollectiveKind::kSendRecv, full_bytes, out.pair);
+  if (sp || (split && slice_s + gather_s < whole_s)) {
+    out.bytes = slice_bytes;
+    out.send_s = slice_s;
+    out.gather_s = gather_s;
+  } else {
+    out.bytes = full_bytes;
+    out.send_s = whole_s;
+  }
+  last = {full_bytes, tp, sp, pp_l, tp_l, out};
+  return out;
+}
+
+// One layer's work for one micro-batch, in seconds (and the bytes it keeps for backward).
+struct LayerCost {
+  double forward_s = 0, backward_s = 0;  // compute; backward includes any recomputation
+  double tp_s = 0, cp_s = 0, cp_exposed_s = 0, ep_s = 0;
+  double total_s = 0;  // compute and everything exposed
+  double retained_bytes = 0;
+  // f of this and 1 - f of `other`, field by field.
+  LayerCost mix(const LayerCost& o, double f) const {
+    auto m = [f](double a, double b) { return f * a + (1 - f) * b; };
+    return {m(forward_s, o.forward_s), m(backward_s, o.backward_s),        m(tp_s, o.tp_s),
+            m(cp_s, o.cp_s),           m(cp_exposed_s, o.cp_exposed_s),    m(ep_s, o.ep_s),
+            m(total_s, o.total_s),     m(retained_bytes, o.retained_bytes)};
+  }
+};
+
 struct Recorder {
   Bill* bill;
   void add(std::string what, CollectiveKind kind, const char* dim, const collectives::GroupLinks& l,
@@ -48,7 +113,7 @@ TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links)
 
 StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
                     const DimLinks& links, const LayerParameters& params, Bill* bill,
-                    const std::array<TpSeconds, kParts>* tp) {
+                    const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
   Recorder rec{bill};
   const collectives::GroupLinks& pp_l = links[0];
   const collectives::GroupLinks& dp_l = links[1];
@@ -64,25 +129,6 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   // ---- one micro-batch through one layer
   const PartWork& blk = w.block();
   const TpSeconds tp_blk = tp != nullptr ? (*tp)[1] : tp_seconds(blk, tp_l);
-  // Full recomputation re-runs the forward, its TP collectives included.
-  const double tp_layer = tp_blk.forward + tp_blk.backward + (full ? tp_blk.forward : 0);
-  auto tp_gather_s = [&](int64_t bytes) {
-    return c.tp > 1 ? seconds_of(CollectiveKind::kAllGather, bytes, tp_l) : 0.0;
-  };
-  double cp_layer = 0, cp_exposed_layer = 0;
-  if (c.cp > 1) {
-    // Forward: the keys and values go round the ring; backward: again, and their gradients back.
-    cp_layer = 2 * seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) +
-               seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l);
-    if (full) cp_layer += seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l);
-    cp_exposed_layer = std::max(0.0, cp_layer - blk.attention_s);
-  }
-  double ep_layer = 0;
-  if (c.ep > 1 && ctx.moe) {
-    // Dispatch and combine in forward, their mirrors in backward (and the forward again).
-    ep_layer =
-        (full ? 6 : 4) * seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes * c.ep, ep_l);
-  }
   // FSDP (ZeRO-3): every micro-batch gathers each layer's parameters for forward and again for
   // backward and reduce-scatters its gradients; prefetching hides them behind the layer's compute.
   const int64_t layer_params = params.per_layer.empty() ? 0 : params.per_layer[L / 2];
@@ -94,13 +140,49 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     fsdp_layer_fwd = seconds_of(CollectiveKind::kAllGather, pbytes, dp_l);
     fsdp_layer_bwd = fsdp_layer_fwd + seconds_of(CollectiveKind::kReduceScatter, gbytes, dp_l);
   }
-  const double fwd_compute = blk.forward_s;
-  const double bwd_compute = blk.backward_s + blk.recompute_s;
-  const double fsdp_exposed_layer =
-      std::max(0.0, fsdp_layer_fwd - fwd_compute) + std::max(0.0, fsdp_layer_bwd - bwd_compute);
-  const double layer_s =
-      fwd_compute + bwd_compute + tp_layer + cp_exposed_layer + ep_layer + fsdp_exposed_layer;
-
+  // Context-parallel ring and expert all-to-all prices, looked up once.
+  const double cp_ag = c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
+  const double cp_rs =
+      c.cp > 1 ? seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l) : 0;
+  const double ep_a2a =
+      c.ep > 1 && ctx.moe ? seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes * c.ep, ep_l)
+                          : 0;
+  // One layer's time; a recomputed layer re-runs its forward, collectives included.
+  auto layer_cost = [&](const PartWork& b, bool recomputed) {
+    LayerCost k;
+    k.forward_s = b.forward_s;
+    k.backward_s = b.backward_s + b.recompute_s;
+    k.tp_s = tp_blk.forward + tp_blk.backward + (recomputed ? tp_blk.forward : 0);
+    if (c.cp > 1) {
+      // Forward: the keys and values go round the ring; backward: again, and their gradients.
+      k.cp_s = (recomputed ? 3 : 2) * cp_ag + cp_rs;
+      k.cp_exposed_s = std::max(0.0, k.cp_s - b.attention_s);
+    }
+    if (c.ep > 1 && ctx.moe) {
+      // Dispatch and combine in forward, their mirrors in backward (and the forward again).
+      k.ep_s = (recomputed ? 6 : 4) * ep_a2a;
+    }
+    const double fsdp_exposed =
+        std::max(0.0, fsdp_layer_fwd - k.forward_s) + std::max(0.0, fsdp_layer_bwd - k.backward_s);
+    k.total_s = k.forward_s + k.backward_s + k.tp_s + k.cp_exposed_s + k.ep_s + fsdp_exposed;
+    k.retained_bytes = b.retained_bytes;
+    return k;
+  };
+  // Partial recomputation: the first N layers of each model chunk are recomputed, the others keep
+  // their activations (Megatron-LM's block method; Note [Partial recomputation]).
+  const bool partial = full && c.recompute_layers > 0 && stored_block != nullptr;
+  const LayerCost recomputed_cost = layer_cost(blk, full);
+  const LayerCost stored_cost = partial ? layer_cost(*stored_block, false) : recomputed_cost;
+  auto recomputed_in = [&](int64_t n) {  // of a stage's n layers in v chunks
+    if (!partial) return n;
+    const int64_t q = n / v, rem = n % v, k = c.recompute_layers;
+    return rem * std::min(k, q + 1) + (v - rem) * std::min(k, q);
+  };
+  // The average layer of a stage of n layers.
+  auto mixed = [&](int64_t n) {
+    const double f = n > 0 ? static_cast<double>(recomputed_in(n)) / static_cast<double>(n) : 1.0;
+    return recomputed_cost.mix(stored_cost, f);
+  };
   // ---- one micro-batch through each stage; the slowest sets the pace
   const TpSeconds tp_emb = tp != nullptr ? (*tp)[0] : tp_seconds(w.embedding(), tp_l);
   const TpSeconds tp_head = tp != nullptr ? (*tp)[2] : tp_seconds(w.head(), tp_l);
@@ -109,47 +191,28 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   const double head_s =
       w.head().forward_s + w.head().backward_s + tp_head.forward + tp_head.backward;
   // Point-to-point: the activation of one micro-batch, forward to the next stage and its
-  // gradient back, once per model chunk. Each TP rank sends only its 1 / tp slice: under
-  // sequence parallelism that is all it holds; without it, between nodes, the receivers all-
-  // gather the slices over the node's fabric when that is quicker than every rank sending all of
-  // it over the network (Megatron-LM's scatter/gather optimization, Narayanan et al. 2021 §4.1;
-  // docs/cost-model.md §8.3).
+  // gradient back, once per model chunk (pipeline_sends).
   const int64_t full_act_bytes =
       ctx.setup.seq / c.cp * c.micro_batch * ctx.hidden * ctx.activation_itemsize;
-  // Neighbouring stages: a pair of the pp dim's group, on two nodes when the group spans nodes.
-  collectives::GroupLinks pair = pp_l;
-  pair.group_size = 2;
-  pair.nodes = std::min<int64_t>(pp_l.nodes, 2);
-  pair.ranks_per_node = pair.nodes > 1 ? 1 : 2;
-  int64_t act_bytes = full_act_bytes;
-  double p2p_one = 0, p2p_gather_one = 0;
-  if (pp > 1) {
-    const int64_t slice_bytes = full_act_bytes / c.tp;
-    const bool split = c.sequence_parallel || (c.tp > 1 && pair.nodes > 1);
-    const double slice_s = split ? seconds_of(CollectiveKind::kSendRecv, slice_bytes, pair) : 0;
-    const double gather_s = split && !c.sequence_parallel ? tp_gather_s(full_act_bytes) : 0;
-    const double whole_s =
-        c.sequence_parallel ? 0 : seconds_of(CollectiveKind::kSendRecv, full_act_bytes, pair);
-    if (c.sequence_parallel || (split && slice_s + gather_s < whole_s)) {
-      act_bytes = slice_bytes;
-      p2p_one = slice_s;
-      p2p_gather_one = gather_s;
-    } else {
-      p2p_one = whole_s;
-    }
-  }
+  const PipelineSends sends =
+      pp > 1 ? pipeline_sends(full_act_bytes, c.tp, c.sequence_parallel, pp_l, tp_l)
+             : PipelineSends{};
+  const collectives::GroupLinks& pair = sends.pair;
+  const int64_t act_bytes = sends.bytes;
+  const double p2p_one = sends.send_s, p2p_gather_one = sends.gather_s;
   const double p2p_stage = 2.0 * static_cast<double>(v) * (p2p_one + p2p_gather_one);
   // The bubble is p - 1 model chunks' time (Narayanan et al. 2021 §2.2.2: (p - 1) / v stages).
   // When a stage's layers do not split evenly into v chunks the largest chunk paces the fill and
   // the drain, so a stage of n layers counts its time x ceil(n / v) / n per chunk.
-  const StageEnds ends = balance_stage_ends(L, pp, layer_s, emb_s, head_s);
+  const int64_t nominal_layers = (L + pp - 1) / pp;
+  const StageEnds ends = balance_stage_ends(L, pp, mixed(nominal_layers).total_s, emb_s, head_s);
   auto stage_layers = [&](int64_t s) {
     return s == 0 ? ends.first : s == pp - 1 ? ends.last : ends.middle_max;
   };
   double t_stage = 0, t_chunk = 0;
   for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) {
     const int64_t layers = stage_layers(s);
-    double t = static_cast<double>(layers) * layer_s + p2p_stage;
+    double t = static_cast<double>(layers) * mixed(layers).total_s + p2p_stage;
     if (s == 0) t += emb_s;
     if (s == pp - 1) t += head_s;
     t_stage = std::max(t_stage, t);
@@ -165,15 +228,35 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   int64_t stage_params = 0;  // the largest stage's local parameters
   int64_t stage_layers_max = 1;
   int mem_stage = 0;
-  for (int64_t s = 0; s < pp; ++s) {
-    int64_t n = 0;
-    const int64_t end = stage_begin(L, pp, ends, s + 1);
-    for (int64_t i = stage_begin(L, pp, ends, s); i < end; ++i) {
-      n += params.per_layer[static_cast<size_t>(i)];
+  auto stage_sum = [&](int64_t s) {
+    const int64_t b = stage_begin(L, pp, ends, s), e = stage_begin(L, pp, ends, s + 1);
+    if (params.prefix.size() == params.per_layer.size() + 1) {
+      return params.prefix[static_cast<size_t>(e)] - params.prefix[static_cast<size_t>(b)];
     }
-    if (n > stage_params) {
-      stage_params = n;
-      mem_stage = static_cast<int>(s);
+    int64_t n = 0;
+    for (int64_t i = b; i < e; ++i) n += params.per_layer[static_cast<size_t>(i)];
+    return n;
+  };
+  if (pp <= 3 || params.prefix.size() != params.per_layer.size() + 1) {
+    for (int64_t s = 0; s < pp; ++s) {
+      const int64_t n = stage_sum(s);
+      if (n > stage_params) {
+        stage_params = n;
+        mem_stage = static_cast<int>(s);
+      }
+    }
+  } else {
+    // The middle layers are alike (the planner's LayerParameters repeat one), so of the middle
+    // stages the first holding the most layers holds the most parameters; with the two ends that
+    // is every candidate for the largest stage.
+    const int64_t rest = L - ends.first - ends.last, middle = pp - 2;
+    const int64_t widest = rest % middle == 0 ? 1 : 1 + middle - rest % middle;
+    for (int64_t s : {int64_t{0}, widest, pp - 1}) {
+      const int64_t n = stage_sum(s);
+      if (n > stage_params || (n == stage_params && s < mem_stage)) {
+        stage_params = n;
+        mem_stage = static_cast<int>(s);
+      }
     }
   }
   stage_layers_max = std::max({ends.first, ends.last, ends.middle_max});
@@ -185,8 +268,9 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       static_cast<uint64_t>(std::max<int64_t>(0, stage_params - expert_local));
   const int64_t grad_bytes = static_cast<int64_t>(stage_params_u) * ctx.recipe.grad_bytes;
   const int64_t param_bytes = static_cast<int64_t>(stage_params_u) * ctx.recipe.param_bytes;
-  const double bwd_window = static_cast<double>(stage_layers_max) * bwd_compute;
-  const double fwd_window = static_cast<double>(stage_layers_max) * fwd_compute;
+  const LayerCost peak_layer = mixed(stage_layers_max);  // the average layer of the largest stage
+  const double bwd_window = static_cast<double>(stage_layers_max) * peak_layer.backward_s;
+  const double fwd_window = static_cast<double>(stage_layers_max) * peak_layer.forward_s;
   const double buckets = static_cast<double>(std::max<int64_t>(1, stage_layers_max));
   double dp_exposed = 0;
   if (dp > 1) {
@@ -214,8 +298,8 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       const auto calls = static_cast<int64_t>(m) * stage_layers_max;
       const double ag = seconds_of(CollectiveKind::kAllGather, lp, dp_l);
       const double rs = seconds_of(CollectiveKind::kReduceScatter, lg, dp_l);
-      const double exp_f = std::max(0.0, fsdp_layer_fwd - fwd_compute);
-      const double exp_b = std::max(0.0, fsdp_layer_bwd - bwd_compute);
+      const double exp_f = std::max(0.0, fsdp_layer_fwd - peak_layer.forward_s);
+      const double exp_b = std::max(0.0, fsdp_layer_bwd - peak_layer.backward_s);
       rec.add("dp all_gather (fsdp parameters, forward and backward)", CollectiveKind::kAllGather,
               "dp", dp_l, lp, 2 * calls, 2 * ag * static_cast<double>(calls),
               (exp_f + std::max(0.0, exp_b - rs)) * static_cast<double>(calls) + first);
@@ -248,7 +332,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *
                                static_cast<double>(stage_layers(s)) / static_cast<double>(v);
     const int64_t in_flight = chunks_in_flight(shape, s) / std::max<int64_t>(v, 1);
-    int64_t a = static_cast<int64_t>(held_layers * static_cast<double>(blk.retained_bytes));
+    int64_t a = static_cast<int64_t>(held_layers * mixed(stage_layers(s)).retained_bytes);
     if (s == 0) a += std::max<int64_t>(in_flight, 1) * w.embedding().retained_bytes;
     if (s == pp - 1) a += w.head().retained_bytes;
     if (a > act_peak) {
@@ -278,15 +362,19 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     b.peak_stage = std::max(mem_stage, act_stage);
     const double mm = static_cast<double>(m);
     const double layers_d = static_cast<double>(stage_layers_max);
-    b.compute_s = mm * (layers_d * (fwd_compute + bwd_compute) + w.embedding().forward_s +
-                        w.embedding().backward_s + w.head().forward_s + w.head().backward_s);
+    b.compute_s =
+        mm * (layers_d * (peak_layer.forward_s + peak_layer.backward_s) + w.embedding().forward_s +
+              w.embedding().backward_s + w.head().forward_s + w.head().backward_s);
     b.bubble_s = bubble_s;
     b.optimizer_s = optimizer_s;
     const double per_layer_calls = mm * layers_d;
+    // The share of the largest stage's layers that recompute (and re-run their collectives).
+    const double f = static_cast<double>(recomputed_in(stage_layers_max)) / layers_d;
+    const double again = full ? f : 0;
     auto add_tp = [&](const PartWork& p, const char* where, double times) {
       for (const CommItem& ci : p.tp_forward) {
         const double t = seconds_of(ci.kind, ci.bytes, tp_l);
-        const auto calls = static_cast<int64_t>(times * (full && p.recompute_s > 0 ? 2 : 1));
+        const auto calls = std::llround(times * (p.recompute_s > 0 ? 1 + again : 1));
         rec.add(std::string("tp ") + std::string(collectives::to_string(ci.kind)) + " (" + where +
                     " forward)",
                 ci.kind, "tp", tp_l, ci.bytes, calls, t * static_cast<double>(calls),
@@ -304,13 +392,13 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     add_tp(w.head(), "output layer", mm);
     if (c.cp > 1) {
       rec.add("cp ring attention (keys, values and their gradients)", CollectiveKind::kAllGather,
-              "cp", cp_l, w.cp_kv_bytes, static_cast<int64_t>(per_layer_calls) * (full ? 4 : 3),
-              cp_layer * per_layer_calls, cp_exposed_layer * per_layer_calls);
+              "cp", cp_l, w.cp_kv_bytes, std::llround(per_layer_calls * (3 + again)),
+              peak_layer.cp_s * per_layer_calls, peak_layer.cp_exposed_s * per_layer_calls);
     }
     if (c.ep > 1 && ctx.moe) {
       rec.add("ep all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, "ep", ep_l,
-              w.ep_dispatch_bytes * c.ep, static_cast<int64_t>(per_layer_calls) * (full ? 6 : 4),
-              ep_layer * per_layer_calls, ep_layer * per_layer_calls);
+              w.ep_dispatch_bytes * c.ep, std::llround(per_layer_calls * (4 + 2 * again)),
+              peak_layer.ep_s * per_layer_calls, peak_layer.ep_s * per_layer_calls);
     }
     if (pp > 1) {
       const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(v));

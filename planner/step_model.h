@@ -5,6 +5,15 @@
 //   StepResult r = evaluate(ctx, config, work, links, stage_layers, &bill);
 //   r.step_time_s; r.memory_bytes; bill.collectives[0].exposed_s;
 //
+// Note [Partial recomputation]
+// Full recomputation of only the first N layers of each model chunk (Megatron-LM's
+// --recompute-granularity full --recompute-method block --recompute-num-layers N): those layers
+// keep only their input and re-run their forward in backward, the others keep every activation
+// and run once. A stage of n layers in v chunks recomputes sum over its chunks of min(N, chunk)
+// of them; its time and retained bytes are that mix of the two traced blocks. Recomputing a layer
+// only adds time and only saves memory, so the search takes, for each candidate that fits with
+// every layer recomputed, the smallest N that still fits (docs/cost-model.md §8.3).
+//
 // Note [Step time]
 // A pipeline stage runs each micro-batch's forward and backward through its layers: the traced
 // block times L_stage, the tensor-parallel collectives (exposed: they sit between dependent
@@ -54,6 +63,12 @@ struct StepContext {
 // pipeline split follows by sums.
 struct LayerParameters {
   std::vector<int64_t> per_layer;  // layer i's local parameters; [0] and [L-1] hold the ends'
+  // prefix[i]: the sum of per_layer[0..i) (set_prefix fills it; evaluate sums stages with it).
+  std::vector<int64_t> prefix;
+  void set_prefix() {
+    prefix.assign(1, 0);
+    for (int64_t n : per_layer) prefix.push_back(prefix.back() + n);
+  }
   int64_t experts_per_layer = 0;   // local parameters of the routed experts of one layer
   // A tied embedding sits on the first and the last stage (Megatron keeps a copy on each); with
   // one stage it is one tensor, counted twice in per_layer.
@@ -108,9 +123,12 @@ struct TpSeconds {
 };
 TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links);
 
-// `tp`, when given, holds tp_seconds of w's parts on links[4] (the search's cache).
+// `tp`, when given, holds tp_seconds of w's parts on links[4] (the search's cache). Under partial
+// recomputation (c.recompute_layers > 0) `stored_block` is the block traced without
+// recomputation, for the layers that keep their activations (Note [Partial recomputation]).
 StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
                     const DimLinks& links, const LayerParameters& params, Bill* bill = nullptr,
-                    const std::array<TpSeconds, kParts>* tp = nullptr);
+                    const std::array<TpSeconds, kParts>* tp = nullptr,
+                    const PartWork* stored_block = nullptr);
 
 }  // namespace shardplan::planner

@@ -77,7 +77,9 @@ ParallelConfig default_config(const TrainingSetup& setup, const Pins& pins, Prec
   c.dp = pins.dp.value_or(setup.gpus / others);
   c.zero = pins.zero.value_or(0);
   c.micro_batch = pins.micro_batch.value_or(1);
-  c.recompute = pins.recompute.value_or(tensor::RecomputePolicy::kNone);
+  c.recompute = pins.recompute.value_or(pins.recompute_layers ? tensor::RecomputePolicy::kFull
+                                                              : tensor::RecomputePolicy::kNone);
+  c.recompute_layers = pins.recompute_layers.value_or(0);
   c.virtual_stages = pins.virtual_stages.value_or(1);
   c.sequence_parallel = pins.sequence_parallel.value_or(false);
   c.precision = precision;

@@ -83,7 +83,8 @@ def main():
                           "--tp", str(tp), "--cp", str(cp), "--pp", str(pp), "--dp", str(dp)],
                  cluster="dgx-h100", seq=seq)
         x = b["mfu"] * 989.4  # the MFU's denominator: H100 SXM dense bf16 peak
-        print(f"  {gpus:5} GPUs tp {tp} cp {cp:>2} pp {pp} dp {dp:>3} seq {seq:>6}: {b['recompute']:9} "
+        rc = b["recompute"] + (f" {b['recompute_layers']}/chunk" if b["recompute_layers"] else "")
+        print(f"  {gpus:5} GPUs tp {tp} cp {cp:>2} pp {pp} dp {dp:>3} seq {seq:>6}: {rc:12} "
               f"mb {b['micro_batch']} v {b['virtual_stages']}: published {published}, predicted {x:5.0f} "
               f"({100 * (x / published - 1):+5.1f} %)")
 

@@ -32,6 +32,10 @@ std::string config_text(const planner::ParallelConfig& c) {
   if (c.ep > 1) os << " ep " << c.ep;
   os << " zero " << c.zero << " mb " << c.micro_batch << " recompute "
      << tensor::to_string(c.recompute);
+  if (c.recompute_layers > 0) {
+    os << " (" << c.recompute_layers << (c.recompute_layers == 1 ? " layer" : " layers")
+       << " per chunk)";
+  }
   if (c.virtual_stages > 1) os << " v " << c.virtual_stages;
   if (c.sequence_parallel) os << " sp";
   return os.str();
@@ -287,7 +291,11 @@ void register_compare(CLI::App& app, CliContext& ctx) {
                   << human_bytes(static_cast<double>(row["memory_per_gpu_bytes"].get<int64_t>()))
                   << "/GPU  tp " << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"]
                   << " zero " << row["zero"] << " mb " << row["micro_batch"] << " "
-                  << row["recompute"].get<std::string>() << "\n";
+                  << row["recompute"].get<std::string>();
+        if (const int64_t n = row["recompute_layers"].get<int64_t>(); n > 0) {
+          std::cout << " (" << n << (n == 1 ? " layer" : " layers") << " per chunk)";
+        }
+        std::cout << "\n";
       } else {
         std::cout << "does not fit: " << row["reason"].get<std::string>() << "\n";
       }

@@ -26,6 +26,7 @@ planner::Pins PlanArgs::pins() const {
   p.ep = pin(ep);
   p.micro_batch = pin(micro_batch);
   p.virtual_stages = pin(virtual_stages);
+  p.recompute_layers = pin(recompute_layers);
   if (zero >= 0) p.zero = zero;
   if (!recompute.empty()) p.recompute = tensor::parse_recompute_policy(recompute);
   if (!sequence_parallel.empty()) {
@@ -109,6 +110,11 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
       ->type_name("N");
   cmd.add_option("--recompute", a.recompute, "Pin recomputation: none, selective or full")
       ->type_name("POLICY");
+  cmd.add_option("--recompute-layers", a.recompute_layers,
+                 "Pin partial recomputation: the first N layers of each model chunk recomputed "
+                 "in full, the rest keeping their activations (implies --recompute full)")
+      ->check(positive_count("layers"))
+      ->type_name("N");
   cmd.add_option("--virtual-stages", a.virtual_stages,
                  "Pin model chunks per pipeline rank (1 = plain 1F1B, > 1 interleaved)")
       ->check(positive_count("chunks"))
@@ -136,6 +142,7 @@ nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanR
   j["zero"] = c.zero;
   j["micro_batch"] = c.micro_batch;
   j["recompute"] = tensor::to_string(c.recompute);
+  j["recompute_layers"] = c.recompute_layers;
   j["virtual_stages"] = c.virtual_stages;
   j["sequence_parallel"] = c.sequence_parallel;
   j["precision"] = planner::to_string(c.precision);

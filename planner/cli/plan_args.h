@@ -24,6 +24,7 @@ struct PlanArgs {
   int64_t global_batch = 0;  // --global-batch
   // Pins as given (0 / "" = searched).
   int64_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, micro_batch = 0, virtual_stages = 0;
+  int64_t recompute_layers = 0;  // 0: not pinned
   int zero = -1;
   std::string recompute, sequence_parallel, precision = "bf16", attention;
 

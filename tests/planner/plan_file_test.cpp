@@ -66,6 +66,7 @@ TEST(PlanFile, InconsistentPlansAreRefused) {
   refused("/model/config/num_attention_heads", 30, "field 'model.config'");
   refused("/format", "shardplan.cluster", "field 'format'");
   // Llama-3-8B's 32 layers on 2 stages: the counts must cover them, one per stage...
+  refused("/config/recompute_layers", 4, "expected --recompute full");
   refused("/stage_layers/0", 20, "field 'stage_layers'");
   refused("/stage_layers", nlohmann::json::array({32}), "field 'stage_layers'");
   // ...and the parameters must sit on the stages the counts give (layer 15 moves to stage 1).
