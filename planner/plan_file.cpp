@@ -195,12 +195,15 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   {
     int64_t total = 0;
     for (int64_t n : f.stage_layers) total += std::min<int64_t>(n, f.model.num_hidden_layers + 1);
+    const bool chunks_fit = std::all_of(f.stage_layers.begin(), f.stage_layers.end(),
+                                        [&](int64_t n) { return n >= f.config.virtual_stages; });
     if (static_cast<int64_t>(f.stage_layers.size()) != f.config.pp ||
-        total != f.model.num_hidden_layers) {
-      doc.fail("stage_layers",
-               "expected " + std::to_string(f.config.pp) +
-                   " layer counts (one per pipeline stage) summing to the model's " +
-                   std::to_string(f.model.num_hidden_layers) + " layers");
+        total != f.model.num_hidden_layers || !chunks_fit) {
+      doc.fail("stage_layers", "expected " + std::to_string(f.config.pp) +
+                                   " layer counts (one per pipeline stage, each at least the " +
+                                   std::to_string(f.config.virtual_stages) +
+                                   " virtual stages) summing to the model's " +
+                                   std::to_string(f.model.num_hidden_layers) + " layers");
     }
   }
   f.seed = doc.integer("seed", 0);

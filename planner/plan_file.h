@@ -23,7 +23,8 @@
 namespace shardplan::planner {
 
 inline constexpr std::string_view kPlanFormat = "shardplan.plan";
-inline constexpr int64_t kPlanVersion = 1;
+// 2: stage_layers and config.recompute_layers (a version-1 plan lacks them).
+inline constexpr int64_t kPlanVersion = 2;
 inline constexpr int64_t kDefaultInitSeed = 0;
 
 struct PlanParameter {

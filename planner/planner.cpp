@@ -534,7 +534,7 @@ std::vector<Planner::Best> Planner::best_of_each(
     const DimLinks& links = I.links_for(c, order);
     const LayerParameters& params = I.params_for(c.tp);
     const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[4]);
-    const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp);
+    const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp, I.stored_block(c));
     consider(c, order, s);
     if (c.recompute != RecomputePolicy::kFull || c.recompute_layers > 0 || pins.recompute ||
         !s.fits) {

@@ -55,9 +55,11 @@ int64_t StagePartition::stage_of_layer(int64_t layer) const {
 }
 
 StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, double first_extra_s,
-                             double last_extra_s) {
+                             double last_extra_s, int64_t min_layers) {
   check_shape(layers, stages);
-  const int64_t L = layers, p = stages;
+  const int64_t L = layers, p = stages, lo = min_layers;
+  SP_CHECK(lo >= 1 && lo <= L / p, "at least ", lo, " layers on each of ", p, " stages of ", L,
+           " layers, expected between 1 and ", L / p);
   if (p == 1) return {L, L, 0};
   const double a = layer_s, e = std::max(0.0, first_extra_s), h = std::max(0.0, last_extra_s);
   int64_t first = L / p, last = L - (p - 1) * L / p;  // the even split
@@ -65,7 +67,7 @@ StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, dou
   if (a > 0 && std::isfinite(a) && std::isfinite(e) && std::isfinite(h)) {
     // In n a + x seconds a stage with `extra` beside its layers fits n + k layers, k = floor((x -
     // extra) / a), clamped to [0, L]: the caps move with n in step, so the smallest n that holds
-    // every layer follows from the sum, then from each stage fitting at least one layer.
+    // every layer follows from the sum, then from each stage fitting at least `lo` layers.
     const auto Ld = static_cast<double>(L);
     auto k_of = [&](double x, double extra) {
       return static_cast<int64_t>(std::clamp(std::floor((x - extra) / a + 1e-9), -2 * Ld, 2 * Ld));
@@ -77,7 +79,7 @@ StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, dou
       const int64_t k0 = k_of(x, e), km = k_of(x, 0), kl = k_of(x, h);
       const int64_t short_by = L - k0 - (p - 2) * km - kl;  // p n >= short_by
       int64_t n = std::max<int64_t>(
-          {1, 1 - k0, 1 - kl, p > 2 ? 1 - km : 1, short_by > 0 ? (short_by + p - 1) / p : 0});
+          {lo, lo - k0, lo - kl, p > 2 ? lo - km : lo, short_by > 0 ? (short_by + p - 1) / p : 0});
       // Clamping a cap at L only happens when that stage alone could hold every layer.
       while (cap(n, k0) + (p - 2) * cap(n, km) + cap(n, kl) < L) ++n;
       const double t = static_cast<double>(n) * a + x;
@@ -89,8 +91,8 @@ StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, dou
       }
     }
     cm = cap(best_n, best_km);
-    last = std::min(cap(best_n, best_kl), L - (p - 1));
-    first = std::max<int64_t>(1, L - last - (p - 2) * cm);
+    last = std::min(cap(best_n, best_kl), L - (p - 1) * lo);
+    first = std::max<int64_t>(lo, L - last - (p - 2) * cm);
   }
   const int64_t rest = L - first - last;
   return {first, last, p > 2 ? (rest + p - 3) / (p - 2) : 0};

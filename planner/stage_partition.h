@@ -46,24 +46,27 @@ class StagePartition {
 };
 
 // The first and last stages' layer counts of Note [Stage partition], without building the
-// boundaries (the search asks for every candidate). `layers` >= `stages` >= 1; a non-positive
-// `layer_s` gives the even split's ends.
+// boundaries (the search asks for every candidate). `layers` >= `stages` >= 1; every stage gets
+// at least `min_layers` (the interleaved schedule's v chunks need a layer each), at most layers /
+// stages; a non-positive `layer_s` gives the even split's ends.
 struct StageEnds {
   int64_t first = 1;
   int64_t last = 1;
   int64_t middle_max = 0;  // the most layers of a middle stage (0 with fewer than 3 stages)
 };
 StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, double first_extra_s,
-                             double last_extra_s);
+                             double last_extra_s, int64_t min_layers = 1);
 StagePartition partition_from_ends(int64_t layers, int64_t stages, const StageEnds& ends);
 // The first layer of stage `stage` (0..stages) of partition_from_ends(layers, stages, ends),
 // without building it.
 int64_t stage_begin(int64_t layers, int64_t stages, const StageEnds& ends, int64_t stage);
 
 inline StagePartition balance_stages(int64_t layers, int64_t stages, double layer_s,
-                                     double first_extra_s, double last_extra_s) {
+                                     double first_extra_s, double last_extra_s,
+                                     int64_t min_layers = 1) {
   return partition_from_ends(
-      layers, stages, balance_stage_ends(layers, stages, layer_s, first_extra_s, last_extra_s));
+      layers, stages,
+      balance_stage_ends(layers, stages, layer_s, first_extra_s, last_extra_s, min_layers));
 }
 
 }  // namespace shardplan::planner

@@ -205,7 +205,8 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   // When a stage's layers do not split evenly into v chunks the largest chunk paces the fill and
   // the drain, so a stage of n layers counts its time x ceil(n / v) / n per chunk.
   const int64_t nominal_layers = (L + pp - 1) / pp;
-  const StageEnds ends = balance_stage_ends(L, pp, mixed(nominal_layers).total_s, emb_s, head_s);
+  // Each stage keeps at least one layer per model chunk.
+  const StageEnds ends = balance_stage_ends(L, pp, mixed(nominal_layers).total_s, emb_s, head_s, v);
   auto stage_layers = [&](int64_t s) {
     return s == 0 ? ends.first : s == pp - 1 ? ends.last : ends.middle_max;
   };
@@ -327,12 +328,19 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
   int64_t act_peak = 0;
   int act_stage = 0;
-  for (int64_t s : {int64_t{0}, pp - 1}) {
+  // Earlier stages hold more micro-batches, later middle stages may hold a layer more: the peak
+  // is on the first stage, the second, the first middle stage with the most layers or the last.
+  const int64_t widest_middle = pp <= 2 ? 0
+                                        : ((L - ends.first - ends.last) % (pp - 2) == 0
+                                               ? 1
+                                               : pp - 1 - (L - ends.first - ends.last) % (pp - 2));
+  for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), widest_middle, pp - 1}) {
     // Chunks in flight of this stage's own layers / v (Note [In-flight micro-batches]).
+    const int64_t n = stage_begin(L, pp, ends, s + 1) - stage_begin(L, pp, ends, s);
     const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *
-                               static_cast<double>(stage_layers(s)) / static_cast<double>(v);
+                               static_cast<double>(n) / static_cast<double>(v);
     const int64_t in_flight = chunks_in_flight(shape, s) / std::max<int64_t>(v, 1);
-    int64_t a = static_cast<int64_t>(held_layers * mixed(stage_layers(s)).retained_bytes);
+    int64_t a = static_cast<int64_t>(held_layers * mixed(n).retained_bytes);
     if (s == 0) a += std::max<int64_t>(in_flight, 1) * w.embedding().retained_bytes;
     if (s == pp - 1) a += w.head().retained_bytes;
     if (a > act_peak) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/cluster.h"
+#include "planner/block_cost.h"
 #include "planner/planner.h"
 #include "planner/strategies.h"
 #include "tensor/base/error.h"
@@ -101,6 +102,63 @@ TEST(PartialRecompute, BadCountsAreOneLine) {
   pins.recompute = tensor::RecomputePolicy::kNone;
   EXPECT_THAT([&] { (void)p.search(pins, 1); },
               ThrowsMessage<Error>(HasSubstr("expected --recompute full")));
+}
+
+TEST(PartialRecompute, PinnedSearchPricesWhatEstimateDoes) {
+  // A pinned count goes through the search's own evaluation: it must price the stored layers as
+  // stored, exactly as estimate does.
+  Planner p(tensor::find_model_config("llama3-70b"), h100(),
+            {.gpus = 64, .seq = 4096, .global_batch = 64}, {});
+  Pins pins;
+  pins.tp = 8;
+  pins.pp = 4;
+  pins.dp = 2;
+  pins.micro_batch = 1;
+  pins.zero = 1;
+  pins.virtual_stages = 5;
+  pins.sequence_parallel = true;
+  pins.recompute_layers = 2;
+  const SearchResult r = p.search(pins, 1);
+  ASSERT_FALSE(r.top.empty());
+  const PlanResult& x = r.top.front();
+  const PlanResult e = p.estimate(x.config, x.order, nullptr);
+  EXPECT_DOUBLE_EQ(x.step_time_s, e.step_time_s);
+  EXPECT_EQ(x.memory_bytes, e.memory_bytes);
+  ParallelConfig all = x.config;
+  all.recompute_layers = 0;
+  EXPECT_LT(x.step_time_s, p.estimate(all, x.order, nullptr).step_time_s);
+}
+
+TEST(StageMemory, PeakMayBeOnAMiddleStage) {
+  // GPT-2 (12 layers, a 50,257-word output layer worth about 5 layers) on 4 CPU ranks, pp 4,
+  // 8 micro-batches under 1F1B: stage s holds min(8, 4 - s) micro-batches of its layers. The
+  // balanced split gives the ends few layers, so a middle stage holds the most activations.
+  Planner p(tensor::find_model_config("gpt2"),
+            collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
+            {.gpus = 4, .seq = 128, .global_batch = 8}, {});
+  const ParallelConfig c{.pp = 4, .dp = 1, .micro_batch = 1};
+  Bill bill;
+  const PlanResult r = p.estimate(c, DimOrder::kTpInner, &bill);
+  const std::vector<int64_t> split = partition_from_ends(12, 4, r.stages).counts();
+  int64_t most = 0, at = 0;
+  for (int64_t s = 0; s < 4; ++s) {
+    if (std::min<int64_t>(8, 4 - s) * split[static_cast<size_t>(s)] > most) {
+      most = std::min<int64_t>(8, 4 - s) * split[static_cast<size_t>(s)];
+      at = s;
+    }
+  }
+  ASSERT_GT(at, 0) << "split " << split[0] << " " << split[1] << " " << split[2] << " " << split[3];
+  ASSERT_LT(at, 3);
+  EXPECT_EQ(bill.peak_stage, at);
+  // A middle stage holds only its blocks' activations: `most` layers of one traced block's.
+  const TracedModel t = trace_one_block(tensor::find_model_config("gpt2"),
+                                        {.micro_batch = 1,
+                                         .seq = 128,
+                                         .recompute = tensor::RecomputePolicy::kNone,
+                                         .attention = tensor::AttentionImpl::kFlash,
+                                         .dtype = tensor::DType::kFloat32});
+  const int64_t per_layer = rank_work(t, p.context().compute, {}).block().retained_bytes;
+  EXPECT_EQ(bill.activation_bytes, most * per_layer);
 }
 
 }  // namespace

@@ -69,39 +69,43 @@ TEST(StagePartition, HeavyOutputLayerLeavesTheLastStageOneLayer) {
 }
 
 TEST(StagePartition, MatchesAnExhaustiveSearchOnSmallPipelines) {
-  // Every split of L layers into p stages of at least one, against the balanced one.
+  // Every split of L layers into p stages of at least `lo` (1, or 2 as for two model chunks per
+  // stage), against the balanced one.
   const double ends[][2] = {{0, 0}, {0.3, 0.7}, {0.05, 2.4}, {1.5, 0.2}, {3.0, 3.0}, {0, 9.0}};
-  for (int64_t L = 1; L <= 11; ++L) {
-    for (int64_t p = 1; p <= std::min<int64_t>(L, 5); ++p) {
-      for (const auto& eh : ends) {
-        double best = std::numeric_limits<double>::infinity();
-        std::vector<int64_t> counts;
-        std::function<void(int64_t)> go = [&](int64_t left) {
-          if (static_cast<int64_t>(counts.size()) == p - 1) {
-            counts.push_back(left);
-            best = std::min(best, slowest(counts, 1.0, eh[0], eh[1]));
-            counts.pop_back();
-            return;
+  for (int64_t lo = 1; lo <= 2; ++lo) {
+    for (int64_t L = 1; L <= 11; ++L) {
+      for (int64_t p = 1; p <= std::min<int64_t>(L / lo, 5); ++p) {
+        for (const auto& eh : ends) {
+          double best = std::numeric_limits<double>::infinity();
+          std::vector<int64_t> counts;
+          std::function<void(int64_t)> go = [&](int64_t left) {
+            if (static_cast<int64_t>(counts.size()) == p - 1) {
+              counts.push_back(left);
+              best = std::min(best, slowest(counts, 1.0, eh[0], eh[1]));
+              counts.pop_back();
+              return;
+            }
+            const int64_t stages_after = p - 1 - static_cast<int64_t>(counts.size());
+            for (int64_t n = lo; n <= left - lo * stages_after; ++n) {
+              counts.push_back(n);
+              go(left - n);
+              counts.pop_back();
+            }
+          };
+          go(L);
+          const StagePartition got = balance_stages(L, p, 1.0, eh[0], eh[1], lo);
+          SCOPED_TRACE(testing::Message() << L << " layers, " << p << " stages of at least " << lo
+                                          << ", ends " << eh[0] << ", " << eh[1]);
+          EXPECT_EQ(got.layers(), L);
+          EXPECT_EQ(got.stages(), p);
+          const std::vector<int64_t> c = got.counts();
+          EXPECT_GE(*std::min_element(c.begin(), c.end()), lo);
+          EXPECT_NEAR(slowest(c, 1.0, eh[0], eh[1]), best, 1e-12);
+          const StageEnds e = balance_stage_ends(L, p, 1.0, eh[0], eh[1], lo);
+          for (int64_t s = 0; s <= p; ++s) EXPECT_EQ(stage_begin(L, p, e, s), got.begin(s));
+          if (p > 2) {
+            EXPECT_EQ(e.middle_max, *std::max_element(c.begin() + 1, c.end() - 1));
           }
-          const int64_t stages_after = p - 1 - static_cast<int64_t>(counts.size());
-          for (int64_t n = 1; n <= left - stages_after; ++n) {
-            counts.push_back(n);
-            go(left - n);
-            counts.pop_back();
-          }
-        };
-        go(L);
-        const StagePartition got = balance_stages(L, p, 1.0, eh[0], eh[1]);
-        SCOPED_TRACE(testing::Message()
-                     << L << " layers, " << p << " stages, ends " << eh[0] << ", " << eh[1]);
-        EXPECT_EQ(got.layers(), L);
-        EXPECT_EQ(got.stages(), p);
-        EXPECT_NEAR(slowest(got.counts(), 1.0, eh[0], eh[1]), best, 1e-12);
-        const StageEnds e = balance_stage_ends(L, p, 1.0, eh[0], eh[1]);
-        for (int64_t s = 0; s <= p; ++s) EXPECT_EQ(stage_begin(L, p, e, s), got.begin(s));
-        const std::vector<int64_t> c = got.counts();
-        if (p > 2) {
-          EXPECT_EQ(e.middle_max, *std::max_element(c.begin() + 1, c.end() - 1));
         }
       }
     }
@@ -114,6 +118,8 @@ TEST(StagePartition, BadCountsAreRefused) {
               ThrowsMessage<Error>(HasSubstr("stage 1 with 0 layers, expected at least 1")));
   EXPECT_THAT([] { (void)StagePartition::even(3, 4); },
               ThrowsMessage<Error>(HasSubstr("4 pipeline stages for 3 layers")));
+  EXPECT_THAT([] { (void)balance_stage_ends(7, 4, 1.0, 0, 0, 2); },
+              ThrowsMessage<Error>(HasSubstr("at least 2 layers on each of 4 stages of 7")));
   EXPECT_THAT([] { (void)StagePartition::even(4, 2).stage_of_layer(4); },
               ThrowsMessage<Error>(HasSubstr("layer 4, expected one of 0..3")));
 }
