@@ -35,7 +35,7 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   if (c.zero == 3 && c.dp / c.ep > 1) pc.fsdp_dims = {"dp"};
   const std::vector<mesh::ParameterSharding> shardings =
       mesh::parallelize_module(*m, dm, rules, pc);
-  ParameterStage stage_of(model, StagePartition::from_counts(stage_layers));
+  ParameterStage stage_of(model, StagePartition::from_counts(stage_layers, c.virtual_stages));
   std::vector<PlanParameter> out;
   for (const mesh::ParameterSharding& s : shardings) {
     PlanParameter p;

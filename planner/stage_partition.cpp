@@ -24,14 +24,30 @@ StagePartition StagePartition::even(int64_t layers, int64_t stages) {
   return p;
 }
 
-StagePartition StagePartition::from_counts(std::span<const int64_t> counts) {
+StagePartition StagePartition::from_counts(std::span<const int64_t> counts, int64_t chunks) {
   SP_CHECK(!counts.empty(), "no pipeline stages, expected one layer count per stage");
+  SP_CHECK(chunks >= 1, chunks, " model chunks per stage, expected at least 1");
+  constexpr int64_t kMaxLayers = std::numeric_limits<int32_t>::max();
   StagePartition p;
+  p.chunks_ = chunks;
   p.begin_.assign(1, 0);
   for (size_t s = 0; s < counts.size(); ++s) {
-    SP_CHECK(counts[s] >= 1 && counts[s] <= std::numeric_limits<int32_t>::max(), "stage ", s,
-             " with ", counts[s], " layers, expected at least 1");
+    SP_CHECK(counts[s] >= chunks && counts[s] <= kMaxLayers - p.begin_.back(), "stage ", s,
+             " with ", counts[s], " layers, expected at least ", chunks,
+             chunks > 1 ? " (one per model chunk)" : "", " and at most 2^31 layers in all");
     p.begin_.push_back(p.begin_.back() + counts[s]);
+  }
+  if (chunks > 1) {
+    // Note [Interleaved layer order]: virtual stage j p + s is chunk j of stage s.
+    p.interleaved_.reserve(static_cast<size_t>(p.layers()));
+    for (int64_t j = 0; j < chunks; ++j) {
+      for (size_t s = 0; s < counts.size(); ++s) {
+        const int64_t n = counts[s], extra_from = chunks - n % chunks;
+        const int64_t size = n / chunks + (j >= extra_from ? 1 : 0);
+        p.interleaved_.insert(p.interleaved_.end(), static_cast<size_t>(size),
+                              static_cast<int32_t>(s));
+      }
+    }
   }
   return p;
 }
@@ -50,6 +66,7 @@ std::vector<int64_t> StagePartition::counts() const {
 
 int64_t StagePartition::stage_of_layer(int64_t layer) const {
   SP_CHECK(layer >= 0 && layer < layers(), "layer ", layer, ", expected one of 0..", layers() - 1);
+  if (chunks_ > 1) return interleaved_[static_cast<size_t>(layer)];
   const auto it = std::upper_bound(begin_.begin(), begin_.end(), layer);
   return static_cast<int64_t>(it - begin_.begin()) - 1;
 }

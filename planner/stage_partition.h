@@ -24,25 +24,37 @@ namespace shardplan::planner {
 
 // Stage 0 holds `first` layers, the last stage `last`, the p - 2 middle stages share the rest as
 // evenly as they can (the later ones one more). One stage holds every layer.
+//
+// Note [Interleaved layer order]
+// With v model chunks per stage (interleaved 1F1B) a stage's layers are not contiguous: the model
+// runs virtual stage j p + s on stage s, chunk j (Megatron-LM's order, Narayanan et al. 2021
+// §2.2.2), so stage 0 holds the first chunk, stage 1 the second, ..., and stage 0 again the
+// (p + 1)-th. A stage of n layers splits them into v chunks as evenly as it can, the later chunks
+// one more. The counts per stage are the same either way; only which layers differ.
 class StagePartition {
  public:
   // Stages differing by at most one layer: stage s holds [floor(s L / p), floor((s + 1) L / p)).
   static StagePartition even(int64_t layers, int64_t stages);
-  // Any counts, one per stage, each at least 1; throws shardplan::Error naming the bad count.
-  static StagePartition from_counts(std::span<const int64_t> counts);
+  // Any counts, one per stage, each at least `chunks` (the model chunks per stage); throws
+  // shardplan::Error naming the bad count.
+  static StagePartition from_counts(std::span<const int64_t> counts, int64_t chunks = 1);
 
   int64_t stages() const { return static_cast<int64_t>(begin_.size()) - 1; }
   int64_t layers() const { return begin_.back(); }
+  int64_t chunks() const { return chunks_; }
+  // Prefix sums of the counts: the first layer of `stage` when there is one chunk per stage.
   int64_t begin(int64_t stage) const { return begin_[static_cast<size_t>(stage)]; }
   int64_t count(int64_t stage) const { return begin(stage + 1) - begin(stage); }
   int64_t max_count() const;
   std::vector<int64_t> counts() const;
-  // The stage holding layer `layer` (0 <= layer < layers()).
+  // The stage holding layer `layer` (0 <= layer < layers()), in Note [Interleaved layer order].
   int64_t stage_of_layer(int64_t layer) const;
   bool operator==(const StagePartition&) const = default;
 
  private:
   std::vector<int64_t> begin_ = {0, 1};  // stages + 1 boundaries
+  int64_t chunks_ = 1;
+  std::vector<int32_t> interleaved_;  // layer -> stage when chunks_ > 1
 };
 
 // The first and last stages' layer counts of Note [Stage partition], without building the

@@ -5,7 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "collectives/cluster.h"
+#include "planner/stage_partition.h"
 #include "planner/strategies.h"
 #include "tensor/base/error.h"
 #include "tests/tensor/json_hostile_support.h"
@@ -47,6 +51,39 @@ TEST(PlanFile, RoundTripsExactly) {
   // The output layer (128,256 x 4,096) does about twice a layer's GEMM work (4 h^2 + 3 h 14336
   // per token): the last stage takes fewer of the 32 layers.
   EXPECT_EQ(j["stage_layers"], nlohmann::ordered_json({17, 15}));
+}
+
+TEST(PlanFile, InterleavedPlansPlaceLayersInChunkOrder) {
+  // tp 8 x pp 2 x dp 4 with two model chunks per stage: each stage's layers come in two runs
+  // (Note [Interleaved layer order]), and the plan places every layer's parameters there.
+  Planner p(tensor::find_model_config("llama3-8b"),
+            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  Pins pins;
+  pins.tp = 8;
+  pins.pp = 2;
+  pins.dp = 4;
+  pins.virtual_stages = 2;
+  const SearchResult r = p.search(pins, 1);
+  ASSERT_FALSE(r.top.empty());
+  const PlanFile f = plan_file(p, r.top.at(0), "llama3-8b");
+  const StagePartition split = StagePartition::from_counts(f.stage_layers, 2);
+  const std::string prefix = "model.layers.";
+  std::vector<int64_t> stage_of_layer(32, -1);
+  for (const PlanParameter& x : f.parameters) {
+    if (x.name.rfind(prefix, 0) != 0) continue;
+    const int64_t layer = std::stoll(x.name.substr(prefix.size()));
+    EXPECT_EQ(x.stage, split.stage_of_layer(layer)) << x.name;
+    stage_of_layer[static_cast<size_t>(layer)] = x.stage;
+  }
+  // Stage 0 runs the first chunk, then stage 1, then stage 0 again: not one contiguous run.
+  EXPECT_EQ(stage_of_layer.front(), 0);
+  EXPECT_EQ(stage_of_layer.back(), 1);
+  const int64_t first_chunk = f.stage_layers[0] / 2;
+  EXPECT_EQ(stage_of_layer[static_cast<size_t>(first_chunk)], 1);
+  EXPECT_EQ(stage_of_layer[static_cast<size_t>(first_chunk + f.stage_layers[1] / 2 + 1)], 0);
+  const nlohmann::ordered_json j = plan_to_json(f);
+  EXPECT_EQ(plan_from_json(nlohmann::json::parse(j.dump()), "plan.json"), f);
 }
 
 TEST(PlanFile, InconsistentPlansAreRefused) {

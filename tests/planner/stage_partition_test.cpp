@@ -112,6 +112,22 @@ TEST(StagePartition, MatchesAnExhaustiveSearchOnSmallPipelines) {
   }
 }
 
+TEST(StagePartition, InterleavedChunksAlternateStages) {
+  // Stages of 5 and 3 layers, 2 chunks each: stage 0 splits 5 into 2 + 3 (the later chunk one
+  // more), stage 1 splits 3 into 1 + 2. The model runs stage 0 chunk 0 (layers 0-1), stage 1
+  // chunk 0 (layer 2), stage 0 chunk 1 (layers 3-5), stage 1 chunk 1 (layers 6-7).
+  const std::vector<int64_t> counts = {5, 3};
+  const StagePartition p = StagePartition::from_counts(counts, 2);
+  const int64_t want[] = {0, 0, 1, 0, 0, 0, 1, 1};
+  for (int64_t layer = 0; layer < 8; ++layer) {
+    EXPECT_EQ(p.stage_of_layer(layer), want[layer]) << "layer " << layer;
+  }
+  EXPECT_THAT(p.counts(), ElementsAre(5, 3));
+  const std::vector<int64_t> thin = {5, 1};
+  EXPECT_THAT([&] { (void)StagePartition::from_counts(thin, 2); },
+              ThrowsMessage<Error>(HasSubstr("stage 1 with 1 layers, expected at least 2")));
+}
+
 TEST(StagePartition, BadCountsAreRefused) {
   const std::vector<int64_t> zero = {3, 0, 2};
   EXPECT_THAT([&] { (void)StagePartition::from_counts(zero); },
