@@ -109,15 +109,17 @@ TEST(PartialRecompute, PinnedSearchPricesWhatEstimateDoes) {
   // stored, exactly as estimate does.
   Planner p(tensor::find_model_config("llama3-70b"), h100(),
             {.gpus = 64, .seq = 4096, .global_batch = 64}, {});
-  Pins pins;
-  pins.tp = 8;
-  pins.pp = 4;
-  pins.dp = 2;
-  pins.micro_batch = 1;
-  pins.zero = 1;
-  pins.virtual_stages = 5;
-  pins.sequence_parallel = true;
-  pins.recompute_layers = 2;
+  const Pins pins{.tp = 8,
+                  .pp = 4,
+                  .dp = 2,
+                  .cp = {},
+                  .ep = {},
+                  .micro_batch = 1,
+                  .virtual_stages = 5,
+                  .recompute_layers = 2,
+                  .zero = 1,
+                  .recompute = {},
+                  .sequence_parallel = true};
   const SearchResult r = p.search(pins, 1);
   ASSERT_FALSE(r.top.empty());
   const PlanResult& x = r.top.front();

@@ -20,8 +20,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-// Llama-3-8B on 64 H100s, tp 8 x pp 2 x dp 4 with ZeRO-3 over dp: every kind of placement.
-PlanFile llama_plan() {
+// Llama-3-8B on 64 H100s, tp 8 x pp 2 x dp 4 with ZeRO-3 over dp: every kind of placement;
+// `chunks` model chunks per stage.
+PlanFile llama_plan(int64_t chunks = 1) {
   Planner p(tensor::find_model_config("llama3-8b"),
             collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
             {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
@@ -30,6 +31,7 @@ PlanFile llama_plan() {
   pins.pp = 2;
   pins.dp = 4;
   pins.zero = 3;
+  pins.virtual_stages = chunks;
   const SearchResult r = p.search(pins, 1);
   EXPECT_FALSE(r.top.empty());
   return plan_file(p, r.top.at(0), "llama3-8b", 1234);
@@ -54,19 +56,10 @@ TEST(PlanFile, RoundTripsExactly) {
 }
 
 TEST(PlanFile, InterleavedPlansPlaceLayersInChunkOrder) {
-  // tp 8 x pp 2 x dp 4 with two model chunks per stage: each stage's layers come in two runs
-  // (Note [Interleaved layer order]), and the plan places every layer's parameters there.
-  Planner p(tensor::find_model_config("llama3-8b"),
-            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
-            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
-  Pins pins;
-  pins.tp = 8;
-  pins.pp = 2;
-  pins.dp = 4;
-  pins.virtual_stages = 2;
-  const SearchResult r = p.search(pins, 1);
-  ASSERT_FALSE(r.top.empty());
-  const PlanFile f = plan_file(p, r.top.at(0), "llama3-8b");
+  // Two model chunks per stage: each stage's layers come in two runs (Note [Interleaved layer
+  // order]), and the plan places every layer's parameters there.
+  const PlanFile f = llama_plan(2);
+  ASSERT_EQ(f.config.virtual_stages, 2);
   const StagePartition split = StagePartition::from_counts(f.stage_layers, 2);
   const std::string prefix = "model.layers.";
   std::vector<int64_t> stage_of_layer(32, -1);
