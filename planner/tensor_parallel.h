@@ -34,9 +34,10 @@ int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t ran
 std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t pp,
                                       int64_t tp_rank = 0);
 
-// The pipeline stage of each parameter, asked in the model's named_parameters order (the split of
-// stage_parameters): a layer's parameters by its index, those before the layers on stage 0, those
-// after them on the last stage.
+// The pipeline stage of each parameter, asked in the model's named_parameters order: a layer's
+// parameters by its index (the even split of stage_parameters, or a plan's own split, interleaved
+// with its model chunks: Note [Interleaved layer order] in stage_partition.h), those before the
+// layers on stage 0, those after them on the last stage.
 class ParameterStage {
  public:
   ParameterStage(const tensor::ModelConfig& c, int64_t pp);
