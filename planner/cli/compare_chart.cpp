@@ -14,6 +14,7 @@ constexpr int kLabelWidth = 90;
 constexpr int kPanelWidth = 380;
 constexpr int kGap = 60;
 constexpr int kTop = 80;
+constexpr int kValueLabelWidth = 34;  // a bar's value at font size 11 ("123.4")
 
 std::string escape_xml(const std::string& s) {
   std::string out;
@@ -71,6 +72,7 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
   const double mmax_gib = nice_max(mmax / gib);
   const int x1 = kLabelWidth + 10;         // step-time panel
   const int x2 = x1 + kPanelWidth + kGap;  // memory panel
+  const double capacity_x = x2 + capacity_bytes / gib / mmax_gib * kPanelWidth;
   std::ostringstream s;
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << height
@@ -114,9 +116,14 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
       << num(r.step_time_s) << " s</text>\n";
     const double mw = static_cast<double>(r.memory_bytes) / gib / mmax_gib * kPanelWidth;
     const bool over = static_cast<double>(r.memory_bytes) > capacity_bytes;
+    // A plan filling memory ends at the capacity line: its label goes past the line, not on it.
+    double label_x = x2 + mw + 4;
+    if (label_x - 2 < capacity_x && label_x + kValueLabelWidth > capacity_x) {
+      label_x = capacity_x + 4;
+    }
     s << "<rect x=\"" << x2 << "\" y=\"" << y + 4 << "\" width=\"" << mw
       << "\" height=\"20\" fill=\"" << (over ? "#e15759" : "#59a14f") << "\"/>\n"
-      << "<text x=\"" << x2 + mw + 4 << "\" y=\"" << y + 18 << "\" font-size=\"11\">"
+      << "<text x=\"" << label_x << "\" y=\"" << y + 18 << "\" font-size=\"11\">"
       << num(static_cast<double>(r.memory_bytes) / gib) << "</text>\n";
   }
   // Axes with ticks and units.
@@ -137,7 +144,7 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
         << "</text>\n";
     }
   }
-  const double cx = x2 + capacity_bytes / gib / mmax_gib * kPanelWidth;
+  const double cx = capacity_x;
   s << "<line x1=\"" << cx << "\" y1=\"" << kTop - 6 << "\" x2=\"" << cx << "\" y2=\"" << ybase
     << "\" stroke=\"#333\" stroke-dasharray=\"5,4\"/>\n"
     << "<text x=\"" << cx << "\" y=\"" << kTop - 10
