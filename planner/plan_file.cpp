@@ -1,6 +1,5 @@
 #include "planner/plan_file.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "mesh/parallel_style.h"
@@ -193,17 +192,18 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   }
   f.stage_layers = doc.integers("stage_layers", 1);
   {
-    int64_t total = 0;
-    for (int64_t n : f.stage_layers) total += std::min<int64_t>(n, f.model.num_hidden_layers + 1);
-    const bool chunks_fit = std::all_of(f.stage_layers.begin(), f.stage_layers.end(),
-                                        [&](int64_t n) { return n >= f.config.virtual_stages; });
-    if (static_cast<int64_t>(f.stage_layers.size()) != f.config.pp ||
-        total != f.model.num_hidden_layers || !chunks_fit) {
-      doc.fail("stage_layers", "expected " + std::to_string(f.config.pp) +
-                                   " layer counts (one per pipeline stage, each at least the " +
-                                   std::to_string(f.config.virtual_stages) +
-                                   " virtual stages) summing to the model's " +
-                                   std::to_string(f.model.num_hidden_layers) + " layers");
+    // from_counts refuses a count below the model chunks (or an overflowing sum) in one line.
+    StagePartition split;
+    try {
+      split = StagePartition::from_counts(f.stage_layers, f.config.virtual_stages);
+    } catch (const Error& e) {
+      doc.fail("stage_layers", e.what());
+    }
+    if (split.stages() != f.config.pp || split.layers() != f.model.num_hidden_layers) {
+      doc.fail("stage_layers",
+               "expected " + std::to_string(f.config.pp) +
+                   " layer counts (one per pipeline stage) summing to the model's " +
+                   std::to_string(f.model.num_hidden_layers) + " layers");
     }
   }
   f.seed = doc.integer("seed", 0);

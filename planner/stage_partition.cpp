@@ -125,6 +125,12 @@ int64_t stage_begin(int64_t layers, int64_t stages, const StageEnds& ends, int64
   return ends.first + i * (rest / m) + std::max<int64_t>(0, i - extra_from);
 }
 
+int64_t widest_middle_stage(int64_t layers, int64_t stages, const StageEnds& ends) {
+  if (stages <= 2) return 0;
+  const int64_t m = stages - 2, rest = layers - ends.first - ends.last;
+  return rest % m == 0 ? 1 : 1 + m - rest % m;  // stage_begin's extra_from, as a stage
+}
+
 StagePartition partition_from_ends(int64_t layers, int64_t stages, const StageEnds& ends) {
   check_shape(layers, stages);
   std::vector<int64_t> counts(static_cast<size_t>(stages), 0);

@@ -72,6 +72,9 @@ StagePartition partition_from_ends(int64_t layers, int64_t stages, const StageEn
 // The first layer of stage `stage` (0..stages) of partition_from_ends(layers, stages, ends),
 // without building it.
 int64_t stage_begin(int64_t layers, int64_t stages, const StageEnds& ends, int64_t stage);
+// The first middle stage holding `ends.middle_max` layers (0 with fewer than 3 stages): of the
+// middle stages it holds the most layers and, being earliest, the most micro-batches in flight.
+int64_t widest_middle_stage(int64_t layers, int64_t stages, const StageEnds& ends);
 
 inline StagePartition balance_stages(int64_t layers, int64_t stages, double layer_s,
                                      double first_extra_s, double last_extra_s,

@@ -229,35 +229,17 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   int64_t stage_params = 0;  // the largest stage's local parameters
   int64_t stage_layers_max = 1;
   int mem_stage = 0;
-  auto stage_sum = [&](int64_t s) {
-    const int64_t b = stage_begin(L, pp, ends, s), e = stage_begin(L, pp, ends, s + 1);
-    if (params.prefix.size() == params.per_layer.size() + 1) {
-      return params.prefix[static_cast<size_t>(e)] - params.prefix[static_cast<size_t>(b)];
-    }
-    int64_t n = 0;
-    for (int64_t i = b; i < e; ++i) n += params.per_layer[static_cast<size_t>(i)];
-    return n;
-  };
-  if (pp <= 3 || params.prefix.size() != params.per_layer.size() + 1) {
-    for (int64_t s = 0; s < pp; ++s) {
-      const int64_t n = stage_sum(s);
-      if (n > stage_params) {
-        stage_params = n;
-        mem_stage = static_cast<int>(s);
-      }
-    }
-  } else {
-    // The middle layers are alike (the planner's LayerParameters repeat one), so of the middle
-    // stages the first holding the most layers holds the most parameters; with the two ends that
-    // is every candidate for the largest stage.
-    const int64_t rest = L - ends.first - ends.last, middle = pp - 2;
-    const int64_t widest = rest % middle == 0 ? 1 : 1 + middle - rest % middle;
-    for (int64_t s : {int64_t{0}, widest, pp - 1}) {
-      const int64_t n = stage_sum(s);
-      if (n > stage_params || (n == stage_params && s < mem_stage)) {
-        stage_params = n;
-        mem_stage = static_cast<int>(s);
-      }
+  // The middle layers are alike (the planner's LayerParameters repeat one), so the largest stage
+  // is an end or the widest middle stage; sums come from the prefix sums.
+  SP_ASSERT(params.prefix.size() == params.per_layer.size() + 1,
+            "LayerParameters::set_prefix runs before pricing");
+  const int64_t widest = widest_middle_stage(L, pp, ends);
+  for (int64_t s : {int64_t{0}, widest, pp - 1}) {
+    const int64_t n = params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s + 1))] -
+                      params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s))];
+    if (n > stage_params) {
+      stage_params = n;
+      mem_stage = static_cast<int>(s);
     }
   }
   stage_layers_max = std::max({ends.first, ends.last, ends.middle_max});
@@ -330,11 +312,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   int act_stage = 0;
   // Earlier stages hold more micro-batches, later middle stages may hold a layer more: the peak
   // is on the first stage, the second, the first middle stage with the most layers or the last.
-  const int64_t widest_middle = pp <= 2 ? 0
-                                        : ((L - ends.first - ends.last) % (pp - 2) == 0
-                                               ? 1
-                                               : pp - 1 - (L - ends.first - ends.last) % (pp - 2));
-  for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), widest_middle, pp - 1}) {
+  for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), widest, pp - 1}) {
     // Chunks in flight of this stage's own layers / v (Note [In-flight micro-batches]).
     const int64_t n = stage_begin(L, pp, ends, s + 1) - stage_begin(L, pp, ends, s);
     const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *

@@ -26,16 +26,19 @@ namespace {
 using planner::Bill;
 using planner::PlanResult;
 
+// " (3 layers per chunk)" under partial recomputation, "" when every layer recomputes or none.
+std::string recompute_layers_text(int64_t n) {
+  if (n <= 0) return "";
+  return " (" + std::to_string(n) + (n == 1 ? " layer" : " layers") + " per chunk)";
+}
+
 std::string config_text(const planner::ParallelConfig& c) {
   std::ostringstream os;
   os << "tp " << c.tp << " pp " << c.pp << " dp " << c.dp << " cp " << c.cp;
   if (c.ep > 1) os << " ep " << c.ep;
   os << " zero " << c.zero << " mb " << c.micro_batch << " recompute "
      << tensor::to_string(c.recompute);
-  if (c.recompute_layers > 0) {
-    os << " (" << c.recompute_layers << (c.recompute_layers == 1 ? " layer" : " layers")
-       << " per chunk)";
-  }
+  os << recompute_layers_text(c.recompute_layers);
   if (c.virtual_stages > 1) os << " v " << c.virtual_stages;
   if (c.sequence_parallel) os << " sp";
   return os.str();
@@ -292,10 +295,7 @@ void register_compare(CLI::App& app, CliContext& ctx) {
                   << "/GPU  tp " << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"]
                   << " zero " << row["zero"] << " mb " << row["micro_batch"] << " "
                   << row["recompute"].get<std::string>();
-        if (const int64_t n = row["recompute_layers"].get<int64_t>(); n > 0) {
-          std::cout << " (" << n << (n == 1 ? " layer" : " layers") << " per chunk)";
-        }
-        std::cout << "\n";
+        std::cout << recompute_layers_text(row["recompute_layers"].get<int64_t>()) << "\n";
       } else {
         std::cout << "does not fit: " << row["reason"].get<std::string>() << "\n";
       }

@@ -104,7 +104,11 @@ TEST(StagePartition, MatchesAnExhaustiveSearchOnSmallPipelines) {
           const StageEnds e = balance_stage_ends(L, p, 1.0, eh[0], eh[1], lo);
           for (int64_t s = 0; s <= p; ++s) EXPECT_EQ(stage_begin(L, p, e, s), got.begin(s));
           if (p > 2) {
-            EXPECT_EQ(e.middle_max, *std::max_element(c.begin() + 1, c.end() - 1));
+            const auto widest = std::max_element(c.begin() + 1, c.end() - 1);  // the first
+            EXPECT_EQ(e.middle_max, *widest);
+            EXPECT_EQ(widest_middle_stage(L, p, e), widest - c.begin());
+          } else {
+            EXPECT_EQ(widest_middle_stage(L, p, e), 0);
           }
         }
       }
