@@ -5,7 +5,9 @@
 #   2. the MPI tests under mpirun with one rank per GPU, which runs the NCCL communicator's
 #      collectives (tests/mpi/nccl_communicator_test.cpp);
 #   3. `plan` then `materialize --device cuda --verify` of small shipped models, without a launcher
-#      and under mpirun, one rank per GPU.
+#      and under mpirun, one rank per GPU;
+#   4. an 8-rank tp 4 x dp 2 GPT-2 (ranks share GPUs when there are fewer) materialized on the GPUs
+#      and on the CPU: every tensor's checksum must be the same.
 #   bash scripts/gpu_check.sh [build-dir]          # default: build (the default preset's folder)
 # Exits non-zero on the first failure. Needs a build with CUDA, NCCL and MPI (`shardplan env`).
 set -euo pipefail
@@ -33,4 +35,18 @@ for model in gpt2 pythia-160m; do
   tests/mpi/mpirun.sh -np "$gpus" "$bin/shardplan" materialize --plan "$work/$model.json" \
     --device cuda --verify
 done
+echo "== gpu_check.sh: 8 ranks, tp 4 x dp 2, on the GPUs and on the CPU"
+"$bin/shardplan" plan --model gpt2 --cluster dgx-h100 --gpus 8 --seq 1024 --global-batch 8 --tp 4 \
+  --dp 2 --out "$work/tp4dp2.json" > /dev/null
+for device in cuda cpu; do
+  tests/mpi/mpirun.sh -np 8 "$bin/shardplan" materialize --plan "$work/tp4dp2.json" \
+    --device "$device" --verify --json > "$work/$device.json"
+done
+python3 - "$work/cuda.json" "$work/cpu.json" <<'PY'
+import json, sys
+gpu, cpu = (json.load(open(f))["verify"]["tensor_checksums"] for f in sys.argv[1:])
+bad = [name for name in cpu if gpu.get(name) != cpu[name]]
+print(f"{len(cpu) - len(bad)} of {len(cpu)} tensors have the CPU's checksum on the GPUs")
+sys.exit(1 if bad or len(gpu) != len(cpu) else 0)
+PY
 echo "== gpu_check.sh: all GPU checks passed (${SECONDS}s)"
