@@ -35,12 +35,15 @@ std::vector<Style> call_styles(const TrainingStep& step, const tensor::ModelFami
   return out;
 }
 
+// The attention core: the fused op, or an op of the math path whose output is the scores
+// [batch, heads (or 1 for a mask), L, S]. Four dims at least: a [batch, tokens, hidden] output
+// whose hidden size equals the sequence (Llama 3 8B at 4096 tokens, 70B at 8192) is not scores.
 bool is_score_op(const TrainingStep& step, const TrainingOp& op, int64_t seq) {
   if (op.op == "scaled_dot_product_attention") return true;
   if (op.outputs.empty() || op.block < 0) return false;
   const StepTensor& out = step.tensors[static_cast<size_t>(op.outputs.front())];
   const size_t n = out.sizes.size();
-  return n >= 2 && seq > 1 && out.sizes[n - 1] == seq && out.sizes[n - 2] == seq;
+  return n >= 4 && seq > 1 && out.sizes[n - 1] == seq && out.sizes[n - 2] == seq;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -119,6 +122,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key)
   }
   const int64_t item = tensor::itemsize(key.dtype);
   t.attention = key.attention;
+  t.dtype = key.dtype;
   if (key.attention == tensor::AttentionImpl::kMath) {
     // Note [Math attention traffic], in units of the activation itemsize (2 for 16-bit).
     const double per = static_cast<double>(item) / 2.0;
@@ -140,6 +144,8 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   const double inv_tp = 1.0 / static_cast<double>(tp);
   const bool sp = split.sequence_parallel && tp > 1;
   RankWork w;
+  const ComputeModel attn = attention_compute(a);
+  const int64_t item = tensor::itemsize(t.dtype);
   // The fraction of an op's traced work one rank does.
   auto share = [&](size_t i) {
     const bool split_op = t.split[i] != OpSplit::kReplicated;
@@ -174,15 +180,28 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       if (t.score_op[i]) g.k *= split.cp;
     }
     double eff = op.matmul_flops > 0 ? gemm_efficiency(a, g) : 1;
+    OpSeconds s;
     if (op.op == "scaled_dot_product_attention" && op.matmul_flops > 0 && op.inputs.size() >= 3) {
       // [.., L, E] queries against [.., S, E] keys: g.batch is batch x local heads, g.m is L.
+      // In the attention's own dtype (Note [FP8 GEMMs]).
       const StepTensor& q = st.tensors[static_cast<size_t>(op.inputs[0])];
       const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
       const int64_t keys = k.sizes[k.sizes.size() - 2] * split.cp;
-      eff = attention_efficiency(a, g.batch, g.m, keys, q.sizes.back(), g.n,
+      eff = attention_efficiency(attn, g.batch, g.m, keys, q.sizes.back(), g.n,
                                  t.attention == tensor::AttentionImpl::kFlash);
+      s = op_seconds(attn, op, eff, share(i));
+    } else {
+      s = op_seconds(a, op, eff, share(i));
+      if (op.matmul_flops > 0 && !t.score_op[i]) {
+        // A linear layer's GEMM: its operands quantized under fp8 (Note [FP8 GEMMs]).
+        const double rows = static_cast<double>(g.batch) * static_cast<double>(g.m);
+        const OpSeconds qz = quantize_seconds(a, rows * static_cast<double>(g.k),
+                                              rows * static_cast<double>(g.n), item);
+        s.forward += qz.forward;
+        s.backward += qz.backward;
+        if (op.recomputed || op.recompute_flops > 0) s.recompute += qz.recompute;
+      }
     }
-    OpSeconds s = op_seconds(a, op, eff, share(i));
     if (t.score_op[i] && t.score_bytes_forward > 0 && !op.outputs.empty() &&
         op.inputs.size() >= 2) {
       // Scores: batch x heads x L x S elements, the output's rows times the keys' length.

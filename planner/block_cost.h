@@ -85,6 +85,7 @@ struct TracedModel {
   // Note [Math attention traffic]: bytes per score element the unfused attention moves.
   double score_bytes_forward = 0;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
+  tensor::DType dtype = tensor::DType::kBFloat16;  // of the weights and activations (TraceKey)
 };
 
 // Traces `cfg` with one layer (Note [Tracing one block at full width]). Throws shardplan::Error

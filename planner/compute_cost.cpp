@@ -61,7 +61,35 @@ ComputeModel compute_model(const collectives::Cluster& cluster, Precision precis
                          (acc.memory_efficiency ? acc.memory_efficiency->value : 1.0);
   const std::string mfu_dtype(gemm_dtype(cluster, Precision::kBf16));
   m.mfu_peak_flops = tera(acc.dense_tflops.at(mfu_dtype));
+  // Note [FP8 GEMMs]: the attention stays in the 16-bit (or CPU) dtype.
+  m.attention_peak_flops = m.mfu_peak_flops;
+  if (auto it = acc.matmul_efficiency.find(mfu_dtype); it != acc.matmul_efficiency.end()) {
+    m.attention_matmul_efficiency = it->second.value;
+  }
+  m.quantized_gemms = dtype == "fp8";
   return m;
+}
+
+ComputeModel attention_compute(const ComputeModel& a) {
+  ComputeModel b = a;
+  if (a.attention_peak_flops > 0) {
+    b.peak_flops = a.attention_peak_flops;
+    b.matmul_efficiency = a.attention_matmul_efficiency;
+  }
+  return b;
+}
+
+OpSeconds quantize_seconds(const ComputeModel& a, double input_elements, double output_elements,
+                           int64_t activation_itemsize) {
+  OpSeconds t;
+  if (!a.quantized_gemms) return t;
+  // Forward: the producing op (a norm, an activation) writes the fp8 copy and its transpose, 2
+  // bytes per element. Backward: the 16-bit gradient is read and written twice in fp8.
+  t.forward = input_elements * 2.0 / a.memory_bytes_per_s;
+  t.backward =
+      output_elements * static_cast<double>(activation_itemsize + 2) / a.memory_bytes_per_s;
+  t.recompute = t.forward;
+  return t;
 }
 
 double gemm_efficiency(const ComputeModel& a, const GemmShape& g) {

@@ -19,6 +19,18 @@
 // The GEMM takes max(FLOPs / (peak x efficiency), bytes / HBM bandwidth). Every other op is
 // priced by its bytes at HBM bandwidth (or its FLOPs at the peak, if that is slower).
 //
+// Note [FP8 GEMMs]
+// Under --precision fp8 only the linear layers' GEMMs run in fp8, as Transformer Engine's
+// default recipe does: the fused attention keeps bf16 (its products at the bf16 peak and
+// fraction), and so does every other op. An fp8 GEMM needs its operands quantized, twice: as is,
+// and transposed for the other GEMM that reads them (Hopper's fp8 tensor cores take only the TN
+// layout; Transformer Engine docs, "Performance considerations: handling transposes"). In the
+// forward the op that produces a GEMM's input (a norm, an activation function) writes both fp8
+// copies itself, 1 + 1 bytes per element on top of the traced op; in the backward the bf16 output
+// gradient is read and written twice in fp8, 2 + 1 + 1 bytes per element. All at HBM bandwidth.
+// The weights' casts happen once per step (Transformer Engine caches them across micro-batches)
+// and are left out.
+//
 // Note [HBM efficiency]
 // No kernel streams at the datasheet bandwidth: refresh, row switches and ECC take a part of it.
 // The cluster file states the measured fraction (`accelerator.memory_efficiency`, e.g. 1.80 of
@@ -44,6 +56,11 @@ struct ComputeModel {
   int64_t streaming_multiprocessors = 0;  // 0: no wave quantization
   double memory_bytes_per_s = 0;          // achievable HBM bandwidth (Note [HBM efficiency])
   double mfu_peak_flops = 0;              // dense bf16 peak (the MFU denominator); fp32 on a CPU
+  // Note [FP8 GEMMs]: the fused attention's dtype (bf16, or fp32 on a CPU) and whether the
+  // linear layers' GEMMs quantize their operands.
+  double attention_peak_flops = 0;
+  double attention_matmul_efficiency = 1;
+  bool quantized_gemms = false;
 };
 
 // The GEMM dtype is fp8 for Precision::kFp8 and bf16 otherwise; a cluster without that peak
@@ -86,5 +103,15 @@ struct OpSeconds {
 };
 OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double gemm_efficiency,
                      double scale = 1);
+
+// `a` for the fused attention: its products at attention_peak_flops and
+// attention_matmul_efficiency (Note [FP8 GEMMs]).
+ComputeModel attention_compute(const ComputeModel& a);
+
+// Seconds of quantizing an fp8 GEMM's operands: `input_elements` in the forward (and its
+// recomputation), `output_elements` of the gradient in the backward (Note [FP8 GEMMs]); zero
+// unless a.quantized_gemms.
+OpSeconds quantize_seconds(const ComputeModel& a, double input_elements, double output_elements,
+                           int64_t activation_itemsize);
 
 }  // namespace shardplan::planner
