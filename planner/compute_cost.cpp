@@ -62,7 +62,6 @@ ComputeModel compute_model(const collectives::Cluster& cluster, Precision precis
   const std::string mfu_dtype(gemm_dtype(cluster, Precision::kBf16));
   m.mfu_peak_flops = tera(acc.dense_tflops.at(mfu_dtype));
   // Note [FP8 GEMMs]: the attention stays in the 16-bit (or CPU) dtype.
-  m.attention_peak_flops = m.mfu_peak_flops;
   if (auto it = acc.matmul_efficiency.find(mfu_dtype); it != acc.matmul_efficiency.end()) {
     m.attention_matmul_efficiency = it->second.value;
   }
@@ -72,8 +71,8 @@ ComputeModel compute_model(const collectives::Cluster& cluster, Precision precis
 
 ComputeModel attention_compute(const ComputeModel& a) {
   ComputeModel b = a;
-  if (a.attention_peak_flops > 0) {
-    b.peak_flops = a.attention_peak_flops;
+  if (a.mfu_peak_flops > 0) {
+    b.peak_flops = a.mfu_peak_flops;
     b.matmul_efficiency = a.attention_matmul_efficiency;
   }
   return b;

@@ -56,9 +56,8 @@ struct ComputeModel {
   int64_t streaming_multiprocessors = 0;  // 0: no wave quantization
   double memory_bytes_per_s = 0;          // achievable HBM bandwidth (Note [HBM efficiency])
   double mfu_peak_flops = 0;              // dense bf16 peak (the MFU denominator); fp32 on a CPU
-  // Note [FP8 GEMMs]: the fused attention's dtype (bf16, or fp32 on a CPU) and whether the
-  // linear layers' GEMMs quantize their operands.
-  double attention_peak_flops = 0;
+  // Note [FP8 GEMMs]: the fused attention runs in the MFU dtype, at mfu_peak_flops and this
+  // fraction; whether the linear layers' GEMMs quantize their operands.
   double attention_matmul_efficiency = 1;
   bool quantized_gemms = false;
 };
@@ -104,8 +103,8 @@ struct OpSeconds {
 OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double gemm_efficiency,
                      double scale = 1);
 
-// `a` for the fused attention: its products at attention_peak_flops and
-// attention_matmul_efficiency (Note [FP8 GEMMs]).
+// `a` for the fused attention: its products at mfu_peak_flops and attention_matmul_efficiency
+// (Note [FP8 GEMMs]).
 ComputeModel attention_compute(const ComputeModel& a);
 
 // Seconds of quantizing an fp8 GEMM's operands: `input_elements` in the forward (and its

@@ -28,7 +28,7 @@ TEST(Fp8, AttentionKeepsTheBf16Rate) {
   const ComputeModel fp8 = h100(Precision::kFp8);
   const ComputeModel bf16 = h100(Precision::kBf16);
   EXPECT_DOUBLE_EQ(fp8.peak_flops, 1978.9e12);
-  EXPECT_DOUBLE_EQ(fp8.attention_peak_flops, 989.4e12);
+  EXPECT_DOUBLE_EQ(attention_compute(fp8).peak_flops, 989.4e12);
   EXPECT_TRUE(fp8.quantized_gemms);
   EXPECT_FALSE(bf16.quantized_gemms);
   const TracedModel t = llama3_8b_block(4096);
@@ -81,7 +81,7 @@ TEST(Fp8, Bf16AndCpuModelsQuantizeNothing) {
   const ComputeModel cpu = compute_model(
       collectives::load_cluster(collectives::resolve_cluster("cpu-local")), Precision::kBf16);
   EXPECT_FALSE(cpu.quantized_gemms);
-  EXPECT_DOUBLE_EQ(cpu.attention_peak_flops, cpu.peak_flops);
+  EXPECT_DOUBLE_EQ(attention_compute(cpu).peak_flops, cpu.peak_flops);
 }
 
 }  // namespace
