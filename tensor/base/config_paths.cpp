@@ -6,7 +6,9 @@
 
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
 #include "tensor/base/nearest_name.h"
+#include "tensor/base/strict_json.h"
 
 namespace shardplan {
 namespace fs = std::filesystem;
@@ -76,11 +78,15 @@ fs::path find_config(std::string_view kind, std::string_view name_or_path) {
            "/ or a path to a .json file");
   std::error_code ec;
   const fs::path as_path(name_or_path);
-  if (fs::is_regular_file(as_path, ec)) return as_path;
-  // Something path-like that is not a file is reported as a missing file, not looked up by name.
+  const fs::file_status status = fs::status(as_path, ec);
+  if (fs::is_regular_file(status)) return as_path;
+  // Something that exists but is not a file (a folder, /dev/zero, a FIFO) is refused for what it
+  // is; something path-like that does not exist is a missing file, not looked up by name.
+  SP_CHECK(!fs::exists(status), one, " file '", printable(name_or_path, 256), "' is ",
+           file_kind(status.type()), ", expected a .json file");
   const bool path_like =
       name_or_path.find('/') != std::string_view::npos || as_path.extension() == ".json";
-  SP_CHECK(!path_like, one, " file '", name_or_path, "' does not exist");
+  SP_CHECK(!path_like, one, " file '", printable(name_or_path, 256), "' does not exist");
   const std::vector<fs::path> roots = config_search_dirs();
   std::string searched;
   for (const fs::path& root : roots) {
@@ -99,8 +105,8 @@ fs::path find_config(std::string_view kind, std::string_view name_or_path) {
   }
   std::string known;
   for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
-  SP_FAIL("unknown ", one, " '", name_or_path, "'", did_you_mean(name_or_path, names),
-          ": not a file and not in ", searched,
+  SP_FAIL("unknown ", one, " '", printable(name_or_path, 80), "'",
+          did_you_mean(name_or_path, names), ": not a file and not in ", searched,
           "; expected one of: ", known.empty() ? "<none found>" : known,
           " or a path to a .json file");
 }

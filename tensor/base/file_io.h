@@ -1,10 +1,12 @@
-// Reading user-named files with the error tiers of tensor/base/error.h: a path that does not name a
-// readable regular file (missing, a directory, no permission) is bad input (shardplan::Error, exit
-// 2); an error the operating system reports while reading an opened file (EIO, a vanished NFS
-// mount) is a RuntimeFailure (exit 1), never blamed on the user. Malformed content is the parser's
-// business (bad input again).
+// Reading and naming user files with the error tiers of tensor/base/error.h: a path that does not
+// name a readable regular file (missing, a directory, a FIFO or device, no permission) is bad input
+// (shardplan::Error, exit 2), refused before anything is read (a FIFO is never opened for
+// blocking); an error the operating system reports while reading an opened file (EIO, a vanished
+// NFS mount) is a RuntimeFailure (exit 1), never blamed on the user. Malformed content is the
+// parser's business (bad input again). Output paths are checked the same way before any work.
 //   std::string text = read_text_file(path, "cluster file");  // "cannot open cluster file 'x':
 //   ..." ReadOnlyFile f(path, "checkpoint");  f.read_at(offset, buffer);  // pread, EINTR retried
+//   check_output_path("plan.json", "--out");  // a FIFO, device or directory there: refused
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "tensor/base/limits.h"
 
 namespace shardplan {
 
@@ -36,8 +40,8 @@ class ReadOnlyFile {
   // Exactly out.size() bytes at `offset`. A short file (end of file before the bytes) is bad input
   // (a truncated file); an OS read error is a RuntimeFailure.
   void read_at(int64_t offset, std::span<char> out) const;
-  // The whole file.
-  std::string read_all() const;
+  // The whole file; bad input when it holds more than `max_bytes`.
+  std::string read_all(int64_t max_bytes = kMaxTextFileBytes) const;
 
  private:
   ReadOnlyFile() = default;
@@ -47,7 +51,21 @@ class ReadOnlyFile {
   int64_t size_ = 0;
 };
 
-// The whole file as text (bytes as they are), with ReadOnlyFile's error tiers.
-std::string read_text_file(const std::filesystem::path& path, std::string_view what);
+// The whole file as text (bytes as they are), with ReadOnlyFile's error tiers. A file larger than
+// `max_bytes` is refused before it is read (bad input naming its size and the limit). A regular
+// file whose size the system reports as 0 (/proc files) is read to its end, within the same limit.
+std::string read_text_file(const std::filesystem::path& path, std::string_view what,
+                           int64_t max_bytes = kMaxTextFileBytes);
+
+// "a directory", "a FIFO (named pipe)", "a character device", ... for a stat() mode; "" for a
+// regular file.
+std::string_view file_kind(unsigned mode);
+std::string_view file_kind(std::filesystem::file_type type);
+
+// An output path a writer may replace: not empty, not an existing FIFO, device, socket or directory
+// (following a symbolic link), in a directory that exists. Throws shardplan::Error naming `flag`
+// ("--out"), the path and what was expected; writes nothing. Writers call it before any work and
+// again just before replacing the file.
+void check_output_path(const std::filesystem::path& path, std::string_view flag);
 
 }  // namespace shardplan

@@ -1,5 +1,6 @@
 #include "tensor/base/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/base/error.h"
@@ -12,6 +13,44 @@ std::string json_excerpt(const nlohmann::json& v) {
   constexpr size_t kMaxShown = 80;
   const std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return printable(text, kMaxShown);
+}
+
+namespace {
+
+std::optional<JsonDifference> difference_at(const nlohmann::json& a, const nlohmann::json& b,
+                                            const std::string& path) {
+  if (a == b) return std::nullopt;
+  const auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  if (a.is_object() && b.is_object()) {
+    // nlohmann::json keeps object keys sorted, so walking a's keys and then b's extra ones visits
+    // them in order.
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const auto other = b.find(it.key());
+      if (other == b.end()) return JsonDifference{child(it.key()), json_excerpt(*it), "absent"};
+      if (auto d = difference_at(*it, *other, child(it.key()))) return d;
+    }
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (!a.contains(it.key())) {
+        return JsonDifference{child(it.key()), "absent", json_excerpt(*it)};
+      }
+    }
+  }
+  if (a.is_array() && b.is_array()) {
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      if (auto d = difference_at(a[i], b[i], path + "[" + std::to_string(i) + "]")) return d;
+    }
+    const std::string at = path + "[" + std::to_string(std::min(a.size(), b.size())) + "]";
+    return a.size() > b.size() ? JsonDifference{at, json_excerpt(a[b.size()]), "absent"}
+                               : JsonDifference{at, "absent", json_excerpt(b[a.size()])};
+  }
+  return JsonDifference{path, json_excerpt(a), json_excerpt(b)};
+}
+
+}  // namespace
+
+std::optional<JsonDifference> first_json_difference(const nlohmann::json& left,
+                                                    const nlohmann::json& right) {
+  return difference_at(left, right, "");
 }
 
 JsonFields::JsonFields(const nlohmann::json& j, std::string origin, std::string path)

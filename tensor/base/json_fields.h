@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -89,6 +90,17 @@ class JsonFields {
 
 // A short rendering of a JSON value for messages (long values cut with "...").
 std::string json_excerpt(const nlohmann::json& v);
+
+// Where two JSON documents first differ (keys in sorted order, arrays by index): the dotted path
+// ("accelerator.memory_gb.value", "layers[3]"; "" for the documents themselves) and an excerpt of
+// each side ("absent" for a missing key); nullopt when they are equal. For messages that name both
+// sides of a mismatch.
+struct JsonDifference {
+  std::string path;
+  std::string left, right;
+};
+std::optional<JsonDifference> first_json_difference(const nlohmann::json& left,
+                                                    const nlohmann::json& right);
 
 // Throws the bad-field error JsonFields throws, "<origin>: field '<path>': <what>" ("<origin>:
 // <what>" when `path` is empty, or `what` alone when it starts with "<origin>: " already), for

@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,6 +81,64 @@ TEST_F(FileIo, AnOsReadErrorIsARuntimeFailureNotBadInput) {
   } catch (const Error& e) {
     FAIL() << "an OS read error was reported as bad input: " << e.what();
   }
+}
+
+TEST_F(FileIo, AFifoIsRefusedWithoutBlocking) {
+  // Opening a FIFO for reading waits for a writer; the reader must refuse it before opening.
+  const fs::path fifo = dir_ / "plan.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(
+      [&] { read_text_file(fifo, "plan file"); },
+      ::testing::ThrowsMessage<Error>(HasSubstr("is a FIFO (named pipe), expected a file")));
+}
+
+TEST_F(FileIo, ADeviceIsRefusedBeforeReading) {
+  // /dev/zero would be read forever.
+  EXPECT_THAT([&] { read_text_file("/dev/zero", "cluster file"); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("cluster file '/dev/zero'"),
+                                                    HasSubstr("is a character device"))));
+}
+
+TEST_F(FileIo, AFileOverTheLimitIsRefusedNamingSizeAndLimit) {
+  std::ofstream(dir_ / "big.json") << std::string(2000, ' ');
+  EXPECT_THAT([&] { read_text_file(dir_ / "big.json", "plan file", 1000); },
+              ::testing::ThrowsMessage<Error>(
+                  AllOf(HasSubstr("is 2000 bytes, expected at most 1000"), HasSubstr("Limits"))));
+  EXPECT_EQ(read_text_file(dir_ / "big.json", "plan file", 2000).size(), 2000u);
+}
+
+TEST_F(FileIo, AProcFileOfReportedSizeZeroIsReadToItsEnd) {
+  // The kernel reports /proc/self/status as 0 bytes; its text starts with "Name:".
+  EXPECT_THAT(read_text_file("/proc/self/status", "plan file"), ::testing::StartsWith("Name:"));
+  EXPECT_THAT([&] { read_text_file("/proc/self/status", "plan file", 16); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("holds more than 16 bytes")));
+}
+
+TEST_F(FileIo, OutputPathsThatAreNotRegularFilesAreRefused) {
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT([&] { check_output_path(fifo, "--out"); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("--out '"), HasSubstr("is a FIFO"),
+                                                    HasSubstr("expected a regular file"))));
+  EXPECT_THAT(
+      [&] { check_output_path("/dev/null", "--svg"); },
+      ::testing::ThrowsMessage<Error>(HasSubstr("--svg '/dev/null' is a character device")));
+  EXPECT_THAT([&] { check_output_path(dir_, "--out"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("is a directory")));
+  // A link to a device is the device.
+  fs::create_symlink("/dev/null", dir_ / "link");
+  EXPECT_THAT([&] { check_output_path(dir_ / "link", "--out"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("is a character device")));
+  EXPECT_THAT([&] { check_output_path("", "--out"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--out '': expected a file path")));
+  EXPECT_THAT([&] { check_output_path(dir_ / "no_such_dir" / "p.json", "--out"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("does not exist")));
+  EXPECT_THAT([&] { check_output_path(dir_ / "new_dir/", "--out"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("names a directory")));
+  // A regular file, or a new one in an existing folder, is fine.
+  std::ofstream(dir_ / "old.json") << "{}";
+  EXPECT_NO_THROW(check_output_path(dir_ / "old.json", "--out"));
+  EXPECT_NO_THROW(check_output_path(dir_ / "new.json", "--out"));
 }
 
 TEST(FileIoErrno, BadPathErrnosAreTheUsersOthersAreTheSystems) {
