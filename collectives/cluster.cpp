@@ -7,11 +7,13 @@
 #include <set>
 #include <sstream>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/config_paths.h"
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
 #include "tensor/base/json_fields.h"
+#include "tensor/base/limits.h"
 #include "tensor/base/strict_json.h"
 
 // Note [Cluster file format]
@@ -33,7 +35,8 @@
 // where Q = {"value": <number>, "source": "<where the number comes from>"}. Every key is
 // required unless marked optional; unknown keys are errors (a typo must not silently fall back to
 // a default). Counts (links, NICs, accelerators, nodes per leaf) must be positive integers;
-// bandwidths, latencies and peaks positive; efficiencies in (0, 1]; oversubscription >= 1.
+// bandwidths, latencies and peaks positive; efficiencies in (0, 1]; oversubscription >= 1; and
+// each within its plausible range (Note [Plausible ranges]).
 
 namespace shardplan::collectives {
 namespace {
@@ -42,24 +45,55 @@ constexpr std::string_view kFormat = "shardplan.cluster";
 constexpr int64_t kVersion = 1;
 constexpr std::string_view kRailFatTree = "rail_optimized_fat_tree";
 
-// Q = {"value": number, "source": non-empty string}, the value checked against `kind`.
-enum class Kind { kPositive, kCount, kFraction, kAtLeastOne };
-Quantity quantity(JsonFields& r, std::string_view key, Kind kind = Kind::kPositive) {
+// Note [Plausible ranges]
+// Every number of a cluster file has a range beyond which it is a typo, not hardware: a GPU of
+// 9.3e9 GB gave a negative capacity (its bytes overflow) and plans that "fit", a latency of 1e308
+// us printed 300-digit times. Each bound sits one to two orders of magnitude beyond the largest
+// and fastest hardware of 2026 (docs/cost-model.md "Cluster files": B200 at 2,250 dense bf16
+// TFLOP/s with 180 GB at 8 TB/s, NVLink 5 at 900 GB/s per direction, 800 Gb/s NICs, 72 GPUs in
+// one NVLink domain), so no real machine is refused and every product of them stays finite.
+enum class Kind { kNumber, kCount, kFraction };
+struct Range {
+  Kind kind;
+  double min, max;        // inclusive; a fraction is in (0, 1]
+  std::string_view unit;  // as the message says it ("GB"), "" for a plain number
+};
+constexpr Range kPeakTflops{Kind::kNumber, 1e-6, 1e5, "TFLOP/s"};
+constexpr Range kMemoryGb{Kind::kNumber, 1e-3, 1e5, "GB"};  // a CPU rank's share of a host too
+constexpr Range kBandwidthGbps{Kind::kNumber, 1e-3, 1e5, "GB/s"};
+constexpr Range kLineRateGbit{Kind::kNumber, 1e-3, 1e6, "Gbit/s"};
+constexpr Range kLatencyUs{Kind::kNumber, 1e-3, 1e6, "us"};  // a nanosecond to a second per step
+constexpr Range kFraction{Kind::kFraction, 0, 1, ""};
+constexpr Range kPerNode{Kind::kCount, 1, 1024, ""};  // accelerators, links and NICs of a node
+constexpr Range kMultiprocessors{Kind::kCount, 1, 1e4, ""};
+constexpr Range kNodesPerLeaf{Kind::kCount, 1, 65536, ""};
+constexpr Range kOversubscription{Kind::kNumber, 1, 1000, ""};
+
+// Q = {"value": number, "source": non-empty string}, the value checked against `range`.
+Quantity quantity(JsonFields& r, std::string_view key, const Range& range) {
   JsonFields q = r.object(key);
   Quantity out{q.number("value"), q.str("source")};
   if (out.source.empty()) q.fail("source", "expected a non-empty source for the number");
   const double x = out.value;
-  const bool ok = kind == Kind::kPositive   ? x > 0
-                  : kind == Kind::kCount    ? x >= 1 && x <= 1e6 && x == std::floor(x)
-                  : kind == Kind::kFraction ? x > 0 && x <= 1
-                                            : x >= 1;
+  const bool ok =
+      range.kind == Kind::kFraction
+          ? x > 0 && x <= 1
+          : x >= range.min && x <= range.max && (range.kind != Kind::kCount || x == std::floor(x));
   if (!ok) {
-    const char* expected = kind == Kind::kPositive   ? "a positive number"
-                           : kind == Kind::kCount    ? "a positive integer"
-                           : kind == Kind::kFraction ? "a number in (0, 1]"
-                                                     : "a number >= 1";
-    q.fail("value",
-           std::string("expected ") + expected + ", got " + json_excerpt(q.json()["value"]));
+    const auto num = [](double v) {
+      if (v == std::floor(v)) return std::to_string(static_cast<int64_t>(v));  // bounds < 2^53
+      std::ostringstream os;
+      os << v;
+      return os.str();
+    };
+    const std::string unit = range.unit.empty() ? "" : " " + std::string(range.unit);
+    const std::string expected =
+        range.kind == Kind::kFraction ? "a number in (0, 1]"
+        : range.kind == Kind::kCount
+            ? "an integer from " + num(range.min) + " to " + num(range.max)
+            : "a number from " + num(range.min) + " to " + num(range.max) + unit;
+    q.fail("value", "expected " + expected + ", got " + json_excerpt(q.json()["value"]) +
+                        " (the plausible range: docs/cost-model.md \"Cluster files\")");
   }
   q.done();
   return out;
@@ -99,10 +133,12 @@ Cluster with_nodes(Cluster c, int64_t nodes) {
   SP_CHECK(nodes >= 1, "cluster ", c.name, ": --nodes ", nodes, ", expected at least 1");
   SP_CHECK(nodes == 1 || c.network.has_value(), "cluster ", c.name,
            " has no network section (a single machine): --nodes ", nodes, ", expected 1");
-  // The per-node count is at most 1e6 (validated), so this bound keeps nodes * per-node exact.
-  SP_CHECK(nodes <= (int64_t{1} << 32), "cluster ", c.name, ": --nodes ", nodes, " is too large");
+  int64_t gpus = 0;
+  SP_CHECK(mul_into(nodes, gpus_per_node(c), gpus) && gpus <= kMaxRanks, "cluster ", c.name,
+           ": --nodes ", nodes, " x ", gpus_per_node(c), " accelerators per node is more than the ",
+           kMaxRanks, " ranks shardplan plans for (2^20; docs/user-guide.md \"Limits\")");
   c.nodes = nodes;
-  c.gpus = nodes * gpus_per_node(c);
+  c.gpus = gpus;
   return c;
 }
 
@@ -120,9 +156,10 @@ Cluster with_gpus(Cluster c, int64_t gpus) {
   return c;
 }
 
-Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view) {
+Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view,
+                          std::string_view path) {
   const std::string origin(origin_view);
-  JsonFields doc(j, origin);
+  JsonFields doc(j, origin, std::string(path));
   if (doc.str("format") != kFormat) doc.fail("format", "expected \"" + std::string(kFormat) + "\"");
   const nlohmann::json& version = doc.get("version");
   if (!version.is_number_integer() || version.get<int64_t>() != kVersion) {
@@ -144,40 +181,40 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view)
     c.accelerator.arch = a.enumeration("arch", kArchNames);
     JsonFields peaks = a.object("dense_tflops");
     for (auto it = peaks.json().begin(); it != peaks.json().end(); ++it) {
-      c.accelerator.dense_tflops[it.key()] = quantity(peaks, it.key());
+      c.accelerator.dense_tflops[it.key()] = quantity(peaks, it.key(), kPeakTflops);
     }
     if (c.accelerator.dense_tflops.empty()) a.fail("dense_tflops", "expected at least one dtype");
-    c.accelerator.memory_gb = quantity(a, "memory_gb");
-    c.accelerator.memory_bandwidth_gbps = quantity(a, "memory_bandwidth_gbps");
+    c.accelerator.memory_gb = quantity(a, "memory_gb", kMemoryGb);
+    c.accelerator.memory_bandwidth_gbps = quantity(a, "memory_bandwidth_gbps", kBandwidthGbps);
     if (a.has("matmul_efficiency")) {
       JsonFields eff = a.object("matmul_efficiency");
       for (auto it = eff.json().begin(); it != eff.json().end(); ++it) {
         if (!c.accelerator.dense_tflops.contains(it.key())) {
           eff.fail(it.key(), "has no dense_tflops peak to be a fraction of");
         }
-        c.accelerator.matmul_efficiency[it.key()] = quantity(eff, it.key(), Kind::kFraction);
+        c.accelerator.matmul_efficiency[it.key()] = quantity(eff, it.key(), kFraction);
       }
     }
     if (a.has("streaming_multiprocessors")) {
       c.accelerator.streaming_multiprocessors =
-          quantity(a, "streaming_multiprocessors", Kind::kCount);
+          quantity(a, "streaming_multiprocessors", kMultiprocessors);
     }
     if (a.has("memory_efficiency")) {
-      c.accelerator.memory_efficiency = quantity(a, "memory_efficiency", Kind::kFraction);
+      c.accelerator.memory_efficiency = quantity(a, "memory_efficiency", kFraction);
     }
     a.done();
   }
-  c.accelerators_per_node = quantity(doc, "accelerators_per_node", Kind::kCount);
+  c.accelerators_per_node = quantity(doc, "accelerators_per_node", kPerNode);
   {
     JsonFields in = doc.object("intra_node");
     c.intra.fabric = in.enumeration("fabric", kFabricNames);
-    c.intra.links_per_gpu = quantity(in, "links_per_gpu", Kind::kCount);
-    c.intra.link_bandwidth_gbps = quantity(in, "link_bandwidth_gbps");
-    c.intra.bus_bandwidth_gbps = quantity(in, "bus_bandwidth_gbps");
-    c.intra.latency_us = quantity(in, "latency_us");
+    c.intra.links_per_gpu = quantity(in, "links_per_gpu", kPerNode);
+    c.intra.link_bandwidth_gbps = quantity(in, "link_bandwidth_gbps", kBandwidthGbps);
+    c.intra.bus_bandwidth_gbps = quantity(in, "bus_bandwidth_gbps", kBandwidthGbps);
+    c.intra.latency_us = quantity(in, "latency_us", kLatencyUs);
     c.intra.nvls = in.boolean("nvls");
     if (c.intra.nvls) {
-      c.intra.nvls_efficiency = quantity(in, "nvls_efficiency", Kind::kFraction);
+      c.intra.nvls_efficiency = quantity(in, "nvls_efficiency", kFraction);
     } else if (in.has("nvls_efficiency")) {
       in.fail("nvls_efficiency", "given but nvls is false");
     }
@@ -194,15 +231,15 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view)
   if (doc.has("network")) {
     JsonFields n = doc.object("network");
     NetworkSpec net;
-    net.nics_per_node = quantity(n, "nics_per_node", Kind::kCount);
-    net.nic_line_rate_gbit_per_s = quantity(n, "nic_line_rate_gbit_per_s");
-    net.nic_bandwidth_gbps = quantity(n, "nic_bandwidth_gbps");
-    net.latency_us = quantity(n, "latency_us");
+    net.nics_per_node = quantity(n, "nics_per_node", kPerNode);
+    net.nic_line_rate_gbit_per_s = quantity(n, "nic_line_rate_gbit_per_s", kLineRateGbit);
+    net.nic_bandwidth_gbps = quantity(n, "nic_bandwidth_gbps", kBandwidthGbps);
+    net.latency_us = quantity(n, "latency_us", kLatencyUs);
     if (n.str("topology") != kRailFatTree) {
       n.fail("topology", "unknown value, expected \"" + std::string(kRailFatTree) + "\"");
     }
-    net.nodes_per_leaf = quantity(n, "nodes_per_leaf", Kind::kCount);
-    net.oversubscription = quantity(n, "oversubscription", Kind::kAtLeastOne);
+    net.nodes_per_leaf = quantity(n, "nodes_per_leaf", kNodesPerLeaf);
+    net.oversubscription = quantity(n, "oversubscription", kOversubscription);
     // 8 bits per byte: the line rate bounds what a NIC can achieve.
     const double line_gbps = net.nic_line_rate_gbit_per_s.value / 8;
     if (net.nic_bandwidth_gbps.value > line_gbps) {

@@ -107,7 +107,9 @@ Cluster with_gpus(Cluster c, int64_t gpus);
 // Strict parse: every field required unless marked optional in the format note, no unknown
 // keys, positive numbers, a non-empty `source` for every number. Errors are one line:
 // "<origin>: field 'intra_node.bus_bandwidth_gbps.value': expected a positive number, got -3".
-Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin);
+// `path` is where `j` sits inside `origin` ("cluster.facts" in a plan file; "" for a cluster file).
+Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin,
+                          std::string_view path = "");
 Cluster load_cluster(const std::filesystem::path& path);
 // The file format (round-trips with cluster_from_json; nodes/gpus are not written).
 nlohmann::ordered_json cluster_to_json(const Cluster& c);

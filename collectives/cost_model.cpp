@@ -149,10 +149,9 @@ Priced tree(CollectiveKind kind, int64_t, double bytes, const GroupLinks& g) {
     if (correction >= 0) bus *= nccl::kTreeCorrectionFactor[static_cast<int>(p)][correction];
     if (!(bus > 0)) continue;
     const double lat =
-        base_us(g, Algo::kTree, p) +
-        2 * (static_cast<double>(g.ranks_per_node - 1) *
-                 step_us(g, LinkType::kNvlink, Algo::kTree, p) +
-             log2_nodes * step_us(g, LinkType::kNet, Algo::kTree, p));
+        base_us(g, Algo::kTree, p) + 2 * (static_cast<double>(g.ranks_per_node - 1) *
+                                              step_us(g, LinkType::kNvlink, Algo::kTree, p) +
+                                          log2_nodes * step_us(g, LinkType::kNet, Algo::kTree, p));
     const double algbw = bus * nccl::kTreeAllReduceAlgbwFactor;
     keep_best(best, {lat + transfer_us(bytes, algbw), lat, p, Algorithm::kTree});
   }
@@ -356,9 +355,18 @@ nlohmann::ordered_json to_json(const CollectiveCost& c) {
 
 CollectiveCost collective_cost(const CollectiveCall& call) {
   const Priced p = price(call, std::nullopt);
-  // Only links with a zero bandwidth (hand-written JSON) leave nothing to choose from.
-  SP_CHECK(p.time_us < kInf, "collective ", call, ": no algorithm can run on these links (",
-           call.links, "), expected positive bandwidths");
+  // Only links with a zero bandwidth (hand-written JSON) leave nothing to choose from: name it.
+  if (!(p.time_us < kInf)) {
+    const GroupLinks& g = call.links;
+    std::string zero;
+    if (g.ranks_per_node > 1 && !(g.intra_bandwidth_gbps > 0)) zero = "links.intra_bandwidth_gbps";
+    if (g.nodes > 1 && !(g.inter_bandwidth_gbps > 0)) zero = "links.inter_bandwidth_gbps";
+    if (g.nodes > 1 && !(g.nic_bandwidth_gbps > 0) && zero.empty())
+      zero = "links.nic_bandwidth_gbps";
+    SP_FAIL("collective ", call, ": no algorithm can run on these links (", g, "): ",
+            zero.empty() ? std::string("a bandwidth the group needs") : "field '" + zero + "'",
+            " is 0, expected a positive bandwidth in GB/s");
+  }
   return finish(call, p);
 }
 

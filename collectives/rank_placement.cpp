@@ -1,6 +1,7 @@
 #include "collectives/rank_placement.h"
 
 #include "tensor/base/error.h"
+#include "tensor/base/limits.h"
 
 namespace shardplan::collectives {
 
@@ -13,6 +14,13 @@ std::vector<int64_t> RankPlacement::devices() const {
 RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
   const int64_t per_node = gpus_per_node(c);
   SP_CHECK(req.world >= 1, req.world, " ranks, expected a positive number of ranks");
+  // One bound for every verb that places ranks (docs/user-guide.md "Limits"): work and memory
+  // grow with the ranks (a device order, the groups of each mesh dim).
+  SP_CHECK(req.world <= kMaxRanks, "a job of ", req.world,
+           " ranks is more than shardplan plans for, expected at most ", kMaxRanks,
+           " (2^20; docs/user-guide.md \"Limits\")");
+  SP_CHECK(req.nodes <= kMaxRanks, "--nodes ", req.nodes, ", expected at most ", kMaxRanks,
+           " (2^20; docs/user-guide.md \"Limits\")");
   SP_CHECK(req.nodes >= 0, "--nodes ", req.nodes, ", expected a positive number of nodes");
   SP_CHECK(req.ranks_per_node >= 0, "--ranks-per-node ", req.ranks_per_node,
            ", expected a positive number of ranks per node");

@@ -5,6 +5,7 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -149,8 +150,20 @@ Topology::Topology(Cluster cluster)
   BoostGraph& g = graph_->g;
   const IntraNodeSpec& in = cluster_.intra;
   const double half_intra = in.latency_us.value / 2;
-  std::vector<std::vector<Vertex>> nics(static_cast<size_t>(nodes));
-  for (int64_t n = 0; n < nodes; ++n) {
+  // Note [Topology slice]: the graph holds the nodes every pair category needs, not the whole
+  // cluster (131,072 nodes would be two million vertices): the first node, a second under the
+  // same leaf, and one under a second leaf when the cluster has one. Every node has the same GPUs,
+  // NICs and rails and every leaf the same uplinks, so the path between any two devices is the
+  // path between their stand-ins in the slice (slice_device).
+  const int64_t per_leaf =
+      cluster_.network ? static_cast<int64_t>(cluster_.network->nodes_per_leaf.value) : 1;
+  std::vector<int64_t> slice_leaf;  // leaf of each slice node
+  slice_leaf.push_back(0);
+  if (nodes >= 2) slice_leaf.push_back(per_leaf == 1 ? 1 : 0);
+  if (nodes > per_leaf && per_leaf >= 2) slice_leaf.push_back(1);
+  const auto built = static_cast<int64_t>(slice_leaf.size());
+  std::vector<std::vector<Vertex>> nics(static_cast<size_t>(built));
+  for (int64_t n = 0; n < built; ++n) {
     const Vertex sw = boost::add_vertex(VertexProp{VertexKind::kSwitch, n}, g);
     const int64_t local = std::min(ppn, cluster_.gpus - n * ppn);  // a partial single node
     for (int64_t i = 0; i < local; ++i) {
@@ -173,8 +186,7 @@ Topology::Topology(Cluster cluster)
   if (cluster_.network && nodes > 1) {
     const NetworkSpec& net = *cluster_.network;
     const int64_t nic_count = static_cast<int64_t>(net.nics_per_node.value);
-    const int64_t per_leaf = static_cast<int64_t>(net.nodes_per_leaf.value);
-    const int64_t units = (nodes + per_leaf - 1) / per_leaf;
+    const int64_t units = slice_leaf.back() + 1;  // leaves in the slice: 2 iff the cluster has 2+
     const double half_net = net.latency_us.value / 2;
     for (int64_t rail = 0; rail < nic_count; ++rail) {
       const Vertex spine = boost::add_vertex(VertexProp{VertexKind::kSpine, -1}, g);
@@ -183,7 +195,8 @@ Topology::Topology(Cluster cluster)
         const double uplink = static_cast<double>(per_leaf) * net.nic_bandwidth_gbps.value /
                               net.oversubscription.value;
         if (units > 1) boost::add_edge(leaf, spine, EdgeProp{uplink, 0}, g);
-        for (int64_t n = u * per_leaf; n < std::min(nodes, (u + 1) * per_leaf); ++n) {
+        for (int64_t n = 0; n < built; ++n) {
+          if (slice_leaf[static_cast<size_t>(n)] != u) continue;
           boost::add_edge(nics[static_cast<size_t>(n)][static_cast<size_t>(rail)], leaf,
                           EdgeProp{net.nic_bandwidth_gbps.value, half_net}, g);
         }
@@ -193,9 +206,20 @@ Topology::Topology(Cluster cluster)
   // The three pair categories every group is made of (Note [Topology graph]).
   if (cluster_.gpus >= 2 && ppn >= 2) same_node_ = path(0, 1);
   if (nodes >= 2) same_leaf_ = path(0, ppn);
-  if (cluster_.network && nodes > static_cast<int64_t>(cluster_.network->nodes_per_leaf.value)) {
-    across_spine_ = path(0, static_cast<int64_t>(cluster_.network->nodes_per_leaf.value) * ppn);
-  }
+  if (cluster_.network && nodes > per_leaf) across_spine_ = path(0, per_leaf * ppn);
+}
+
+int64_t Topology::slice_device(int64_t device, int64_t other) const {
+  const int64_t ppn = gpus_per_node(cluster_);
+  const int64_t node = device / ppn, other_node = other / ppn;
+  if (node == other_node) return device % ppn;
+  const int64_t per_leaf =
+      cluster_.network ? static_cast<int64_t>(cluster_.network->nodes_per_leaf.value) : 1;
+  // Slice nodes (Note [Topology slice]): 1 shares node 0's leaf when leaves hold 2+ nodes, and
+  // the last one sits under a second leaf when the cluster has one.
+  const bool same_leaf = node / per_leaf == other_node / per_leaf;
+  const int64_t stand_in = same_leaf ? 1 : (per_leaf == 1 ? 1 : 2);
+  return stand_in * ppn + device % ppn;
 }
 
 Topology::~Topology() = default;
@@ -212,15 +236,16 @@ PathInfo Topology::path(int64_t device_a, int64_t device_b) const {
            "topology path: devices ", device_a, " and ", device_b, " out of range [0, ",
            num_devices(), ")");
   const BoostGraph& g = graph_->g;
-  const Vertex src = graph_->gpu[static_cast<size_t>(device_a)];
-  const Vertex dst = graph_->gpu[static_cast<size_t>(device_b)];
+  // Stand-ins in the slice: device_a on node 0, device_b where it lies relative to device_a.
+  const Vertex src = graph_->gpu[static_cast<size_t>(slice_device(device_a, device_a))];
+  const Vertex dst = graph_->gpu[static_cast<size_t>(slice_device(device_b, device_a))];
   std::vector<Vertex> pred(boost::num_vertices(g), boost::graph_traits<BoostGraph>::null_vertex());
   pred[src] = src;
   boost::breadth_first_search(g, src,
                               boost::visitor(boost::make_bfs_visitor(
                                   boost::record_predecessors(pred.data(), boost::on_tree_edge()))));
   PathInfo p;
-  if (src == dst) return p;
+  if (device_a == device_b) return p;
   SP_ASSERT(pred[dst] != boost::graph_traits<BoostGraph>::null_vertex(), "disconnected topology");
   p.bottleneck_gbps = std::numeric_limits<double>::infinity();
   for (Vertex v = dst; v != src; v = pred[v]) {
@@ -248,11 +273,21 @@ GroupLinks Topology::group_links(std::span<const int64_t> devices, int64_t shari
     if (cluster_.network)
       leaves.insert(node / static_cast<int64_t>(cluster_.network->nodes_per_leaf.value));
   }
-  GroupLinks out;
-  out.group_size = static_cast<int64_t>(devices.size());
-  out.nodes = static_cast<int64_t>(per_node.size());
+  GroupShape shape;
+  shape.size = static_cast<int64_t>(devices.size());
+  shape.nodes = static_cast<int64_t>(per_node.size());
   for (const auto& [node, count] : per_node)
-    out.ranks_per_node = std::max(out.ranks_per_node, count);
+    shape.ranks_per_node = std::max(shape.ranks_per_node, count);
+  shape.crosses_spine = leaves.size() > 1;
+  return group_links_of(shape, sharing);
+}
+
+GroupLinks Topology::group_links_of(const GroupShape& shape, int64_t sharing) const {
+  const int64_t ppn = gpus_per_node(cluster_);
+  GroupLinks out;
+  out.group_size = shape.size;
+  out.nodes = shape.nodes;
+  out.ranks_per_node = shape.ranks_per_node;
   out.arch = cluster_.accelerator.arch;
   out.library = cluster_.library;
   if (out.ranks_per_node > 1) {
@@ -270,7 +305,7 @@ GroupLinks Topology::group_links(std::span<const int64_t> devices, int64_t shari
   SP_CHECK(sharing >= 1, "group links: groups sharing NICs ", sharing, ", expected >= 1");
   const NetworkSpec& net = *cluster_.network;
   out.link_class = out.ranks_per_node == 1 ? LinkClass::kNetwork : LinkClass::kMixed;
-  out.crosses_spine = leaves.size() > 1;
+  out.crosses_spine = shape.crosses_spine;
   const PathInfo& p = out.crosses_spine ? across_spine_ : same_leaf_;
   out.inter_latency_us = p.latency_us;
   out.groups_sharing_nics = sharing;
@@ -432,6 +467,133 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
     out.push_back(worst);
   }
   return out;
+}
+
+// Note [Strided groups]
+// The planner prices each (size, stride) its candidate meshes use: the groups {b * size * stride
+// + j + k * stride : k < size} (block b, offset j < stride) with rank r on device r.
+// mesh_dim_links walks every rank to find the kinds of group (nodes spanned, most members on a
+// node, whether it leaves its leaf) and how many spanning groups share one node's NICs; three
+// facts give the same answer from a bounded amount of work:
+// - A group moved U = (ranks per node) x (nodes per leaf) ranks along has every member one leaf
+//   along: its kind depends on its start modulo U. So within a block only the first
+//   min(stride, U) starts, and only the first U / gcd(size * stride, U) blocks, can show a kind
+//   not met before, and they meet new kinds in the order the walk does (which decides the group
+//   reported among equally slow ones).
+// - With stride >= ranks per node, every member sits on its own node and every rank of a node is
+//   in a different group: all groups span `size` nodes, and each node's NICs carry one group per
+//   rank.
+// - With a smaller stride, a group's members fill consecutive nodes. If they reach over a node's
+//   worth of ranks every group spans nodes, and a node carries the groups of at most the two
+//   blocks it touches: stride of them inside a block, min(o, stride) + min(ranks per node - o,
+//   stride) across a block boundary o ranks into it. Otherwise a block is shorter than two nodes,
+//   and the node counts repeat every size * stride / gcd(size * stride, ranks per node) nodes.
+namespace {
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// The shape of the group {x + k * stride : k < size}, `ppn` ranks to a node, `per_leaf` nodes to a
+// leaf.
+GroupShape strided_shape(int64_t x, int64_t size, int64_t stride, int64_t ppn, int64_t per_leaf) {
+  GroupShape g;
+  g.size = size;
+  const int64_t last = x + (size - 1) * stride;
+  g.crosses_spine = (x / ppn) / per_leaf != (last / ppn) / per_leaf;
+  if (stride >= ppn || size == 1) {
+    g.nodes = size;
+    g.ranks_per_node = 1;
+    return g;
+  }
+  const int64_t first_node = x / ppn, last_node = last / ppn;
+  g.nodes = last_node - first_node + 1;
+  const auto members_on = [&](int64_t n) {
+    const int64_t lo = std::max<int64_t>(0, ceil_div(n * ppn - x, stride));
+    const int64_t hi = std::min(size - 1, floor_div((n + 1) * ppn - 1 - x, stride));
+    return std::max<int64_t>(0, hi - lo + 1);
+  };
+  // A node's count depends on where the first member lands in it, which repeats every
+  // stride / gcd(stride, ppn) nodes; the first and the last node may be cut short.
+  const int64_t period = stride / std::gcd(stride, ppn);
+  int64_t most = members_on(last_node);
+  for (int64_t n = first_node; n <= std::min(last_node, first_node + period); ++n) {
+    most = std::max(most, members_on(n));
+  }
+  g.ranks_per_node = most;
+  return g;
+}
+
+// The most groups spanning nodes that have a member on one node (at least 1).
+int64_t strided_sharing(int64_t world, int64_t size, int64_t stride, int64_t ppn) {
+  if (size == 1) return 1;
+  if (stride >= ppn) return ppn;  // size > 1: world >= 2 * stride, so every node is full
+  const int64_t span = size * stride;
+  if ((size - 1) * stride >= ppn) {
+    // Every group spans; span > ppn, so a node touches at most two blocks.
+    int64_t most = stride;
+    const int64_t blocks = world / span;
+    const int64_t repeat = ppn / std::gcd(span, ppn);  // block boundaries' offsets in a node
+    for (int64_t m = 1; m < std::min(blocks, repeat + 1); ++m) {
+      const int64_t o = (m * span) % ppn;
+      if (o != 0) most = std::max(most, std::min(o, stride) + std::min(ppn - o, stride));
+    }
+    return most;
+  }
+  // A group spans iff it crosses a node boundary; count the distinct spanning groups per node over
+  // one period of nodes.
+  const int64_t nodes = (world + ppn - 1) / ppn;
+  const int64_t period = span / std::gcd(span, ppn);
+  int64_t most = 1;
+  std::vector<int64_t> starts;
+  for (int64_t n = 0; n < std::min(nodes, period); ++n) {
+    starts.clear();
+    for (int64_t x = n * ppn; x < std::min(world, (n + 1) * ppn); ++x) {
+      const int64_t start = x / span * span + x % stride;
+      if (start % ppn + (size - 1) * stride >= ppn) starts.push_back(start);
+    }
+    std::sort(starts.begin(), starts.end());
+    most = std::max(
+        most, static_cast<int64_t>(std::unique(starts.begin(), starts.end()) - starts.begin()));
+  }
+  return most;
+}
+
+}  // namespace
+
+GroupLinks strided_group_links(const Topology& topo, int64_t size, int64_t stride) {
+  const int64_t world = topo.num_devices();
+  int64_t span = 0;
+  SP_CHECK(size >= 1 && stride >= 1 && mul_into(size, stride, span) && world % span == 0,
+           "strided group links: ", size, " x ", stride, " ranks do not divide the ", world,
+           " ranks of ", topo.cluster().name, ", expected a divisor");
+  const Cluster& c = topo.cluster();
+  const int64_t ppn = gpus_per_node(c);
+  const int64_t per_leaf = c.network ? static_cast<int64_t>(c.network->nodes_per_leaf.value) : 1;
+  const int64_t unit = ppn * per_leaf;  // both validated to at most 1e6
+  const int64_t blocks = world / span;
+  // The kinds, in the order the rank walk of mesh_dim_links meets them (Note [Strided groups]).
+  std::vector<GroupShape> kinds;
+  const int64_t block_period = unit / std::gcd(span, unit);
+  for (int64_t b = 0; b < std::min(blocks, block_period); ++b) {
+    for (int64_t j = 0; j < std::min(stride, unit); ++j) {
+      const GroupShape g = strided_shape(b * span + j, size, stride, ppn, per_leaf);
+      if (std::find(kinds.begin(), kinds.end(), g) == kinds.end()) kinds.push_back(g);
+    }
+  }
+  const int64_t sharing = strided_sharing(world, size, stride, ppn);
+  // The slowest group, chosen as mesh_dim_links chooses it.
+  GroupLinks worst;
+  bool first = true;
+  for (const GroupShape& k : kinds) {
+    const GroupLinks g = topo.group_links_of(k, sharing);
+    const double bw = bottleneck_bandwidth_gbps(g), worst_bw = bottleneck_bandwidth_gbps(worst);
+    if (first ||
+        (g.group_size > 1 && (bw < worst_bw || (bw == worst_bw && g.nodes > worst.nodes)))) {
+      worst = g;
+      first = false;
+    }
+  }
+  return worst;
 }
 
 }  // namespace shardplan::collectives

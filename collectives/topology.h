@@ -61,6 +61,16 @@ nlohmann::ordered_json to_json(const GroupLinks& g);
 GroupLinks group_links_from_json(const nlohmann::json& j, std::string_view origin = "group links",
                                  std::string_view path = "");
 
+// What the links of a group depend on: its size, the nodes it spans, its most members on one
+// node, and whether two members sit under different leaf switches.
+struct GroupShape {
+  int64_t size = 1;
+  int64_t nodes = 1;
+  int64_t ranks_per_node = 1;
+  bool crosses_spine = false;
+  friend bool operator==(const GroupShape&, const GroupShape&) = default;
+};
+
 // A path between two devices on the graph.
 struct PathInfo {
   int hops = 0;                  // edges on the path
@@ -80,6 +90,7 @@ class Topology {
 
   const Cluster& cluster() const { return cluster_; }
   int64_t num_devices() const { return cluster_.gpus; }
+  // Of the graph as built: a slice of at most three nodes (Note [Topology slice] in topology.cpp).
   int64_t num_vertices() const;
   int64_t num_edges() const;
   // Shortest path (fewest hops) between two devices, found on the graph (Boost.Graph BFS).
@@ -87,6 +98,8 @@ class Topology {
   // The link properties of one group of devices, when `groups_sharing_nics` groups like it run at
   // once on each of its nodes (1 for a lone collective).
   GroupLinks group_links(std::span<const int64_t> devices, int64_t groups_sharing_nics = 1) const;
+  // The same for a group known by its shape.
+  GroupLinks group_links_of(const GroupShape& shape, int64_t groups_sharing_nics = 1) const;
 
  private:
   struct Graph;
@@ -94,6 +107,8 @@ class Topology {
   std::unique_ptr<Graph> graph_;
   // Paths of the three pair categories (same node, same leaf, across spines), from the graph.
   PathInfo same_node_, same_leaf_, across_spine_;
+  // The slice's stand-in for `device` in a path from `other` (Note [Topology slice]).
+  int64_t slice_device(int64_t device, int64_t other) const;
 };
 
 // device_of_rank for mesh dims laid out in `dim_order` (slowest first, fastest last):
@@ -109,5 +124,13 @@ std::vector<int64_t> rank_order_by_dims(std::span<const int64_t> mesh_shape,
 std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int64_t> mesh_shape,
                                        std::span<const int64_t> device_of_rank = {},
                                        int64_t only_dim = -1);
+
+// The links of the groups {r + k * stride : k < size} of all topo.num_devices() ranks, rank r on
+// device r: exactly mesh_dim_links(topo, {world / (size * stride), size, stride}, {}, 1)[1], the
+// middle dim of that mesh, found from the residues of the group starts modulo a leaf's ranks
+// instead of walking every rank (Note [Strided groups] in topology.cpp), so its time does not grow
+// with the world for the planner's candidate meshes. Throws shardplan::Error unless size * stride
+// divides the world.
+GroupLinks strided_group_links(const Topology& topo, int64_t size, int64_t stride);
 
 }  // namespace shardplan::collectives

@@ -90,16 +90,43 @@ std::string error_of(const nlohmann::json& j) {
   return "<no error>";
 }
 
+TEST(ClusterValidation, ImplausibleHardwareIsRefusedNamingTheField) {
+  // Note [Plausible ranges]: a 9.3e9 GB GPU overflowed its byte count into a negative capacity;
+  // a latency of 1e308 us printed a 300-digit time; 2^62 GPUs to a node wrapped the rank counts.
+  nlohmann::json j = valid();
+  j["accelerator"]["memory_gb"]["value"] = 9.3e9;
+  EXPECT_THAT(error_of(j), HasSubstr("field 'accelerator.memory_gb.value': expected a number "
+                                     "from 0.001 to 100000 GB, got 9300000000.0"));
+  j = valid();
+  j["network"]["latency_us"]["value"] = 1e308;
+  EXPECT_THAT(error_of(j), HasSubstr("field 'network.latency_us.value': expected a number "
+                                     "from 0.001 to 1000000 us"));
+  j = valid();
+  j["accelerators_per_node"]["value"] = 4611686018427387904.0;
+  EXPECT_THAT(error_of(j), HasSubstr("field 'accelerators_per_node.value': expected an integer "
+                                     "from 1 to 1024"));
+  j = valid();
+  j["accelerator"]["dense_tflops"]["bf16"]["value"] = 1e300;
+  EXPECT_THAT(error_of(j), HasSubstr("field 'accelerator.dense_tflops.bf16.value'"));
+  j = valid();
+  j["network"]["oversubscription"]["value"] = 1e6;
+  EXPECT_THAT(error_of(j), HasSubstr("expected a number from 1 to 1000, got 1000000"));
+  // Every shipped file is within the ranges (they load).
+  for (const char* name : {"dgx-h100", "dgx-a100-80g", "dgx-b200", "hgx-h200", "cpu-local"}) {
+    EXPECT_NO_THROW(load_cluster(resolve_cluster(name))) << name;
+  }
+}
+
 TEST(ClusterValidation, EachDefectNamesTheFileAndTheField) {
   nlohmann::json j = valid();
   j["intra_node"]["bus_bandwidth_gbps"]["value"] = -3;
-  EXPECT_EQ(error_of(j),
-            "bad.json: field 'intra_node.bus_bandwidth_gbps.value': expected a positive number, "
-            "got -3");
+  EXPECT_THAT(error_of(j),
+              ::testing::StartsWith("bad.json: field 'intra_node.bus_bandwidth_gbps.value': "
+                                    "expected a number from 0.001 to 100000 GB/s, got -3"));
   j = valid();
   j["network"]["nic_bandwidth_gbps"]["value"] = 0;
   EXPECT_THAT(error_of(j), HasSubstr("field 'network.nic_bandwidth_gbps.value': expected a "
-                                     "positive number, got 0"));
+                                     "number from 0.001 to 100000 GB/s, got 0"));
   j = valid();
   j["network"]["nic_bandwdith_gbps"] = j["network"]["nic_bandwidth_gbps"];  // a typo
   EXPECT_EQ(error_of(j), "bad.json: field 'network.nic_bandwdith_gbps': unknown key");
@@ -111,7 +138,7 @@ TEST(ClusterValidation, EachDefectNamesTheFileAndTheField) {
   EXPECT_THAT(error_of(j), HasSubstr("field 'accelerators_per_node.value': expected a number"));
   j = valid();
   j["accelerators_per_node"]["value"] = 7.5;
-  EXPECT_THAT(error_of(j), HasSubstr("expected a positive integer, got 7.5"));
+  EXPECT_THAT(error_of(j), HasSubstr("expected an integer from 1 to 1024, got 7.5"));
   j = valid();
   j["intra_node"]["latency_us"]["source"] = "";
   EXPECT_THAT(error_of(j), HasSubstr("field 'intra_node.latency_us.source'"));
@@ -131,7 +158,7 @@ TEST(ClusterValidation, EachDefectNamesTheFileAndTheField) {
                                      "number in (0, 1], got 1.1"));
   j = valid();
   j["network"]["oversubscription"]["value"] = 0.5;
-  EXPECT_THAT(error_of(j), HasSubstr("expected a number >= 1"));
+  EXPECT_THAT(error_of(j), HasSubstr("expected a number from 1 to 1000, got 0.5"));
   j = valid();
   j["network"]["nic_bandwidth_gbps"]["value"] = 60;  // above 400 Gb/s / 8 = 50 GB/s
   EXPECT_THAT(error_of(j), HasSubstr("exceeds the line rate / 8 = 50"));

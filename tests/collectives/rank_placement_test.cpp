@@ -84,11 +84,19 @@ TEST(PlaceRanks, BadRequestsNameTheFlagAndWhatWasExpected) {
   EXPECT_THAT(error_of(cpu, {.world = 4, .nodes = 2}), HasSubstr("without a network"));
 }
 
-TEST(PlaceRanks, HugeCountsDoNotOverflow) {
-  const int64_t big = int64_t{1} << 62;
+TEST(PlaceRanks, TheLargestJobIsPlacedAndALargerOneRefused) {
+  // 2^20 ranks (kMaxRanks, docs/user-guide.md "Limits") on 131,072 nodes; beyond it one line
+  // naming the limit, never a wrapped count or an allocation the size of the job.
+  const int64_t big = int64_t{1} << 20;
   const RankPlacement p = place_ranks(dgx_h100(), {.world = big, .ranks_per_node = 8});
   EXPECT_EQ(p.nodes, big / 8);
   EXPECT_EQ(p.device_of(big - 1), big - 1);
+  EXPECT_THAT([] { place_ranks(dgx_h100(), {.world = int64_t{1} << 62, .ranks_per_node = 8}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "a job of 4611686018427387904 ranks is more than shardplan plans for, expected "
+                  "at most 1048576")));
+  EXPECT_THAT([] { place_ranks(dgx_h100(), {.world = 8, .nodes = int64_t{1} << 40}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("--nodes 1099511627776")));
 }
 
 // The 2x4 mesh on 2 nodes: dp (dim 0) pairs rank i with rank i + 4 on the other node, tp (dim 1)

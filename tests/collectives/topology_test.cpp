@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 
+#include "collectives/rank_placement.h"
 #include "tensor/base/error.h"
 
 namespace shardplan::collectives {
@@ -112,6 +114,109 @@ TEST(MeshDimLinks, BadMeshesAreErrors) {
   EXPECT_THROW(rank_order_by_dims(std::vector<int64_t>{2, 2}, std::vector<int64_t>{0, 0}), Error);
   EXPECT_THAT([] { parse_link_class("pcie"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("unknown link class 'pcie'")));
+}
+
+// A DGX H100 file reshaped: `per_node` GPUs and NICs to a node, `per_leaf` nodes to a leaf.
+Cluster reshaped(int64_t per_node, int64_t per_leaf, double oversubscription = 1) {
+  std::ifstream in(resolve_cluster("dgx-h100"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["accelerators_per_node"]["value"] = per_node;
+  j["intra_node"]["links_per_gpu"]["value"] = 18;
+  j["network"]["nics_per_node"]["value"] = per_node;
+  j["network"]["nodes_per_leaf"]["value"] = per_leaf;
+  j["network"]["oversubscription"]["value"] = oversubscription;
+  return cluster_from_json(j, "test");
+}
+
+TEST(StridedGroupLinks, EqualsTheRankWalkOfMeshDimLinks) {
+  // The planner's fast path (Note [Strided groups]) against the walk over every rank, for every
+  // (size, stride) dividing the world, on nodes of 2, 3, 4, 6 and 8 GPUs, leaves of 1 to 4 nodes,
+  // whole and partial single nodes, and an oversubscribed spine.
+  struct Case {
+    int64_t per_node, per_leaf, world;
+    double oversubscription;
+  };
+  const Case cases[] = {{8, 2, 64, 1}, {8, 1, 48, 2},  {4, 3, 96, 1},  {6, 2, 72, 1.5},
+                        {3, 4, 72, 1}, {2, 2, 32, 1},  {8, 4, 8, 1},   {8, 4, 6, 1},
+                        {6, 1, 36, 3}, {8, 2, 128, 1}, {4, 2, 120, 1}, {8, 3, 96, 2}};
+  int64_t compared = 0;
+  for (const Case& k : cases) {
+    const Cluster c = reshaped(k.per_node, k.per_leaf, k.oversubscription);
+    const Topology t(with_gpus(c, k.world));
+    for (int64_t size = 1; size <= k.world; ++size) {
+      for (int64_t stride = 1; size * stride <= k.world; ++stride) {
+        if (k.world % (size * stride) != 0) continue;
+        const std::vector<int64_t> mesh = {k.world / (size * stride), size, stride};
+        const GroupLinks walked = mesh_dim_links(t, mesh, {}, 1)[1];
+        EXPECT_EQ(strided_group_links(t, size, stride), walked)
+            << k.per_node << " per node, " << k.per_leaf << " per leaf, world " << k.world
+            << ": size " << size << " stride " << stride;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 500);
+}
+
+TEST(StridedGroupLinks, RandomClustersAgreeWithTheWalk) {
+  // 400 clusters drawn with a fixed seed: 1-12 GPUs and 1-12 NICs to a node, 1-6 nodes to a leaf,
+  // oversubscription 1-2, whole nodes or one partial node; every (size, stride) dividing the world.
+  std::mt19937 rng(7);
+  int64_t compared = 0;
+  for (int draw = 0; draw < 400; ++draw) {
+    const int64_t per_node = 1 + static_cast<int64_t>(rng() % 12);
+    const int64_t per_leaf = 1 + static_cast<int64_t>(rng() % 6);
+    std::ifstream in(resolve_cluster("dgx-h100"));
+    nlohmann::json j = nlohmann::json::parse(in);
+    j["accelerators_per_node"]["value"] = per_node;
+    j["network"]["nics_per_node"]["value"] = 1 + static_cast<int64_t>(rng() % per_node);
+    j["network"]["nodes_per_leaf"]["value"] = per_leaf;
+    j["network"]["oversubscription"]["value"] = 1 + static_cast<double>(rng() % 3) * 0.5;
+    const int64_t nodes = 1 + static_cast<int64_t>(rng() % 24);
+    const int64_t world =
+        rng() % 4 == 0 ? 1 + static_cast<int64_t>(rng() % per_node) : nodes * per_node;
+    const Topology t(with_gpus(cluster_from_json(j, "test"), world));
+    for (int64_t size = 1; size <= world; ++size) {
+      for (int64_t stride = 1; size * stride <= world; ++stride) {
+        if (world % (size * stride) != 0) continue;
+        const std::vector<int64_t> mesh = {world / (size * stride), size, stride};
+        ASSERT_EQ(strided_group_links(t, size, stride), mesh_dim_links(t, mesh, {}, 1)[1])
+            << per_node << " per node, " << per_leaf << " per leaf, world " << world << ": size "
+            << size << " stride " << stride;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 5000);
+}
+
+TEST(StridedGroupLinks, OversubscribedHostAndBadShapes) {
+  // Four ranks on a two-core host share it (rank_placement.h): one node of four.
+  const Cluster cpu = load_cluster(resolve_cluster("cpu-local"));
+  const Topology t(cluster_for(cpu, place_ranks(cpu, {.world = 4})));
+  for (int64_t size : {1, 2, 4}) {
+    for (int64_t stride = 1; size * stride <= 4; stride *= 2) {
+      EXPECT_EQ(
+          strided_group_links(t, size, stride),
+          (mesh_dim_links(t, std::vector<int64_t>{4 / (size * stride), size, stride}, {}, 1)[1]));
+    }
+  }
+  EXPECT_THAT([&] { strided_group_links(t, 3, 1); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("do not divide the 4 ranks")));
+}
+
+TEST(StridedGroupLinks, AMillionRanksArePricedWithoutWalkingThem) {
+  // 2^20 ranks on 131,072 DGX H100 nodes: the topology is a slice of three nodes, and the outer dim
+  // of a [8, 16384, 8] mesh spans 8 nodes under different leaves.
+  const Topology t(h100(int64_t{1} << 17));
+  EXPECT_LT(t.num_vertices(), 100);
+  const GroupLinks pp = strided_group_links(t, 8, int64_t{1} << 17);
+  EXPECT_EQ(pp.nodes, 8);
+  EXPECT_EQ(pp.ranks_per_node, 1);
+  EXPECT_TRUE(pp.crosses_spine);
+  EXPECT_EQ(pp.groups_sharing_nics, 8);
+  const GroupLinks tp = strided_group_links(t, 8, 1);
+  EXPECT_EQ(tp.link_class, LinkClass::kNvlink);
 }
 
 TEST(GroupLinksValue, JsonRoundTripAndPrinting) {
