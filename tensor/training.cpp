@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
 #include "tensor/base/json_fields.h"
@@ -19,7 +20,6 @@
 
 namespace shardplan::tensor {
 namespace {
-
 
 // Bytes of one fp32 value per row of a [.., last] tensor (layer-norm statistics, logsumexp).
 int64_t fp32_per_row(const StepTensor& t) {
@@ -307,10 +307,10 @@ class Deriver {
       }
     }
     std::vector<int64_t> fwd(static_cast<size_t>(n) + 1, 0), bwd(static_cast<size_t>(n) + 1, 0);
-    auto add_range = [](std::vector<int64_t>& d, int64_t lo, int64_t hi, int64_t bytes) {
+    auto add_range = [this](std::vector<int64_t>& d, int64_t lo, int64_t hi, int64_t bytes) {
       if (lo > hi || bytes == 0) return;
-      d[static_cast<size_t>(lo)] += bytes;
-      d[static_cast<size_t>(hi) + 1] -= bytes;
+      add_bytes(d[static_cast<size_t>(lo)], bytes, "live activations");
+      add_bytes(d[static_cast<size_t>(hi) + 1], -bytes, "live activations");
     };
     std::vector<int64_t> grad_bytes(s_.buffers.size(), 0);
     for (const StepTensor& t : s_.tensors) {
@@ -331,10 +331,24 @@ class Deriver {
       }
     }
     int64_t live = 0, best = 0;
-    for (int64_t i = 0; i < n; ++i) best = std::max(best, live += fwd[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) {
+      add_bytes(live, fwd[static_cast<size_t>(i)], "live activations");
+      best = std::max(best, live);
+    }
     live = 0;
-    for (int64_t i = 0; i < n; ++i) best = std::max(best, live += bwd[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) {
+      add_bytes(live, bwd[static_cast<size_t>(i)], "live activations");
+      best = std::max(best, live);
+    }
     s_.totals.peak_activation_bytes = best;
+  }
+
+  // Each tensor's byte count fits int64 (checked where the tensor is made); a sum of thousands of
+  // them may not, and must not wrap into a negative total.
+  void add_bytes(int64_t& total, int64_t bytes, const char* what) const {
+    SP_CHECK(add_into(total, bytes, total), what, " of one training step of batch ",
+             s_.options.batch, " x seq ", s_.options.seq,
+             " exceed 2^63 bytes (int64), expected a smaller batch or sequence");
   }
 
   void count_parameters() {
@@ -360,8 +374,10 @@ class Deriver {
       tot.backward_flops += op.backward_flops;
       tot.backward_matmul_flops += op.backward_matmul_flops;
       tot.recompute_flops += op.recompute_flops;
-      tot.forward_bytes += op.bytes_read + op.bytes_written;
-      tot.backward_bytes += op.backward_bytes_read + op.backward_bytes_written;
+      add_bytes(tot.forward_bytes, op.bytes_read, "bytes moved");
+      add_bytes(tot.forward_bytes, op.bytes_written, "bytes moved");
+      add_bytes(tot.backward_bytes, op.backward_bytes_read, "bytes moved");
+      add_bytes(tot.backward_bytes, op.backward_bytes_written, "bytes moved");
       if (op.block >= 0) {
         StepBlock& b = s_.blocks[static_cast<size_t>(op.block)];
         b.flops += op.flops;
@@ -370,11 +386,11 @@ class Deriver {
     }
     for (const StepBuffer& b : s_.buffers) {
       if (!b.retained) continue;
-      tot.activation_bytes += b.bytes;
+      add_bytes(tot.activation_bytes, b.bytes, "activations");
       if (b.block >= 0) {
-        s_.blocks[static_cast<size_t>(b.block)].activation_bytes += b.bytes;
+        add_bytes(s_.blocks[static_cast<size_t>(b.block)].activation_bytes, b.bytes, "activations");
       } else {
-        tot.activation_bytes_outside_blocks += b.bytes;
+        add_bytes(tot.activation_bytes_outside_blocks, b.bytes, "activations");
       }
     }
   }
@@ -464,8 +480,7 @@ AttentionImpl parse_attention_impl(std::string_view s) {
 std::ostream& operator<<(std::ostream& os, const StepTotals& t) {
   return os << "StepTotals(ops=" << t.ops << ", forward_flops=" << t.forward_flops
             << ", backward_flops=" << t.backward_flops << ", recompute_flops=" << t.recompute_flops
-            << ", parameters=" << t.parameters
-            << ", activation_bytes=" << t.activation_bytes
+            << ", parameters=" << t.parameters << ", activation_bytes=" << t.activation_bytes
             << ", peak_activation_bytes=" << t.peak_activation_bytes << ")";
 }
 
@@ -527,4 +542,3 @@ nlohmann::json summary_json(const TrainingStep& step) {
 }
 
 }  // namespace shardplan::tensor
-

@@ -10,6 +10,7 @@
 #include "tensor/base/config_paths.h"
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
+#include "tensor/base/limits.h"
 #include "tensor/base/strict_json.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
@@ -49,6 +50,12 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       {"max_position_embeddings", c.max_position_embeddings}};
   for (const auto& [name, v] : sizes) {
     if (v <= 0) fail(name, "must be a positive integer, got ", v);
+  }
+  // Work and memory grow with the layers and the experts (every one is modules and tensors): the
+  // bounds of tensor/base/limits.h keep any config within seconds and a few hundred MB.
+  if (c.num_hidden_layers > kMaxLayers) {
+    fail("num_hidden_layers", c.num_hidden_layers, " layers, expected at most ", kMaxLayers,
+         " (the most shardplan builds; docs/user-guide.md \"Limits\")");
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
@@ -92,6 +99,11 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_local_experts) {
       fail("num_experts_per_tok", "must be in [1, num_local_experts = ", c.num_local_experts,
            "], got ", c.num_experts_per_tok);
+    }
+    if (c.num_local_experts > kMaxExpertMlps / c.num_hidden_layers) {
+      fail("num_local_experts", c.num_local_experts, " experts in each of ", c.num_hidden_layers,
+           " layers, expected at most ", kMaxExpertMlps,
+           " expert MLPs in the model (the most shardplan builds; docs/user-guide.md \"Limits\")");
     }
   }
   if (c.sliding_window && *c.sliding_window <= 0) {
