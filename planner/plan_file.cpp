@@ -8,6 +8,7 @@
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
 #include "tensor/base/json_fields.h"
+#include "tensor/base/sha256.h"
 #include "tensor/base/strict_json.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
@@ -64,6 +65,28 @@ nlohmann::ordered_json config_json(const ParallelConfig& c) {
           {"precision", to_string(c.precision)}};
 }
 
+// "gpt2: 12 layers, hidden 768, vocab 50257": enough to tell two models apart in a message.
+std::string model_summary(const tensor::ModelConfig& c) {
+  std::string s = c.model_type + ": " + std::to_string(c.num_hidden_layers) + " layers, hidden " +
+                  std::to_string(c.hidden_size) + ", vocab " + std::to_string(c.vocab_size);
+  if (c.num_local_experts > 0) s += ", " + std::to_string(c.num_local_experts) + " experts";
+  return s;
+}
+
+// "H100 SXM5 80 GB, 8 per node": the same for a cluster.
+std::string cluster_summary(const collectives::Cluster& c) {
+  return c.accelerator.model + ", " + std::to_string(collectives::gpus_per_node(c)) + " per node";
+}
+
+nlohmann::json plain(const nlohmann::ordered_json& j) { return nlohmann::json::parse(j.dump()); }
+
+std::string difference_text(const nlohmann::json& given, const nlohmann::json& planned) {
+  const std::optional<JsonDifference> d = first_json_difference(given, planned);
+  if (!d) return "";
+  return ": " + (d->path.empty() ? std::string("the value") : "'" + d->path + "'") + " is " +
+         d->left + " there, " + d->right + " in the plan";
+}
+
 DimOrder parse_dim_order(std::string_view s) {
   for (DimOrder o : {DimOrder::kTpInner, DimOrder::kCpInner}) {
     if (to_string(o) == s) return o;
@@ -81,7 +104,7 @@ PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
   PlanFile f;
   f.model_name = model_name;
   f.model = p.model();
-  f.cluster = p.cluster().name;
+  f.cluster = p.cluster();
   f.setup = p.setup();
   f.order = r.order;
   f.config = r.config;
@@ -99,8 +122,13 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
   nlohmann::ordered_json j;
   j["format"] = kPlanFormat;
   j["version"] = kPlanVersion;
-  j["model"] = {{"name", f.model_name}, {"config", tensor::to_hf_json(f.model)}};
-  j["cluster"] = f.cluster;
+  const nlohmann::json config = tensor::to_hf_json(f.model);
+  j["model"] = {
+      {"name", f.model_name}, {"config", config}, {"sha256", model_sha256(f.model_name, config)}};
+  const nlohmann::ordered_json facts = collectives::cluster_to_json(f.cluster);
+  j["cluster"] = {{"name", f.cluster.name},
+                  {"facts", facts},
+                  {"sha256", cluster_sha256(f.cluster.name, plain(facts))}};
   j["setup"] = {
       {"gpus", f.setup.gpus}, {"seq", f.setup.seq}, {"global_batch", f.setup.global_batch}};
   j["mesh"] = {{"shape", f.mesh_shape()}, {"names", kMeshNames}};
@@ -133,20 +161,54 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   if (doc.str("format") != kPlanFormat) {
     doc.fail("format", "expected \"" + std::string(kPlanFormat) + "\"");
   }
-  doc.integer("version", kPlanVersion, kPlanVersion);
+  const int64_t version = doc.integer("version", 1);
+  if (version != kPlanVersion) {
+    doc.fail("version",
+             version < kPlanVersion
+                 ? std::to_string(version) +
+                       " was written by an older shardplan (before plans "
+                       "embedded their cluster), expected " +
+                       std::to_string(kPlanVersion) + ": run shardplan plan ... --out again"
+                 : std::to_string(version) + " is newer than this shardplan reads, expected " +
+                       std::to_string(kPlanVersion));
+  }
   PlanFile f;
   {
     JsonFields m = doc.object("model");
     f.model_name = m.str("name");
     const nlohmann::json& cfg = m.get("config");
+    const std::string sha = m.str("sha256");
     try {
       f.model = tensor::parse_model_config(cfg, origin + " model.config");
     } catch (const Error& e) {
       m.fail("config", e.what());
     }
     m.done();
+    if (sha != model_sha256(f.model_name, cfg)) {
+      m.fail("sha256", "does not match model.name '" + printable(f.model_name, 80) +
+                           "' and model.config (" + model_summary(f.model) +
+                           "): the model was edited after planning, expected the model this plan "
+                           "was made for (plan again for another model)");
+    }
   }
-  f.cluster = doc.str("cluster");
+  {
+    JsonFields c = doc.object("cluster");
+    const std::string name = c.str("name");
+    const nlohmann::json& facts = c.get("facts");
+    const std::string sha = c.str("sha256");
+    f.cluster = collectives::cluster_from_json(facts, origin, "cluster.facts");
+    c.done();
+    if (name != f.cluster.name) {
+      c.fail("name", "'" + printable(name, 80) + "' differs from cluster.facts.name '" +
+                         printable(f.cluster.name, 80) + "'");
+    }
+    if (sha != cluster_sha256(name, facts)) {
+      c.fail("sha256", "does not match cluster '" + printable(name, 80) + "' (" +
+                           cluster_summary(f.cluster) +
+                           "): the cluster was edited after planning, expected the cluster this "
+                           "plan was made for (plan again for another cluster)");
+    }
+  }
   {
     JsonFields s = doc.object("setup");
     f.setup.gpus = s.integer("gpus", 1);
@@ -240,11 +302,14 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
         e.fail("dtype", "expected " + std::string(tensor::dtype_name(want.dtype)));
       }
       if (p.placements != want.placements || p.style != want.style || p.stage != want.stage) {
-        std::string w;
-        for (const mesh::Placement& x : want.placements)
-          w += (w.empty() ? "" : ",") + mesh::to_string(x);
-        e.fail_object("placements, style or stage differ from what the config gives (" + w +
-                      ", style '" + want.style + "', stage " + std::to_string(want.stage) + ")");
+        const auto text = [](const PlanParameter& x) {
+          std::string t;
+          for (const mesh::Placement& pl : x.placements)
+            t += (t.empty() ? "" : ",") + mesh::to_string(pl);
+          return "placements " + (t.empty() ? std::string("[]") : t) + ", style '" +
+                 printable(x.style, 40) + "', stage " + std::to_string(x.stage);
+        };
+        e.fail_object(text(p) + " differ from what the config gives: expected " + text(want));
       }
       f.parameters.push_back(std::move(p));
     }
@@ -255,13 +320,47 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     f.mfu = pr.number("mfu");
     f.tokens_per_s = pr.number("tokens_per_s");
     f.memory_per_gpu_bytes = pr.integer("memory_per_gpu_bytes", 0);
+    // Predictions are for people to read: materialize checks what it builds, not them. They
+    // must still be numbers a reader can use (finite, not negative).
     if (!(f.step_time_s > 0)) pr.fail("step_time_s", "expected a positive number");
-    if (!(f.mfu >= 0 && f.mfu <= 1)) pr.fail("mfu", "expected a fraction in [0, 1]");
+    if (!(f.mfu >= 0)) pr.fail("mfu", "expected a number >= 0");
     if (!(f.tokens_per_s > 0)) pr.fail("tokens_per_s", "expected a positive number");
     pr.done();
   }
   doc.done();
   return f;
+}
+
+namespace {
+// Compact, keys sorted (nlohmann::json keeps them so); invalid UTF-8 (only a hand-edited document
+// has it) hashes as U+FFFD instead of throwing, and is then refused as a mismatch or by the reader.
+std::string canonical(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+}  // namespace
+
+std::string model_sha256(const std::string& name, const nlohmann::json& config) {
+  return sha256_hex(canonical(nlohmann::json{{"name", name}, {"config", config}}));
+}
+
+std::string cluster_sha256(const std::string& name, const nlohmann::json& facts) {
+  return sha256_hex(canonical(nlohmann::json{{"name", name}, {"facts", facts}}));
+}
+
+void check_same_model(const PlanFile& f, const tensor::ModelConfig& given, std::string_view label) {
+  const nlohmann::json a = tensor::to_hf_json(given), b = tensor::to_hf_json(f.model);
+  SP_CHECK(a == b, label, " (", model_summary(given), ") is not the plan's model '",
+           printable(f.model_name, 80), "' (", model_summary(f.model), ")", difference_text(a, b),
+           "; expected the model the plan was made for");
+}
+
+void check_same_cluster(const PlanFile& f, const collectives::Cluster& given,
+                        std::string_view label) {
+  const nlohmann::json a = plain(collectives::cluster_to_json(given));
+  const nlohmann::json b = plain(collectives::cluster_to_json(f.cluster));
+  SP_CHECK(a == b, label, " (", cluster_summary(given), ") is not the plan's cluster '",
+           printable(f.cluster.name, 80), "' (", cluster_summary(f.cluster), ")",
+           difference_text(a, b), "; expected the cluster the plan was made for");
 }
 
 PlanFile read_plan_file(const std::filesystem::path& path) {

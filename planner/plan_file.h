@@ -1,8 +1,10 @@
 // plan.json: what `shardplan plan --out` writes and `materialize` reads (docs/user-guide.md
-// "plan.json"): the model (its name and full config), the job, a top-level
-// "mesh": {"shape": [pp, dp/ep, ep, cp, tp], "names": ["pp", "dp", "ep", "cp", "tp"]}, the
-// configuration, the placement of every parameter on that mesh, the init seed and the
-// predictions.
+// "plan.json"). Self-contained: the model (its name and full config) and the cluster (its name and
+// every fact of its file) are embedded, each with a SHA-256 over its name and content, so a plan
+// reads the same on any machine and an edited or swapped model or cluster is refused naming both.
+// Then the job, a top-level "mesh": {"shape": [pp, dp/ep, ep, cp, tp], "names": ["pp", "dp", "ep",
+// "cp", "tp"]}, the configuration, the placement of every parameter on that mesh, the init seed
+// and the predictions (for people to read: checked to be numbers, not against the hardware).
 //   PlanFile f = plan_file(planner, best, "llama3-8b");
 //   write_file_atomically("plan.json", plan_to_json(f).dump(2));
 //   PlanFile g = read_plan_file("plan.json");   // g == f; bad input: one line naming the field
@@ -24,7 +26,8 @@ namespace shardplan::planner {
 
 inline constexpr std::string_view kPlanFormat = "shardplan.plan";
 // 2: stage_layers and config.recompute_layers (a version-1 plan lacks them).
-inline constexpr int64_t kPlanVersion = 2;
+// 3: the cluster embedded ({"name", "facts", "sha256"}, was a name) and model.sha256.
+inline constexpr int64_t kPlanVersion = 3;
 inline constexpr int64_t kDefaultInitSeed = 0;
 
 struct PlanParameter {
@@ -40,7 +43,7 @@ struct PlanParameter {
 struct PlanFile {
   std::string model_name;  // as given to --model
   tensor::ModelConfig model;
-  std::string cluster;
+  collectives::Cluster cluster;  // the facts planned with (one node, as load_cluster gives it)
   TrainingSetup setup;
   DimOrder order = DimOrder::kTpInner;
   ParallelConfig config;
@@ -69,7 +72,20 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f);
 // model (check_parallel_config), and the parameters must be the model's, in order, with the
 // placements the configuration gives them. Errors are one shardplan::Error line naming the field
 // ("plan.json: field 'config.tp': ...").
+// The model and the cluster are refused when their sha256 does not match their name and content.
 PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin = "plan");
 PlanFile read_plan_file(const std::filesystem::path& path);
+
+// The hashes plan_to_json records: SHA-256 of {"name": ..., "config" | "facts": ...} as compact
+// JSON with sorted keys, so they depend on the values, not on how a file orders or spaces them.
+std::string model_sha256(const std::string& name, const nlohmann::json& config);
+std::string cluster_sha256(const std::string& name, const nlohmann::json& facts);
+
+// Throws shardplan::Error, naming both, when `given` (a --model or --cluster named at materialize
+// time) is not what the plan was made for: "--cluster hgx-h200 is not the plan's cluster dgx-h100:
+// accelerator.memory_gb.value is 141 there, 80 in the plan".
+void check_same_model(const PlanFile& f, const tensor::ModelConfig& given, std::string_view label);
+void check_same_cluster(const PlanFile& f, const collectives::Cluster& given,
+                        std::string_view label);
 
 }  // namespace shardplan::planner

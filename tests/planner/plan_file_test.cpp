@@ -17,6 +17,7 @@
 namespace shardplan::planner {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -100,7 +101,8 @@ TEST(PlanFile, InconsistentPlansAreRefused) {
   refused("/stage_layers/0", 20, "field 'stage_layers'");
   refused("/stage_layers", nlohmann::json::array({32}), "field 'stage_layers'");
   // ...and the parameters must sit on the stages the counts give (layer 15 moves to stage 1).
-  refused("/stage_layers", nlohmann::json::array({15, 17}), "stage differ");
+  refused("/stage_layers", nlohmann::json::array({15, 17}),
+          "stage 0 differ from what the config gives: expected");
   nlohmann::json short_list = valid;
   short_list["parameters"].erase(short_list["parameters"].size() - 1);
   EXPECT_THAT([&] { (void)plan_from_json(short_list, "plan.json"); },
@@ -117,9 +119,96 @@ TEST(PlanFile, HostileDocumentsNameTheField) {
   nlohmann::json valid = nlohmann::json::parse(plan_to_json(plan_file(p, r, "gpt2")).dump());
   // The model config and the parameter list have their own checks (above, and parse_model_config's
   // tests); the sweep covers the rest.
-  test::Reader reader{"plan", [](const nlohmann::json& j) { (void)plan_from_json(j, "plan.json"); },
-                      valid, /*free_keys=*/{}, /*any_value=*/{"model.config", "parameters"}};
+  // The cluster's peaks are keyed by dtype (data, not field names).
+  test::Reader reader{
+      "plan",
+      [](const nlohmann::json& j) { (void)plan_from_json(j, "plan.json"); },
+      valid,
+      /*free_keys=*/
+      {"cluster.facts.accelerator.dense_tflops", "cluster.facts.accelerator.matmul_efficiency"},
+      /*any_value=*/{"model.config", "parameters"}};
   test::sweep_fields(reader);
+}
+
+// A small plan (GPT-2 on 4 CPU ranks) as the JSON of a plan file.
+nlohmann::json gpt2_plan_json() {
+  Planner p(tensor::find_model_config("gpt2"),
+            collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
+            {.gpus = 4, .seq = 128, .global_batch = 8}, {});
+  const PlanResult r =
+      p.estimate(default_config(p.setup(), {}, Precision::kBf16), DimOrder::kTpInner, nullptr);
+  return nlohmann::json::parse(plan_to_json(plan_file(p, r, "gpt2")).dump());
+}
+
+std::string refusal(const nlohmann::json& j) {
+  try {
+    (void)plan_from_json(j, "plan.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+TEST(PlanFile, IsSelfContainedWithHashesOfModelAndCluster) {
+  const nlohmann::json j = gpt2_plan_json();
+  EXPECT_EQ(j["cluster"]["name"], "cpu-local");
+  EXPECT_EQ(j["cluster"]["facts"]["accelerator"]["memory_gb"]["value"], 12.6);
+  EXPECT_EQ(j["mesh"]["names"], nlohmann::json({"pp", "dp", "ep", "cp", "tp"}));
+  // The hashes are SHA-256 over {"name", "config" | "facts"} with sorted keys: recomputed here
+  // from the document's own values, and 64 hex digits.
+  EXPECT_EQ(j["model"]["sha256"], model_sha256("gpt2", j["model"]["config"]));
+  EXPECT_EQ(j["cluster"]["sha256"], cluster_sha256("cpu-local", j["cluster"]["facts"]));
+  EXPECT_EQ(j["model"]["sha256"].get<std::string>().size(), 64u);
+  // Read back, the embedded facts are the cluster the plan was made for.
+  const PlanFile f = plan_from_json(j, "plan.json");
+  EXPECT_EQ(f.cluster, collectives::load_cluster(collectives::resolve_cluster("cpu-local")));
+}
+
+TEST(PlanFile, AModelOrClusterEditedAfterPlanningIsRefusedNamingBoth) {
+  const nlohmann::json valid = gpt2_plan_json();
+  nlohmann::json j = valid;
+  j["model"]["name"] = "llama3-8b";  // a GPT-2 plan relabelled
+  EXPECT_THAT(refusal(j),
+              AllOf(HasSubstr("field 'model.sha256'"), HasSubstr("model.name 'llama3-8b'"),
+                    HasSubstr("(gpt2: 12 layers, hidden 768")));
+  j = valid;
+  j["model"]["config"]["n_layer"] = 6;
+  EXPECT_THAT(refusal(j), HasSubstr("(gpt2: 6 layers"));
+  j = valid;
+  j["cluster"]["facts"]["accelerator"]["memory_gb"]["value"] = 80;
+  EXPECT_THAT(refusal(j), AllOf(HasSubstr("field 'cluster.sha256'"), HasSubstr("'cpu-local'")));
+  j = valid;
+  j["cluster"]["name"] = "../../../../etc/passwd";  // a name, never a path that is read
+  EXPECT_THAT(refusal(j), HasSubstr("field 'cluster.name': '../../../../etc/passwd' differs "
+                                    "from cluster.facts.name 'cpu-local'"));
+  j = valid;
+  j["version"] = 2;
+  EXPECT_THAT(refusal(j), HasSubstr("written by an older shardplan"));
+}
+
+TEST(PlanFile, PredictionsAreForPeopleAndNotCheckedAgainstTheHardware) {
+  // An fp8 plan's MFU is counted against the bf16 peak and may exceed 1 (issue: what MFU means is
+  // the software-stack profiles' to define); materialize builds the plan all the same.
+  nlohmann::json j = gpt2_plan_json();
+  j["prediction"]["mfu"] = 1.17;
+  EXPECT_EQ(refusal(j), "<accepted>");
+  j["prediction"]["mfu"] = -0.1;
+  EXPECT_THAT(refusal(j), HasSubstr("field 'prediction.mfu': expected a number >= 0"));
+}
+
+TEST(PlanFile, AModelOrClusterNamedAtMaterializeMustBeThePlans) {
+  const PlanFile f = plan_from_json(gpt2_plan_json(), "plan.json");
+  EXPECT_NO_THROW(check_same_model(f, tensor::find_model_config("gpt2"), "--model gpt2"));
+  EXPECT_THAT(
+      [&] { check_same_model(f, tensor::find_model_config("pythia-160m"), "--model pythia-160m"); },
+      ThrowsMessage<Error>(AllOf(HasSubstr("--model pythia-160m (gpt_neox: 12 layers"),
+                                 HasSubstr("is not the plan's model 'gpt2' (gpt2: 12 layers"))));
+  const collectives::Cluster h100 =
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
+  EXPECT_THAT([&] { check_same_cluster(f, h100, "--cluster dgx-h100"); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("--cluster dgx-h100 (H100 SXM5 80 GB, 8 per "
+                                                   "node) is not the plan's cluster 'cpu-local'"),
+                                         HasSubstr("there,"), HasSubstr("in the plan"))));
 }
 
 }  // namespace
