@@ -67,10 +67,19 @@ ordered_json model_report(const ModelReportOptions& opts) {
   // A table of learned positions (GPT-2's wpe) has no row beyond max_position_embeddings.
   const ModelFamily& family = family_of(cfg);
   SP_CHECK(!family.learned_positions || seq <= cfg.max_position_embeddings, "--seq ", seq, ": ",
-           o.model, " has learned positions up to ", family.file_key("max_position_embeddings"), " ",
-           cfg.max_position_embeddings);
-  const ModulePtr model = build_model(cfg);
+           o.model, " has learned positions up to ", family.file_key("max_position_embeddings"),
+           " ", cfg.max_position_embeddings);
+  // Every activation is tokens x a width of the model (the logits: x vocab, the MLP: x
+  // intermediate): a batch x seq whose widest would not fit a 64-bit byte count is refused here,
+  // naming the flags, rather than by an op deep in the trace.
   const double tokens = static_cast<double>(o.batch) * static_cast<double>(seq);
+  const double widest =
+      static_cast<double>(std::max({cfg.vocab_size, cfg.intermediate_size, 3 * cfg.hidden_size,
+                                    cfg.num_attention_heads * cfg.head_dim}));
+  SP_CHECK(tokens * widest * 8 < 9.2e18, "--batch ", o.batch, " x --seq ", seq,
+           " tokens: activations of tokens x ", static_cast<int64_t>(widest),
+           " elements would exceed 2^63 bytes (int64), expected a smaller --batch or --seq");
+  const ModulePtr model = build_model(cfg);
   const OpGraph g = trace_model_forward(*model, o.batch, seq);
 
   ordered_json r;

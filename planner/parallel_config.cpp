@@ -1,5 +1,6 @@
 #include "planner/parallel_config.h"
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -7,6 +8,7 @@
 #include "tensor/base/checked.h"
 #include "tensor/base/enum_names.h"
 #include "tensor/base/error.h"
+#include "tensor/base/limits.h"
 
 namespace shardplan::planner {
 namespace {
@@ -39,15 +41,27 @@ PipelineShape pipeline_shape(const TrainingSetup& setup, const ParallelConfig& c
               c.virtual_stages > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B};
 }
 
-void check_parallel_config(const tensor::ModelConfig& model, const TrainingSetup& setup,
-                           const ParallelConfig& c) {
+void check_training_setup(const tensor::ModelConfig& model, const TrainingSetup& setup) {
   SP_CHECK(setup.gpus >= 1, "--gpus ", setup.gpus, ", expected a positive number of GPUs");
+  SP_CHECK(setup.gpus <= kMaxRanks, "--gpus ", setup.gpus, " is more than shardplan plans for, ",
+           "expected at most ", kMaxRanks, " (2^20; docs/user-guide.md \"Limits\")");
   SP_CHECK(setup.seq >= 1, "--seq ", setup.seq, ", expected a positive sequence length");
-  SP_CHECK(setup.seq <= model.max_position_embeddings, "--seq ", setup.seq, " is longer than the ",
-           model.max_position_embeddings, " positions the model supports, expected at most ",
+  SP_CHECK(setup.seq <= model.max_position_embeddings, "--seq ", setup.seq, " is longer than ",
+           model.model_type, "'s ", model.max_position_embeddings,
+           " positions (max_position_embeddings), expected at most ",
            model.max_position_embeddings);
   SP_CHECK(setup.global_batch >= 1, "--global-batch ", setup.global_batch,
            ", expected a positive number of sequences per step");
+  int64_t tokens = 0;
+  SP_CHECK(mul_into(setup.global_batch, setup.seq, tokens), "--global-batch ", setup.global_batch,
+           " x --seq ", setup.seq,
+           " tokens per step overflow a 64-bit count, expected a product of at most ",
+           std::numeric_limits<int64_t>::max());
+}
+
+void check_parallel_config(const tensor::ModelConfig& model, const TrainingSetup& setup,
+                           const ParallelConfig& c) {
+  check_training_setup(model, setup);
   for (const auto& [flag, value] : {std::pair<std::string_view, int64_t>{"--tp", c.tp},
                                     {"--pp", c.pp},
                                     {"--dp", c.dp},

@@ -54,8 +54,14 @@ int64_t micro_batches_per_step(const TrainingSetup& setup, const ParallelConfig&
 // The pipeline the configuration runs: 1F1B, or interleaved 1F1B with v > 1.
 PipelineShape pipeline_shape(const TrainingSetup& setup, const ParallelConfig& c);
 
-// Checks that the setup fits the model and the configuration can run it; the first violation is a
-// shardplan::Error of one line naming the flag, its value and what was expected:
+// Checks the job on its own: --gpus in [1, kMaxRanks] (tensor/base/limits.h), --seq positive and
+// within the model's positions, --global-batch positive, and tokens per step (global batch x seq)
+// a count that fits int64. One line naming the flag on failure.
+void check_training_setup(const tensor::ModelConfig& model, const TrainingSetup& setup);
+
+// Checks that the setup fits the model (check_training_setup) and the configuration can run it; the
+// first violation is a shardplan::Error of one line naming the flag, its value and what was
+// expected:
 //   setup: positive counts, seq within the model's positions;
 //   degrees: tp * pp * dp * cp == gpus; tp divides the attention heads, and the key/value heads
 //   or is a multiple of them (KV heads are then replicated); pp * virtual_stages at most the

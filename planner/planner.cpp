@@ -12,6 +12,7 @@
 #include "planner/candidate_mesh.h"
 #include "planner/tensor_parallel.h"
 #include "planner/training_metrics.h"
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 #include "tensor/models/family.h"
 
@@ -31,6 +32,63 @@ std::vector<int64_t> divisors(int64_t n, int64_t limit) {
     if (n % d == 0) out.push_back(d);
   }
   return out;
+}
+
+// Note [Pruning rules]: why a candidate was dropped before it was priced, one named rule each; the
+// counts are reported (SearchResult::pruned_by), and when no candidate is left at all they are the
+// reason the pins or the job are refused.
+enum PruneRule : uint8_t {
+  kWorldUndivided,
+  kDpNotThePin,
+  kBatchByDp,
+  kEpByDp,
+  kBatchByMicroBatch,
+  kSpWithoutTp,
+  kZeroWithoutDp,
+  kChunks,
+  kPruneRules
+};
+constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
+    "tp x cp x pp does not divide the GPUs",
+    "dp (the GPUs left by tp x cp x pp) is not the pinned --dp",
+    "dp does not divide the global batch",
+    "ep does not divide dp",
+    "dp x micro-batch does not divide the global batch",
+    "sequence parallelism needs tp > 1",
+    "ZeRO 1-3 shard over dp and need dp > 1",
+    "interleaving (virtual stages > 1) needs pp > 1, micro-batches a multiple of pp and a layer "
+    "per model chunk"};
+struct Pruned {
+  int64_t total = 0;
+  std::array<int64_t, kPruneRules> by{};
+  void add(PruneRule r) {
+    ++total;
+    ++by[r];
+  }
+};
+
+// "--tp 8 --virtual-stages 4": the pins as the user typed them.
+std::string pins_text(const Pins& p) {
+  std::string s;
+  auto add = [&s](std::string_view flag, const std::string& v) {
+    s += (s.empty() ? "" : " ") + std::string(flag) + " " + v;
+  };
+  const std::pair<std::string_view, const std::optional<int64_t>*> counts[] = {
+      {"--tp", &p.tp},
+      {"--pp", &p.pp},
+      {"--dp", &p.dp},
+      {"--cp", &p.cp},
+      {"--ep", &p.ep},
+      {"--micro-batch", &p.micro_batch},
+      {"--virtual-stages", &p.virtual_stages},
+      {"--recompute-layers", &p.recompute_layers}};
+  for (const auto& [flag, v] : counts) {
+    if (*v) add(flag, std::to_string(**v));
+  }
+  if (p.zero) add("--zero", std::to_string(*p.zero));
+  if (p.recompute) add("--recompute", std::string(tensor::to_string(*p.recompute)));
+  if (p.sequence_parallel) add("--sequence-parallel", *p.sequence_parallel ? "on" : "off");
+  return s;
 }
 
 template <typename T>
@@ -149,7 +207,6 @@ struct Planner::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
   collectives::RankPlacement placement;
   std::unique_ptr<collectives::Topology> topology;
-  std::vector<int64_t> launch_devices;                                     // launch rank -> device
   std::map<std::pair<int64_t, int64_t>, collectives::GroupLinks> strided;  // (size, stride)
 
   const TracedModel& trace(int64_t mb, int64_t seq_local, RecomputePolicy rc) {
@@ -236,16 +293,15 @@ struct Planner::Impl {
     if (it != links.end()) return it->second;
     // The same launch-rank placement and topology for every candidate (built once). A mesh dim's
     // groups are the launch ranks r + k * stride (k < size), stride the product of the sizes of
-    // the dims after it in the order (candidate_mesh.h): their links depend on (size, stride)
-    // only, priced once each as the middle dim of a [world / (size stride), size, stride] mesh.
+    // the dims after it in the order (candidate_mesh.h), and launch rank r drives device r: their
+    // links depend on (size, stride) only, priced once each (Note [Strided groups] in
+    // collectives/topology.cpp: the work does not grow with --gpus).
     if (!topology) {
       placement = collectives::place_ranks(cluster, {.world = setup.gpus});
+      SP_ASSERT(placement.nodes == 1 || placement.ranks_per_node == placement.devices_per_node,
+                "the planner's ranks fill whole nodes in order");
       topology =
           std::make_unique<collectives::Topology>(collectives::cluster_for(cluster, placement));
-      launch_devices.resize(static_cast<size_t>(setup.gpus));
-      for (int64_t r = 0; r < setup.gpus; ++r) {
-        launch_devices[static_cast<size_t>(r)] = placement.device_of(r);
-      }
     }
     const std::array<int64_t, 5> o = dim_order(order);
     const std::array<int64_t, 5> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
@@ -256,10 +312,9 @@ struct Planner::Impl {
       const int64_t size = shape[d];
       auto it = strided.find({size, stride});
       if (it == strided.end()) {
-        const std::vector<int64_t> sub = {setup.gpus / (size * stride), size, stride};
         it = strided
                  .emplace(std::make_pair(size, stride),
-                          collectives::mesh_dim_links(*topology, sub, launch_devices, 1)[1])
+                          collectives::strided_group_links(*topology, size, stride))
                  .first;
       }
       l[d] = it->second;
@@ -284,23 +339,27 @@ struct Planner::Impl {
 
   void check_pins(const Pins& pins) const;
   template <typename Visit>
-  void enumerate(const Pins& pins, int64_t& pruned, Visit&& visit);
+  void enumerate(const Pins& pins, Pruned& pruned, Visit&& visit);
 };
 
 void Planner::Impl::check_pins(const Pins& pins) const {
   const int64_t g = setup.gpus;
+  const int64_t L = model.num_hidden_layers;
   int64_t product = 1;
+  bool overflow = false;
   std::string named;
   auto use = [&](const char* flag, const std::optional<int64_t>& v) {
     if (!v) return;
     SP_CHECK(*v >= 1, flag, " ", *v, ", expected a positive degree");
-    product *= *v;
+    overflow = overflow || !mul_into(product, *v, product);
     named += (named.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(*v);
   };
   use("--tp", pins.tp);
   use("--pp", pins.pp);
   use("--dp", pins.dp);
   use("--cp", pins.cp);
+  SP_CHECK(!overflow, "pins contradict the job: ", named,
+           " overflows, expected tp * pp * dp * cp = ", g);
   const bool all = pins.tp && pins.pp && pins.dp && pins.cp;
   SP_CHECK(g % product == 0 && (!all || product == g), "pins contradict the job: ", named, " = ",
            product, " ranks, which ", all ? "differs from" : "does not divide", " --gpus ", g,
@@ -311,11 +370,14 @@ void Planner::Impl::check_pins(const Pins& pins) const {
   }
   if (pins.zero) {
     SP_CHECK(*pins.zero >= 0 && *pins.zero <= 3, "--zero ", *pins.zero, ", expected 0, 1, 2 or 3");
+    SP_CHECK(*pins.zero == 0 || ((!pins.dp || *pins.dp > 1) && g > 1), "--zero ", *pins.zero,
+             pins.dp ? " with --dp 1" : " on 1 GPU",
+             ": ZeRO shards the training state over data-parallel ranks, expected --dp > 1 (or "
+             "--zero 0)");
   }
   if (pins.recompute_layers) {
-    SP_CHECK(*pins.recompute_layers >= 1 && *pins.recompute_layers <= model.num_hidden_layers,
-             "--recompute-layers ", *pins.recompute_layers, ", expected between 1 and the model's ",
-             model.num_hidden_layers, " layers");
+    SP_CHECK(*pins.recompute_layers >= 1 && *pins.recompute_layers <= L, "--recompute-layers ",
+             *pins.recompute_layers, ", expected between 1 and the model's ", L, " layers");
     SP_CHECK(!pins.recompute || *pins.recompute == RecomputePolicy::kFull, "--recompute-layers ",
              *pins.recompute_layers, " with --recompute ", tensor::to_string(*pins.recompute),
              ", expected --recompute full (partial recomputation recomputes whole layers)");
@@ -324,15 +386,66 @@ void Planner::Impl::check_pins(const Pins& pins) const {
     SP_CHECK(has_tp_plan, "--tp ", *pins.tp, ": model family ", model.model_type,
              " has no tensor-parallel plan yet, expected --tp 1");
   }
+  if (pins.sequence_parallel && *pins.sequence_parallel) {
+    SP_CHECK(!pins.tp || *pins.tp > 1,
+             "--sequence-parallel on with --tp 1: sequence parallelism splits the activations that "
+             "tensor parallelism leaves whole, expected --tp > 1 (or --sequence-parallel off)");
+    SP_CHECK(has_tp_plan && per_node > 1 && g > 1,
+             "--sequence-parallel on needs tensor "
+             "parallelism, which ",
+             !has_tp_plan ? "model family " + model.model_type + " has no plan for"
+                          : std::string("one GPU per node cannot run"),
+             ", expected --sequence-parallel off");
+  }
+  if (pins.pp) {
+    SP_CHECK(*pins.pp <= L, "--pp ", *pins.pp, " stages for the model's ", L,
+             " layers, expected at most ", L, " (a layer per stage at least)");
+  }
+  if (pins.virtual_stages && *pins.virtual_stages > 1) {
+    const int64_t v = *pins.virtual_stages;
+    SP_CHECK(!pins.pp || *pins.pp > 1, "--virtual-stages ", v,
+             " with --pp 1: interleaving splits each pipeline rank's layers into model chunks, "
+             "expected --pp > 1 (or --virtual-stages 1)");
+    const int64_t least_pp = pins.pp.value_or(2);
+    SP_CHECK(v <= L / least_pp, "--virtual-stages ", v, " x ", pins.pp ? "--pp " : "at least ",
+             least_pp, " stages needs a layer per model chunk, but the model has ", L,
+             " layers, expected --virtual-stages at most ", std::max<int64_t>(1, L / least_pp));
+  }
+  if (pins.micro_batch) {
+    const int64_t mb = *pins.micro_batch;
+    SP_CHECK(setup.global_batch % mb == 0, "--micro-batch ", mb, " does not divide --global-batch ",
+             setup.global_batch,
+             ", expected a divisor of the global batch (every data-parallel "
+             "rank runs whole micro-batches)");
+  }
   if (pins.dp) {
     SP_CHECK(setup.global_batch % *pins.dp == 0, "--global-batch ", setup.global_batch,
              " is not divisible by --dp ", *pins.dp,
              ", expected a multiple of the data-parallel degree");
+    if (pins.micro_batch) {
+      int64_t per_step = 0;
+      SP_CHECK(
+          mul_into(*pins.dp, *pins.micro_batch, per_step) && setup.global_batch % per_step == 0,
+          "--global-batch ", setup.global_batch, " is not divisible by --dp ", *pins.dp,
+          " x --micro-batch ", *pins.micro_batch, ", expected a multiple of their product");
+    }
+  }
+  if (pins.cp && *pins.cp > 1) {
+    SP_CHECK(setup.seq % *pins.cp == 0 && (setup.seq / *pins.cp) % 2 == 0, "--cp ", *pins.cp,
+             ": --seq ", setup.seq, " is not divisible by 2 x ", *pins.cp,
+             ", expected a multiple (each context-parallel rank takes two balanced chunks)");
+  }
+  if (pins.ep && *pins.ep > 1) {
+    const int64_t experts = model.num_local_experts;
+    SP_CHECK(experts > 0, "--ep ", *pins.ep, " on a dense model (", model.model_type,
+             "), expected --ep 1");
+    SP_CHECK(experts % *pins.ep == 0, "--ep ", *pins.ep, " does not divide the model's ", experts,
+             " experts, expected a divisor of ", experts);
   }
 }
 
 template <typename Visit>
-void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) {
+void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
   const int64_t g = setup.gpus;
   const int64_t L = model.num_hidden_layers;
   std::vector<int64_t> tps;
@@ -347,13 +460,22 @@ void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) 
   }
   for (int64_t tp : pinned_or(pins.tp, tps)) {
     for (int64_t cp : pinned_or(pins.cp, cps)) {
-      if (g % (tp * cp) != 0) continue;
+      if (g % (tp * cp) != 0) {
+        pruned.add(kWorldUndivided);
+        continue;
+      }
       for (int64_t pp : pinned_or(pins.pp, divisors(g / (tp * cp), L))) {
-        if (g % (tp * cp * pp) != 0) continue;
+        if (g % (tp * cp * pp) != 0) {
+          pruned.add(kWorldUndivided);
+          continue;
+        }
         const int64_t dp = g / (tp * cp * pp);
-        if (pins.dp && *pins.dp != dp) continue;
+        if (pins.dp && *pins.dp != dp) {
+          pruned.add(kDpNotThePin);
+          continue;
+        }
         if (setup.global_batch % dp != 0) {
-          ++pruned;
+          pruned.add(kBatchByDp);
           continue;
         }
         std::vector<int64_t> eps = {1};
@@ -375,14 +497,14 @@ void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) 
         if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
         for (int64_t ep : pinned_or(pins.ep, eps)) {
           if (dp % ep != 0) {
-            ++pruned;
+            pruned.add(kEpByDp);
             continue;
           }
           for (DimOrder order : orders) {
             for (int zero : pinned_or(pins.zero, zeros)) {
               for (int64_t mb : pinned_or(pins.micro_batch, mbs)) {
                 if (setup.global_batch % (dp * mb) != 0) {
-                  ++pruned;
+                  pruned.add(kBatchByMicroBatch);
                   continue;
                 }
                 const int64_t m = setup.global_batch / (dp * mb);
@@ -413,9 +535,16 @@ void Planner::Impl::enumerate(const Pins& pins, int64_t& pruned, Visit&& visit) 
                                        .virtual_stages = v,
                                        .sequence_parallel = sp,
                                        .precision = options.precision};
-                      if ((sp && tp == 1) || (zero > 0 && dp == 1) ||
-                          (v > 1 && (pp == 1 || m % pp != 0 || L < pp * v))) {
-                        ++pruned;
+                      if (sp && tp == 1) {
+                        pruned.add(kSpWithoutTp);
+                        continue;
+                      }
+                      if (zero > 0 && dp == 1) {
+                        pruned.add(kZeroWithoutDp);
+                        continue;
+                      }
+                      if (v > 1 && (pp == 1 || m % pp != 0 || L < pp * v)) {
+                        pruned.add(kChunks);
                         continue;
                       }
                       visit(c, order);
@@ -435,13 +564,16 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
                  PlannerOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
-  SP_CHECK(setup.gpus >= 1, "--gpus ", setup.gpus, ", expected at least 1");
-  SP_CHECK(setup.seq >= 1, "--seq ", setup.seq, ", expected at least 1");
-  SP_CHECK(setup.global_batch >= 1, "--global-batch ", setup.global_batch, ", expected at least 1");
-  SP_CHECK(setup.seq <= model.max_position_embeddings, "--seq ", setup.seq, " is longer than ",
-           model.model_type, "'s ", model.max_position_embeddings,
-           " positions (max_position_embeddings), expected at most ",
-           model.max_position_embeddings);
+  check_training_setup(model, setup);
+  // The search traces micro-batches of up to kMaxSearchedMicroBatch sequences: their widest
+  // activation (tokens x vocab for the logits) must be a countable number of bytes.
+  const double widest = static_cast<double>(
+      std::max({model.vocab_size, model.intermediate_size, 3 * model.hidden_size,
+                model.num_attention_heads * model.head_dim}));
+  SP_CHECK(static_cast<double>(setup.seq) * kMaxSearchedMicroBatch * widest * 8 < 9.2e18, "--seq ",
+           setup.seq, ": a micro-batch's activations (", kMaxSearchedMicroBatch, " x ", setup.seq,
+           " tokens x ", static_cast<int64_t>(widest),
+           " elements) would exceed 2^63 bytes, expected a shorter --seq");
   // Throws for a GPU count the cluster cannot hold (naming the nodes and GPUs per node).
   const collectives::RankPlacement placed =
       collectives::place_ranks(cluster, {.world = setup.gpus});
@@ -519,11 +651,13 @@ std::vector<Planner::Best> Planner::best_of_each(
     }
     if (all != nullptr) kept.add(p);
   };
+  std::optional<PlanResult> least;  // the evaluated candidate needing the least memory
   auto consider = [&](const ParallelConfig& c, DimOrder order, const StepResult& s) {
     count(c, s);
     if (s.fits) offer(c, order, s);
   };
-  I.enumerate(pins, r.pruned, [&](const ParallelConfig& c, DimOrder order) {
+  Pruned pruned;
+  I.enumerate(pins, pruned, [&](const ParallelConfig& c, DimOrder order) {
     bool any = filters.empty();
     for (size_t f = 0; f < filters.size(); ++f) {
       in[f] = filters[f](c);
@@ -536,6 +670,7 @@ std::vector<Planner::Best> Planner::best_of_each(
     const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[4]);
     const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp, I.stored_block(c));
     consider(c, order, s);
+    if (!least || s.memory_bytes < least->memory_bytes) least = I.result_of(c, order, s);
     if (c.recompute != RecomputePolicy::kFull || c.recompute_layers > 0 || pins.recompute ||
         !s.fits) {
       return;
@@ -573,6 +708,26 @@ std::vector<Planner::Best> Planner::best_of_each(
     offer(p, order, fit);
   });
   if (I.options.progress) I.options.progress(-1, 0);
+  r.pruned = pruned.total;
+  for (size_t rule = 0; rule < kPruneRules; ++rule) {
+    if (pruned.by[rule] > 0) r.pruned_by[std::string(kPruneRuleNames[rule])] = pruned.by[rule];
+  }
+  if (r.evaluated == 0) {
+    // Nothing could even be priced: the pins (or the job) break a rule every candidate needs.
+    std::string why;
+    for (const auto& [rule, n] : r.pruned_by) {
+      why += (why.empty() ? "" : "; ") + std::to_string(n) + " pruned: " + rule;
+    }
+    const std::string pinned = pins_text(pins);
+    SP_FAIL(pinned.empty() ? "no configuration can run this job"
+                           : "no configuration satisfies the pins " + pinned,
+            " (--gpus ", I.setup.gpus, ", --global-batch ", I.setup.global_batch, ", --seq ",
+            I.setup.seq, ", ", I.model.num_hidden_layers,
+            " layers): ", why.empty() ? std::string("no candidate") : why,
+            pinned.empty() ? "; expected a job that some split of the GPUs can run"
+                           : "; expected pins that some configuration can meet");
+  }
+  r.least_memory = least;
   for (size_t key = 0; key < kFamilyKeys; ++key) {
     if (rejected[key] > 0)
       r.rejected[family_of(family_example[key])]["exceeds memory"] += rejected[key];

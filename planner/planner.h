@@ -75,6 +75,11 @@ struct SearchResult {
   int64_t evaluated = 0;
   int64_t feasible = 0;
   int64_t pruned = 0;
+  // rule -> candidates it removed before pricing (Note [Pruning rules] in planner.cpp).
+  std::map<std::string, int64_t> pruned_by;
+  // The evaluated candidate that needs the least memory per GPU: when nothing fits, how far the
+  // closest plan is from fitting.
+  std::optional<PlanResult> least_memory;
   // family ("tp+pp+dp zero-1") -> reason -> candidates
   std::map<std::string, std::map<std::string, int64_t>> rejected;
   double search_seconds = 0;
@@ -96,7 +101,8 @@ class Planner {
 
   // The `top_k` fastest candidates that fit, among those `keep` accepts (all when empty), with
   // every pinned dimension fixed. Throws shardplan::Error for pins that contradict each other or
-  // the setup.
+  // the setup, and when no candidate is left to price (naming the pruning rules); a search whose
+  // candidates all exceed memory is a result (top empty, least_memory set).
   SearchResult search(const Pins& pins, int64_t top_k,
                       const std::function<bool(const ParallelConfig&)>& keep = {});
   // The best plan for each filter in one pass (compare); nullopt where none fits, with the

@@ -51,7 +51,13 @@ TEST(ParallelConfig, ContradictionsAreOneLineNamingTheFlag) {
   EXPECT_THAT(error_of(m, {.gpus = 48, .seq = 4096, .global_batch = 96}, {.tp = 3, .dp = 16}),
               HasSubstr("--tp 3 does not divide the model's 64 attention heads"));
   EXPECT_THAT(error_of(m, {.gpus = 64, .seq = 10000, .global_batch = 256}, {.tp = 8, .dp = 8}),
-              HasSubstr("--seq 10000 is longer than the 8192 positions"));
+              HasSubstr("--seq 10000 is longer than llama's 8192 positions"));
+  // 2^55 + 1 sequences of 512 tokens: the token count would wrap int64 (to 512).
+  EXPECT_THAT(error_of(m, {.gpus = 1, .seq = 512, .global_batch = 36028797018963969}, {}),
+              HasSubstr("--global-batch 36028797018963969 x --seq 512 tokens per step overflow"));
+  EXPECT_THAT(error_of(m, {.gpus = int64_t{1} << 21, .seq = 512, .global_batch = 1 << 21}, {}),
+              HasSubstr("--gpus 2097152 is more than shardplan plans for, expected at most "
+                        "1048576"));
   EXPECT_THAT(error_of(m, {.gpus = 64, .seq = 4096, .global_batch = 250}, {.tp = 8, .dp = 8}),
               HasSubstr("--global-batch 250 is not divisible by --dp 8 x --micro-batch 1"));
   EXPECT_THAT(error_of(m, kJob, {.tp = 8, .dp = 4, .cp = 2, .ep = 2}),
