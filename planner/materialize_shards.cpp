@@ -43,9 +43,10 @@ RankShards allocate_shards(const MaterialLayout& layout, int64_t rank, ShardMemo
     try {
       s.data.push_back(memory.allocate(part.bytes));
     } catch (const RuntimeFailure& e) {
-      throw RuntimeFailure("rank " + std::to_string(rank) + " on " + memory.device() + ": " +
-                           e.what() + " for '" + layout.parameters()[part.index].plan->name +
-                           "' (" + std::to_string(s.bytes) + " bytes allocated before it)");
+      // The launcher's line names the rank and host already (cmd_materialize.cpp).
+      throw RuntimeFailure(std::string(e.what()) + " for '" +
+                           layout.parameters()[part.index].plan->name + "' on " + memory.device() +
+                           " (" + std::to_string(s.bytes) + " bytes allocated before it)");
     }
     s.bytes += part.bytes;
   }

@@ -26,6 +26,9 @@ enum class ExitCode : int {
   kRuntimeFailure = 1,
   // shardplan::Error or a command-line parse error: the user can fix it.
   kBadInput = 2,
+  // plan / compare: the search ran, and no candidate fits in memory (a result, not an error: the
+  // report says which resource and by how much the closest candidate misses; --out is not written).
+  kNothingFits = 3,
 };
 
 // Runtime failures are shardplan::RuntimeFailure (tensor/base/error.h): run() prints
@@ -49,10 +52,20 @@ CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
 // (docs/user-guide.md "JSON conventions"; `jq .` pretty-prints it).
 void print_json_document(const nlohmann::ordered_json& doc);
 
+// Writes `line` and a newline to stderr in one write(2) (Note [One line, one write] in
+// cli_common.cpp): newlines inside are folded to spaces and a line beyond 4,000 bytes is cut in the
+// middle, so lines from the ranks of one mpirun job never run into each other.
+//   print_error_line("shardplan: error: " + world.who() + ": " + e.what());
+void print_error_line(std::string_view line);
+
 // Writes `contents` to a temporary file in the directory of `path`, flushes it to disk, then
 // renames it over `path`: readers see the old file or the complete new one, never a partial one.
-// Throws RuntimeFailure (naming the path and the OS error) and leaves no temporary file behind on
-// failure.
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
+// `path` must pass check_output_path (tensor/base/file_io.h; `flag` names it in the refusal, exit
+// 2), before and again just before the rename: a FIFO, device, socket or directory is never
+// replaced. A failure of the system (a full disk) is a RuntimeFailure naming the path and the OS
+// error (exit 1); no temporary file is left behind either way. Verbs call check_output_path
+// themselves first, before any work.
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents,
+                           std::string_view flag = "output path");
 
 }  // namespace shardplan::cli

@@ -26,6 +26,7 @@
 #include "collectives/collective_benchmark.h"
 #include "planner/cli/cli_common.h"
 #include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif
@@ -126,7 +127,7 @@ void write_and_print(CliContext& ctx, const CalibrateOptions& opts,
   // Re-read what is written with the strict loader: a file this verb writes always loads.
   const nlohmann::ordered_json j = collectives::cluster_to_json(r.cluster);
   collectives::cluster_from_json(j, opts.out);
-  write_file_atomically(opts.out, j.dump(2) + "\n");
+  write_file_atomically(opts.out, j.dump(2) + "\n", "--out");
   ctx.json ? print_json(opts, r) : print_text(opts, r);
 }
 
@@ -150,7 +151,7 @@ void calibrate_mpi(CliContext& ctx, const CalibrateOptions& opts,
   } catch (const Error& e) {
     // Printed before MPI_Finalize (Note [Materialize failure policy] in cmd_materialize.cpp):
     // every rank reaches the same error, and a line printed after finalizing may be lost.
-    std::cerr << "shardplan: error: " << mpi.who() << ": " << e.what() << std::endl;
+    print_error_line("shardplan: error: " + mpi.who() + ": " + e.what());
     ctx.exit_code = ExitCode::kBadInput;
   }
 #else
@@ -224,6 +225,7 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
                "Measure the links under mpirun/srun through the MPI communicator instead of "
                "reading --log files");
   cmd.callback([&ctx, opts] {
+    check_output_path(opts->out, "--out");  // before any work: nothing half-done on a bad path
     const collectives::Cluster base =
         collectives::load_cluster(collectives::resolve_cluster(opts->cluster));
     if (opts->mpi) {

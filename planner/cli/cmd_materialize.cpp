@@ -12,6 +12,7 @@
 // world (MPI_Abort), which makes the launcher stop every rank and exit non-zero.
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -38,6 +40,7 @@
 #include "planner/plan_file.h"
 #include "planner/shard_memory.h"
 #include "tensor/base/error.h"
+#include "tensor/base/strict_json.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif
@@ -47,6 +50,8 @@ namespace {
 
 struct MaterializeArgs {
   std::string plan;
+  std::string model;    // optional: must be the plan's model
+  std::string cluster;  // optional: must be the plan's cluster
   std::string device = "cpu";
   std::string checkpoint;
   bool verify = false;
@@ -66,9 +71,24 @@ std::string mesh_text(const planner::MaterialLayout& l) {
   return os.str();
 }
 
+// The plan's own cluster facts: a plan is self-contained, so no cluster file named in it is read.
 int64_t device_memory_bytes(const planner::PlanFile& f) {
-  const collectives::Cluster c = collectives::load_cluster(collectives::resolve_cluster(f.cluster));
-  return static_cast<int64_t>(c.accelerator.memory_gb.value * 1e9);
+  return static_cast<int64_t>(f.cluster.accelerator.memory_gb.value * 1e9);
+}
+
+// The plan, checked against the --model and --cluster the user named (if any): a plan for another
+// model or cluster is refused naming both.
+planner::PlanFile read_checked_plan(const MaterializeArgs& a) {
+  planner::PlanFile f = planner::read_plan_file(a.plan);
+  if (!a.model.empty()) {
+    planner::check_same_model(f, tensor::find_model_config(a.model), "--model " + a.model);
+  }
+  if (!a.cluster.empty()) {
+    planner::check_same_cluster(f,
+                                collectives::load_cluster(collectives::resolve_cluster(a.cluster)),
+                                "--cluster " + a.cluster);
+  }
+  return f;
 }
 
 void check_device(const std::string& device) {
@@ -79,7 +99,7 @@ void check_device(const std::string& device) {
 
 void run_dry(CliContext& ctx, const MaterializeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  const planner::MaterialLayout layout(planner::read_plan_file(a.plan));
+  const planner::MaterialLayout layout(read_checked_plan(a));
   const int64_t capacity = device_memory_bytes(layout.file());
   const planner::DryRunReport r = planner::dry_run(layout, capacity);
   const double s = seconds_since(t0);
@@ -140,16 +160,31 @@ void run_dry(CliContext& ctx, const MaterializeArgs& a) {
 
 // Fault injection for the tests of Note [Materialize failure policy] (docs/launching.md
 // "Faults"): SHARDPLAN_TEST_FAIL_RANK=r makes rank r fail at run time after allocating, and
-// SHARDPLAN_TEST_KILL_RANK=r makes it die by SIGKILL, as a crashed or OOM-killed rank does.
-void inject_fault(int64_t rank) {
-  const auto is_me = [rank](const char* var) {
-    const char* v = std::getenv(var);
-    return v != nullptr && std::string(v) == std::to_string(rank);
-  };
-  if (is_me("SHARDPLAN_TEST_KILL_RANK")) std::raise(SIGKILL);
-  if (is_me("SHARDPLAN_TEST_FAIL_RANK")) {
-    throw RuntimeFailure("injected failure (SHARDPLAN_TEST_FAIL_RANK)");
-  }
+// SHARDPLAN_TEST_KILL_RANK=r makes it die by SIGKILL, as a crashed or OOM-killed rank does. A value
+// that is not a rank of the job is bad input (a typo must not make a fault test pass silently).
+struct Faults {
+  std::optional<int64_t> fail, kill;
+};
+
+std::optional<int64_t> fault_rank(const char* var, int64_t world) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  const std::string_view text(v);
+  int64_t r = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), r);
+  SP_CHECK(ec == std::errc() && end == text.data() + text.size() && r >= 0 && r < world, var, "='",
+           printable(text, 40), "', expected a rank of this job, 0 to ", world - 1);
+  return r;
+}
+
+Faults faults_from_environment(int64_t world) {
+  return {fault_rank("SHARDPLAN_TEST_FAIL_RANK", world),
+          fault_rank("SHARDPLAN_TEST_KILL_RANK", world)};
+}
+
+void inject_fault(const Faults& f, int64_t rank) {
+  if (f.kill == rank) std::raise(SIGKILL);
+  if (f.fail == rank) throw RuntimeFailure("injected failure (SHARDPLAN_TEST_FAIL_RANK)");
 }
 
 // What a rank reports to rank 0.
@@ -259,12 +294,14 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
   std::unique_ptr<planner::MaterialLayout> layout;
   std::unique_ptr<planner::ParameterSource> source;
   std::unique_ptr<planner::ShardMemory> memory;
+  Faults faults;
   std::string error;
   try {
     check_device(a.device);
+    faults = faults_from_environment(world.size());
     memory = a.device == "cpu" ? planner::host_shard_memory()
                                : planner::cuda_shard_memory(launch.local_rank);
-    layout = std::make_unique<planner::MaterialLayout>(planner::read_plan_file(a.plan));
+    layout = std::make_unique<planner::MaterialLayout>(read_checked_plan(a));
     if (a.checkpoint.empty()) {
       source = std::make_unique<planner::InitSource>(*layout);
     } else {
@@ -283,9 +320,9 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     if (world.size() == 1) throw Error(error);
     // Printed here, before MPI_Finalize: once the first rank exits non-zero the launcher stops
     // the others, and a message printed after finalizing could be lost.
-    std::cerr << "shardplan: error: " << world.who() << ": "
-              << (error.empty() ? std::string("stopping: another rank found bad input") : error)
-              << std::endl;
+    print_error_line(
+        "shardplan: error: " + world.who() + ": " +
+        (error.empty() ? std::string("stopping: another rank found bad input") : error));
     ctx.exit_code = ExitCode::kBadInput;
     return;
   }
@@ -295,7 +332,7 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     collectives::MeshCommunicators comms = launch.split(layout->mesh());
     const int64_t rank = world.rank();
     planner::RankShards shards = planner::allocate_shards(*layout, rank, *memory);
-    inject_fault(rank);
+    inject_fault(faults, rank);
     const auto t_init = std::chrono::steady_clock::now();
     const bool tty = rank == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
     bool drawn = false;
@@ -313,7 +350,7 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     if (a.verify) {
       v = std::make_unique<planner::VerifyReport>(
           planner::verify_shards(*layout, shards, *source, comms));
-      for (const std::string& m : v->messages) std::cerr << "shardplan: verify: " << m << '\n';
+      for (const std::string& m : v->messages) print_error_line("shardplan: verify: " + m);
     }
     std::vector<RankSummary> all(static_cast<size_t>(world.size()));
     world.all_gather(&mine, all.data(), sizeof mine);
@@ -321,7 +358,7 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
     if (v && v->failures != 0) ctx.exit_code = ExitCode::kRuntimeFailure;
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;
-    std::cerr << "shardplan: error: " << world.who() << ": " << e.what() << std::endl;
+    print_error_line("shardplan: error: " + world.who() + ": " + e.what());
     // A moment for the launcher to forward that line: the abort stops its output forwarding too.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     launch.abort(1);
@@ -373,6 +410,14 @@ void register_materialize(CLI::App& app, CliContext& ctx) {
   auto a = std::make_shared<MaterializeArgs>();
   cmd.add_option("--plan", a->plan, "plan.json written by 'shardplan plan --out'")->required();
   cmd.add_option("--device", a->device, "Where shards live: cpu or cuda (default cpu)");
+  cmd.add_option("--model", a->model,
+                 "Check that the plan is for this model (configs/models name or config.json); "
+                 "refused, naming both, when it is not")
+      ->type_name("NAME|PATH");
+  cmd.add_option("--cluster", a->cluster,
+                 "Check that the plan is for this cluster (configs/clusters name or path); "
+                 "refused, naming both, when it is not")
+      ->type_name("NAME|PATH");
   cmd.add_flag("--verify", a->verify,
                "Prove sharded == unsharded: replica checksums, coverage, sampled elements, and "
                "a whole-tensor gather for models up to 1 GiB");

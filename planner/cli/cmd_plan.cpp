@@ -5,6 +5,7 @@
 //       [--tp 8 ...pins] [--top 10] [--out plan.json] [--explain] [--json]
 //   shardplan estimate ... same flags, one configuration
 //   shardplan compare ... [--strategies ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto] [--svg chart.svg]
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "planner/plan_file.h"
 #include "planner/strategies.h"
 #include "tensor/base/error.h"
+#include "tensor/base/file_io.h"
 
 namespace shardplan::cli {
 namespace {
@@ -82,6 +84,33 @@ nlohmann::ordered_json rejected_json(
   return j;
 }
 
+// Nothing fits: how far the candidate needing the least memory is from fitting, in one line.
+std::string nothing_fits_text(const planner::Planner& p, const planner::SearchResult& r) {
+  const double capacity = p.context().memory_capacity_bytes;
+  std::string s = "nothing fits in memory: ";
+  if (!r.least_memory) return s + "no candidate was priced";
+  const PlanResult& c = *r.least_memory;
+  return s + "the candidate needing the least memory (" + config_text(c.config) + ") needs " +
+         human_bytes(static_cast<double>(c.memory_bytes)) + " per GPU, " +
+         human_bytes(static_cast<double>(c.memory_bytes) - capacity) + " more than the " +
+         human_bytes(capacity) + " of a " + p.cluster().accelerator.model +
+         "; more GPUs, a shorter --seq or a smaller --global-batch may fit";
+}
+
+nlohmann::ordered_json nothing_fits_json(const planner::Planner& p,
+                                         const planner::SearchResult& r) {
+  nlohmann::ordered_json j;
+  j["resource"] = "memory_per_gpu";
+  j["capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);
+  if (r.least_memory) {
+    j["closest"] = plan_json(p, *r.least_memory);
+    j["short_by_bytes"] =
+        r.least_memory->memory_bytes - static_cast<int64_t>(p.context().memory_capacity_bytes);
+  }
+  j["message"] = nothing_fits_text(p, r);
+  return j;
+}
+
 // Why the best beat each runner-up: the bill terms side by side, largest difference first.
 void explain(planner::Planner& p, const std::vector<PlanResult>& top, nlohmann::ordered_json* j) {
   if (top.size() < 2) return;
@@ -126,19 +155,24 @@ void register_plan(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--top", *top, "How many plans to list (default 10)")
       ->check(positive_count("plans"))
       ->type_name("K");
-  cmd.add_option("--out", *out, "Write the best plan to this file (plan.json, atomically)")
-      ->type_name("PATH");
+  CLI::Option* out_flag =
+      cmd.add_option("--out", *out, "Write the best plan to this file (plan.json, atomically)")
+          ->type_name("PATH");
   cmd.add_flag("--explain", *why, "Say why the best plan beat the runners-up, term by term");
-  cmd.callback([&ctx, a, top, out, why] {
+  cmd.callback([&ctx, a, top, out, why, out_flag] {
+    // Before any work: `--out ""` and a FIFO, device or folder there are bad input.
+    const bool writes_plan = out_flag->count() > 0;
+    if (writes_plan) check_output_path(*out, "--out");
     std::unique_ptr<planner::Planner> p = a->planner();
     const planner::SearchResult r = p->search(a->pins(), std::max<int64_t>(*top, 4));
     std::vector<PlanResult> shown(
         r.top.begin(), r.top.begin() + std::min<int64_t>(*top, static_cast<int64_t>(r.top.size())));
     Bill bill;
     if (!r.top.empty()) (void)p->estimate(r.top[0].config, r.top[0].order, &bill);
-    if (!out->empty() && !r.top.empty()) {
+    if (writes_plan && !r.top.empty()) {
       write_file_atomically(
-          *out, planner::plan_to_json(planner::plan_file(*p, r.top[0], a->model)).dump(2) + "\n");
+          *out, planner::plan_to_json(planner::plan_file(*p, r.top[0], a->model)).dump(2) + "\n",
+          "--out");
     }
     if (ctx.json) {
       nlohmann::ordered_json j;
@@ -157,11 +191,17 @@ void register_plan(CLI::App& app, CliContext& ctx) {
       j["feasible"] = r.feasible;
       j["pruned"] = r.pruned;
       j["rejected"] = rejected_json(r.rejected);
+      j["pruned_by"] = r.pruned_by;
+      if (r.top.empty()) j["nothing_fits"] = nothing_fits_json(*p, r);
       j["search_seconds"] = r.search_seconds;
       j["cached_blocks"] = r.cached_blocks;
       j["cached_work"] = r.cached_work;
       if (*why) explain(*p, r.top, &j);
       print_json_document(j);
+      if (r.top.empty()) {
+        print_error_line("shardplan: " + nothing_fits_text(*p, r));
+        ctx.exit_code = ExitCode::kNothingFits;
+      }
       return;
     }
     std::cout << a->model << " on " << a->where.gpus << " x " << p->cluster().accelerator.model
@@ -176,6 +216,11 @@ void register_plan(CLI::App& app, CliContext& ctx) {
           std::cout << "  " << family << ": " << n << " " << reason << "\n";
         }
       }
+      std::cout << nothing_fits_text(*p, r) << "\n";
+      if (writes_plan) std::cout << "no plan written to " << *out << "\n";
+      std::cout.flush();
+      print_error_line("shardplan: " + nothing_fits_text(*p, r));
+      ctx.exit_code = ExitCode::kNothingFits;
       return;
     }
     for (size_t i = 0; i < shown.size(); ++i) {
@@ -184,7 +229,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
     std::cout << "best plan's bill:\n";
     print_bill_text(bill);
     if (*why) explain(*p, r.top, nullptr);
-    if (!out->empty()) std::cout << "wrote " << *out << "\n";
+    if (writes_plan) std::cout << "wrote " << *out << "\n";
   });
 }
 
@@ -209,7 +254,14 @@ void register_estimate(CLI::App& app, CliContext& ctx) {
       print_json_document(j);
       return;
     }
-    std::cout << row_text(r) << (fits ? "" : "  (does not fit)") << "\n";
+    // A configuration that does not fit is still an answer (exit 0): say by how much.
+    const double capacity = p->context().memory_capacity_bytes;
+    std::cout << row_text(r)
+              << (fits ? ""
+                       : "  (does not fit: " +
+                             human_bytes(static_cast<double>(r.memory_bytes) - capacity) +
+                             " more than the " + human_bytes(capacity) + " per GPU)")
+              << "\n";
     print_bill_text(bill);
   });
 }
@@ -225,9 +277,12 @@ void register_compare(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--strategies", *list,
                  "Comma-separated: ddp, zero1, zero2, fsdp, tp, fsdp+tp, 3d, auto (default all)")
       ->type_name("LIST");
-  cmd.add_option("--svg", *svg, "Write a chart: step-time breakdown and memory per GPU")
-      ->type_name("PATH");
-  cmd.callback([&ctx, a, list, svg] {
+  CLI::Option* svg_flag =
+      cmd.add_option("--svg", *svg, "Write a chart: step-time breakdown and memory per GPU")
+          ->type_name("PATH");
+  cmd.callback([&ctx, a, list, svg, svg_flag] {
+    const bool writes_chart = svg_flag->count() > 0;
+    if (writes_chart) check_output_path(*svg, "--svg");
     const std::vector<planner::Strategy> strategies = planner::parse_strategies(*list);
     std::unique_ptr<planner::Planner> p = a->planner();
     std::vector<std::function<bool(const planner::ParallelConfig&)>> filters;
@@ -268,19 +323,25 @@ void register_compare(CLI::App& app, CliContext& ctx) {
       rows.push_back(row);
       chart.push_back(cr);
     }
-    if (!svg->empty()) {
-      write_file_atomically(
-          *svg, compare_chart_svg(chart, p->context().memory_capacity_bytes,
-                                  a->model + " on " + std::to_string(a->where.gpus) + " x " +
-                                      p->cluster().accelerator.model));
+    if (writes_chart) {
+      write_file_atomically(*svg,
+                            compare_chart_svg(chart, p->context().memory_capacity_bytes,
+                                              a->model + " on " + std::to_string(a->where.gpus) +
+                                                  " x " + p->cluster().accelerator.model),
+                            "--svg");
     }
+    const bool none_fits = std::none_of(best.begin(), best.end(),
+                                        [](const planner::Planner::Best& b) { return b.best; });
+    if (none_fits) ctx.exit_code = ExitCode::kNothingFits;
     if (ctx.json) {
       nlohmann::ordered_json j;
       j["setup"] = setup_json(*a, *p);
       j["strategies"] = rows;
       j["evaluated"] = all.evaluated;
       j["search_seconds"] = all.search_seconds;
+      if (none_fits) j["nothing_fits"] = nothing_fits_json(*p, all);
       print_json_document(j);
+      if (none_fits) print_error_line("shardplan: " + nothing_fits_text(*p, all));
       return;
     }
     std::cout << std::left << std::setw(9) << "strategy" << std::right << "  result\n";
@@ -300,7 +361,12 @@ void register_compare(CLI::App& app, CliContext& ctx) {
         std::cout << "does not fit: " << row["reason"].get<std::string>() << "\n";
       }
     }
-    if (!svg->empty()) std::cout << "wrote " << *svg << "\n";
+    if (writes_chart) std::cout << "wrote " << *svg << "\n";
+    if (none_fits) {
+      std::cout << nothing_fits_text(*p, all) << "\n";
+      std::cout.flush();
+      print_error_line("shardplan: " + nothing_fits_text(*p, all));
+    }
   });
 }
 

@@ -52,12 +52,10 @@ constexpr RegisterVerb kVerbs[] = {
 };
 // clang-format on
 
-// Errors are one line on stderr (scripts grep them); a message with newlines is folded into one.
-int report(std::string_view prefix, std::string message, shardplan::cli::ExitCode code) {
-  for (char& c : message) {
-    if (c == '\n') c = ' ';
-  }
-  std::cerr << "shardplan: " << prefix << ": " << message << '\n';
+// Errors are one line on stderr, written at once (scripts grep them; Note [One line, one write]).
+int report(std::string_view prefix, std::string_view message, shardplan::cli::ExitCode code) {
+  shardplan::cli::print_error_line("shardplan: " + std::string(prefix) + ": " +
+                                   std::string(message));
   return static_cast<int>(code);
 }
 

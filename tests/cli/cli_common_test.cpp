@@ -1,6 +1,7 @@
 #include "planner/cli/cli_common.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -55,20 +56,37 @@ TEST_F(WriteFileAtomically, ReplacesAnExistingFileAndLeavesNoTemporary) {
   EXPECT_EQ(entries(), 1);
 }
 
-TEST_F(WriteFileAtomically, MissingDirectoryIsARuntimeFailureNamingThePath) {
+TEST_F(WriteFileAtomically, MissingDirectoryIsBadInputNamingThePath) {
+  // The user named a folder that is not there: theirs to fix (exit 2), nothing created.
   const fs::path target = dir_ / "no_such_dir" / "plan.json";
   try {
-    write_file_atomically(target, "x");
-    FAIL() << "expected RuntimeFailure";
-  } catch (const RuntimeFailure& e) {
+    write_file_atomically(target, "x", "--out");
+    FAIL() << "expected shardplan::Error";
+  } catch (const shardplan::Error& e) {
     EXPECT_NE(std::string(e.what()).find(target.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--out"), std::string::npos) << e.what();
   }
   EXPECT_EQ(entries(), 0);
 }
 
 TEST_F(WriteFileAtomically, PathNamingADirectoryIsBadInput) {
   EXPECT_THROW(write_file_atomically(dir_ / "", "x"), shardplan::Error);
+  EXPECT_THROW(write_file_atomically(dir_, "x"), shardplan::Error);
   EXPECT_EQ(entries(), 0);
+}
+
+TEST_F(WriteFileAtomically, NeverReplacesAFifoOrADevice) {
+  // As root, rename() would replace /dev/full or a FIFO with a regular file.
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(write_file_atomically(fifo, "x", "--out"), shardplan::Error);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  const fs::path link = dir_ / "to_null";
+  fs::create_symlink("/dev/null", link);
+  EXPECT_THROW(write_file_atomically(link, "x", "--svg"), shardplan::Error);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_EQ(entries(), 2);  // the FIFO and the link, no temporary file
 }
 
 }  // namespace
