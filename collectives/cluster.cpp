@@ -49,7 +49,7 @@ constexpr std::string_view kRailFatTree = "rail_optimized_fat_tree";
 // Every number of a cluster file has a range beyond which it is a typo, not hardware: a GPU of
 // 9.3e9 GB gave a negative capacity (its bytes overflow) and plans that "fit", a latency of 1e308
 // us printed 300-digit times. Each bound sits one to two orders of magnitude beyond the largest
-// and fastest hardware of 2026 (docs/cost-model.md "Cluster files": B200 at 2,250 dense bf16
+// and fastest hardware of 2026 (docs/cost-model.md §6.4: B200 at 2,250 dense bf16
 // TFLOP/s with 180 GB at 8 TB/s, NVLink 5 at 900 GB/s per direction, 800 Gb/s NICs, 72 GPUs in
 // one NVLink domain), so no real machine is refused and every product of them stays finite.
 enum class Kind { kNumber, kCount, kFraction };
@@ -93,7 +93,7 @@ Quantity quantity(JsonFields& r, std::string_view key, const Range& range) {
             ? "an integer from " + num(range.min) + " to " + num(range.max)
             : "a number from " + num(range.min) + " to " + num(range.max) + unit;
     q.fail("value", "expected " + expected + ", got " + json_excerpt(q.json()["value"]) +
-                        " (the plausible range: docs/cost-model.md \"Cluster files\")");
+                        " (the plausible range: docs/cost-model.md §6.4)");
   }
   q.done();
   return out;
@@ -168,6 +168,10 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view,
   Cluster c;
   c.name = doc.str("name");
   if (c.name.empty()) doc.fail("name", "expected a non-empty name");
+  if (static_cast<int64_t>(c.name.size()) > kMaxNameBytes) {
+    doc.fail("name", std::to_string(c.name.size()) + " bytes (" + json_excerpt(c.name) +
+                         "), expected a name of at most " + std::to_string(kMaxNameBytes));
+  }
   c.description = doc.str("description");
   {
     JsonFields lib = doc.object("collective_library");

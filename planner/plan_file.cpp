@@ -8,6 +8,7 @@
 #include "tensor/base/error.h"
 #include "tensor/base/file_io.h"
 #include "tensor/base/json_fields.h"
+#include "tensor/base/limits.h"
 #include "tensor/base/sha256.h"
 #include "tensor/base/strict_json.h"
 #include "tensor/models/family.h"
@@ -176,6 +177,11 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   {
     JsonFields m = doc.object("model");
     f.model_name = m.str("name");
+    if (static_cast<int64_t>(f.model_name.size()) > kMaxNameBytes) {
+      m.fail("name", std::to_string(f.model_name.size()) + " bytes ('" +
+                         printable(f.model_name, 40) + "'), expected a name or path of at most " +
+                         std::to_string(kMaxNameBytes));
+    }
     const nlohmann::json& cfg = m.get("config");
     const std::string sha = m.str("sha256");
     try {
@@ -194,6 +200,10 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   {
     JsonFields c = doc.object("cluster");
     const std::string name = c.str("name");
+    if (static_cast<int64_t>(name.size()) > kMaxNameBytes) {
+      c.fail("name", std::to_string(name.size()) + " bytes ('" + printable(name, 40) +
+                         "'), expected a name of at most " + std::to_string(kMaxNameBytes));
+    }
     const nlohmann::json& facts = c.get("facts");
     const std::string sha = c.str("sha256");
     f.cluster = collectives::cluster_from_json(facts, origin, "cluster.facts");

@@ -14,6 +14,7 @@
 // so is a mesh of more than 10^15 ranks.
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -155,7 +156,7 @@ void register_shard(CLI::App& app, CliContext& ctx) {
                   ->check(CLI::IsMember({"all"}))
                   ->type_name("all");
   auto* one = cmd.add_option("--rank", opts->rank, "Show one rank (row-major position)")
-                  ->check(CLI::NonNegativeNumber)
+                  ->check(count_in(0, std::numeric_limits<int64_t>::max(), "a rank of the mesh"))
                   ->type_name("R");
   auto* at = cmd.add_option("--coord", opts->coord, "Show the rank at this mesh coordinate")
                  ->type_name("i,j,...");

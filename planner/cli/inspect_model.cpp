@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
 #include "planner/model_report.h"
 
@@ -30,9 +31,13 @@ void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
       ->type_name("NAME_OR_PATH");
   cmd.add_option("--seq", o.seq,
                  "Tokens per sequence of the traced forward (with --model); default: the model's "
-                 "maximum positions, at most 4096");
+                 "maximum positions, at most 4096")
+      ->check(positive_count("tokens"))
+      ->type_name("S");
   cmd.add_option("--batch", o.batch, "Sequences of the traced forward (with --model)")
-      ->capture_default_str();
+      ->check(positive_count("sequences"))
+      ->capture_default_str()
+      ->type_name("B");
 }
 
 void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {

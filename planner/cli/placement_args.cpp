@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "tensor/base/error.h"
+#include "tensor/base/strict_json.h"
 
 namespace shardplan::cli {
 
@@ -14,7 +15,20 @@ CLI::Validator positive_count(const std::string& noun) {
         const char* end = text.data() + text.size();
         const auto [ptr, ec] = std::from_chars(text.data(), end, v);
         if (ec == std::errc() && ptr == end && v >= 1) return "";
-        return "expected a positive number of " + noun + ", got '" + text + "'";
+        return "expected a positive number of " + noun + ", got '" + printable(text, 40) + "'";
+      },
+      "N");
+}
+
+CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc() && ptr == end && v >= lo && v <= hi) return "";
+        return "expected " + std::to_string(lo) + " to " + std::to_string(hi) + " (" + what +
+               "), got '" + printable(text, 40) + "'";
       },
       "N");
 }

@@ -21,6 +21,8 @@ namespace shardplan::cli {
 
 // A CLI11 check for a count flag: "--nodes: expected a positive number of nodes, got '0'".
 CLI::Validator positive_count(const std::string& noun);
+// A whole number in [lo, hi]: "--zero: expected 0 to 3 (the ZeRO stage), got '1.5'".
+CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& what);
 
 // The cluster, sized for the placement, and the placement.
 struct Placed {

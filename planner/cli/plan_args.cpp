@@ -103,7 +103,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
       ->check(positive_count("ranks"))
       ->type_name("N");
   cmd.add_option("--zero", a.zero, "Pin the ZeRO stage over dp: 0, 1, 2 or 3 (FSDP)")
-      ->check(CLI::Range(0, 3))
+      ->check(count_in(0, 3, "the ZeRO stage"))
       ->type_name("0|1|2|3");
   cmd.add_option("--micro-batch", a.micro_batch, "Pin the micro-batch size")
       ->check(positive_count("sequences"))

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
@@ -157,7 +158,12 @@ std::string ReadOnlyFile::read_all(int64_t max_bytes) const {
   for (;;) {
     const ssize_t n = ::pread(fd_, buf, sizeof buf, static_cast<off_t>(text.size()));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw RuntimeFailure(os_error_message("cannot read " + what_, shown(path_), errno));
+    // A real file whose size reads as 0 is empty; one that then fails to read (/proc/self/mem:
+    // EIO) is a kernel interface, not a file the user meant: bad input, not a failing disk.
+    if (n < 0) {
+      SP_FAIL(what_, " '", shown(path_), "' cannot be read as a file (", std::strerror(errno),
+              "), expected a regular file");
+    }
     if (n == 0) return text;
     text.append(buf, static_cast<size_t>(n));
     SP_CHECK(static_cast<int64_t>(text.size()) <= max_bytes, what_, " '", shown(path_),

@@ -29,4 +29,8 @@ inline constexpr int64_t kMaxExpertMlps = 8192;
 // model.safetensors.index.json on the Hugging Face hub about 10 MB.
 inline constexpr int64_t kMaxTextFileBytes = int64_t{64} << 20;
 
+// A model's or cluster's name as a plan records it (a configs/ name or a path): PATH_MAX on
+// Linux. A longer one is no name, and would be echoed into every line that names the model.
+inline constexpr int64_t kMaxNameBytes = 4096;
+
 }  // namespace shardplan
