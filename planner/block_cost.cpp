@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "mesh/parallel_style.h"
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
@@ -228,8 +229,8 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
     const bool split_buf = t.split[i] == OpSplit::kColumn || t.split[i] == OpSplit::kSharded;
     const int64_t bytes = split_buf || sp ? ceil_div(b.bytes, tp) : b.bytes;
     PartWork& p = w.parts[static_cast<int>(t.part[i])];
-    p.activation_bytes += bytes;
-    if (b.retained) p.retained_bytes += bytes;
+    add_count(p.activation_bytes, bytes, "activation bytes of one layer");
+    if (b.retained) add_count(p.retained_bytes, bytes, "activation bytes of one layer");
   }
   if (tp > 1) {
     using collectives::CollectiveKind;

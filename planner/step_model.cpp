@@ -6,6 +6,7 @@
 
 #include "collectives/cost_model.h"
 #include "planner/pipeline_schedule.h"
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 
 namespace shardplan::planner {
@@ -308,7 +309,9 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
 
   // ---- memory of the stage holding the most: states, in-flight activations, working set
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
-  int64_t act_peak = 0;
+  // Bytes in double (exact below 2^53, i.e. 9 PB) and saturated into int64 at the end: a
+  // hostile model or sequence may need more than int64 counts, which then never fits.
+  double act_peak = 0;
   int act_stage = 0;
   // Earlier stages hold more micro-batches, later middle stages may hold a layer more: the peak
   // is on the first stage, the second, the first middle stage with the most layers or the last.
@@ -318,33 +321,37 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *
                                static_cast<double>(n) / static_cast<double>(v);
     const int64_t in_flight = chunks_in_flight(shape, s) / std::max<int64_t>(v, 1);
-    int64_t a = static_cast<int64_t>(held_layers * mixed(n).retained_bytes);
-    if (s == 0) a += std::max<int64_t>(in_flight, 1) * w.embedding().retained_bytes;
-    if (s == pp - 1) a += w.head().retained_bytes;
+    double a = std::trunc(held_layers * static_cast<double>(mixed(n).retained_bytes));
+    if (s == 0) {
+      a += static_cast<double>(std::max<int64_t>(in_flight, 1)) *
+           static_cast<double>(w.embedding().retained_bytes);
+    }
+    if (s == pp - 1) a += static_cast<double>(w.head().retained_bytes);
     if (a > act_peak) {
       act_peak = a;
       act_stage = static_cast<int>(s);
     }
   }
-  int64_t transient = blk.activation_bytes + w.head().activation_bytes / std::max<int64_t>(pp, 1);
+  double transient = static_cast<double>(blk.activation_bytes) +
+                     static_cast<double>(w.head().activation_bytes / std::max<int64_t>(pp, 1));
   if (c.zero == 3 && dp > 1) {
     // The gathered layer in use and the next one prefetched, at full size.
-    transient += 2 * layer_params * ctx.recipe.param_bytes;
+    transient += 2 * static_cast<double>(layer_params) * ctx.recipe.param_bytes;
   }
-  const int64_t tensors = static_cast<int64_t>(states.total_bytes()) + act_peak + transient;
-  const int64_t overhead =
-      ctx.context_bytes + static_cast<int64_t>(kAllocatorOverhead * static_cast<double>(tensors));
-  r.memory_bytes = tensors + overhead;
+  const double tensors = static_cast<double>(states.total_bytes()) + act_peak + transient;
+  const double overhead =
+      static_cast<double>(ctx.context_bytes) + std::trunc(kAllocatorOverhead * tensors);
+  r.memory_bytes = saturating_int64(tensors + overhead);
   r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
 
   if (bill != nullptr) {
     Bill& b = *bill;
-    b.parameter_bytes = static_cast<int64_t>(states.param_bytes);
-    b.gradient_bytes = static_cast<int64_t>(states.grad_bytes);
-    b.optimizer_bytes = static_cast<int64_t>(states.optimizer_bytes);
-    b.activation_bytes = act_peak;
-    b.transient_bytes = transient;
-    b.overhead_bytes = overhead;
+    b.parameter_bytes = saturating_int64(states.param_bytes);
+    b.gradient_bytes = saturating_int64(states.grad_bytes);
+    b.optimizer_bytes = saturating_int64(states.optimizer_bytes);
+    b.activation_bytes = saturating_int64(act_peak);
+    b.transient_bytes = saturating_int64(transient);
+    b.overhead_bytes = saturating_int64(overhead);
     b.peak_stage = std::max(mem_stage, act_stage);
     const double mm = static_cast<double>(m);
     const double layers_d = static_cast<double>(stage_layers_max);

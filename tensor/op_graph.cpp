@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tensor/base/checked.h"
 #include "tensor/base/error.h"
 #include "tensor/module.h"
 
@@ -11,8 +12,8 @@ void CostTotals::add(const OpNode& n) {
   ops += 1;
   flops += n.flops;
   matmul_flops += n.matmul_flops;
-  bytes_read += n.bytes_read;
-  bytes_written += n.bytes_written;
+  add_count(bytes_read, n.bytes_read, "bytes read by the traced forward");
+  add_count(bytes_written, n.bytes_written, "bytes written by the traced forward");
 }
 
 const OpNode& OpGraph::node(int64_t id) const {

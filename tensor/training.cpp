@@ -186,13 +186,20 @@ class Deriver {
     }
     op.backward_flops = op.backward_matmul_flops + (op.flops - op.matmul_flops);
     for (int64_t t : op.outputs) {
-      if (tensor(t).requires_grad) op.backward_bytes_read += tensor(t).nbytes;
+      if (tensor(t).requires_grad) {
+        add_count(op.backward_bytes_read, tensor(t).nbytes, "bytes read by one op's backward");
+      }
     }
     for (const SavedTensor& sv : op.saved) {
-      op.backward_bytes_read += sv.tensor >= 0 ? tensor(sv.tensor).nbytes : buffer(sv.buffer).bytes;
+      add_count(op.backward_bytes_read,
+                sv.tensor >= 0 ? tensor(sv.tensor).nbytes : buffer(sv.buffer).bytes,
+                "bytes read by one op's backward");
     }
     for (int64_t t : op.inputs) {
-      if (tensor(t).requires_grad) op.backward_bytes_written += tensor(t).nbytes;
+      if (tensor(t).requires_grad) {
+        add_count(op.backward_bytes_written, tensor(t).nbytes,
+                  "bytes written by one op's backward");
+      }
     }
   }
 

@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
+
+#include "tensor/base/error.h"
 
 namespace shardplan {
 
@@ -50,6 +53,27 @@ template <std::integral T>
     if (!mul_into(n, d, n)) return std::nullopt;
   }
   return n;
+}
+
+// A count computed in floating point or unsigned (an estimate of bytes, a product of many terms)
+// as int64: beyond int64's range it saturates to the largest int64 (more than any device holds,
+// so it never "fits"), NaN too; never an undefined or wrapping conversion.
+[[nodiscard]] constexpr int64_t saturating_int64(double x) noexcept {
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63, exactly representable
+  if (!(x < kLimit)) return INT64_MAX;              // also NaN
+  if (x < -kLimit) return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+[[nodiscard]] constexpr int64_t saturating_int64(uint64_t x) noexcept {
+  return x > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(x);
+}
+
+// total += n for byte and element counts summed over many tensors (each of which fits int64,
+// checked where it was made): a sum beyond int64 means the tensors were too large to count, which
+// is bad input named by `what` ("bytes read by one op"), never a wrapped negative total.
+inline void add_count(int64_t& total, int64_t n, std::string_view what) {
+  SP_CHECK(add_into(total, n, total), what, " exceed 2^63 (int64), expected smaller tensors (a ",
+           "smaller batch, sequence or model)");
 }
 
 }  // namespace shardplan

@@ -1,3 +1,4 @@
+#include "tensor/base/checked.h"
 #include "tensor/ops/common.h"
 
 namespace shardplan::tensor {
@@ -18,9 +19,10 @@ void emit_op(std::string_view op, std::span<const Tensor> inputs, std::span<cons
     if (bytes_read >= 0) {
       e.bytes_read = bytes_read;
     } else {
-      for (const Tensor& t : inputs) e.bytes_read += t.nbytes();
+      for (const Tensor& t : inputs) add_count(e.bytes_read, t.nbytes(), "bytes read by one op");
     }
-    for (const Tensor& t : outputs) e.bytes_written += t.nbytes();
+    for (const Tensor& t : outputs)
+      add_count(e.bytes_written, t.nbytes(), "bytes written by one op");
   }
   g_trace_sink->on_op(e);
 }
