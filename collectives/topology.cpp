@@ -370,6 +370,18 @@ std::vector<int64_t> rank_order_by_dims(std::span<const int64_t> shape,
   return device;
 }
 
+namespace {
+
+// Whether `g` is the group a mesh dim reports instead of `worst`: the whole dim's collective
+// finishes when its slowest group does (lower bottleneck bandwidth; at equal bandwidth, more
+// nodes). mesh_dim_links and strided_group_links must choose alike, so both ask this.
+bool slower(const GroupLinks& g, const GroupLinks& worst) {
+  const double bw = bottleneck_bandwidth_gbps(g), worst_bw = bottleneck_bandwidth_gbps(worst);
+  return g.group_size > 1 && (bw < worst_bw || (bw == worst_bw && g.nodes > worst.nodes));
+}
+
+}  // namespace
+
 std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int64_t> shape,
                                        std::span<const int64_t> device_of_rank, int64_t only_dim) {
   int64_t world = 1;
@@ -457,9 +469,7 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
         members[static_cast<size_t>(k)] = device[static_cast<size_t>(r + k * stride)];
       }
       GroupLinks g = topo.group_links(members, sharing);
-      const double bw = bottleneck_bandwidth_gbps(g), worst_bw = bottleneck_bandwidth_gbps(worst);
-      if (first ||
-          (g.group_size > 1 && (bw < worst_bw || (bw == worst_bw && g.nodes > worst.nodes)))) {
+      if (first || slower(g, worst)) {
         worst = g;
         first = false;
       }
@@ -586,9 +596,7 @@ GroupLinks strided_group_links(const Topology& topo, int64_t size, int64_t strid
   bool first = true;
   for (const GroupShape& k : kinds) {
     const GroupLinks g = topo.group_links_of(k, sharing);
-    const double bw = bottleneck_bandwidth_gbps(g), worst_bw = bottleneck_bandwidth_gbps(worst);
-    if (first ||
-        (g.group_size > 1 && (bw < worst_bw || (bw == worst_bw && g.nodes > worst.nodes)))) {
+    if (first || slower(g, worst)) {
       worst = g;
       first = false;
     }

@@ -23,6 +23,7 @@
 #include "mesh/shard_classes.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
+#include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
 #include "tensor/base/checked.h"
 #include "tensor/base/error.h"
@@ -116,13 +117,13 @@ void print_text(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool l
                       std::to_string(row["bytes"].get<int64_t>())});
       if (rows.size() == 4096) {
         print_table({"rank", "coord", "local_shape", "global_offset", "bytes"}, rows,
-                          {true, false, false, false, true});
+                    {true, false, false, false, true});
         rows.clear();
       }
     }
     if (!rows.empty()) {
       print_table({"rank", "coord", "local_shape", "global_offset", "bytes"}, rows,
-                        {true, false, false, false, true});
+                  {true, false, false, false, true});
     }
     std::cout << '\n';
   }
@@ -133,8 +134,7 @@ void print_text(const Layout& l, const std::vector<mesh::ShardClass>& cs, bool l
                     bracketed(DimVector(c.first_coord))});
   }
   std::cout << cs.size() << " class(es) of ranks by local shape:\n";
-  print_table({"ranks", "local_shape", "bytes", "first coord"}, rows,
-                    {true, false, true, false});
+  print_table({"ranks", "local_shape", "bytes", "first coord"}, rows, {true, false, true, false});
 }
 
 }  // namespace
