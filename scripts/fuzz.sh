@@ -32,6 +32,8 @@ harnesses() {
 max_len() {
   case "$1" in
     cli_args) echo 256 ;;
+    cli_numbers) echo 512 ;;
+    plan_file) echo 65536 ;;
     model_config) echo 4096 ;;
     cluster | nccl_tests_log) echo 8192 ;;
     safetensors) echo 16384 ;;
