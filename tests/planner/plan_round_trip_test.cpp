@@ -25,6 +25,25 @@ namespace {
 
 // The jobs of the hardening issue: 64 GPUs, sequences of 2,048, 256 per step (more GPUs where a
 // model needs them); on the CPU cluster 4 ranks, 512 tokens, 8 sequences.
+// Under AddressSanitizer (the asan-ubsan preset, a Debug build) a search is some 30 times slower:
+// there the test crosses instead of multiplying, every model on dgx-h100 in bf16 and gpt2 on
+// every cluster and precision; the default build runs the whole product.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+bool in_run(const std::string& model, const std::string& cluster, Precision p) {
+  return !kSanitized || model == "gpt2" || (cluster == "dgx-h100" && p == Precision::kBf16);
+}
+
 std::vector<TrainingSetup> jobs_for(const collectives::Cluster& c) {
   if (c.accelerator.arch == collectives::Arch::kCpu)
     return {{.gpus = 4, .seq = 512, .global_batch = 8}};
@@ -45,6 +64,7 @@ TEST(PlanRoundTrip, EveryShippedModelClusterAndPrecisionIsAcceptedBack) {
         if (precision == Precision::kFp8 && !cluster.accelerator.dense_tflops.contains("fp8")) {
           continue;  // the cluster states no fp8 peak: --precision fp8 is refused there
         }
+        if (!in_run(model_name, cluster_name, precision)) continue;
         SCOPED_TRACE(model_name + " on " + cluster_name + " in " +
                      std::string(to_string(precision)));
         PlannerOptions options;
@@ -87,7 +107,7 @@ TEST(PlanRoundTrip, EveryShippedModelClusterAndPrecisionIsAcceptedBack) {
   }
   std::cout << round_trips << " round trips; skipped, as nothing fits:\n";
   for (const std::string& s : skipped) std::cout << "  " << s << "\n";
-  EXPECT_GT(round_trips, 150);
+  EXPECT_GT(round_trips, kSanitized ? 25 : 150);
 }
 
 }  // namespace
