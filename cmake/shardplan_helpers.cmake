@@ -3,8 +3,8 @@
 # folder names.
 #
 #   shardplan_add_library(NAME tensor DEPS shardplan::kernels nlohmann_json::nlohmann_json
-#                         [DIR tensor/base] [DEFINITIONS FOO=1] [EXCLUDE_DIRS cli])
-# DIR (relative to the project root) defaults to NAME; the base library lives in tensor/base/.
+#                         [DIR path] [DEFINITIONS FOO=1] [EXCLUDE_DIRS cli])
+# DIR (relative to the project root) defaults to NAME.
 
 # Warnings for code we own. CUDA sources get them through nvcc's host-compiler pass-through.
 # SHARDPLAN_WERROR (CI's test build) turns them into errors for our code only: third-party headers

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <sstream>
 
+#include "base/enum_names.h"
+#include "base/error.h"
 #include "collectives/dtensor_compat.h"
 #include "collectives/nccl_tuning.h"
 #include "collectives/topology.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
 
 // Note [Calibration]
 // A cluster file holds, per link class, the two numbers the ring formula of Note [Cost model]

@@ -7,14 +7,14 @@
 #include <set>
 #include <sstream>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/config_paths.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/json_fields.h"
-#include "tensor/base/limits.h"
-#include "tensor/base/strict_json.h"
+#include "base/checked.h"
+#include "base/config_paths.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/limits.h"
+#include "base/strict_json.h"
 
 // Note [Cluster file format]
 // {"format": "shardplan.cluster", "version": 1, "name": "dgx-h100", "description": "...",

@@ -115,7 +115,7 @@ Cluster load_cluster(const std::filesystem::path& path);
 nlohmann::ordered_json cluster_to_json(const Cluster& c);
 std::ostream& operator<<(std::ostream& os, const Cluster& c);
 
-// Where `name_or_path` lives: find_config("clusters", ...) of tensor/base/config_paths.h (Note
+// Where `name_or_path` lives: find_config("clusters", ...) of base/config_paths.h (Note
 // [Locating configs]): a path is taken as is, a bare name is looked up in $SHARDPLAN_CONFIGS_DIR,
 // the installed share/shardplan/configs and the source tree's configs/, in that order.
 std::filesystem::path resolve_cluster(std::string_view name_or_path);

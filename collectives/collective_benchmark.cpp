@@ -3,7 +3,7 @@
 #include <chrono>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 

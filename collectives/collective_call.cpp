@@ -4,9 +4,9 @@
 #include <optional>
 #include <string>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 
 namespace shardplan::collectives {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 

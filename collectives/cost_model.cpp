@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "base/enum_names.h"
+#include "base/error.h"
 #include "collectives/dtensor_compat.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
 
 // Note [Cost model]
 // Notation: S = bytes (nccl-tests' buffer size), n ranks on N nodes, p = ranks per node; B_in =

@@ -1,6 +1,6 @@
 #include "collectives/dtensor_compat.h"
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives::dtensor {
 

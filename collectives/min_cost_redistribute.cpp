@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "tensor/dtype.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 

@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 // Note [nccl-tests output]
 // nccl-tests (src/common.cu) prints, per run:

@@ -1,7 +1,7 @@
 #include "collectives/rank_placement.h"
 
-#include "tensor/base/error.h"
-#include "tensor/base/limits.h"
+#include "base/error.h"
+#include "base/limits.h"
 
 namespace shardplan::collectives {
 

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 namespace {

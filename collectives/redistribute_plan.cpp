@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::collectives {

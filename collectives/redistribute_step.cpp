@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/checked.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::collectives {

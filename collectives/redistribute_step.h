@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dim_vector.h"
 #include "collectives/collective_call.h"
 #include "mesh/placement.h"
 #include "mesh/shard_spec.h"
-#include "tensor/base/dim_vector.h"
 
 namespace shardplan::collectives {
 

@@ -10,10 +10,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/checked.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 
 // Note [Topology graph]
 // Vertices: per node, its GPUs, one switch vertex for the intra-node fabric (the NVSwitch plane,

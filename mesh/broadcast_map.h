@@ -7,8 +7,8 @@
 
 #include <optional>
 
+#include "base/dim_vector.h"
 #include "mesh/placement.h"
-#include "tensor/base/dim_vector.h"
 
 namespace shardplan::mesh::detail {
 

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/base/dim_vector.h"
+#include "base/dim_vector.h"
 
 namespace shardplan::mesh {
 

@@ -5,9 +5,9 @@
 #include <optional>
 #include <unordered_set>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 #include "tensor/module.h"
 #include "tensor/trace.h"
 

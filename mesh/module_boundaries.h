@@ -27,10 +27,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dim_vector.h"
 #include "mesh/device_mesh.h"
 #include "mesh/parallel_style.h"
 #include "mesh/placement.h"
-#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "mesh/shard_spec.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 

@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/dim_vector.h"
 #include "mesh/device_mesh.h"
 #include "mesh/placement.h"
-#include "tensor/base/dim_vector.h"
 
 namespace shardplan::mesh {
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
+#include "base/enum_names.h"
+#include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/module.h"
 

@@ -4,13 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 
 namespace shardplan::mesh {
 
-// Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
+// Shapes print as [2, 3] (base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 
 namespace {

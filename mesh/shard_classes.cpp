@@ -5,9 +5,9 @@
 #include <optional>
 #include <utility>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "mesh/device_mesh.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {

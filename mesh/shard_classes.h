@@ -20,9 +20,9 @@
 #include <span>
 #include <vector>
 
+#include "base/dim_vector.h"
 #include "mesh/placement.h"
 #include "mesh/shard_spec.h"
-#include "tensor/base/dim_vector.h"
 
 namespace shardplan::mesh {
 

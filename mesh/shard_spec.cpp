@@ -4,14 +4,14 @@
 #include <optional>
 #include <sstream>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 #include "tensor/tensor.h"
 
 namespace shardplan::mesh {
 
-// Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
+// Shapes print as [2, 3] (base/error.h); this namespace's own operator<< would hide it.
 using ::shardplan::operator<<;
 
 using shardplan::DimVector;

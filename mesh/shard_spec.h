@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dim_vector.h"
 #include "mesh/device_mesh.h"
 #include "mesh/placement.h"
-#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::tensor {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <sstream>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::mesh {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <string>
 
+#include "base/error.h"
 #include "mesh/broadcast_map.h"
 #include "mesh/op_strategy.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 

@@ -5,8 +5,8 @@
 #include <span>
 #include <string>
 
+#include "base/error.h"
 #include "mesh/op_strategy.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 

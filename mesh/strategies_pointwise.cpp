@@ -15,9 +15,9 @@
 #include <set>
 #include <string>
 
+#include "base/error.h"
 #include "mesh/broadcast_map.h"
 #include "mesh/op_strategy.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 

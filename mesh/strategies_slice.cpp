@@ -19,8 +19,8 @@
 #include <limits>
 #include <string>
 
+#include "base/error.h"
 #include "mesh/op_strategy.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 

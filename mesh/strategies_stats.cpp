@@ -20,8 +20,8 @@
 #include <algorithm>
 #include <string>
 
+#include "base/error.h"
 #include "mesh/op_strategy.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 

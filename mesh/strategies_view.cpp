@@ -13,9 +13,9 @@
 #include <sstream>
 #include <string>
 
-#include "tensor/base/checked.h"
+#include "base/checked.h"
+#include "base/error.h"
 #include "mesh/op_strategy.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh::detail {
 

@@ -1,6 +1,6 @@
 #include "planner/activation_memory.h"
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <unordered_set>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "mesh/parallel_style.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"

@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
+#include "base/checked.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
 #include "tensor/safetensors.h"

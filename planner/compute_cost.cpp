@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 namespace {

@@ -4,8 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "base/error.h"
 #include "planner/candidate_mesh.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 namespace {

@@ -4,10 +4,10 @@
 #include <array>
 #include <utility>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "collectives/topology.h"
 #include "planner/candidate_mesh.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 #include "tensor/init.h"
 #include "tensor/models/models.h"
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "base/error.h"
 #include "kernels/checksum.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/family.h"
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"

@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 
 namespace shardplan::planner {
 namespace {

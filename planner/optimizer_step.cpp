@@ -1,7 +1,7 @@
 #include "planner/optimizer_step.h"
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
+#include "base/checked.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 

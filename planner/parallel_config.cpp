@@ -5,10 +5,10 @@
 #include <string>
 #include <utility>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/limits.h"
+#include "base/checked.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/limits.h"
 
 namespace shardplan::planner {
 namespace {

@@ -54,7 +54,7 @@ int64_t micro_batches_per_step(const TrainingSetup& setup, const ParallelConfig&
 // The pipeline the configuration runs: 1F1B, or interleaved 1F1B with v > 1.
 PipelineShape pipeline_shape(const TrainingSetup& setup, const ParallelConfig& c);
 
-// Checks the job on its own: --gpus in [1, kMaxRanks] (tensor/base/limits.h), --seq positive and
+// Checks the job on its own: --gpus in [1, kMaxRanks] (base/limits.h), --seq positive and
 // within the model's positions, --global-batch positive, and tokens per step (global batch x seq)
 // a count that fits int64. One line naming the flag on failure.
 void check_training_setup(const tensor::ModelConfig& model, const TrainingSetup& setup);

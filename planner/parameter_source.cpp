@@ -4,9 +4,9 @@
 #include <string>
 #include <utility>
 
+#include "base/error.h"
 #include "kernels/fill_reference.h"
 #include "kernels/init_fill.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 

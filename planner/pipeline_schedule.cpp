@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
+#include "base/checked.h"
+#include "base/enum_names.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 namespace {

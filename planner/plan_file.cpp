@@ -2,15 +2,15 @@
 
 #include <utility>
 
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/limits.h"
+#include "base/sha256.h"
+#include "base/strict_json.h"
 #include "mesh/parallel_style.h"
 #include "planner/candidate_mesh.h"
 #include "planner/tensor_parallel.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/json_fields.h"
-#include "tensor/base/limits.h"
-#include "tensor/base/sha256.h"
-#include "tensor/base/strict_json.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"

@@ -7,13 +7,13 @@
 #include <tuple>
 #include <utility>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "collectives/rank_placement.h"
 #include "collectives/topology.h"
 #include "planner/candidate_mesh.h"
 #include "planner/tensor_parallel.h"
 #include "planner/training_metrics.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 #include "tensor/models/family.h"
 
 namespace shardplan::planner {

@@ -4,11 +4,11 @@
 #include <new>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/checksum.h"
 #include "kernels/checksum_cuda.h"
 #include "kernels/device_memory.h"
 #include "kernels/init_fill_cuda.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 namespace {

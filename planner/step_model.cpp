@@ -4,10 +4,10 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "collectives/cost_model.h"
 #include "planner/pipeline_schedule.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 namespace {

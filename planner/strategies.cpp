@@ -1,7 +1,7 @@
 #include "planner/strategies.h"
 
-#include "tensor/base/error.h"
-#include "tensor/base/nearest_name.h"
+#include "base/error.h"
+#include "base/nearest_name.h"
 
 namespace shardplan::planner {
 namespace {

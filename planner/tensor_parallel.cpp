@@ -6,9 +6,9 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "mesh/shard_spec.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 

@@ -1,6 +1,6 @@
 #include "planner/training_metrics.h"
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"

@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/strict_json.h"
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/strict_json.h"
 
 // Note [Tensor description format]
 // A description is what torch.save keeps of a tensor besides its data, for a list of named
@@ -390,7 +390,7 @@ NamedTensors load_description(const nlohmann::json& d, const LoadOptions& option
 
 NamedTensors load_description_string(std::string_view text, std::string_view source,
                                      const LoadOptions& options) {
-  // Depth bounded while parsing, duplicate keys rejected (tensor/base/strict_json.h).
+  // Depth bounded while parsing, duplicate keys rejected (base/strict_json.h).
   const json doc = parse_strict_json(text, source, kMaxDescriptionDepth, "a tensor description");
   try {
     return load_description(doc, options);

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <optional>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
+#include "base/enum_names.h"
+#include "base/error.h"
 
 namespace shardplan::tensor {
 

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/nearest_name.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/nearest_name.h"
 
 namespace shardplan::tensor {
 namespace {

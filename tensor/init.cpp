@@ -1,7 +1,7 @@
 #include "tensor/init.h"
 
+#include "base/error.h"
 #include "kernels/init_fill.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::tensor {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/init.h"
 #include "tensor/ops.h"
 #include "tensor/trace.h"

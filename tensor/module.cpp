@@ -6,7 +6,7 @@
 #include <map>
 #include <unordered_set>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/init.h"
 #include "tensor/trace.h"
 

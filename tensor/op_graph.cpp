@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
+#include "base/checked.h"
+#include "base/error.h"
 #include "tensor/module.h"
 
 namespace shardplan::tensor {

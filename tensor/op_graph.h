@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/base/dim_vector.h"
+#include "base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "tensor/trace.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/base/dim_vector.h"
+#include "base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 

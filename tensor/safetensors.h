@@ -50,8 +50,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/dim_vector.h"
 #include "tensor/describe.h"
-#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 
 namespace shardplan::tensor {

@@ -10,11 +10,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/json_fields.h"
-#include "tensor/base/strict_json.h"
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/strict_json.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"

@@ -1,4 +1,4 @@
-// Byte readers of safetensors files: a file read with pread (tensor/base/file_io.h) or a memory
+// Byte readers of safetensors files: a file read with pread (base/file_io.h) or a memory
 // buffer. See Note [safetensors format] and Note [Untrusted safetensors headers] in
 // tensor/safetensors.h.
 
@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/strict_json.h"
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/strict_json.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
@@ -27,7 +27,7 @@ namespace {
 
 // ---- Readers ----
 
-// A checkpoint file read through tensor/base/file_io.h: a bad path is bad input, an OS read error
+// A checkpoint file read through base/file_io.h: a bad path is bad input, an OS read error
 // a RuntimeFailure (exit 1), a file shorter than its header says is bad input (truncated).
 class FileReader final : public ByteReader {
  public:

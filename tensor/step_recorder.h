@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/tensor.h"
 #include "tensor/trace.h"
 #include "tensor/training.h"

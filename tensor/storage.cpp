@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/free_list_allocator.h"
 
 #if SHARDPLAN_HAVE_CUDA

@@ -4,8 +4,8 @@
 #include <numeric>
 #include <sstream>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
+#include "base/checked.h"
+#include "base/error.h"
 #include "tensor/free_list_allocator.h"
 
 namespace shardplan::tensor {

@@ -9,8 +9,8 @@
 #include <span>
 #include <string>
 
+#include "base/dim_vector.h"
 #include "tensor/device.h"
-#include "tensor/base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/storage.h"
 

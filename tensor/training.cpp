@@ -8,10 +8,10 @@
 #include <unordered_set>
 #include <utility>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
+#include "base/checked.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/json_fields.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
 #include "tensor/saved_tensor_rules.h"

@@ -43,7 +43,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/base/dim_vector.h"
+#include "base/dim_vector.h"
 #include "tensor/dtype.h"
 #include "tensor/op_graph.h"
 #include "tensor/tensor.h"

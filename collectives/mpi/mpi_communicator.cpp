@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/convert.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {

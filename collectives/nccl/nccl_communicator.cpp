@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 namespace {

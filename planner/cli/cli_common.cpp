@@ -9,8 +9,8 @@
 #include <iostream>
 #include <random>
 
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace shardplan::cli {
 

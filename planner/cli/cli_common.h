@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::cli {
 
@@ -31,7 +31,7 @@ enum class ExitCode : int {
   kNothingFits = 3,
 };
 
-// Runtime failures are shardplan::RuntimeFailure (tensor/base/error.h): run() prints
+// Runtime failures are shardplan::RuntimeFailure (base/error.h): run() prints
 // "shardplan: error: <what>" and exits with kRuntimeFailure.
 using RuntimeFailure = ::shardplan::RuntimeFailure;
 
@@ -60,7 +60,7 @@ void print_error_line(std::string_view line);
 
 // Writes `contents` to a temporary file in the directory of `path`, flushes it to disk, then
 // renames it over `path`: readers see the old file or the complete new one, never a partial one.
-// `path` must pass check_output_path (tensor/base/file_io.h; `flag` names it in the refusal, exit
+// `path` must pass check_output_path (base/file_io.h; `flag` names it in the refusal, exit
 // 2), before and again just before the rename: a FIFO, device, socket or directory is never
 // replaced. A failure of the system (a full disk) is a RuntimeFailure naming the path and the OS
 // error (exit 1); no temporary file is left behind either way. Verbs call check_output_path

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "base/file_io.h"
 #include "collectives/calibration.h"
 #include "collectives/cluster.h"
 #include "collectives/collective_benchmark.h"
 #include "planner/cli/cli_common.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif

@@ -18,14 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "collectives/cost_model.h"
 #include "collectives/topology.h"
 #include "planner/cli/byte_size.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/placement_args.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

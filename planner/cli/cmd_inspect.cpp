@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/inspect_checkpoint.h"
 #include "planner/cli/inspect_model.h"
 #include "planner/cli/text_format.h"
 #include "tensor/describe.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

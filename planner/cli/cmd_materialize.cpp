@@ -27,6 +27,8 @@
 #include <thread>
 #include <tuple>
 
+#include "base/error.h"
+#include "base/strict_json.h"
 #include "collectives/cluster.h"
 #include "collectives/communicator.h"
 #include "planner/candidate_mesh.h"
@@ -39,8 +41,6 @@
 #include "planner/parameter_source.h"
 #include "planner/plan_file.h"
 #include "planner/shard_memory.h"
-#include "tensor/base/error.h"
-#include "tensor/base/strict_json.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif

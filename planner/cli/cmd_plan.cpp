@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "base/file_io.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/compare_chart.h"
 #include "planner/cli/plan_args.h"
 #include "planner/cli/text_format.h"
 #include "planner/plan_file.h"
 #include "planner/strategies.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
 
 namespace shardplan::cli {
 namespace {

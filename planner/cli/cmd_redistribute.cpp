@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "collectives/min_cost_redistribute.h"
 #include "collectives/redistribute_cost.h"
@@ -30,7 +31,6 @@
 #include "planner/cli/mesh_args.h"
 #include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

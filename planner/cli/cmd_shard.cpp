@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "base/checked.h"
+#include "base/error.h"
 #include "mesh/shard_classes.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/mesh_args.h"
 #include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

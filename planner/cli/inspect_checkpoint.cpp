@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "planner/checkpoint_report.h"
 #include "planner/cli/text_format.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::cli {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::cli {
 namespace {

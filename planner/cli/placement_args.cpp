@@ -2,8 +2,8 @@
 
 #include <charconv>
 
-#include "tensor/base/error.h"
-#include "tensor/base/strict_json.h"
+#include "base/error.h"
+#include "base/strict_json.h"
 
 namespace shardplan::cli {
 

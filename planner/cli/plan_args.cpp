@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/candidate_mesh.h"
-#include "tensor/base/error.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::cli {

@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
+#include "base/nearest_name.h"
 #include "planner/cli/cli_common.h"
 #include "shardplan/build_info.h"
-#include "tensor/base/error.h"
-#include "tensor/base/nearest_name.h"
 
 namespace shardplan::cli {
 // The verbs, each defined in planner/cli/cmd_<verb>.cpp. To add one: declare it here and list it in

@@ -1,6 +1,6 @@
 #include "tensor/models/blocks.h"
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::tensor::models {
 

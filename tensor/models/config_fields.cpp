@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::tensor {
 

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
+#include "base/checked.h"
+#include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"

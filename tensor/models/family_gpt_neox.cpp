@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/error.h"
 #include "tensor/layers.h"
-#include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"

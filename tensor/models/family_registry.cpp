@@ -3,7 +3,7 @@
 // family registering itself from its own file could silently vanish from a binary.
 #include <algorithm>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/family.h"
 
 namespace shardplan::tensor {

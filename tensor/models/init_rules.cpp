@@ -3,7 +3,7 @@
 #include <cmath>
 #include <map>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::tensor {
 namespace {

@@ -6,12 +6,12 @@
 #include <ostream>
 #include <string>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/config_paths.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/limits.h"
-#include "tensor/base/strict_json.h"
+#include "base/checked.h"
+#include "base/config_paths.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/limits.h"
+#include "base/strict_json.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
@@ -52,7 +52,7 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     if (v <= 0) fail(name, "must be a positive integer, got ", v);
   }
   // Work and memory grow with the layers and the experts (every one is modules and tensors): the
-  // bounds of tensor/base/limits.h keep any config within seconds and a few hundred MB.
+  // bounds of base/limits.h keep any config within seconds and a few hundred MB.
   if (c.num_hidden_layers > kMaxLayers) {
     fail("num_hidden_layers", c.num_hidden_layers, " layers, expected at most ", kMaxLayers,
          " (the most shardplan builds; docs/user-guide.md \"Limits\")");

@@ -100,7 +100,7 @@ nlohmann::json to_hf_json(const ModelConfig& c);
 
 // Reads and parses a file; errors name the file.
 ModelConfig load_model_config(const std::filesystem::path& path);
-// By name in configs/models/ or by path to a config.json (tensor/base/config_paths.h).
+// By name in configs/models/ or by path to a config.json (base/config_paths.h).
 ModelConfig find_model_config(std::string_view name_or_path);
 
 }  // namespace shardplan::tensor

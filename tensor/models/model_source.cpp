@@ -4,8 +4,8 @@
 #include <string>
 #include <system_error>
 
-#include "tensor/base/config_paths.h"
-#include "tensor/base/error.h"
+#include "base/config_paths.h"
+#include "base/error.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 

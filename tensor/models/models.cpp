@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/family.h"
 
 namespace shardplan::tensor {

@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/error.h"
 #include "tensor/layers.h"
-#include "tensor/base/error.h"
 #include "tensor/models/blocks.h"
 
 namespace shardplan::tensor::models {

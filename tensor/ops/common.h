@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/ops.h"
 #include "tensor/trace.h"
 

@@ -1,7 +1,6 @@
 // cat and stack: PyTorch's shape rules, including the legacy skip of 1-d empty tensors in cat.
+#include "base/checked.h"
 #include "tensor/ops/common.h"
-
-#include "tensor/base/checked.h"
 
 namespace shardplan::tensor {
 

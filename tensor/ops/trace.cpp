@@ -1,4 +1,4 @@
-#include "tensor/base/checked.h"
+#include "base/checked.h"
 #include "tensor/ops/common.h"
 
 namespace shardplan::tensor {

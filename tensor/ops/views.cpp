@@ -2,9 +2,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/checked.h"
 #include "tensor/ops/common.h"
-
-#include "tensor/base/checked.h"
 
 namespace shardplan::tensor {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
 #include "tensor/training.h"

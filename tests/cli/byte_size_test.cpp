@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::cli {
 namespace {

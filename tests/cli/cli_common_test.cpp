@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::cli {
 namespace {

@@ -1,5 +1,5 @@
 # ctest `install_smoke`: `cmake --install` gives a bin/shardplan that finds the configs installed
-# beside it (share/shardplan/configs, Note [Locating configs] in tensor/base/config_paths.h), from
+# beside it (share/shardplan/configs, Note [Locating configs] in base/config_paths.h), from
 # any working directory, and still does after the whole prefix is moved elsewhere. Run as
 #   cmake -DBUILD_DIR=<build> -DPREFIX=<scratch dir> -P install_smoke.cmake
 file(REMOVE_RECURSE "${PREFIX}")

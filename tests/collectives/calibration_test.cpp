@@ -11,9 +11,9 @@
 #include <sstream>
 #include <string>
 
+#include "base/error.h"
 #include "collectives/cost_model.h"
 #include "collectives/topology.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 namespace {

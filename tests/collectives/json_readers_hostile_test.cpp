@@ -5,12 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "collectives/collective_call.h"
 #include "collectives/redistribute_step.h"
 #include "collectives/topology.h"
 #include "mesh/shard_spec.h"
-#include "tensor/base/error.h"
 #include "tests/tensor/json_hostile_support.h"
 
 namespace shardplan::collectives {

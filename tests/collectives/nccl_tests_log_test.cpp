@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::collectives {
 namespace {

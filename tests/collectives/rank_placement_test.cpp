@@ -10,8 +10,8 @@
 #include <fstream>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/topology.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/dtensor_compat.h"
 #include "collectives/min_cost_redistribute.h"
 #include "collectives/redistribute_cost.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {

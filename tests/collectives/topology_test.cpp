@@ -8,8 +8,8 @@
 #include <fstream>
 #include <random>
 
+#include "base/error.h"
 #include "collectives/rank_placement.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::collectives {
 namespace {

@@ -5,7 +5,7 @@
 // leaves the flag out). Whatever the numbers, the answer is exit 0 (a plan, a price), 2 (bad input,
 // one line) or 3 (nothing fits); exit 1 here means an internal error (a broken invariant,
 // std::bad_alloc) and is a bug. libFuzzer's -timeout and -rss_limit_mb catch work or memory that
-// grows with a number (the limits of tensor/base/limits.h).
+// grows with a number (the limits of base/limits.h).
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/strict_json.h"
 #include "collectives/cluster.h"
 #include "collectives/cost_model.h"
 #include "collectives/topology.h"
-#include "tensor/base/strict_json.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace shardplan;

@@ -1,5 +1,5 @@
 // What every harness in tests/fuzz/ shares. A parser of user input may only ever answer bad input
-// with shardplan::Error (tensor/base/error.h): that is the expected outcome and the harness goes
+// with shardplan::Error (base/error.h): that is the expected outcome and the harness goes
 // on. Anything else is a bug and must crash the harness so libFuzzer keeps the input:
 // shardplan::InternalError (a broken invariant), RuntimeFailure (no I/O happens here), a nlohmann
 // exception (an unchecked .at() / get<>() on untrusted JSON), std::bad_alloc, ... as well as a
@@ -19,7 +19,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::fuzz {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/base/strict_json.h"
+#include "base/strict_json.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
 #include "tests/fuzz/fuzz_common.h"

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "base/strict_json.h"
 #include "planner/materialize_dry_run.h"
 #include "planner/materialize_layout.h"
 #include "planner/plan_file.h"
-#include "tensor/base/strict_json.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace shardplan;

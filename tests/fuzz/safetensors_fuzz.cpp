@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "tensor/base/checked.h"
+#include "base/checked.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::mesh {
 namespace {

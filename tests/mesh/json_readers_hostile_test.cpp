@@ -5,12 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
+#include "base/json_fields.h"
 #include "mesh/device_mesh.h"
 #include "mesh/module_boundaries.h"
 #include "mesh/placement.h"
 #include "mesh/shard_spec.h"
-#include "tensor/base/error.h"
-#include "tensor/base/json_fields.h"
 #include "tests/tensor/json_hostile_support.h"
 
 namespace shardplan::mesh {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 

@@ -3,9 +3,9 @@
 // propagation on sharded inputs, and bad input (as_strided refused by name).
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "mesh/op_strategy.h"
 #include "mesh/sharding_propagation.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::mesh {
 namespace {

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <map>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/models.h"
 
 namespace shardplan::mesh {

@@ -10,8 +10,8 @@
 #include <map>
 #include <random>
 
+#include "base/error.h"
 #include "mesh/device_mesh.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::mesh {
 namespace {

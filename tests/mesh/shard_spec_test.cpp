@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/ops.h"
 
 namespace shardplan::mesh {

@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::mesh {
 namespace {

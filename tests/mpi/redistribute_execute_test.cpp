@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tests/mpi/mpi_test_support.h"
 
 namespace shardplan::collectives {

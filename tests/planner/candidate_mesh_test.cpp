@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "planner/model_state_memory.h"
-#include "tensor/base/error.h"
 #include "tests/tensor/json_hostile_support.h"
 
 namespace shardplan::planner {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "collectives/communicator.h"
 #include "kernels/fill_reference.h"
@@ -15,7 +16,6 @@
 #include "planner/materialize_layout.h"
 #include "planner/materialize_shards.h"
 #include "planner/materialize_verify.h"
-#include "tensor/base/error.h"
 #include "tensor/init.h"
 #include "tensor/models/model_config.h"
 

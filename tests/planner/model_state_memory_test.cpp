@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::planner {
 namespace {

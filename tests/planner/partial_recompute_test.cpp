@@ -5,11 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/block_cost.h"
 #include "planner/planner.h"
 #include "planner/strategies.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 namespace {

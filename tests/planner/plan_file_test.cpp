@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/stage_partition.h"
 #include "planner/strategies.h"
-#include "tensor/base/error.h"
 #include "tests/tensor/json_hostile_support.h"
 
 namespace shardplan::planner {

@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "base/config_paths.h"
+#include "base/error.h"
+#include "base/strict_json.h"
 #include "collectives/cluster.h"
 #include "planner/materialize_dry_run.h"
 #include "planner/materialize_layout.h"
 #include "planner/plan_file.h"
 #include "planner/planner.h"
-#include "tensor/base/config_paths.h"
-#include "tensor/base/error.h"
-#include "tensor/base/strict_json.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::planner {

@@ -6,11 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/compute_cost.h"
 #include "planner/plan_file.h"
 #include "planner/strategies.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 namespace {

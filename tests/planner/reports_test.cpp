@@ -5,9 +5,9 @@
 
 #include <string>
 
+#include "base/error.h"
 #include "planner/checkpoint_report.h"
 #include "planner/model_report.h"
-#include "tensor/base/error.h"
 
 namespace shardplan::planner {
 namespace {

@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::planner {

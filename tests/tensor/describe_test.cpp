@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/ops.h"
 
 namespace shardplan::tensor {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::tensor {
 namespace {

@@ -21,7 +21,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan::test {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/describe.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"

@@ -23,14 +23,14 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tests/tensor/oracle/op_dispatch.h"
 
 namespace shardplan::tensor {
 namespace {
 
 using oracle::Json;
-// Shapes print as [2, 3] (tensor/base/error.h); the operator<< of this namespace hides it from
+// Shapes print as [2, 3] (base/error.h); the operator<< of this namespace hides it from
 // clang's lookup.
 using ::shardplan::operator<<;
 
@@ -74,7 +74,7 @@ const std::vector<OracleCase>& Cases() {
 }
 
 std::string Dims(std::span<const int64_t> d) {
-  // Shapes print as [2, 3] (tensor/base/error.h); this namespace's own operator<< would hide it.
+  // Shapes print as [2, 3] (base/error.h); this namespace's own operator<< would hide it.
   using ::shardplan::operator<<;
   std::ostringstream os;
   ::shardplan::operator<<(os, d);

@@ -1,7 +1,6 @@
 // The Module tree: fully qualified names, listing order and de-duplication (PyTorch's
 // named_parameters / named_modules), parameter counts written out by hand, ties, registration
 // errors, module FQNs at call time.
-#include "tensor/layers.h"
 #include "tensor/module.h"
 
 #include <gmock/gmock.h>
@@ -10,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
+#include "tensor/layers.h"
 #include "tensor/ops.h"
 #include "tests/tensor/test_models.h"
 

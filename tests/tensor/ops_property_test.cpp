@@ -7,7 +7,7 @@
 #include <functional>
 #include <random>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/ops.h"
 
 namespace shardplan::tensor {

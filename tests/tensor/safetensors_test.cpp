@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tests/tensor/safetensors_test_support.h"
 
 namespace shardplan::tensor {

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/init.h"
 #include "tensor/layers.h"
 #include "tensor/module.h"

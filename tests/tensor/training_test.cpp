@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/module.h"
 #include "tests/tensor/test_models.h"

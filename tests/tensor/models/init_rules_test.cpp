@@ -11,7 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
 

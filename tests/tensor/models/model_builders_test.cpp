@@ -18,7 +18,7 @@
 #include <set>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/models.h"
 
 namespace shardplan::tensor {

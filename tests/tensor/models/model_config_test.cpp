@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tensor/base/config_paths.h"
-#include "tensor/base/error.h"
+#include "base/config_paths.h"
+#include "base/error.h"
 
 namespace shardplan::tensor {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tensor/base/config_paths.h"
-#include "tensor/base/error.h"
+#include "base/config_paths.h"
+#include "base/error.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 

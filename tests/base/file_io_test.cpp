@@ -1,7 +1,7 @@
-// The error tiers of reading user-named files (tensor/base/file_io.h): a bad path is bad input
+// The error tiers of reading user-named files (base/file_io.h): a bad path is bad input
 // (shardplan::Error, exit 2), a file shorter than its reader needs is bad input (truncated), and an
 // error the OS reports while reading is a RuntimeFailure (exit 1), never blamed on the user.
-#include "tensor/base/file_io.h"
+#include "base/file_io.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan {
 namespace {

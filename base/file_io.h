@@ -1,4 +1,4 @@
-// Reading and naming user files with the error tiers of tensor/base/error.h: a path that does not
+// Reading and naming user files with the error tiers of base/error.h: a path that does not
 // name a readable regular file (missing, a directory, a FIFO or device, no permission) is bad input
 // (shardplan::Error, exit 2), refused before anything is read (a FIFO is never opened for
 // blocking); an error the operating system reports while reading an opened file (EIO, a vanished
@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensor/base/limits.h"
+#include "base/limits.h"
 
 namespace shardplan {
 

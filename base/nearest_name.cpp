@@ -1,4 +1,4 @@
-#include "tensor/base/nearest_name.h"
+#include "base/nearest_name.h"
 
 #include <algorithm>
 #include <vector>

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan {
 

@@ -1,14 +1,14 @@
-#include "tensor/base/config_paths.h"
+#include "base/config_paths.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
-#include "tensor/base/enum_names.h"
-#include "tensor/base/error.h"
-#include "tensor/base/file_io.h"
-#include "tensor/base/nearest_name.h"
-#include "tensor/base/strict_json.h"
+#include "base/enum_names.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/nearest_name.h"
+#include "base/strict_json.h"
 
 namespace shardplan {
 namespace fs = std::filesystem;

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/base/enum_names.h"
+#include "base/enum_names.h"
 
 namespace shardplan {
 

@@ -1,6 +1,6 @@
-// The field reader (tensor/base/json_fields.h): every malformed value is one shardplan::Error that
+// The field reader (base/json_fields.h): every malformed value is one shardplan::Error that
 // names the document and the dotted field, and no nlohmann exception escapes.
-#include "tensor/base/json_fields.h"
+#include "base/json_fields.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan {
 namespace {

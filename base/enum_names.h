@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/base/error.h"
-#include "tensor/base/nearest_name.h"
+#include "base/error.h"
+#include "base/nearest_name.h"
 
 namespace shardplan {
 
@@ -65,7 +65,7 @@ std::optional<E> find_enum_name(std::string_view name, std::span<const EnumName<
 }
 
 // The value named `name`; throws shardplan::Error "unknown <what> '<name>' (did you mean 'x'?),
-// expected one of: ..." (the hint only when a name is close: tensor/base/nearest_name.h).
+// expected one of: ..." (the hint only when a name is close: base/nearest_name.h).
 template <typename E>
 E parse_enum_name(std::string_view name, std::span<const EnumName<E>> table, std::string_view what,
                   NameCase c = NameCase::kExact) {

@@ -1,4 +1,4 @@
-#include "tensor/base/file_io.h"
+#include "base/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tensor/base/checked.h"
-#include "tensor/base/error.h"
-#include "tensor/base/strict_json.h"
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/strict_json.h"
 
 namespace shardplan {
 

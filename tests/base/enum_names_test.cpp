@@ -1,11 +1,11 @@
-// One name table per enum (tensor/base/enum_names.h): printing and parsing agree, aliases parse
+// One name table per enum (base/enum_names.h): printing and parsing agree, aliases parse
 // but never print, and an unknown name is one message listing the choices.
-#include "tensor/base/enum_names.h"
+#include "base/enum_names.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan {
 namespace {

@@ -1,4 +1,4 @@
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 #include <cstring>
 #include <string>

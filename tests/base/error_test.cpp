@@ -1,7 +1,7 @@
-// The three error tiers (tensor/base/error.h): bad input is shardplan::Error with the caller's one
+// The three error tiers (base/error.h): bad input is shardplan::Error with the caller's one
 // line, a runtime failure is RuntimeFailure, a broken invariant is InternalError carrying
 // file:line.
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

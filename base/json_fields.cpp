@@ -1,10 +1,10 @@
-#include "tensor/base/json_fields.h"
+#include "base/json_fields.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/base/error.h"
-#include "tensor/base/strict_json.h"
+#include "base/error.h"
+#include "base/strict_json.h"
 
 namespace shardplan {
 

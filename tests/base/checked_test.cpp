@@ -1,5 +1,5 @@
-// Checked arithmetic (tensor/base/checked.h) at the edges of int64, with mixed operand types.
-#include "tensor/base/checked.h"
+// Checked arithmetic (base/checked.h) at the edges of int64, with mixed operand types.
+#include "base/checked.h"
 
 #include <gtest/gtest.h>
 

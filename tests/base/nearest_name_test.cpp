@@ -1,6 +1,6 @@
-// Suggestions for misspelt names (tensor/base/nearest_name.h): Levenshtein distances worked out by
+// Suggestions for misspelt names (base/nearest_name.h): Levenshtein distances worked out by
 // hand, the typo threshold max(2, |name| / 3), and the hint's wording.
-#include "tensor/base/nearest_name.h"
+#include "base/nearest_name.h"
 
 #include <gtest/gtest.h>
 

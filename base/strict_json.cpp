@@ -1,9 +1,9 @@
-#include "tensor/base/strict_json.h"
+#include "base/strict_json.h"
 
 #include <unordered_set>
 #include <vector>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan {
 

@@ -1,6 +1,6 @@
 // SHA-256 against the test vectors of FIPS 180-2 Appendix B (and NIST's CAVP short messages): the
 // digests below are printed in the standard, not computed by this code.
-#include "tensor/base/sha256.h"
+#include "base/sha256.h"
 
 #include <gtest/gtest.h>
 

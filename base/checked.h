@@ -13,7 +13,7 @@
 #include <span>
 #include <string_view>
 
-#include "tensor/base/error.h"
+#include "base/error.h"
 
 namespace shardplan {
 

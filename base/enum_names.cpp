@@ -1,4 +1,4 @@
-#include "tensor/base/enum_names.h"
+#include "base/enum_names.h"
 
 namespace shardplan::detail {
 
