@@ -19,8 +19,8 @@
 #include "planner/cli/compare_chart.h"
 #include "planner/cli/plan_args.h"
 #include "planner/cli/text_format.h"
-#include "planner/plan_file.h"
-#include "planner/strategies.h"
+#include "planner/plan/plan_file.h"
+#include "planner/search/strategies.h"
 
 namespace shardplan::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/step_model.h"
+#include "planner/cost/step_model.h"
 
 namespace shardplan::cli {
 

@@ -1,5 +1,5 @@
 // `shardplan inspect --checkpoint PATH [--config config.json] [--strict] [--json]`: see
-// inspect_checkpoint.h. The report is planner/checkpoint_report.h; this file prints it.
+// inspect_checkpoint.h. The report is planner/reports/checkpoint_report.h; this file prints it.
 #include "planner/cli/inspect_checkpoint.h"
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "planner/checkpoint_report.h"
 #include "planner/cli/text_format.h"
+#include "planner/reports/checkpoint_report.h"
 
 namespace shardplan::cli {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
-#include "planner/model_report.h"
+#include "planner/reports/model_report.h"
 
 namespace shardplan::cli {
 namespace {

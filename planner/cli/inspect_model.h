@@ -11,11 +11,11 @@
 #include <string>
 
 #include "planner/cli/cli_common.h"
-#include "planner/model_report.h"
+#include "planner/reports/model_report.h"
 
 namespace shardplan::cli {
 
-// --model NAME_OR_PATH, --seq, --batch: the report's options (planner/model_report.h).
+// --model NAME_OR_PATH, --seq, --batch: the report's options (planner/reports/model_report.h).
 using ModelInspectOptions = planner::ModelReportOptions;
 
 // Adds --model, --seq and --batch to the inspect verb.

@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "collectives/cluster.h"
-#include "planner/candidate_mesh.h"
+#include "planner/candidate/candidate_mesh.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::cli {

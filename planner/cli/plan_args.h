@@ -12,7 +12,7 @@
 #include <string>
 
 #include "planner/cli/placement_args.h"
-#include "planner/planner.h"
+#include "planner/search/planner.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::cli {

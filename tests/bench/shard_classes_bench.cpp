@@ -11,7 +11,7 @@
 
 #include "collectives/cluster.h"
 #include "mesh/shard_classes.h"
-#include "planner/planner.h"
+#include "planner/search/planner.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan {

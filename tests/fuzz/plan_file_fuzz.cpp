@@ -1,4 +1,4 @@
-// fuzz_plan_file: a plan file (planner/plan_file.h) as materialize reads it: strict JSON, then
+// fuzz_plan_file: a plan file (planner/plan/plan_file.h) as materialize reads it: strict JSON, then
 // plan_from_json, which checks the model, the cluster and their hashes, the configuration, the mesh
 // and every parameter's placements. A plan that is accepted must write back to the same JSON and
 // pass the dry run of materialize (its shards tile every tensor on every virtual rank).
@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strict_json.h"
-#include "planner/materialize_dry_run.h"
-#include "planner/materialize_layout.h"
-#include "planner/plan_file.h"
+#include "planner/materialize/dry_run.h"
+#include "planner/materialize/layout.h"
+#include "planner/plan/plan_file.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace shardplan;

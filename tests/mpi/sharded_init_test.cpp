@@ -1,5 +1,5 @@
 // Sharded init under mpirun on 1, 2, 4 and 8 ranks: each rank fills only its own shard of a
-// parameter (planner/materialize_layout.h's boxes and kernels/ fills), for placements on 1-d and
+// parameter (planner/materialize/layout.h's boxes and kernels/ fills), for placements on 1-d and
 // 2-d meshes with uneven and empty shards, every element type and fill; each shard must equal the
 // slice of the whole tensor filled at once, and the shards' checksums, one copy of each, must add
 // up over the job to the whole tensor's.
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/checksum.h"
-#include "planner/materialize_layout.h"
-#include "planner/materialize_shards.h"
+#include "planner/materialize/layout.h"
+#include "planner/materialize/shards.h"
 #include "tensor/init.h"
 #include "tests/mpi/mpi_test_support.h"
 

@@ -301,7 +301,7 @@ TEST(TrainingStep, MlpSavedBytesByHand) {
   EXPECT_DOUBLE_EQ(st.totals.forward_matmul_flops, 2 * 16384.0);
   EXPECT_DOUBLE_EQ(st.totals.backward_matmul_flops, 16384.0 + 32768.0);
   // Parameters: 16*64 + 64 + 64*16 + 16 = 2128 (the optimizer step is priced by the planner,
-  // planner/optimizer_step.h, from this count).
+  // planner/cost/optimizer_step.h, from this count).
   EXPECT_EQ(st.totals.parameters, 2128);
 }
 

@@ -1,0 +1,264 @@
+#include "planner/cost/block_cost.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include "base/checked.h"
+#include "base/error.h"
+#include "mesh/parallel_style.h"
+#include "tensor/models/family.h"
+#include "tensor/models/models.h"
+#include "tensor/module.h"
+
+namespace shardplan::planner {
+namespace {
+
+using tensor::StepTensor;
+using tensor::TrainingOp;
+using tensor::TrainingStep;
+
+enum class Style : uint8_t { kNone, kColwise, kRowwise };
+
+// The style of the nearest module around each call that a TP rule names.
+std::vector<Style> call_styles(const TrainingStep& step, const tensor::ModelFamily& family) {
+  std::vector<Style> out(step.calls.size(), Style::kNone);
+  for (size_t c = 0; c < step.calls.size(); ++c) {
+    const tensor::StepCall& call = step.calls[c];
+    Style s = call.parent >= 0 ? out[static_cast<size_t>(call.parent)] : Style::kNone;
+    for (const tensor::TensorParallelRule& r : family.tp_plan) {
+      if (mesh::fqn_matches(r.pattern, call.fqn)) {
+        s = r.style == "rowwise" ? Style::kRowwise : Style::kColwise;
+      }
+    }
+    out[c] = s;  // parents come before children in the call list
+  }
+  return out;
+}
+
+// The attention core: the fused op, or an op of the math path whose output is the scores
+// [batch, heads (or 1 for a mask), L, S]. Four dims at least: a [batch, tokens, hidden] output
+// whose hidden size equals the sequence (Llama 3 8B at 4096 tokens, 70B at 8192) is not scores.
+bool is_score_op(const TrainingStep& step, const TrainingOp& op, int64_t seq) {
+  if (op.op == "scaled_dot_product_attention") return true;
+  if (op.outputs.empty() || op.block < 0) return false;
+  const StepTensor& out = step.tensors[static_cast<size_t>(op.outputs.front())];
+  const size_t n = out.sizes.size();
+  return n >= 4 && seq > 1 && out.sizes[n - 1] == seq && out.sizes[n - 2] == seq;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key) {
+  tensor::ModelConfig one = cfg;
+  one.num_hidden_layers = 1;
+  const tensor::ModulePtr model = tensor::build_model(one, {.dtype = key.dtype, .training = true});
+  TracedModel t;
+  tensor::TraceOptions opts;
+  opts.batch = key.micro_batch;
+  opts.seq = key.seq;
+  opts.recompute = key.recompute;
+  opts.attention = key.attention;
+  t.step = tensor::trace_training_step(*model, opts);
+  t.hidden_size = cfg.hidden_size;
+  const TrainingStep& st = t.step;
+  const size_t n = st.ops.size();
+  t.part.assign(n, Part::kEmbedding);
+  t.split.assign(n, OpSplit::kReplicated);
+  t.score_op.assign(n, false);
+  const std::vector<Style> styles = call_styles(st, tensor::family_of(cfg));
+  std::vector<bool> sharded(st.tensors.size(), false);
+  std::unordered_set<int64_t> region_seen;  // buffers already counted as region inputs
+  bool seen_block = false;
+  for (size_t i = 0; i < n; ++i) {
+    const TrainingOp& op = st.ops[i];
+    if (op.block >= 0) seen_block = true;
+    const Part part = op.block >= 0 ? Part::kBlock : seen_block ? Part::kHead : Part::kEmbedding;
+    t.part[i] = part;
+    t.score_op[i] = is_score_op(st, op, key.seq);
+    const Style style = op.call >= 0 ? styles[static_cast<size_t>(op.call)] : Style::kNone;
+    bool in_sharded = false;
+    for (int64_t in : op.inputs) {
+      const StepTensor& x = st.tensors[static_cast<size_t>(in)];
+      if (x.role != tensor::TensorRole::kParameter && sharded[static_cast<size_t>(in)]) {
+        in_sharded = true;
+      }
+    }
+    bool out_sharded = in_sharded;
+    OpSplit split = in_sharded ? OpSplit::kSharded : OpSplit::kReplicated;
+    if (style == Style::kColwise && op.matmul_flops > 0) {
+      // The column-parallel product shards its output; the module's other ops (a view of its
+      // input before, a bias after) follow their inputs.
+      out_sharded = true;
+      split = OpSplit::kColumn;
+      if (!in_sharded) {
+        // The activation operand (addmm lists the bias first; weights are parameters).
+        for (int64_t in : op.inputs) {
+          const StepTensor& x = st.tensors[static_cast<size_t>(in)];
+          if (x.role == tensor::TensorRole::kParameter) continue;
+          if (region_seen.insert(x.buffer).second) {
+            t.region_inputs[static_cast<int>(part)].push_back(in);
+          }
+          break;
+        }
+      }
+    } else if (style == Style::kRowwise) {
+      // The row-parallel product (or the vocabulary-parallel lookup) is split; what follows it
+      // inside the module (a bias add) runs on the reduced, full-width output.
+      const bool first_op = op.call >= 0 && st.calls[static_cast<size_t>(op.call)].first_op ==
+                                                static_cast<int64_t>(i);
+      split =
+          op.matmul_flops > 0 || (first_op && !in_sharded) ? OpSplit::kRow : OpSplit::kReplicated;
+      out_sharded = false;
+      const bool last_op =
+          st.calls[static_cast<size_t>(op.call)].end_op == static_cast<int64_t>(i) + 1;
+      if (last_op && !op.outputs.empty()) {
+        t.row_outputs[static_cast<int>(part)].push_back(op.outputs.front());
+      }
+    }
+    t.split[i] = split;
+    for (int64_t o : op.outputs) sharded[static_cast<size_t>(o)] = out_sharded;
+  }
+  const int64_t item = tensor::itemsize(key.dtype);
+  t.attention = key.attention;
+  t.dtype = key.dtype;
+  if (key.attention == tensor::AttentionImpl::kMath) {
+    // Note [Math attention traffic], in units of the activation itemsize (2 for 16-bit).
+    const double per = static_cast<double>(item) / 2.0;
+    t.score_bytes_forward = (cfg.attention_dropout > 0 ? 13.0 : 8.0) * per;
+  }
+  t.kv_bytes = 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
+  if (cfg.num_local_experts > 0) {
+    t.moe_dispatch_bytes =
+        key.micro_batch * key.seq * cfg.num_experts_per_tok * cfg.hidden_size * item;
+  }
+  return t;
+}
+
+RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit& split) {
+  SP_CHECK(split.tp >= 1 && split.cp >= 1, "rank split tp ", split.tp, " cp ", split.cp,
+           ", expected positive degrees");
+  const TrainingStep& st = t.step;
+  const int64_t tp = split.tp;
+  const double inv_tp = 1.0 / static_cast<double>(tp);
+  const bool sp = split.sequence_parallel && tp > 1;
+  RankWork w;
+  const ComputeModel attn = attention_compute(a);
+  const int64_t item = tensor::itemsize(t.dtype);
+  // The fraction of an op's traced work one rank does.
+  auto share = [&](size_t i) {
+    const bool split_op = t.split[i] != OpSplit::kReplicated;
+    double f = split_op || sp ? inv_tp : 1.0;
+    if (t.score_op[i]) f *= static_cast<double>(split.cp);
+    return f;
+  };
+  for (size_t i = 0; i < st.ops.size(); ++i) {
+    const TrainingOp& op = st.ops[i];
+    if (op.is_view || op.skipped) continue;
+    GemmShape g;
+    if (op.matmul_flops > 0) {
+      g = gemm_shape(st, op);
+      switch (t.split[i]) {
+        case OpSplit::kColumn:
+          g.n = ceil_div(g.n, tp);
+          break;
+        case OpSplit::kRow:
+          g.k = ceil_div(g.k, tp);
+          break;
+        case OpSplit::kSharded:
+          if (g.batch >= tp) {
+            g.batch = ceil_div(g.batch, tp);
+          } else {
+            g.m = ceil_div(g.m, tp);
+          }
+          break;
+        case OpSplit::kReplicated:
+          if (sp) g.m = ceil_div(g.m, tp);
+          break;
+      }
+      if (t.score_op[i]) g.k *= split.cp;
+    }
+    double eff = op.matmul_flops > 0 ? gemm_efficiency(a, g) : 1;
+    OpSeconds s;
+    if (op.op == "scaled_dot_product_attention" && op.matmul_flops > 0 && op.inputs.size() >= 3) {
+      // [.., L, E] queries against [.., S, E] keys: g.batch is batch x local heads, g.m is L.
+      // In the attention's own dtype (Note [FP8 GEMMs]).
+      const StepTensor& q = st.tensors[static_cast<size_t>(op.inputs[0])];
+      const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
+      const int64_t keys = k.sizes[k.sizes.size() - 2] * split.cp;
+      eff = attention_efficiency(attn, g.batch, g.m, keys, q.sizes.back(), g.n,
+                                 t.attention == tensor::AttentionImpl::kFlash);
+      s = op_seconds(attn, op, eff, share(i));
+    } else {
+      s = op_seconds(a, op, eff, share(i));
+      if (op.matmul_flops > 0 && !t.score_op[i]) {
+        // A linear layer's GEMM: its operands quantized under fp8 (Note [FP8 GEMMs]).
+        const double rows = static_cast<double>(g.batch) * static_cast<double>(g.m);
+        const OpSeconds qz = quantize_seconds(a, rows * static_cast<double>(g.k),
+                                              rows * static_cast<double>(g.n), item);
+        s.forward += qz.forward;
+        s.backward += qz.backward;
+        if (op.recomputed || op.recompute_flops > 0) s.recompute += qz.recompute;
+      }
+    }
+    if (t.score_op[i] && t.score_bytes_forward > 0 && !op.outputs.empty() &&
+        op.inputs.size() >= 2) {
+      // Scores: batch x heads x L x S elements, the output's rows times the keys' length.
+      const StepTensor& out = st.tensors[static_cast<size_t>(op.outputs.front())];
+      const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
+      const double rows = static_cast<double>(out.nbytes / tensor::itemsize(out.dtype)) /
+                          static_cast<double>(std::max<int64_t>(out.sizes.back(), 1));
+      const double keys = static_cast<double>(k.sizes[k.sizes.size() - 2]);
+      const double bytes = rows * keys * t.score_bytes_forward * share(i) * split.cp;
+      const double fwd = bytes / a.memory_bytes_per_s;
+      s.forward += fwd;
+      s.backward += 2 * fwd;
+      if (op.recomputed || op.recompute_flops > 0) s.recompute += fwd;
+    }
+    PartWork& p = w.parts[static_cast<int>(t.part[i])];
+    p.forward_s += s.forward;
+    p.backward_s += s.backward;
+    p.recompute_s += s.recompute;
+    if (t.score_op[i]) p.attention_s += s.forward + s.backward;
+  }
+  for (const tensor::StepBuffer& b : st.buffers) {
+    if (!b.is_activation || b.producer < 0) continue;
+    const auto i = static_cast<size_t>(b.producer);
+    const bool split_buf = t.split[i] == OpSplit::kColumn || t.split[i] == OpSplit::kSharded;
+    const int64_t bytes = split_buf || sp ? ceil_div(b.bytes, tp) : b.bytes;
+    PartWork& p = w.parts[static_cast<int>(t.part[i])];
+    add_count(p.activation_bytes, bytes, "activation bytes of one layer");
+    if (b.retained) add_count(p.retained_bytes, bytes, "activation bytes of one layer");
+  }
+  if (tp > 1) {
+    using collectives::CollectiveKind;
+    for (int part = 0; part < kParts; ++part) {
+      PartWork& p = w.parts[part];
+      for (int64_t id : t.row_outputs[part]) {
+        const int64_t bytes = st.tensors[static_cast<size_t>(id)].nbytes;
+        p.tp_forward.push_back(
+            {sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes});
+        if (sp) p.tp_backward.push_back({CollectiveKind::kAllGather, bytes});
+      }
+      for (int64_t id : t.region_inputs[part]) {
+        const int64_t bytes = st.tensors[static_cast<size_t>(id)].nbytes;
+        if (sp) p.tp_forward.push_back({CollectiveKind::kAllGather, bytes});
+        p.tp_backward.push_back(
+            {sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes});
+        // Sequence parallelism keeps only the sequence shard of the region's input (that is its
+        // memory saving), so the weight gradient needs it gathered again (Note [Tracing one block
+        // at full width]).
+        if (sp) p.tp_backward.push_back({CollectiveKind::kAllGather, bytes});
+      }
+    }
+  }
+  // The ring passes every rank's keys and values to every other rank: an all-gather of cp chunks
+  // of this rank's heads (1 / tp of them).
+  w.cp_kv_bytes = split.cp > 1 ? ceil_div(t.kv_bytes, tp) * split.cp : 0;
+  w.ep_dispatch_bytes = sp ? ceil_div(t.moe_dispatch_bytes, tp) : t.moe_dispatch_bytes;
+  return w;
+}
+
+}  // namespace shardplan::planner

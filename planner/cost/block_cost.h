@@ -1,0 +1,130 @@
+// One transformer block (and the embedding and output layer around it) traced once and priced on
+// one rank for any tensor-, sequence- and context-parallel split: the planner's cached unit
+// (docs/cost-model.md §8 "The step model").
+//   TracedModel t = trace_one_block(cfg, {.micro_batch = 1, .seq = 2048});
+//   RankWork w = rank_work(t, compute_model(cluster, Precision::kBf16), {.tp = 8});
+//   w.block.forward_s; w.block.retained_bytes; w.block.tp_forward;   // one block, one micro-batch
+//
+// Note [Tracing one block at full width]
+// The model is built with one layer and traced once per (micro-batch, local sequence,
+// recomputation, attention implementation). The tensor-parallel split is then applied to the
+// trace by dataflow, from the family's TP plan (the same rules parallelize_module applies):
+// outputs of column-parallel modules are sharded, an op with a sharded input produces sharded
+// outputs, and a row-parallel module's output is reduced back to full width. A sharded op does
+// 1 / tp of the work (a column-parallel GEMM has N / tp columns, a row-parallel one K / tp, any
+// other product 1 / tp of its batch of heads); the rest (norms, residual adds, dropout outside
+// the split regions) is replicated work, or 1 / tp of it under sequence parallelism. Tensor-
+// parallel traffic follows Megatron-LM's f and g operators (Shoeybi et al. 2019 §3; Korthikanti
+// et al. 2022 §4.2.2): each row-parallel output is all-reduced in forward (reduce-scattered under
+// SP) and each distinct input of a column-parallel region is all-reduced in backward (under SP:
+// all-gathered in forward and reduce-scattered in backward), S being the full activation.
+// Under SP the gathered input of a column-parallel region is not kept (Korthikanti et al. 2022
+// §4.2.2 count only the 1 / t shard), so backward all-gathers it once more for the weight
+// gradient. Megatron-LM issues that gather asynchronously beside the input-gradient GEMM, but
+// the measured layer says it is not free: in Korthikanti et al.'s Table 4 (22B, t = 8) sequence
+// parallelism saves 0.5 ms of a 7.7 ms forward and only 0.1 ms of an 11.9 ms backward, although
+// the backward's norms and dropouts shrink by as much as the forward's. The planner prices it
+// exposed, like every tensor-parallel collective (docs/cost-model.md §8.2).
+// Context parallelism traces s / cp tokens per rank; the attention core (the fused attention op,
+// or the products and the softmax over [s, s] scores) then sees all s keys: cp times the traced
+// work, with the keys and values passed around the ring.
+//
+// Note [Math attention traffic]
+// The traced attention op counts only q, k, v and its output. The math implementation (Megatron-
+// LM's fused scale-mask-softmax, PyTorch's math path) also writes the [s, s] scores of every head
+// to HBM and reads them back: Q K^T writes them (2 bytes each in 16-bit), softmax reads and writes
+// them (4), dropout reads and writes them and writes a 1-byte mask (5, only with attention
+// dropout), scores x V reads them (2): 13 bytes per score element in forward, 8 without dropout;
+// backward moves about twice that (each step's gradient is read and written, and the saved
+// probabilities and mask are read). FlashAttention keeps the scores on chip: none of this.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collectives/collective_call.h"
+#include "planner/cost/compute_cost.h"
+#include "tensor/models/model_config.h"
+#include "tensor/training.h"
+
+namespace shardplan::planner {
+
+struct TraceKey {
+  int64_t micro_batch = 1;
+  int64_t seq = 1;  // tokens per rank: the sequence / cp
+  tensor::RecomputePolicy recompute = tensor::RecomputePolicy::kNone;
+  tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
+  tensor::DType dtype = tensor::DType::kBFloat16;  // weights and activations
+  bool operator==(const TraceKey&) const = default;
+};
+
+// Where an op sits: the embedding before the first block, the block, or the output layer and
+// loss after it.
+enum class Part : uint8_t { kEmbedding, kBlock, kHead };
+inline constexpr int kParts = 3;
+
+enum class OpSplit : uint8_t {
+  kReplicated,  // full work on every TP rank (1 / tp under sequence parallelism)
+  kColumn,      // a column-parallel GEMM: N / tp
+  kRow,         // a row-parallel GEMM (or a vocabulary-parallel embedding): K / tp
+  kSharded,     // reads a sharded activation: 1 / tp of the work
+};
+
+struct TracedModel {
+  tensor::TrainingStep step;
+  std::vector<Part> part;      // per op
+  std::vector<OpSplit> split;  // per op
+  std::vector<bool> score_op;  // per op: attention core work, scaled by cp
+  // Tensors crossing TP boundaries, per part: outputs of row-parallel modules, and the distinct
+  // inputs of column-parallel regions.
+  std::vector<int64_t> row_outputs[kParts];
+  std::vector<int64_t> region_inputs[kParts];
+  int64_t kv_bytes = 0;            // keys and values of one block's attention (full width)
+  int64_t moe_dispatch_bytes = 0;  // tokens x top-k x hidden of one block's routed experts
+  int64_t hidden_size = 0;
+  // Note [Math attention traffic]: bytes per score element the unfused attention moves.
+  double score_bytes_forward = 0;
+  tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
+  tensor::DType dtype = tensor::DType::kBFloat16;  // of the weights and activations (TraceKey)
+};
+
+// Traces `cfg` with one layer (Note [Tracing one block at full width]). Throws shardplan::Error
+// when the model cannot be traced at these sizes.
+TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key);
+
+struct RankSplit {
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+  int64_t cp = 1;
+};
+
+// One collective a part issues per micro-batch: S bytes as nccl-tests counts them.
+struct CommItem {
+  collectives::CollectiveKind kind = collectives::CollectiveKind::kAllReduce;
+  int64_t bytes = 0;
+};
+
+struct PartWork {
+  double forward_s = 0;
+  double backward_s = 0;
+  double recompute_s = 0;
+  double attention_s = 0;        // forward + backward of the attention core (CP overlaps it)
+  int64_t retained_bytes = 0;    // saved from forward to backward under the policy
+  int64_t activation_bytes = 0;  // every activation the forward makes (a recomputed block's)
+  std::vector<CommItem> tp_forward;
+  std::vector<CommItem> tp_backward;
+};
+
+struct RankWork {
+  PartWork parts[kParts];
+  const PartWork& embedding() const { return parts[0]; }
+  const PartWork& block() const { return parts[1]; }
+  const PartWork& head() const { return parts[2]; }
+  int64_t cp_kv_bytes = 0;        // S of the ring's key/value all-gather per block, per direction
+  int64_t ep_dispatch_bytes = 0;  // S of one all-to-all (dispatch or combine) per block
+};
+
+// The work of one rank for one micro-batch under `split`.
+RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit& split);
+
+}  // namespace shardplan::planner

@@ -1,0 +1,134 @@
+// The time and memory of one training step of one configuration, from the cached block work
+// (block_cost.h) and the links of the candidate's mesh dims (docs/cost-model.md §8 "The step
+// model"). The search calls evaluate() for every candidate; reports ask for the bill.
+//   StepContext ctx = ...;                      // model, cluster, setup, compute model
+//   StepResult r = evaluate(ctx, config, work, links, stage_layers, &bill);
+//   r.step_time_s; r.memory_bytes; bill.collectives[0].exposed_s;
+//
+// Note [Partial recomputation]
+// Full recomputation of only the first N layers of each model chunk (Megatron-LM's
+// --recompute-granularity full --recompute-method block --recompute-num-layers N): those layers
+// keep only their input and re-run their forward in backward, the others keep every activation
+// and run once. A stage of n layers in v chunks recomputes sum over its chunks of min(N, chunk)
+// of them; its time and retained bytes are that mix of the two traced blocks. Recomputing a layer
+// only adds time and only saves memory, so the search takes, for each candidate that fits with
+// every layer recomputed, the smallest N that still fits (docs/cost-model.md §8.3).
+//
+// Note [Step time]
+// A pipeline stage runs each micro-batch's forward and backward through its layers: the traced
+// block times L_stage, the tensor-parallel collectives (exposed: they sit between dependent
+// GEMMs), the context-parallel ring (hidden behind the attention core, the rest exposed), expert
+// all-to-alls (exposed), FSDP gathers and reduce-scatters (prefetched: exposed only beyond the
+// compute they overlap) and the point-to-point sends to the next stage. The slowest stage sets
+// the pace: T_pipe = (m + (p - 1) / v) t_stage (Narayanan et al. 2021 §2.2), the layers split so
+// that the stages' times balance (Note [Stage partition]). After the last
+// backward the data-parallel gradient reduction finishes (it overlaps the last micro-batch's
+// backward except its last bucket), ZeRO-1/2 gather the updated parameters (overlapping the next
+// step's first forward except one layer's worth) and the optimizer streams its states once
+// through HBM.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/topology.h"
+#include "planner/candidate/parallel_config.h"
+#include "planner/cost/block_cost.h"
+#include "planner/cost/model_state_memory.h"
+#include "planner/cost/stage_partition.h"
+
+namespace shardplan::planner {
+
+// Bytes the allocator, the CUDA context and library workspaces take beyond the tensors: a fixed
+// part per GPU and a fraction of the rest (docs/cost-model.md §8.3).
+inline constexpr int64_t kGpuContextBytes = int64_t{2} << 30;
+inline constexpr double kAllocatorOverhead = 0.05;
+
+// Everything about the job that does not change between candidates.
+struct StepContext {
+  int64_t layers = 1;
+  int64_t hidden = 1;
+  TrainingSetup setup;
+  ComputeModel compute;
+  MixedPrecision recipe = MixedPrecision::adam_16bit();
+  int64_t activation_itemsize = 2;
+  double memory_capacity_bytes = 0;
+  int64_t context_bytes = kGpuContextBytes;  // 0 on a CPU
+  bool moe = false;
+};
+
+// Parameters of one TP rank per layer (and the embedding and output layer), from which every
+// pipeline split follows by sums.
+struct LayerParameters {
+  std::vector<int64_t> per_layer;  // layer i's local parameters; [0] and [L-1] hold the ends'
+  // prefix[i]: the sum of per_layer[0..i) (set_prefix fills it; evaluate sums stages with it).
+  std::vector<int64_t> prefix;
+  void set_prefix() {
+    prefix.assign(1, 0);
+    for (int64_t n : per_layer) prefix.push_back(prefix.back() + n);
+  }
+  int64_t experts_per_layer = 0;  // local parameters of the routed experts of one layer
+  // A tied embedding sits on the first and the last stage (Megatron keeps a copy on each); with
+  // one stage it is one tensor, counted twice in per_layer.
+  int64_t tied_twice = 0;
+};
+
+// One priced collective of the plan's step.
+struct BillCollective {
+  std::string what;  // "tp all_reduce (block forward)", "dp reduce_scatter (gradients)", ...
+  collectives::CollectiveKind kind = collectives::CollectiveKind::kAllReduce;
+  std::string mesh_dim;
+  int64_t group_size = 1;
+  int64_t bytes = 0;     // S of one call (nccl-tests' convention)
+  int64_t calls = 0;     // per step, on one rank
+  double seconds = 0;    // all calls, per step
+  double exposed_s = 0;  // the part on the critical path
+};
+
+struct Bill {
+  // Resident bytes per rank on the stage that holds the most.
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t transient_bytes = 0;  // one block's working set, FSDP's gathered layers
+  int64_t overhead_bytes = 0;   // context and allocator allowance
+  int peak_stage = 0;
+  // Step time parts, seconds.
+  double compute_s = 0;  // forward + backward + recompute of all micro-batches
+  double bubble_s = 0;
+  double exposed_comm_s = 0;
+  double optimizer_s = 0;
+  std::vector<BillCollective> collectives;
+};
+
+struct StepResult {
+  double step_time_s = 0;
+  int64_t memory_bytes = 0;
+  bool fits = false;
+  StageEnds stages;  // the layer partition priced (Note [Stage partition])
+};
+
+// The links of each candidate mesh dim (Note [Candidate mesh dims] order: pp, dp, ep, cp, tp).
+using DimLinks = std::array<collectives::GroupLinks, 5>;
+
+// Prices `c` with the work of one micro-batch `w` and the links `links`; fills `bill` when given.
+// Seconds of the tensor-parallel collectives of one part for one micro-batch, forward and
+// backward (the search caches them per work entry and link).
+struct TpSeconds {
+  double forward = 0;
+  double backward = 0;
+};
+TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links);
+
+// `tp`, when given, holds tp_seconds of w's parts on links[4] (the search's cache). Under partial
+// recomputation (c.recompute_layers > 0) `stored_block` is the block traced without
+// recomputation, for the layers that keep their activations (Note [Partial recomputation]).
+StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
+                    const DimLinks& links, const LayerParameters& params, Bill* bill = nullptr,
+                    const std::array<TpSeconds, kParts>* tp = nullptr,
+                    const PartWork* stored_block = nullptr);
+
+}  // namespace shardplan::planner

@@ -1,0 +1,135 @@
+#include "planner/materialize/shard_memory.h"
+
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/checksum.h"
+#include "kernels/checksum_cuda.h"
+#include "kernels/device_memory.h"
+#include "kernels/init_fill_cuda.h"
+
+namespace shardplan::planner {
+namespace {
+
+// The part's boxes filled from `source` into host memory at `data`.
+void fill_part_on_host(const MaterialParameter& m, const LocalParameter& part,
+                       ParameterSource& source, std::byte* data) {
+  const size_t elem = kernels::element_size(m.type);
+  for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+    source.read_box(part.index, region, data + static_cast<size_t>(local_offset) * elem);
+  });
+}
+
+class HostMemory final : public ShardMemory {
+ public:
+  std::string device() const override { return "cpu"; }
+  std::byte* allocate(int64_t bytes) override {
+    // new std::byte[n] default-initializes: the pages are not written (to_empty's contract).
+    std::byte* p = new (std::nothrow) std::byte[static_cast<size_t>(std::max<int64_t>(bytes, 1))];
+    if (p == nullptr) {
+      throw RuntimeFailure("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    }
+    return p;
+  }
+  void release(std::byte* p) override { delete[] p; }
+  void fill_part(const MaterialParameter& m, const LocalParameter& part, ParameterSource& source,
+                 std::byte* data) override {
+    fill_part_on_host(m, part, source, data);
+  }
+  uint64_t checksum_part(const MaterialParameter& m, const LocalParameter& part,
+                         const std::byte* data) override {
+    const size_t elem = kernels::element_size(m.type);
+    uint64_t sum = 0;
+    for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+      sum += kernels::checksum_cpu(data + static_cast<size_t>(local_offset) * elem, m.type, region);
+    });
+    return sum;
+  }
+  void to_host(const std::byte* data, int64_t offset, std::byte* out, int64_t bytes) override {
+    std::memcpy(out, data + offset, static_cast<size_t>(bytes));
+  }
+};
+
+#if SHARDPLAN_HAVE_CUDA
+// Fills run on the GPU from the init rules (kernels/init_fill_cuda.h); a checkpoint's bytes are
+// read into host memory part by part and copied over.
+class CudaMemory final : public ShardMemory {
+ public:
+  explicit CudaMemory(int device) : device_(device) {}
+  std::string device() const override { return "cuda:" + std::to_string(device_); }
+  std::byte* allocate(int64_t bytes) override {
+    void* p = nullptr;
+    std::string error;
+    if (!kernels::cuda_allocate(static_cast<size_t>(std::max<int64_t>(bytes, 1)), device_, &p,
+                                &error)) {
+      throw RuntimeFailure(error);
+    }
+    return static_cast<std::byte*>(p);
+  }
+  void release(std::byte* p) override { kernels::cuda_free(p, device_); }
+  void fill_part(const MaterialParameter& m, const LocalParameter& part, ParameterSource& source,
+                 std::byte* data) override {
+    if (part.bytes == 0) return;
+    const kernels::FillSpec* spec = source.fill_spec(part.index);
+    if (spec != nullptr) {
+      const size_t elem = kernels::element_size(m.type);
+      for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+        kernels::fill_cuda(data + static_cast<size_t>(local_offset) * elem, m.type, region, *spec,
+                           nullptr);
+      });
+      std::string error;
+      if (!kernels::cuda_synchronize(device_, &error)) throw RuntimeFailure(error);
+      return;
+    }
+    std::vector<std::byte> staged(static_cast<size_t>(part.bytes));
+    fill_part_on_host(m, part, source, staged.data());
+    std::string error;
+    if (!kernels::cuda_copy(data, staged.data(), staged.size(), true, device_, &error)) {
+      throw RuntimeFailure(error);
+    }
+  }
+  uint64_t checksum_part(const MaterialParameter& m, const LocalParameter& part,
+                         const std::byte* data) override {
+    const size_t elem = kernels::element_size(m.type);
+    uint64_t sum = 0;
+    for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+      sum += kernels::checksum_cuda(data + static_cast<size_t>(local_offset) * elem, m.type, region,
+                                    nullptr);
+    });
+    return sum;
+  }
+  void to_host(const std::byte* data, int64_t offset, std::byte* out, int64_t bytes) override {
+    std::string error;
+    if (!kernels::cuda_copy(out, data + offset, static_cast<size_t>(bytes), false, device_,
+                            &error)) {
+      throw RuntimeFailure(error);
+    }
+  }
+
+ private:
+  int device_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<ShardMemory> host_shard_memory() { return std::make_unique<HostMemory>(); }
+
+std::unique_ptr<ShardMemory> cuda_shard_memory(int64_t local_rank) {
+#if SHARDPLAN_HAVE_CUDA
+  const int count = kernels::cuda_device_count();
+  SP_CHECK(count > 0,
+           "--device cuda: no CUDA device is visible, expected a GPU per rank or "
+           "--device cpu");
+  return std::make_unique<CudaMemory>(static_cast<int>(local_rank % count));
+#else
+  (void)local_rank;
+  SP_FAIL(
+      "--device cuda: this shardplan was built without CUDA (rebuild where the CUDA "
+      "toolkit is installed), expected --device cpu");
+#endif
+}
+
+}  // namespace shardplan::planner

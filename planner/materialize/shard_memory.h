@@ -1,0 +1,45 @@
+// Where a rank's shards live: host memory (`--device cpu`) or one GPU (`--device cuda`), behind
+// one interface so that allocation, filling, checksums and verification are the same code for
+// both (docs/launching.md "Devices"). The CUDA side runs the kernels/ CUDA fills and checksums,
+// bit-identical to the CPU ones; a build without CUDA, or a host without a GPU, refuses it.
+//   std::unique_ptr<ShardMemory> mem = cuda_shard_memory(local_rank % gpus);   // or host_...
+//   std::byte* p = mem->allocate(bytes);              // to_empty: nothing written
+//   mem->fill_part(m, part, source, p);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "planner/materialize/layout.h"
+#include "planner/materialize/parameter_source.h"
+
+namespace shardplan::planner {
+
+class ShardMemory {
+ public:
+  virtual ~ShardMemory() = default;
+  // "cpu", "cuda:3".
+  virtual std::string device() const = 0;
+  // Uninitialized memory for `bytes` (at least one byte is reserved for empty shards). Throws
+  // RuntimeFailure naming the device and size when it runs out.
+  virtual std::byte* allocate(int64_t bytes) = 0;
+  virtual void release(std::byte* p) = 0;
+  // Writes part `part` of parameter `m` (at `data`, laid out as part.local_shape) from `source`.
+  virtual void fill_part(const MaterialParameter& m, const LocalParameter& part,
+                         ParameterSource& source, std::byte* data) = 0;
+  // kernels/checksum.h of the part: parts of disjoint shards add up to the whole tensor's.
+  virtual uint64_t checksum_part(const MaterialParameter& m, const LocalParameter& part,
+                                 const std::byte* data) = 0;
+  // Copies `bytes` from `data` + `offset` (bytes) into host memory at `out`.
+  virtual void to_host(const std::byte* data, int64_t offset, std::byte* out, int64_t bytes) = 0;
+};
+
+std::unique_ptr<ShardMemory> host_shard_memory();
+// The GPU of a rank with this local rank on its host: local_rank mod the visible GPUs (one rank
+// per GPU is the launch this assumes). Throws shardplan::Error when this shardplan was built
+// without CUDA or no GPU is visible: bad input, found before anything is allocated.
+std::unique_ptr<ShardMemory> cuda_shard_memory(int64_t local_rank);
+
+}  // namespace shardplan::planner

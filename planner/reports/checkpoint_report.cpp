@@ -1,0 +1,67 @@
+// The report of `shardplan inspect --checkpoint` as data (planner/reports/checkpoint_report.h).
+#include "planner/reports/checkpoint_report.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "tensor/models/model_config.h"
+#include "tensor/models/models.h"
+#include "tensor/safetensors.h"
+
+namespace shardplan::planner {
+
+using nlohmann::ordered_json;
+
+ordered_json checkpoint_report(const std::string& checkpoint, const std::string& config) {
+  SP_CHECK(!checkpoint.empty(), "inspect: --checkpoint is required with --config or --strict");
+  const tensor::Checkpoint ck = tensor::read_checkpoint(checkpoint);
+  ordered_json r;
+  r["checkpoint"] = ck.source.string();
+  r["files"] = ordered_json::array();
+  for (const tensor::CheckpointFile& f : ck.files) {
+    r["files"].push_back({{"path", f.path.string()},
+                          {"header_bytes", f.header.header_bytes},
+                          {"data_bytes", f.header.data_bytes},
+                          {"metadata", f.header.metadata}});
+  }
+  r["tensors"] = ordered_json::array();
+  // By dtype in the format's spelling; std::map keeps the output order stable.
+  std::map<std::string, std::array<int64_t, 3>> by_dtype;  // tensors, parameters, bytes
+  for (const tensor::CheckpointTensor& t : ck.tensors) {
+    const std::string dtype(tensor::safetensors_dtype_name(t.dtype));
+    const int64_t numel = tensor::checked_numel(t.shape, "inspect");
+    r["tensors"].push_back({{"name", t.name},
+                            {"dtype", dtype},
+                            {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+                            {"file", ck.file_of(t).filename().string()},
+                            {"offset", t.offset},
+                            {"nbytes", t.nbytes}});
+    auto& d = by_dtype[dtype];
+    d[0] += 1;
+    d[1] += numel;  // bounded by the file sizes, which ck.numel() below checks in total
+    d[2] += t.nbytes;
+  }
+  r["tensor_count"] = ck.tensors.size();
+  r["parameters"] = ck.numel();
+  r["bytes"] = ck.nbytes();
+  r["by_dtype"] = ordered_json::object();
+  for (const auto& [dtype, d] : by_dtype) {
+    r["by_dtype"][dtype] = {{"tensors", d[0]}, {"parameters", d[1]}, {"bytes", d[2]}};
+  }
+  if (!config.empty()) {
+    const tensor::ModelConfig cfg = tensor::find_model_config(config);
+    const tensor::ModulePtr model = tensor::build_model(cfg);
+    const nlohmann::json check = tensor::check_checkpoint(ck, *model);
+    ordered_json c;
+    c["config"] = config;
+    c["model"] = model->type_name();
+    for (const auto& [k, v] : check.items()) c[k] = v;
+    r["check"] = std::move(c);
+  }
+  return r;
+}
+
+}  // namespace shardplan::planner

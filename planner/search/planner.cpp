@@ -1,0 +1,764 @@
+#include "planner/search/planner.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "base/checked.h"
+#include "base/error.h"
+#include "collectives/rank_placement.h"
+#include "collectives/topology.h"
+#include "planner/candidate/candidate_mesh.h"
+#include "planner/cost/tensor_parallel.h"
+#include "planner/cost/training_metrics.h"
+#include "tensor/models/family.h"
+
+namespace shardplan::planner {
+namespace {
+
+using tensor::RecomputePolicy;
+
+constexpr std::array<RecomputePolicy, 3> kPolicies = {
+    RecomputePolicy::kNone, RecomputePolicy::kSelective, RecomputePolicy::kFull};
+constexpr int64_t kMaxSearchedMicroBatch = 16;
+constexpr int64_t kMaxSearchedVirtualStages = 8;
+
+std::vector<int64_t> divisors(int64_t n, int64_t limit) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n && d <= limit; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Note [Pruning rules]: why a candidate was dropped before it was priced, one named rule each; the
+// counts are reported (SearchResult::pruned_by), and when no candidate is left at all they are the
+// reason the pins or the job are refused.
+enum PruneRule : uint8_t {
+  kWorldUndivided,
+  kDpNotThePin,
+  kBatchByDp,
+  kEpByDp,
+  kBatchByMicroBatch,
+  kSpWithoutTp,
+  kZeroWithoutDp,
+  kChunks,
+  kPruneRules
+};
+constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
+    "tp x cp x pp does not divide the GPUs",
+    "dp (the GPUs left by tp x cp x pp) is not the pinned --dp",
+    "dp does not divide the global batch",
+    "ep does not divide dp",
+    "dp x micro-batch does not divide the global batch",
+    "sequence parallelism needs tp > 1",
+    "ZeRO 1-3 shard over dp and need dp > 1",
+    "interleaving (virtual stages > 1) needs pp > 1, micro-batches a multiple of pp and a layer "
+    "per model chunk"};
+struct Pruned {
+  int64_t total = 0;
+  std::array<int64_t, kPruneRules> by{};
+  void add(PruneRule r) {
+    ++total;
+    ++by[r];
+  }
+};
+
+// "--tp 8 --virtual-stages 4": the pins as the user typed them.
+std::string pins_text(const Pins& p) {
+  std::string s;
+  auto add = [&s](std::string_view flag, const std::string& v) {
+    s += (s.empty() ? "" : " ") + std::string(flag) + " " + v;
+  };
+  const std::pair<std::string_view, const std::optional<int64_t>*> counts[] = {
+      {"--tp", &p.tp},
+      {"--pp", &p.pp},
+      {"--dp", &p.dp},
+      {"--cp", &p.cp},
+      {"--ep", &p.ep},
+      {"--micro-batch", &p.micro_batch},
+      {"--virtual-stages", &p.virtual_stages},
+      {"--recompute-layers", &p.recompute_layers}};
+  for (const auto& [flag, v] : counts) {
+    if (*v) add(flag, std::to_string(**v));
+  }
+  if (p.zero) add("--zero", std::to_string(*p.zero));
+  if (p.recompute) add("--recompute", std::string(tensor::to_string(*p.recompute)));
+  if (p.sequence_parallel) add("--sequence-parallel", *p.sequence_parallel ? "on" : "off");
+  return s;
+}
+
+template <typename T>
+std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
+  if (pin) return {*pin};
+  return all;
+}
+
+// A plan is better when faster; ties go to less memory, then to the smaller degrees (a stable,
+// deterministic order).
+auto plan_key(const PlanResult& p) {
+  const ParallelConfig& c = p.config;
+  return std::make_tuple(p.step_time_s, p.memory_bytes, c.tp, c.pp, c.cp, c.ep, c.zero,
+                         c.micro_batch, static_cast<int>(c.recompute), c.virtual_stages,
+                         c.sequence_parallel, static_cast<int>(p.order));
+}
+bool faster(const PlanResult& a, const PlanResult& b) { return plan_key(a) < plan_key(b); }
+
+// The k fastest feasible plans and the Pareto front of memory against step time, kept as the
+// search streams plans in: storing every feasible plan and sorting them at the end (hundreds of
+// thousands on a large job) cost more than evaluating them. Both equal what sorting all plans
+// by `faster` and sweeping would give; plan_key is unique per candidate, so the order is total.
+class FastestAndFront {
+ public:
+  explicit FastestAndFront(int64_t k) : k_(static_cast<size_t>(std::max<int64_t>(k, 0))) {}
+
+  void add(const PlanResult& p) {
+    if (k_ > 0) {
+      // A max-heap by `faster`: its front is the slowest of the k kept.
+      if (top_.size() < k_) {
+        top_.push_back(p);
+        std::push_heap(top_.begin(), top_.end(), faster);
+      } else if (faster(p, top_.front())) {
+        std::pop_heap(top_.begin(), top_.end(), faster);
+        top_.back() = p;
+        std::push_heap(top_.begin(), top_.end(), faster);
+      }
+    }
+    // The front, fastest first, holds each plan using less memory than every faster plan: the
+    // prefix minima of memory. p joins unless the front member just faster uses no more memory;
+    // then the slower members it now beats on memory leave.
+    auto at = std::lower_bound(front_.begin(), front_.end(), p, faster);
+    if (at != front_.begin() && std::prev(at)->memory_bytes <= p.memory_bytes) return;
+    auto end = at;
+    while (end != front_.end() && end->memory_bytes >= p.memory_bytes) ++end;
+    at = front_.erase(at, end);
+    front_.insert(at, p);
+  }
+
+  std::vector<PlanResult> take_top() {
+    std::sort_heap(top_.begin(), top_.end(), faster);
+    return std::move(top_);
+  }
+  std::vector<PlanResult> take_front() { return std::move(front_); }
+
+ private:
+  size_t k_;
+  std::vector<PlanResult> top_;
+  std::vector<PlanResult> front_;
+};
+
+}  // namespace
+
+std::string_view to_string(DimOrder o) { return o == DimOrder::kTpInner ? "tp-inner" : "cp-inner"; }
+
+std::array<int64_t, 5> dim_order(DimOrder o) {
+  if (o == DimOrder::kCpInner) return {kPpDim, kDpDim, kEpDim, kTpDim, kCpDim};
+  return kDefaultDimOrder;
+}
+
+std::string family_of(const ParallelConfig& c) {
+  std::string s;
+  auto add = [&](const char* name, int64_t d) {
+    if (d <= 1) return;
+    if (!s.empty()) s += "+";
+    s += name;
+  };
+  add("tp", c.tp);
+  add("cp", c.cp);
+  add("pp", c.pp);
+  add("dp", c.dp);
+  add("ep", c.ep);
+  if (s.empty()) s = "single";
+  if (c.zero > 0) s += " zero-" + std::to_string(c.zero);
+  return s;
+}
+
+// family_of's name depends on which of tp, cp, pp, dp, ep exceed 1 and on the ZeRO stage: a key
+// of 5 bits and the stage (0..3).
+constexpr size_t kFamilyKeys = 32 * 4;
+size_t family_key(const ParallelConfig& c) {
+  const size_t dims = (c.tp > 1 ? 1u : 0u) | (c.cp > 1 ? 2u : 0u) | (c.pp > 1 ? 4u : 0u) |
+                      (c.dp > 1 ? 8u : 0u) | (c.ep > 1 ? 16u : 0u);
+  return dims * 4 + static_cast<size_t>(c.zero & 3);
+}
+
+struct Planner::Impl {
+  tensor::ModelConfig model;
+  collectives::Cluster cluster;  // as given (one node); candidates are placed on it
+  TrainingSetup setup;
+  PlannerOptions options;
+  StepContext ctx;
+  double flops_per_token = 0;
+  bool has_tp_plan = false;
+  int64_t per_node = 1;
+  tensor::DType dtype = tensor::DType::kBFloat16;
+
+  std::map<std::tuple<int64_t, int64_t, int>, std::unique_ptr<TracedModel>> traces;
+  struct WorkEntry {
+    RankWork work;
+    // TP seconds per part, for the tp links seen so far (few distinct ones).
+    std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
+  };
+  std::map<std::tuple<int64_t, bool, int64_t, int64_t, int>, std::unique_ptr<WorkEntry>> work;
+  std::map<int64_t, LayerParameters> params;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
+  collectives::RankPlacement placement;
+  std::unique_ptr<collectives::Topology> topology;
+  std::map<std::pair<int64_t, int64_t>, collectives::GroupLinks> strided;  // (size, stride)
+
+  const TracedModel& trace(int64_t mb, int64_t seq_local, RecomputePolicy rc) {
+    auto& slot = traces[{mb, seq_local, static_cast<int>(rc)}];
+    if (!slot) {
+      slot = std::make_unique<TracedModel>(trace_one_block(model, {.micro_batch = mb,
+                                                                   .seq = seq_local,
+                                                                   .recompute = rc,
+                                                                   .attention = options.attention,
+                                                                   .dtype = dtype}));
+    }
+    return *slot;
+  }
+
+  WorkEntry& work_for(const ParallelConfig& c) {
+    auto& slot =
+        work[{c.tp, c.sequence_parallel, c.cp, c.micro_batch, static_cast<int>(c.recompute)}];
+    if (!slot) {
+      slot = std::make_unique<WorkEntry>();
+      slot->work = rank_work(trace(c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
+                             {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
+    }
+    return *slot;
+  }
+
+  // The block without recomputation, for the layers partial recomputation leaves stored.
+  const PartWork* stored_block(const ParallelConfig& c) {
+    if (c.recompute != RecomputePolicy::kFull || c.recompute_layers == 0) return nullptr;
+    ParallelConfig none = c;
+    none.recompute = RecomputePolicy::kNone;
+    none.recompute_layers = 0;
+    return &work_for(none).work.block();
+  }
+  // Prices `c`: its block's work, and under partial recomputation the block's work without it.
+  StepResult eval(const ParallelConfig& c, DimOrder order, Bill* bill = nullptr) {
+    WorkEntry& e = work_for(c);
+    const DimLinks& l = links_for(c, order);
+    return evaluate(ctx, c, e.work, l, params_for(c.tp), bill, &tp_for(e, l[4]), stored_block(c));
+  }
+
+  const std::array<TpSeconds, kParts>& tp_for(WorkEntry& e, const collectives::GroupLinks& l) {
+    for (const auto& [links, secs] : e.tp) {
+      if (links == l) return secs;
+    }
+    std::array<TpSeconds, kParts> s;
+    for (int p = 0; p < kParts; ++p) s[static_cast<size_t>(p)] = tp_seconds(e.work.parts[p], l);
+    e.tp.emplace_back(l, s);
+    return e.tp.back().second;
+  }
+
+  const LayerParameters& params_for(int64_t tp) {
+    auto it = params.find(tp);
+    if (it != params.end()) return it->second;
+    // The blocks are identical (docs/cost-model.md §8), so a 3-layer copy of the model gives every
+    // count: its stages of one layer each are [embedding + first layer, a middle layer, last layer
+    // + head], and the full model's per-layer list repeats the middle one. Building and
+    // parallelizing a 126-layer model per TP degree cost more than the whole search.
+    const int64_t layers = model.num_hidden_layers;
+    tensor::ModelConfig small = model;
+    small.num_hidden_layers = std::min<int64_t>(layers, 3);
+    const std::vector<int64_t> few = stage_parameters(small, tp, small.num_hidden_layers, 0);
+    LayerParameters lp;
+    if (layers <= 3) {
+      lp.per_layer = few;
+    } else {
+      lp.per_layer.assign(static_cast<size_t>(layers), few[1]);
+      lp.per_layer.front() = few[0];
+      lp.per_layer.back() = few[2];
+    }
+    int64_t few_sum = 0;
+    for (int64_t n : few) few_sum += n;
+    lp.tied_twice = few_sum - tp_rank_parameters(small, tp, 0);
+    if (model.num_local_experts > 0) {
+      lp.experts_per_layer =
+          model.num_local_experts * 3 * model.hidden_size * (model.intermediate_size / tp);
+    }
+    lp.set_prefix();
+    return params.emplace(tp, std::move(lp)).first->second;
+  }
+
+  const DimLinks& links_for(const ParallelConfig& c, DimOrder order) {
+    const auto key = std::make_tuple(c.pp, c.dp, c.ep, c.cp, c.tp, static_cast<int>(order));
+    auto it = links.find(key);
+    if (it != links.end()) return it->second;
+    // The same launch-rank placement and topology for every candidate (built once). A mesh dim's
+    // groups are the launch ranks r + k * stride (k < size), stride the product of the sizes of
+    // the dims after it in the order (candidate_mesh.h), and launch rank r drives device r: their
+    // links depend on (size, stride) only, priced once each (Note [Strided groups] in
+    // collectives/topology.cpp: the work does not grow with --gpus).
+    if (!topology) {
+      placement = collectives::place_ranks(cluster, {.world = setup.gpus});
+      SP_ASSERT(placement.nodes == 1 || placement.ranks_per_node == placement.devices_per_node,
+                "the planner's ranks fill whole nodes in order");
+      topology =
+          std::make_unique<collectives::Topology>(collectives::cluster_for(cluster, placement));
+    }
+    const std::array<int64_t, 5> o = dim_order(order);
+    const std::array<int64_t, 5> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
+    DimLinks l;
+    int64_t stride = 1;
+    for (size_t i = o.size(); i-- > 0;) {
+      const auto d = static_cast<size_t>(o[i]);
+      const int64_t size = shape[d];
+      auto it = strided.find({size, stride});
+      if (it == strided.end()) {
+        it = strided
+                 .emplace(std::make_pair(size, stride),
+                          collectives::strided_group_links(*topology, size, stride))
+                 .first;
+      }
+      l[d] = it->second;
+      stride *= size;
+    }
+    return links.emplace(key, l).first->second;
+  }
+
+  PlanResult result_of(const ParallelConfig& c, DimOrder order, const StepResult& r) const {
+    PlanResult p;
+    p.config = c;
+    p.order = order;
+    p.stages = r.stages;
+    p.step_time_s = r.step_time_s;
+    p.memory_bytes = r.memory_bytes;
+    const double tokens = static_cast<double>(setup.global_batch * setup.seq);
+    p.tokens_per_s = tokens / r.step_time_s;
+    p.mfu = mfu(flops_per_token, setup.global_batch * setup.seq, setup.gpus,
+                ctx.compute.mfu_peak_flops, r.step_time_s);
+    return p;
+  }
+
+  void check_pins(const Pins& pins) const;
+  template <typename Visit>
+  void enumerate(const Pins& pins, Pruned& pruned, Visit&& visit);
+};
+
+void Planner::Impl::check_pins(const Pins& pins) const {
+  const int64_t g = setup.gpus;
+  const int64_t L = model.num_hidden_layers;
+  int64_t product = 1;
+  bool overflow = false;
+  std::string named;
+  auto use = [&](const char* flag, const std::optional<int64_t>& v) {
+    if (!v) return;
+    SP_CHECK(*v >= 1, flag, " ", *v, ", expected a positive degree");
+    overflow = overflow || !mul_into(product, *v, product);
+    named += (named.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(*v);
+  };
+  use("--tp", pins.tp);
+  use("--pp", pins.pp);
+  use("--dp", pins.dp);
+  use("--cp", pins.cp);
+  SP_CHECK(!overflow, "pins contradict the job: ", named,
+           " overflows, expected tp * pp * dp * cp = ", g);
+  const bool all = pins.tp && pins.pp && pins.dp && pins.cp;
+  SP_CHECK(g % product == 0 && (!all || product == g), "pins contradict the job: ", named, " = ",
+           product, " ranks, which ", all ? "differs from" : "does not divide", " --gpus ", g,
+           ", expected tp * pp * dp * cp = ", g);
+  if (pins.tp && pins.pp && pins.dp && !pins.cp) {
+    SP_CHECK(product == g, "pins contradict the job: ", named, " = ", product,
+             " ranks but --gpus is ", g, ", expected tp * pp * dp (* cp) = ", g);
+  }
+  if (pins.zero) {
+    SP_CHECK(*pins.zero >= 0 && *pins.zero <= 3, "--zero ", *pins.zero, ", expected 0, 1, 2 or 3");
+    SP_CHECK(*pins.zero == 0 || ((!pins.dp || *pins.dp > 1) && g > 1), "--zero ", *pins.zero,
+             pins.dp ? " with --dp 1" : " on 1 GPU",
+             ": ZeRO shards the training state over data-parallel ranks, expected --dp > 1 (or "
+             "--zero 0)");
+  }
+  if (pins.recompute_layers) {
+    SP_CHECK(*pins.recompute_layers >= 1 && *pins.recompute_layers <= L, "--recompute-layers ",
+             *pins.recompute_layers, ", expected between 1 and the model's ", L, " layers");
+    SP_CHECK(!pins.recompute || *pins.recompute == RecomputePolicy::kFull, "--recompute-layers ",
+             *pins.recompute_layers, " with --recompute ", tensor::to_string(*pins.recompute),
+             ", expected --recompute full (partial recomputation recomputes whole layers)");
+  }
+  if (pins.tp && *pins.tp > 1) {
+    SP_CHECK(has_tp_plan, "--tp ", *pins.tp, ": model family ", model.model_type,
+             " has no tensor-parallel plan yet, expected --tp 1");
+  }
+  if (pins.sequence_parallel && *pins.sequence_parallel) {
+    SP_CHECK(!pins.tp || *pins.tp > 1,
+             "--sequence-parallel on with --tp 1: sequence parallelism splits the activations that "
+             "tensor parallelism leaves whole, expected --tp > 1 (or --sequence-parallel off)");
+    SP_CHECK(has_tp_plan && per_node > 1 && g > 1,
+             "--sequence-parallel on needs tensor "
+             "parallelism, which ",
+             !has_tp_plan ? "model family " + model.model_type + " has no plan for"
+                          : std::string("one GPU per node cannot run"),
+             ", expected --sequence-parallel off");
+  }
+  if (pins.pp) {
+    SP_CHECK(*pins.pp <= L, "--pp ", *pins.pp, " stages for the model's ", L,
+             " layers, expected at most ", L, " (a layer per stage at least)");
+  }
+  if (pins.virtual_stages && *pins.virtual_stages > 1) {
+    const int64_t v = *pins.virtual_stages;
+    SP_CHECK(!pins.pp || *pins.pp > 1, "--virtual-stages ", v,
+             " with --pp 1: interleaving splits each pipeline rank's layers into model chunks, "
+             "expected --pp > 1 (or --virtual-stages 1)");
+    const int64_t least_pp = pins.pp.value_or(2);
+    SP_CHECK(v <= L / least_pp, "--virtual-stages ", v, " x ", pins.pp ? "--pp " : "at least ",
+             least_pp, " stages needs a layer per model chunk, but the model has ", L,
+             " layers, expected --virtual-stages at most ", std::max<int64_t>(1, L / least_pp));
+  }
+  if (pins.micro_batch) {
+    const int64_t mb = *pins.micro_batch;
+    SP_CHECK(setup.global_batch % mb == 0, "--micro-batch ", mb, " does not divide --global-batch ",
+             setup.global_batch,
+             ", expected a divisor of the global batch (every data-parallel "
+             "rank runs whole micro-batches)");
+  }
+  if (pins.dp) {
+    SP_CHECK(setup.global_batch % *pins.dp == 0, "--global-batch ", setup.global_batch,
+             " is not divisible by --dp ", *pins.dp,
+             ", expected a multiple of the data-parallel degree");
+    if (pins.micro_batch) {
+      int64_t per_step = 0;
+      SP_CHECK(
+          mul_into(*pins.dp, *pins.micro_batch, per_step) && setup.global_batch % per_step == 0,
+          "--global-batch ", setup.global_batch, " is not divisible by --dp ", *pins.dp,
+          " x --micro-batch ", *pins.micro_batch, ", expected a multiple of their product");
+    }
+  }
+  if (pins.cp && *pins.cp > 1) {
+    SP_CHECK(setup.seq % *pins.cp == 0 && (setup.seq / *pins.cp) % 2 == 0, "--cp ", *pins.cp,
+             ": --seq ", setup.seq, " is not divisible by 2 x ", *pins.cp,
+             ", expected a multiple (each context-parallel rank takes two balanced chunks)");
+  }
+  if (pins.ep && *pins.ep > 1) {
+    const int64_t experts = model.num_local_experts;
+    SP_CHECK(experts > 0, "--ep ", *pins.ep, " on a dense model (", model.model_type,
+             "), expected --ep 1");
+    SP_CHECK(experts % *pins.ep == 0, "--ep ", *pins.ep, " does not divide the model's ", experts,
+             " experts, expected a divisor of ", experts);
+  }
+}
+
+template <typename Visit>
+void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
+  const int64_t g = setup.gpus;
+  const int64_t L = model.num_hidden_layers;
+  std::vector<int64_t> tps;
+  for (int64_t t : divisors(g, has_tp_plan ? per_node : 1)) {
+    if (model.num_attention_heads % t != 0) continue;
+    if (model.num_key_value_heads % t != 0 && t % model.num_key_value_heads != 0) continue;
+    tps.push_back(t);
+  }
+  std::vector<int64_t> cps;
+  for (int64_t c = 1; c <= g; c *= 2) {
+    if (setup.seq % (2 * c) == 0 || c == 1) cps.push_back(c);
+  }
+  for (int64_t tp : pinned_or(pins.tp, tps)) {
+    for (int64_t cp : pinned_or(pins.cp, cps)) {
+      if (g % (tp * cp) != 0) {
+        pruned.add(kWorldUndivided);
+        continue;
+      }
+      for (int64_t pp : pinned_or(pins.pp, divisors(g / (tp * cp), L))) {
+        if (g % (tp * cp * pp) != 0) {
+          pruned.add(kWorldUndivided);
+          continue;
+        }
+        const int64_t dp = g / (tp * cp * pp);
+        if (pins.dp && *pins.dp != dp) {
+          pruned.add(kDpNotThePin);
+          continue;
+        }
+        if (setup.global_batch % dp != 0) {
+          pruned.add(kBatchByDp);
+          continue;
+        }
+        std::vector<int64_t> eps = {1};
+        if (model.num_local_experts > 0) {
+          eps.clear();
+          for (int64_t e : divisors(dp, model.num_local_experts)) {
+            if (model.num_local_experts % e == 0 &&
+                model.num_local_experts / e >= model.num_experts_per_tok) {
+              eps.push_back(e);
+            }
+          }
+        }
+        std::vector<int64_t> mbs;
+        for (int64_t b = 1; b <= kMaxSearchedMicroBatch; b *= 2) {
+          if ((setup.global_batch / dp) % b == 0) mbs.push_back(b);
+        }
+        std::vector<int> zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+        std::vector<DimOrder> orders = {DimOrder::kTpInner};
+        if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
+        for (int64_t ep : pinned_or(pins.ep, eps)) {
+          if (dp % ep != 0) {
+            pruned.add(kEpByDp);
+            continue;
+          }
+          for (DimOrder order : orders) {
+            for (int zero : pinned_or(pins.zero, zeros)) {
+              for (int64_t mb : pinned_or(pins.micro_batch, mbs)) {
+                if (setup.global_batch % (dp * mb) != 0) {
+                  pruned.add(kBatchByMicroBatch);
+                  continue;
+                }
+                const int64_t m = setup.global_batch / (dp * mb);
+                std::vector<int64_t> vs = {1};
+                if (pp > 1 && m % pp == 0) {
+                  for (int64_t v = 2; v <= kMaxSearchedVirtualStages; ++v) {
+                    if (pp * v <= L) vs.push_back(v);
+                  }
+                }
+                for (RecomputePolicy rc :
+                     pins.recompute_layers
+                         ? std::vector<RecomputePolicy>{RecomputePolicy::kFull}
+                         : pinned_or(pins.recompute, std::vector<RecomputePolicy>(
+                                                         kPolicies.begin(), kPolicies.end()))) {
+                  for (bool sp :
+                       pinned_or(pins.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                : std::vector<bool>{false})) {
+                    for (int64_t v : pinned_or(pins.virtual_stages, vs)) {
+                      ParallelConfig c{.tp = tp,
+                                       .pp = pp,
+                                       .dp = dp,
+                                       .cp = cp,
+                                       .ep = ep,
+                                       .zero = zero,
+                                       .micro_batch = mb,
+                                       .recompute = rc,
+                                       .recompute_layers = pins.recompute_layers.value_or(0),
+                                       .virtual_stages = v,
+                                       .sequence_parallel = sp,
+                                       .precision = options.precision};
+                      if (sp && tp == 1) {
+                        pruned.add(kSpWithoutTp);
+                        continue;
+                      }
+                      if (zero > 0 && dp == 1) {
+                        pruned.add(kZeroWithoutDp);
+                        continue;
+                      }
+                      if (v > 1 && (pp == 1 || m % pp != 0 || L < pp * v)) {
+                        pruned.add(kChunks);
+                        continue;
+                      }
+                      visit(c, order);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, TrainingSetup setup,
+                 PlannerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& I = *impl_;
+  check_training_setup(model, setup);
+  // The search traces micro-batches of up to kMaxSearchedMicroBatch sequences: their widest
+  // activation (tokens x vocab for the logits) must be a countable number of bytes.
+  const double widest = static_cast<double>(
+      std::max({model.vocab_size, model.intermediate_size, 3 * model.hidden_size,
+                model.num_attention_heads * model.head_dim}));
+  SP_CHECK(static_cast<double>(setup.seq) * kMaxSearchedMicroBatch * widest * 8 < 9.2e18, "--seq ",
+           setup.seq, ": a micro-batch's activations (", kMaxSearchedMicroBatch, " x ", setup.seq,
+           " tokens x ", static_cast<int64_t>(widest),
+           " elements) would exceed 2^63 bytes, expected a shorter --seq");
+  // Throws for a GPU count the cluster cannot hold (naming the nodes and GPUs per node).
+  const collectives::RankPlacement placed =
+      collectives::place_ranks(cluster, {.world = setup.gpus});
+  I.per_node = placed.ranks_per_node;
+  I.model = std::move(model);
+  I.cluster = std::move(cluster);
+  I.setup = setup;
+  I.options = options;
+  I.has_tp_plan = !tensor::family_of(I.model).tp_plan.empty();
+  const bool cpu = I.cluster.accelerator.arch == collectives::Arch::kCpu;
+  I.dtype = cpu ? tensor::DType::kFloat32 : tensor::DType::kBFloat16;
+  StepContext& ctx = I.ctx;
+  ctx.layers = I.model.num_hidden_layers;
+  ctx.hidden = I.model.hidden_size;
+  ctx.setup = setup;
+  ctx.compute = compute_model(I.cluster, options.precision);
+  ctx.recipe = cpu ? MixedPrecision::adam_fp32() : MixedPrecision::adam_16bit();
+  ctx.activation_itemsize = tensor::itemsize(I.dtype);
+  const collectives::Cluster sized = collectives::cluster_for(I.cluster, placed);
+  ctx.memory_capacity_bytes = sized.accelerator.memory_gb.value * 1e9;
+  ctx.context_bytes = cpu ? 0 : kGpuContextBytes;
+  ctx.moe = I.model.num_local_experts > 0;
+  I.flops_per_token = model_flops_per_token(I.model, setup.seq);
+}
+
+Planner::~Planner() = default;
+
+SearchResult Planner::search(const Pins& pins, int64_t top_k,
+                             const std::function<bool(const ParallelConfig&)>& keep) {
+  SearchResult all;
+  std::vector<std::function<bool(const ParallelConfig&)>> filters;
+  if (keep) filters.push_back(keep);
+  (void)best_of_each(pins, filters, &all, top_k);
+  return all;
+}
+
+std::vector<Planner::Best> Planner::best_of_each(
+    const Pins& pins, const std::vector<std::function<bool(const ParallelConfig&)>>& filters,
+    SearchResult* all, int64_t top_k) {
+  Impl& I = *impl_;
+  I.check_pins(pins);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Best> best(filters.size());
+  FastestAndFront kept(all != nullptr ? top_k : 0);
+  SearchResult r;
+  std::vector<bool> in(filters.size());
+  std::array<int64_t, kFamilyKeys> rejected{};
+  std::array<ParallelConfig, kFamilyKeys> family_example{};
+  std::vector<int64_t> rejected_per_filter(filters.size(), 0);
+  // Counts an evaluated configuration (and, when it does not fit, its family's rejection).
+  auto count = [&](const ParallelConfig& c, const StepResult& s) {
+    ++r.evaluated;
+    if (I.options.progress && r.evaluated % 4096 == 0) {
+      I.options.progress(
+          r.evaluated,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    for (size_t f = 0; f < filters.size(); ++f) best[f].evaluated += in[f] ? 1 : 0;
+    if (!s.fits) {
+      // Counted by a small family key here, named once at the end: building the family's name
+      // for every rejected candidate cost more than evaluating it.
+      const size_t key = family_key(c);
+      if (rejected[key]++ == 0) family_example[key] = c;
+      for (size_t f = 0; f < filters.size(); ++f) {
+        if (in[f]) ++rejected_per_filter[f];
+      }
+    }
+  };
+  // Ranks a configuration that fits.
+  auto offer = [&](const ParallelConfig& c, DimOrder order, const StepResult& s) {
+    ++r.feasible;
+    const PlanResult p = I.result_of(c, order, s);
+    for (size_t f = 0; f < filters.size(); ++f) {
+      if (in[f] && (!best[f].best || faster(p, *best[f].best))) best[f].best = p;
+    }
+    if (all != nullptr) kept.add(p);
+  };
+  std::optional<PlanResult> least;  // the evaluated candidate needing the least memory
+  auto consider = [&](const ParallelConfig& c, DimOrder order, const StepResult& s) {
+    count(c, s);
+    if (s.fits) offer(c, order, s);
+  };
+  Pruned pruned;
+  I.enumerate(pins, pruned, [&](const ParallelConfig& c, DimOrder order) {
+    bool any = filters.empty();
+    for (size_t f = 0; f < filters.size(); ++f) {
+      in[f] = filters[f](c);
+      any = any || in[f];
+    }
+    if (!any) return;
+    Impl::WorkEntry& e = I.work_for(c);
+    const DimLinks& links = I.links_for(c, order);
+    const LayerParameters& params = I.params_for(c.tp);
+    const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[4]);
+    const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp, I.stored_block(c));
+    consider(c, order, s);
+    if (!least || s.memory_bytes < least->memory_bytes) least = I.result_of(c, order, s);
+    if (c.recompute != RecomputePolicy::kFull || c.recompute_layers > 0 || pins.recompute ||
+        !s.fits) {
+      return;
+    }
+    // Partial recomputation: the fewest recomputed layers per chunk that still fit (memory falls
+    // and time rises with the count). Each count tried is an evaluated configuration; only the
+    // fastest that fits is offered.
+    const int64_t chunk =
+        (std::max({s.stages.first, s.stages.last, s.stages.middle_max}) + c.virtual_stages - 1) /
+        c.virtual_stages;
+    if (chunk <= 1) return;
+    ParallelConfig p = c;
+    p.recompute_layers = 1;
+    const PartWork* stored = I.stored_block(p);
+    auto try_layers = [&](int64_t n) {
+      p.recompute_layers = n;
+      const StepResult t = evaluate(I.ctx, p, e.work, links, params, nullptr, &tp, stored);
+      count(p, t);
+      return t;
+    };
+    int64_t lo = 1, hi = chunk - 1;
+    StepResult fit = try_layers(hi);
+    if (!fit.fits) return;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      const StepResult t = try_layers(mid);
+      if (t.fits) {
+        hi = mid;
+        fit = t;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    p.recompute_layers = hi;
+    offer(p, order, fit);
+  });
+  if (I.options.progress) I.options.progress(-1, 0);
+  r.pruned = pruned.total;
+  for (size_t rule = 0; rule < kPruneRules; ++rule) {
+    if (pruned.by[rule] > 0) r.pruned_by[std::string(kPruneRuleNames[rule])] = pruned.by[rule];
+  }
+  if (r.evaluated == 0) {
+    // Nothing could even be priced: the pins (or the job) break a rule every candidate needs.
+    std::string why;
+    for (const auto& [rule, n] : r.pruned_by) {
+      why += (why.empty() ? "" : "; ") + std::to_string(n) + " pruned: " + rule;
+    }
+    const std::string pinned = pins_text(pins);
+    SP_FAIL(pinned.empty() ? "no configuration can run this job"
+                           : "no configuration satisfies the pins " + pinned,
+            " (--gpus ", I.setup.gpus, ", --global-batch ", I.setup.global_batch, ", --seq ",
+            I.setup.seq, ", ", I.model.num_hidden_layers,
+            " layers): ", why.empty() ? std::string("no candidate") : why,
+            pinned.empty() ? "; expected a job that some split of the GPUs can run"
+                           : "; expected pins that some configuration can meet");
+  }
+  r.least_memory = least;
+  for (size_t key = 0; key < kFamilyKeys; ++key) {
+    if (rejected[key] > 0)
+      r.rejected[family_of(family_example[key])]["exceeds memory"] += rejected[key];
+  }
+  for (size_t f = 0; f < filters.size(); ++f) {
+    if (rejected_per_filter[f] > 0) best[f].rejected["exceeds memory"] += rejected_per_filter[f];
+  }
+  if (all != nullptr) {
+    r.pareto = kept.take_front();
+    r.top = kept.take_top();
+    r.cached_blocks = static_cast<int64_t>(I.traces.size());
+    r.cached_work = static_cast<int64_t>(I.work.size());
+    r.search_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    *all = std::move(r);
+  }
+  return best;
+}
+
+PlanResult Planner::estimate(const ParallelConfig& c, DimOrder order, Bill* bill) {
+  Impl& I = *impl_;
+  check_parallel_config(I.model, I.setup, c);
+  SP_CHECK(c.tp == 1 || I.has_tp_plan, "--tp ", c.tp, ": model family ", I.model.model_type,
+           " has no tensor-parallel plan yet, expected --tp 1");
+  return I.result_of(c, order, I.eval(c, order, bill));
+}
+
+const tensor::ModelConfig& Planner::model() const { return impl_->model; }
+const collectives::Cluster& Planner::cluster() const { return impl_->cluster; }
+const TrainingSetup& Planner::setup() const { return impl_->setup; }
+const PlannerOptions& Planner::options() const { return impl_->options; }
+const StepContext& Planner::context() const { return impl_->ctx; }
+
+}  // namespace shardplan::planner

@@ -1,0 +1,131 @@
+// Tensor-parallel plans (planner/cost/tensor_parallel.h): what TP rank 0 holds, from
+// parallelize_module's local shapes, against counts written out by hand from each config
+// (Megatron's split: projections and vocabulary divided by tp, norms, routers and row-parallel
+// biases replicated).
+#include "planner/cost/tensor_parallel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "tensor/models/model_config.h"
+
+namespace shardplan::planner {
+namespace {
+
+// Llama-3-8B on 8 ranks (h 4096, 8 KV heads of 128, MLP 14336, vocab 128256, 32 layers):
+//   embedding and output layer: 128256 x 4096 / 8 = 65,667,072 each
+//   per layer: attention (2 x 4096^2 + 2 x 1024 x 4096) / 8 = 5,242,880,
+//              MLP 3 x 4096 x 14336 / 8 = 22,020,096, two RMSNorms 8,192 (replicated)
+//   32 layers x 27,271,168 + final norm 4,096 + 2 x 65,667,072 = 1,004,015,616
+TEST(TensorParallel, LlamaThreeEightBOnEightRanks) {
+  const tensor::ModelConfig c = tensor::find_model_config("llama3-8b");
+  EXPECT_EQ(tp_rank_parameters(c, 8), 1'004'015'616);
+  EXPECT_EQ(tp_rank_parameters(c, 8, 7), 1'004'015'616);  // even splits: every rank alike
+  EXPECT_EQ(tp_rank_parameters(c, 1), 8'030'261'248);     // the whole model
+}
+
+// Mixtral-8x7B on 4 ranks: every expert split like a gated MLP, the router replicated.
+//   embedding and output layer: 32000 x 4096 / 4 = 32,768,000 each
+//   per layer: attention 41,943,040 / 4 = 10,485,760; experts 8 x 3 x 4096 x 14336 / 4 =
+//              352,321,536; router 4096 x 8 = 32,768; norms 8,192
+//   32 x 362,848,256 + 4,096 + 2 x 32,768,000 = 11,676,684,288
+TEST(TensorParallel, MixtralExpertsSplitByTensorParallelism) {
+  EXPECT_EQ(tp_rank_parameters(tensor::find_model_config("mixtral-8x7b"), 4), 11'676'684'288);
+}
+
+// GPT-NeoX-20B on 8 ranks (h 6144, MLP 24576, vocab 50432, 44 layers; biases everywhere):
+//   embed_in and embed_out: 50432 x 6144 / 8 = 38,731,776 each
+//   per layer: query_key_value (3h x h + 3h) / 8 = 14,158,080; dense h x h / 8 = 4,718,592 plus
+//              its bias 6,144 (row-parallel: replicated); dense_h_to_4h (4h x h + 4h) / 8 =
+//              18,877,440; dense_4h_to_h 4h x h / 8 = 18,874,368 plus bias 6,144; two LayerNorms
+//              24,576
+//   44 x 56,665,344 + final LayerNorm 12,288 + 2 x 38,731,776 = 2,570,750,976
+TEST(TensorParallel, GptNeoxFusedQkvSplitsByHead) {
+  EXPECT_EQ(tp_rank_parameters(tensor::find_model_config("gpt-neox-20b"), 8), 2'570'750'976);
+}
+
+// GPT-2 small on 4 ranks (h 768, vocab 50257, 12 layers, 1024 positions; Conv1D weights [in, out],
+// output layer tied to wte):
+//   wte by vocabulary rows: torch.chunk of 50257 into 4 gives 12565, 12565, 12565, 12562 rows, so
+//   rank 0 holds 12565 x 768 = 9,649,920 and rank 3 12562 x 768 = 9,647,616; wpe 786,432 replicated
+//   per layer: c_attn (768 x 2304 + 2304) / 4 = 442,944 (q, k and v each split: SS1:3);
+//              attn.c_proj 768 x 768 / 4 = 147,456 plus its bias 768; c_fc (768 x 3072 + 3072) / 4
+//              = 590,592; mlp.c_proj 3072 x 768 / 4 = 589,824 plus bias 768; ln_1, ln_2 3,072
+//   rank 0: 9,649,920 + 786,432 + 12 x 1,775,424 + ln_f 1,536 = 31,742,976
+TEST(TensorParallel, GptTwoFusedQkvAndConv1D) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  EXPECT_EQ(tp_rank_parameters(gpt2, 4, 0), 31'742'976);
+  EXPECT_EQ(tp_rank_parameters(gpt2, 4, 3), 31'742'976 - 9'649'920 + 9'647'616);
+  EXPECT_EQ(tp_rank_parameters(gpt2, 1), 124'439'808);
+  const std::vector<mesh::StyleRule> rules = tensor_parallel_rules(tensor::family_of(gpt2));
+  ASSERT_EQ(rules.size(), 6u);
+  EXPECT_EQ(rules[1].fused_parts, 3);
+}
+
+TEST(TensorParallel, EveryFamilyHasAPlanAndBadRanksAreErrors) {
+  EXPECT_THROW((void)tp_rank_parameters(tensor::find_model_config("gpt2"), 2, 2), Error);
+  EXPECT_THROW((void)tp_rank_parameters(tensor::find_model_config("gpt2"), 0), Error);
+  // Every registered plan names modules its family builds (parallelize_module refuses a pattern
+  // that matches nothing) and lays tied weights out consistently.
+  for (const char* model :
+       {"llama3-8b", "mistral-7b", "qwen2.5-7b", "gemma-7b", "pythia-160m", "megatron-gpt-1.7"}) {
+    EXPECT_NO_THROW((void)tp_rank_parameters(tensor::find_model_config(model), 2)) << model;
+  }
+}
+
+// Pipeline stages of Llama-3-8B, tp 8 x pp 4: 8 layers of 27,271,168 each per stage (see above);
+// the embedding (65,667,072) on stage 0, the final norm (4,096) and output layer (65,667,072) on
+// stage 3. The stages sum to the TP rank's 1,004,015,616.
+TEST(StageParameters, LlamaEmbeddingFirstHeadLast) {
+  const std::vector<int64_t> s = stage_parameters(tensor::find_model_config("llama3-8b"), 8, 4);
+  const int64_t layers = 8 * int64_t{27'271'168};
+  EXPECT_EQ(
+      s, (std::vector<int64_t>{65'667'072 + layers, layers, layers, layers + 4'096 + 65'667'072}));
+}
+
+// GPT-2 small, pp 2, no TP: 6 layers of 7,087,872 per stage (7,083,264 in projections, 4,608 in
+// biases of row-parallel layers and norms). Stage 0 holds wte 38,597,376 and wpe 786,432; stage 1
+// holds ln_f 1,536 and the output layer, which is wte tied: Megatron keeps a copy there, so the
+// stages sum to 124,439,808 + 38,597,376. With one stage the tied weight counts once.
+TEST(StageParameters, TiedEmbeddingLivesOnBothEnds) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  const int64_t half = 6 * int64_t{7'087'872};
+  EXPECT_EQ(stage_parameters(gpt2, 1, 2),
+            (std::vector<int64_t>{38'597'376 + 786'432 + half, half + 1'536 + 38'597'376}));
+  EXPECT_EQ(stage_parameters(gpt2, 1, 1), (std::vector<int64_t>{124'439'808}));
+  // 12 layers over 5 stages: floor(s 12 / 5) = 0, 2, 4, 7, 9, 12 -> 2, 2, 3, 2, 3 layers.
+  const std::vector<int64_t> five = stage_parameters(gpt2, 1, 5);
+  EXPECT_EQ(five[1], 2 * int64_t{7'087'872});
+  EXPECT_EQ(five[2], 3 * int64_t{7'087'872});
+  EXPECT_THROW((void)stage_parameters(gpt2, 1, 13), Error);
+}
+
+}  // namespace
+// What the planner relies on to count parameters from a 3-layer copy of a model (planner.cpp,
+// params_for): one layer per stage, the full model's list is [first, middle x (L - 2), last] of
+// the copy's, for dense, tied, fused and MoE families, with and without TP.
+TEST(StageParameters, ThreeLayerCopyGivesEveryLayer) {
+  for (const char* name : {"llama3-8b", "gpt2", "mixtral-8x7b", "pythia-160m"}) {
+    const tensor::ModelConfig full = tensor::find_model_config(name);
+    tensor::ModelConfig small = full;
+    small.num_hidden_layers = 3;
+    for (int64_t tp : {1, 2}) {
+      const std::vector<int64_t> every = stage_parameters(full, tp, full.num_hidden_layers, 0);
+      const std::vector<int64_t> few = stage_parameters(small, tp, 3, 0);
+      std::vector<int64_t> expanded(static_cast<size_t>(full.num_hidden_layers), few[1]);
+      expanded.front() = few[0];
+      expanded.back() = few[2];
+      EXPECT_EQ(every, expanded) << name << " tp " << tp;
+      int64_t sum_every = 0, sum_few = 0;
+      for (int64_t n : every) sum_every += n;
+      for (int64_t n : few) sum_few += n;
+      // Tied weights counted on both ends, the same amount in both models.
+      EXPECT_EQ(sum_every - tp_rank_parameters(full, tp, 0),
+                sum_few - tp_rank_parameters(small, tp, 0))
+          << name << " tp " << tp;
+    }
+  }
+}
+
+}  // namespace shardplan::planner

@@ -1,0 +1,46 @@
+// Model FLOPs and MFU (planner/cost/training_metrics.h), written out by hand for GPT-2 small
+// (124,439,808 parameters with the tied output layer counted once, the published size; 12 layers,
+// hidden 768).
+#include "planner/cost/training_metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+
+namespace shardplan::planner {
+namespace {
+
+TEST(TrainingMetrics, GptTwoModelFlopsPerToken) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  EXPECT_EQ(parameter_count(gpt2), 124'439'808);
+  // 6 N = 746,638,848; 12 L h s = 12 x 12 x 768 x 1024 = 113,246,208.
+  EXPECT_DOUBLE_EQ(model_flops_per_token(gpt2, 1024), 746'638'848.0 + 113'246'208.0);
+  EXPECT_THROW(model_flops_per_token(gpt2, 0), Error);
+}
+
+TEST(TrainingMetrics, MixtureOfExpertsCountsTheExpertsATokenUses) {
+  const tensor::ModelConfig mixtral = tensor::find_model_config("mixtral-8x7b");
+  // 32 layers of 8 experts, each w1, w2, w3 of 4096 x 14336; a token uses 2 of the 8
+  // (Jiang et al. 2024: 47B parameters, 13B active).
+  const int64_t expert = int64_t{3} * 4096 * 14336;
+  const int64_t total = parameter_count(mixtral);
+  EXPECT_EQ(active_parameter_count(mixtral), total - 32 * 8 * expert + 32 * 2 * expert);
+  EXPECT_NEAR(static_cast<double>(active_parameter_count(mixtral)), 12.9e9, 0.1e9);
+  // Dense models: every parameter is active.
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  EXPECT_EQ(active_parameter_count(gpt2), parameter_count(gpt2));
+}
+
+TEST(TrainingMetrics, MfuIsModelFlopsOverPeakTime) {
+  // 859,885,056 FLOPs per token x 2^20 tokens in 0.5 s on 8 GPUs of 989 TFLOP/s:
+  // 9.0166e14 / (8 x 989e12 x 0.5) = 0.227920...
+  const double f = 859'885'056.0;
+  EXPECT_NEAR(mfu(f, 1 << 20, 8, 989e12, 0.5), f * 1048576 / (8 * 989e12 * 0.5), 1e-15);
+  EXPECT_NEAR(mfu(f, 1 << 20, 8, 989e12, 0.5), 0.22792, 1e-5);
+  EXPECT_THAT([&] { (void)mfu(f, 1, 8, 989e12, 0); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("positive FLOPs per token")));
+}
+
+}  // namespace
+}  // namespace shardplan::planner

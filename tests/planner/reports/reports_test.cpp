@@ -1,0 +1,66 @@
+// The inspect reports as data (planner/reports/model_report.h,
+// planner/reports/checkpoint_report.h), against published parameter counts and counts worked out by
+// hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "planner/reports/checkpoint_report.h"
+#include "planner/reports/model_report.h"
+
+namespace shardplan::planner {
+namespace {
+
+const std::string kData = SHARDPLAN_TEST_DATA_DIR;
+
+TEST(ModelReport, Gpt2DefaultsToItsOwnPositions) {
+  const nlohmann::ordered_json r = model_report({"gpt2", std::nullopt, 1});
+  // GPT-2 small: 124,439,808 parameters (Hugging Face's count, lm_head tied to wte).
+  EXPECT_EQ(r["parameters"].get<int64_t>(), 124'439'808);
+  // No --seq: n_positions 1024 (below the 4096 cap), and the report says so.
+  EXPECT_EQ(r["seq"].get<int64_t>(), 1024);
+  EXPECT_TRUE(r["seq_is_default"].get<bool>());
+  EXPECT_THAT(r["notes"][0].get<std::string>(), ::testing::HasSubstr("seq 1024 by default"));
+}
+
+TEST(ModelReport, LongContextModelsAreCappedAndAnExplicitSeqIsKept) {
+  // Llama 3 8B has 8192 positions: the default is capped at 4096.
+  EXPECT_EQ(model_report({"llama3-8b", std::nullopt, 1})["seq"].get<int64_t>(), kDefaultSeqCap);
+  const nlohmann::ordered_json r = model_report({"gpt2", 128, 2});
+  EXPECT_EQ(r["seq"].get<int64_t>(), 128);
+  EXPECT_FALSE(r["seq_is_default"].get<bool>());
+  EXPECT_EQ(r["batch"].get<int64_t>(), 2);
+}
+
+TEST(ModelReport, BadOptionsAreBadInput) {
+  EXPECT_THAT(
+      [] {
+        model_report({"gpt2", 2048, 1});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("n_positions 1024")));
+  EXPECT_THROW(model_report({"gpt2", 0, 1}), Error);
+  EXPECT_THROW(model_report({"gpt2", 16, 0}), Error);
+}
+
+TEST(CheckpointReport, TinyLlamaFitsItsConfig) {
+  const std::string dir = kData + "/safetensors/tiny-llama";
+  const nlohmann::ordered_json r =
+      checkpoint_report(dir + "/model.safetensors", dir + "/config.json");
+  // vocab 32, hidden 16, ffn 24, 2 layers, 4 heads of 4, 2 kv heads: embed 32*16 = 512; per layer
+  // q 256 + k 128 + v 128 + o 256 + mlp 3*16*24 = 1152 + 2 norms of 16 = 1952; final norm 16;
+  // lm_head 512. 512 + 2*1952 + 16 + 512 = 4944 elements in 1 + 2*9 + 1 + 1 = 21 tensors, bf16.
+  EXPECT_EQ(r["parameters"].get<int64_t>(), 4944);
+  EXPECT_EQ(r["tensor_count"].get<int64_t>(), 21);
+  EXPECT_EQ(r["bytes"].get<int64_t>(), 2 * 4944);
+  EXPECT_EQ(r["by_dtype"]["BF16"]["parameters"].get<int64_t>(), 4944);
+  EXPECT_TRUE(r["check"]["loadable"].get<bool>());
+}
+
+TEST(CheckpointReport, WithoutACheckpointIsBadInput) {
+  EXPECT_THROW(checkpoint_report("", "gpt2"), Error);
+}
+
+}  // namespace
+}  // namespace shardplan::planner

@@ -1,0 +1,183 @@
+// The planner end to end on small jobs: GEMM efficiency written out by hand, the step model's
+// pieces against hand-computed values, pins, bad input, and compare's guarantee that auto is
+// never slower than a named strategy.
+#include "planner/search/planner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "collectives/cluster.h"
+#include "planner/cost/compute_cost.h"
+#include "planner/plan/plan_file.h"
+#include "planner/search/strategies.h"
+
+namespace shardplan::planner {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+collectives::Cluster cluster(const char* name) {
+  return collectives::load_cluster(collectives::resolve_cluster(name));
+}
+
+TEST(GemmEfficiency, TileWaveAndReductionByHand) {
+  ComputeModel a;
+  a.peak_flops = 312e12;
+  a.matmul_efficiency = 0.859;
+  a.streaming_multiprocessors = 108;
+  // 2048 x 6912 x 2304: 16 x 54 = 864 tiles of 128 x 128 = 8 full waves on 108 SMs, no tile
+  // padding; K / (K + 64) = 2304 / 2368.
+  EXPECT_NEAR(gemm_efficiency(a, {.batch = 1, .m = 2048, .n = 6912, .k = 2304}),
+              0.859 * 2304.0 / 2368.0, 1e-12);
+  // 200 x 200 x 1000: 2 x 2 tiles (256 x 256 padded: 40000 / 65536), 4 tiles on 108 SMs,
+  // 1000 / 1064.
+  EXPECT_NEAR(gemm_efficiency(a, {.batch = 1, .m = 200, .n = 200, .k = 1000}),
+              0.859 * (40000.0 / 65536.0) * (4.0 / 108.0) * (1000.0 / 1064.0), 1e-12);
+  // 12 batches of 2 x 2 tiles = 48 tiles; without an SM count, no wave term.
+  a.streaming_multiprocessors = 0;
+  EXPECT_NEAR(gemm_efficiency(a, {.batch = 12, .m = 256, .n = 256, .k = 64}), 0.859 * 0.5, 1e-12);
+}
+
+TEST(ComputeModel, ReadsTheClusterFile) {
+  const ComputeModel a = compute_model(cluster("dgx-a100-80g"), Precision::kBf16);
+  EXPECT_DOUBLE_EQ(a.peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(a.matmul_efficiency, 0.67);  // calibrated on SC21 Table 1
+  EXPECT_EQ(a.streaming_multiprocessors, 108);
+  // Note [HBM efficiency]: the datasheet 2,039 GB/s times the measured fraction 0.88.
+  EXPECT_DOUBLE_EQ(a.memory_bytes_per_s, 2039e9 * 0.88);
+  // The H100's measured fraction (docs/cost-model.md §8.6): 0.90 of the datasheet 3.35 TB/s.
+  EXPECT_DOUBLE_EQ(compute_model(cluster("dgx-h100"), Precision::kBf16).memory_bytes_per_s,
+                   3350e9 * 0.90);
+  // A file without the fraction (dgx-b200) streams at the datasheet 8 TB/s.
+  EXPECT_DOUBLE_EQ(compute_model(cluster("dgx-b200"), Precision::kBf16).memory_bytes_per_s, 8000e9);
+  const ComputeModel h = compute_model(cluster("dgx-h100"), Precision::kFp8);
+  EXPECT_DOUBLE_EQ(h.peak_flops, 1978.9e12);
+  EXPECT_DOUBLE_EQ(h.mfu_peak_flops, 989.4e12);  // MFU stays against the bf16 peak
+  EXPECT_THAT([] { (void)compute_model(cluster("dgx-a100-80g"), Precision::kFp8); },
+              ThrowsMessage<Error>(HasSubstr("states no fp8 peak")));
+}
+
+TEST(Planner, PinsFixTheirDimensions) {
+  Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  Pins pins;
+  pins.tp = 8;
+  pins.pp = 2;
+  const SearchResult r = p.search(pins, 5);
+  ASSERT_FALSE(r.top.empty());
+  for (const PlanResult& x : r.top) {
+    EXPECT_EQ(x.config.tp, 8);
+    EXPECT_EQ(x.config.pp, 2);
+    EXPECT_EQ(x.config.dp * x.config.cp, 4);
+    EXPECT_GT(x.mfu, 0);
+    EXPECT_LE(x.mfu, 1);
+    // tokens per second is the global batch's tokens over the step.
+    EXPECT_NEAR(x.tokens_per_s * x.step_time_s, 256.0 * 4096, 1e-6);
+  }
+  EXPECT_GT(r.evaluated, 0);
+  EXPECT_LE(r.feasible, r.evaluated);
+  // The top list is sorted, and the Pareto front starts at the fastest plan.
+  for (size_t i = 1; i < r.top.size(); ++i) {
+    EXPECT_LE(r.top[i - 1].step_time_s, r.top[i].step_time_s);
+  }
+  ASSERT_FALSE(r.pareto.empty());
+  EXPECT_EQ(r.pareto.front().step_time_s, r.top.front().step_time_s);
+}
+
+// The search keeps the k fastest plans and the Pareto front as it streams (it does not store
+// every feasible plan): both must equal what ranking all feasible plans gives.
+TEST(Planner, TopKAndParetoFrontEqualRankingEveryPlan) {
+  Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  const SearchResult every = p.search({}, 1'000'000);
+  ASSERT_EQ(static_cast<int64_t>(every.top.size()), every.feasible);
+  ASSERT_GT(every.feasible, 100);
+  const SearchResult five = p.search({}, 5);
+  ASSERT_EQ(five.top.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(five.top[i].config, every.top[i].config);
+    EXPECT_EQ(five.top[i].order, every.top[i].order);
+  }
+  // The front by its definition, swept over the full ranking: each plan that uses less memory
+  // than every faster one.
+  std::vector<const PlanResult*> front;
+  int64_t least = INT64_MAX;
+  for (const PlanResult& x : every.top) {
+    if (x.memory_bytes < least) {
+      front.push_back(&x);
+      least = x.memory_bytes;
+    }
+  }
+  ASSERT_EQ(five.pareto.size(), front.size());
+  for (size_t i = 0; i < front.size(); ++i) {
+    EXPECT_EQ(five.pareto[i].config, front[i]->config);
+    EXPECT_EQ(five.pareto[i].memory_bytes, front[i]->memory_bytes);
+  }
+  EXPECT_GT(front.size(), 1u);
+}
+
+TEST(Planner, ContradictoryPinsAreOneLine) {
+  Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  Pins pins;
+  pins.tp = 8;
+  pins.pp = 4;
+  pins.dp = 4;
+  EXPECT_THAT([&] { (void)p.search(pins, 1); },
+              ThrowsMessage<Error>(HasSubstr("--tp 8 x --pp 4 x --dp 4 = 128")));
+  Pins odd;
+  odd.dp = 3;
+  EXPECT_THAT([&] { (void)p.search(odd, 1); }, ThrowsMessage<Error>(HasSubstr("does not divide")));
+  Planner q(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 64, .seq = 4096, .global_batch = 100}, {});
+  Pins eight;
+  eight.dp = 8;
+  EXPECT_THAT([&] { (void)q.search(eight, 1); },
+              ThrowsMessage<Error>(HasSubstr("--global-batch 100 is not divisible by --dp 8")));
+  EXPECT_THAT(
+      [] {
+        Planner q(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+                  {.gpus = 64, .seq = 1 << 20, .global_batch = 256}, {});
+      },
+      ThrowsMessage<Error>(HasSubstr("max_position_embeddings")));
+  EXPECT_THROW(Planner(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+                       {.gpus = 0, .seq = 4096, .global_batch = 256}, {}),
+               Error);
+}
+
+TEST(Planner, AutoIsNeverSlowerThanANamedStrategy) {
+  Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 16, .seq = 2048, .global_batch = 64}, {});
+  const std::vector<Strategy> s = parse_strategies("ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto");
+  std::vector<std::function<bool(const ParallelConfig&)>> keep;
+  for (const Strategy& x : s) keep.push_back(x.keep);
+  const std::vector<Planner::Best> best = p.best_of_each({}, keep, nullptr);
+  ASSERT_TRUE(best.back().best.has_value());
+  for (size_t i = 0; i + 1 < best.size(); ++i) {
+    if (best[i].best) {
+      EXPECT_LE(best.back().best->step_time_s, best[i].best->step_time_s);
+    }
+  }
+  EXPECT_THAT([] { (void)parse_strategies("ddp,fsdpp"); },
+              ThrowsMessage<Error>(HasSubstr("did you mean 'fsdp'")));
+}
+
+TEST(Planner, CpuLocalRunsFourRanksOnOneHost) {
+  Planner p(tensor::find_model_config("gpt2"), cluster("cpu-local"),
+            {.gpus = 4, .seq = 128, .global_batch = 8}, {});
+  Bill bill;
+  const PlanResult r =
+      p.estimate(default_config(p.setup(), {}, Precision::kBf16), DimOrder::kTpInner, &bill);
+  EXPECT_EQ(r.config.dp, 4);
+  EXPECT_GT(r.step_time_s, 0);
+  // fp32 Adam without a master copy: 16 bytes per parameter (ZeRO 0): 4 + 4 + 8.
+  EXPECT_EQ(bill.parameter_bytes + bill.gradient_bytes + bill.optimizer_bytes, 124'439'808 * 16);
+  const nlohmann::ordered_json doc = plan_to_json(plan_file(p, r, "gpt2"));
+  EXPECT_EQ(doc["mesh"]["shape"], nlohmann::ordered_json({1, 4, 1, 1, 1}));
+  EXPECT_EQ(doc["parameters"].size(), 148u);  // GPT-2's tensors, the tied output layer once
+}
+
+}  // namespace
+}  // namespace shardplan::planner
