@@ -13,9 +13,9 @@ CandidateMesh place_candidate(const collectives::Cluster& cluster, const Paralle
                               std::span<const int64_t> dim_order) {
   SP_CHECK(c.ep >= 1 && c.dp % c.ep == 0, "--ep ", c.ep, " does not divide --dp ", c.dp,
            ", expected expert parallelism within data parallelism");
-  std::vector<int64_t> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
+  std::vector<int64_t> shape = mesh_shape_vector(c);
   const std::optional<int64_t> world = checked_product(shape);
-  SP_CHECK(world.has_value(), "--tp ", c.tp, " x --pp ", c.pp, " x --dp ", c.dp, " x --cp ", c.cp,
+  SP_CHECK(world.has_value(), world_product_text(c),
            " overflows int64, expected a world of at most 2^63-1 ranks");
   CandidateMesh out;
   out.placement = collectives::place_ranks(cluster, {.world = *world});
@@ -25,7 +25,7 @@ CandidateMesh place_candidate(const collectives::Cluster& cluster, const Paralle
   for (size_t r = 0; r < order.size(); ++r) out.devices[r] = out.placement.device_of(order[r]);
   const collectives::Topology topo(collectives::cluster_for(cluster, out.placement));
   out.links = collectives::mesh_dim_links(topo, shape, out.devices);
-  out.mesh = mesh::DeviceMesh::from_ranks(std::move(shape), order, {"pp", "dp", "ep", "cp", "tp"});
+  out.mesh = mesh::DeviceMesh::from_ranks(std::move(shape), order, mesh_names());
   return out;
 }
 

@@ -6,8 +6,9 @@
 //   m.mesh.shape();             // {4, 2, 1, 1, 8}: pp, dp, ep, cp, tp
 //   m.links[4].link_class;      // tp: nvlink (one node); m.links[1]: dp groups cross nodes
 //
-// Note [Candidate mesh dims]: the mesh is [pp, dp / ep, ep, cp, tp] (names "pp", "dp", "ep",
-// "cp", "tp"; size-1 dims kept so every plan has the same five), ranks row-major by default: tp
+// Note [Candidate mesh dims]: the mesh is [pp, dp / ep, ep, cp, tp] (MeshDim; its names are the
+// dimensions' names of Note [Parallel dimensions]; size-1 dims kept so every plan has the same
+// five), ranks row-major by default: tp
 // fastest, so a TP group is consecutive launch ranks and sits in one node when it fits, then cp,
 // the expert split of dp, the rest of dp, and pp slowest (Megatron-LM's default order
 // tp-cp-ep-dp-pp). Expert parallelism splits the data-parallel ranks: an expert's tokens come from
@@ -23,12 +24,10 @@
 #include "collectives/rank_placement.h"
 #include "collectives/topology.h"
 #include "mesh/device_mesh.h"
-#include "planner/candidate/parallel_config.h"
+#include "planner/candidate/parallel_dims.h"
 
 namespace shardplan::planner {
 
-// Mesh dim indices of Note [Candidate mesh dims].
-enum CandidateDim : int64_t { kPpDim = 0, kDpDim = 1, kEpDim = 2, kCpDim = 3, kTpDim = 4 };
 inline constexpr std::array<int64_t, 5> kDefaultDimOrder = {kPpDim, kDpDim, kEpDim, kCpDim, kTpDim};
 
 struct CandidateMesh {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "planner/candidate/pipeline_schedule.h"
@@ -47,6 +48,15 @@ struct ParallelConfig {
   Precision precision = Precision::kBf16;
 
   bool operator==(const ParallelConfig&) const = default;
+};
+
+// What the user fixed of a configuration; the search varies the rest (search/planner.h).
+struct Pins {
+  // recompute_layers: partial recomputation (implies full; ParallelConfig::recompute_layers).
+  std::optional<int64_t> tp, pp, dp, cp, ep, micro_batch, virtual_stages, recompute_layers;
+  std::optional<int> zero;
+  std::optional<tensor::RecomputePolicy> recompute;
+  std::optional<bool> sequence_parallel;
 };
 
 // m: micro-batches each pipeline runs per step, global_batch / (micro_batch * dp).

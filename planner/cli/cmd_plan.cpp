@@ -6,11 +6,13 @@
 //   shardplan estimate ... same flags, one configuration
 //   shardplan compare ... [--strategies ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto] [--svg chart.svg]
 #include <algorithm>
+#include <array>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -54,6 +56,13 @@ std::string row_text(const PlanResult& r) {
   return os.str();
 }
 
+// "stage_communication" -> "stage communication": a JSON key as text.
+std::string text_name(std::string_view key) {
+  std::string s(key);
+  std::replace(s.begin(), s.end(), '_', ' ');
+  return s;
+}
+
 void print_bill_text(const Bill& b) {
   std::cout << "  memory per GPU: parameters "
             << human_bytes(static_cast<double>(b.parameter_bytes)) << ", gradients "
@@ -63,9 +72,13 @@ void print_bill_text(const Bill& b) {
             << human_bytes(static_cast<double>(b.transient_bytes)) << ", overhead "
             << human_bytes(static_cast<double>(b.overhead_bytes)) << " (stage " << b.peak_stage
             << ")\n"
-            << std::fixed << std::setprecision(3) << "  time: compute " << b.compute_s
-            << " s, bubble " << b.bubble_s << " s, exposed communication " << b.exposed_comm_s
-            << " s, optimizer " << b.optimizer_s << " s\n";
+            << std::fixed << std::setprecision(3) << "  time (pacing stage " << b.pacing_stage
+            << "):";
+  for (const planner::BillTimePart& t : planner::time_parts(b)) {
+    std::cout << (t.name == "compute" ? " " : ", ") << text_name(t.name) << " " << t.seconds
+              << " s";
+  }
+  std::cout << "\n";
   for (const planner::BillCollective& c : b.collectives) {
     std::cout << "  " << std::setw(52) << std::left << c.what << std::right << " " << c.mesh_dim
               << "[" << c.group_size << "] " << std::setw(10)
@@ -120,11 +133,12 @@ void explain(planner::Planner& p, const std::vector<PlanResult>& top, nlohmann::
   for (size_t i = 1; i < std::min<size_t>(top.size(), 4); ++i) {
     Bill other;
     (void)p.estimate(top[i].config, top[i].order, &other);
-    const std::vector<std::pair<std::string, double>> terms = {
-        {"compute", other.compute_s - best.compute_s},
-        {"bubble", other.bubble_s - best.bubble_s},
-        {"exposed communication", other.exposed_comm_s - best.exposed_comm_s},
-        {"optimizer", other.optimizer_s - best.optimizer_s}};
+    std::vector<std::pair<std::string, double>> terms;
+    const std::array<planner::BillTimePart, 5> a = planner::time_parts(best);
+    const std::array<planner::BillTimePart, 5> b = planner::time_parts(other);
+    for (size_t k = 0; k < a.size(); ++k) {
+      terms.emplace_back(text_name(a[k].name), b[k].seconds - a[k].seconds);
+    }
     nlohmann::ordered_json e;
     e["runner_up"] = config_text(top[i].config);
     e["slower_by_s"] = top[i].step_time_s - top[0].step_time_s;

@@ -1,6 +1,7 @@
 #include "planner/cli/compare_chart.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -85,8 +86,8 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
     << "\" y=\"52\" text-anchor=\"middle\">Step time (s)</text>\n"
     << "<text x=\"" << x2 + kPanelWidth / 2
     << "\" y=\"52\" text-anchor=\"middle\">Memory per GPU (GiB)</text>\n";
-  const char* colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2"};
-  const char* parts[] = {"compute", "bubble", "exposed communication", "optimizer"};
+  // One colour per bill time part (planner::time_parts order).
+  const char* colors[] = {"#4e79a7", "#e15759", "#f28e2b", "#b07aa1", "#76b7b2"};
   for (int i = 0; i < n; ++i) {
     const ChartRow& r = rows[static_cast<size_t>(i)];
     const int y = kTop + i * kRowHeight;
@@ -97,18 +98,15 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
         << "\" fill=\"#888\">does not fit</text>\n";
       continue;
     }
-    // The bill's parts are sums over the step; scale them to the step time so the bar is exact.
-    const double raw[] = {r.bill.compute_s, r.bill.bubble_s, r.bill.exposed_comm_s,
-                          r.bill.optimizer_s};
-    double sum = 0;
-    for (double v : raw) sum += v;
+    // The bill's time parts add up to the step time (planner::time_parts).
+    const std::array<planner::BillTimePart, 5> parts = planner::time_parts(r.bill);
     double x = x1;
-    for (int k = 0; k < 4; ++k) {
-      const double w = sum > 0 ? raw[k] / sum * r.step_time_s / tmax * kPanelWidth : 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const double w = parts[k].seconds / tmax * kPanelWidth;
       if (w > 0) {
         s << "<rect x=\"" << x << "\" y=\"" << y + 4 << "\" width=\"" << w
-          << "\" height=\"20\" fill=\"" << colors[k] << "\"><title>" << parts[k] << ": "
-          << num(raw[k] / std::max(sum, 1e-30) * r.step_time_s) << " s</title></rect>\n";
+          << "\" height=\"20\" fill=\"" << colors[k] << "\"><title>" << parts[k].name << ": "
+          << num(parts[k].seconds) << " s</title></rect>\n";
       }
       x += w;
     }
@@ -153,11 +151,14 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
   // Legend.
   const int ly = ybase + 44;
   int lx = x1;
-  for (int k = 0; k < 4; ++k) {
+  const std::array<planner::BillTimePart, 5> legend = planner::time_parts(planner::Bill{});
+  for (size_t k = 0; k < legend.size(); ++k) {
+    std::string name(legend[k].name);
+    std::replace(name.begin(), name.end(), '_', ' ');
     s << "<rect x=\"" << lx << "\" y=\"" << ly - 11 << "\" width=\"12\" height=\"12\" fill=\""
       << colors[k] << "\"/>\n<text x=\"" << lx + 16 << "\" y=\"" << ly << "\" font-size=\"12\">"
-      << parts[k] << "</text>\n";
-    lx += 40 + static_cast<int>(std::string(parts[k]).size()) * 7;
+      << name << "</text>\n";
+    lx += 40 + static_cast<int>(name.size()) * 7;
   }
   s << "</svg>\n";
   return s.str();

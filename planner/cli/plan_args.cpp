@@ -168,10 +168,10 @@ nlohmann::ordered_json bill_json(const planner::Bill& b) {
                        {"optimizer", b.optimizer_bytes},  {"activations", b.activation_bytes},
                        {"transient", b.transient_bytes},  {"overhead", b.overhead_bytes}};
   j["peak_stage"] = b.peak_stage;
-  j["time_s"] = {{"compute", b.compute_s},
-                 {"bubble", b.bubble_s},
-                 {"exposed_communication", b.exposed_comm_s},
-                 {"optimizer", b.optimizer_s}};
+  j["time_s"] = nlohmann::ordered_json::object();
+  for (const planner::BillTimePart& t : planner::time_parts(b))
+    j["time_s"][std::string(t.name)] = t.seconds;
+  j["pacing_stage"] = b.pacing_stage;
   nlohmann::ordered_json cs = nlohmann::ordered_json::array();
   for (const planner::BillCollective& c : b.collectives) {
     cs.push_back({{"what", c.what},

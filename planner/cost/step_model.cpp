@@ -82,24 +82,34 @@ PipelineSends pipeline_sends(int64_t full_bytes, int64_t tp, bool sp,
 struct LayerCost {
   double forward_s = 0, backward_s = 0;  // compute; backward includes any recomputation
   double tp_s = 0, cp_s = 0, cp_exposed_s = 0, ep_s = 0;
+  // FSDP's per-layer gathers and reduce-scatters beyond the compute they hide behind; a backward
+  // overrun is the reduce-scatter's first (it is issued last).
+  double fsdp_gather_exposed_s = 0, fsdp_scatter_exposed_s = 0;
   double total_s = 0;  // compute and everything exposed
   double retained_bytes = 0;
   // f of this and 1 - f of `other`, field by field.
   LayerCost mix(const LayerCost& o, double f) const {
     auto m = [f](double a, double b) { return f * a + (1 - f) * b; };
-    return {m(forward_s, o.forward_s), m(backward_s, o.backward_s),        m(tp_s, o.tp_s),
-            m(cp_s, o.cp_s),           m(cp_exposed_s, o.cp_exposed_s),    m(ep_s, o.ep_s),
-            m(total_s, o.total_s),     m(retained_bytes, o.retained_bytes)};
+    return {m(forward_s, o.forward_s),
+            m(backward_s, o.backward_s),
+            m(tp_s, o.tp_s),
+            m(cp_s, o.cp_s),
+            m(cp_exposed_s, o.cp_exposed_s),
+            m(ep_s, o.ep_s),
+            m(fsdp_gather_exposed_s, o.fsdp_gather_exposed_s),
+            m(fsdp_scatter_exposed_s, o.fsdp_scatter_exposed_s),
+            m(total_s, o.total_s),
+            m(retained_bytes, o.retained_bytes)};
   }
 };
 
 struct Recorder {
   Bill* bill;
-  void add(std::string what, CollectiveKind kind, const char* dim, const collectives::GroupLinks& l,
+  void add(std::string what, CollectiveKind kind, MeshDim dim, const collectives::GroupLinks& l,
            int64_t bytes, int64_t calls, double seconds, double exposed) {
     if (bill == nullptr || calls == 0 || l.group_size <= 1) return;
     bill->collectives.push_back(
-        {std::move(what), kind, dim, l.group_size, bytes, calls, seconds, exposed});
+        {std::move(what), kind, dim_name(dim), l.group_size, bytes, calls, seconds, exposed});
   }
 };
 
@@ -112,34 +122,67 @@ TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links)
   return t;
 }
 
-StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
-                    const DimLinks& links, const LayerParameters& params, Bill* bill,
-                    const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
-  Recorder rec{bill};
-  const collectives::GroupLinks& pp_l = links[0];
-  const collectives::GroupLinks& dp_l = links[1];
-  const collectives::GroupLinks& ep_l = links[2];
-  const collectives::GroupLinks& cp_l = links[3];
-  const collectives::GroupLinks& tp_l = links[4];
-  const int64_t L = ctx.layers;
-  const int64_t pp = c.pp;
-  const int64_t v = c.virtual_stages;
-  const int64_t m = micro_batches_per_step(ctx.setup, c);
-  const bool full = c.recompute == tensor::RecomputePolicy::kFull;
+namespace {
 
-  // ---- one micro-batch through one layer
+// Note [Step model parts]
+// evaluate() sums the step time from named parts, each computed by one function below, and
+// prices memory apart:
+//   stage_times            the slowest (pacing) stage's time per micro-batch, split into its
+//                          compute and its exposed communication, and the pipeline bubble;
+//   data_parallel_sync     what the gradient reduction (and ZeRO's parameter gather) leaves
+//                          exposed after the last backward;
+//   optimizer_seconds      Adam's pass over the states this rank updates;
+//   step_memory            the stage holding the most bytes.
+// step = m x (pacing compute + pacing communication) + bubble + data-parallel sync + optimizer,
+// and the bill's time parts are exactly these five terms, so they add up to step_time_s for every
+// plan, pipelined or not (docs/cost-model.md §8). The bill's collectives are the pacing stage's
+// (and the data-parallel ones): their exposed seconds add up to the two communication terms.
+
+// What one micro-batch costs per layer for one candidate; every part reads it.
+struct LayerPrices {
+  int64_t v = 1;                 // model chunks per pipeline rank
+  bool partial = false;          // Note [Partial recomputation]
+  int64_t recompute_layers = 0;  // N of that note
+  LayerCost recomputed, stored;  // a layer that recomputes (or every layer), one that keeps all
+  TpSeconds tp_block, tp_embedding, tp_head;
+  double fsdp_forward_s = 0, fsdp_backward_s = 0;  // one layer's FSDP collectives
+  double embedding_s = 0, head_s = 0;              // compute and TP collectives of the ends
+
+  // Of a stage's n layers in v chunks, how many recompute.
+  int64_t recomputed_in(int64_t n) const {
+    if (!partial) return n;
+    const int64_t q = n / v, rem = n % v, k = recompute_layers;
+    return rem * std::min(k, q + 1) + (v - rem) * std::min(k, q);
+  }
+  // The average layer of a stage of n layers.
+  LayerCost mixed(int64_t n) const {
+    const double f = n > 0 ? static_cast<double>(recomputed_in(n)) / static_cast<double>(n) : 1.0;
+    return recomputed.mix(stored, f);
+  }
+};
+
+LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
+                         const DimLinks& links, int64_t layer_params,
+                         const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
+  const collectives::GroupLinks& dp_l = links[kDpDim];
+  const collectives::GroupLinks& ep_l = links[kEpDim];
+  const collectives::GroupLinks& cp_l = links[kCpDim];
+  const collectives::GroupLinks& tp_l = links[kTpDim];
+  const bool full = c.recompute == tensor::RecomputePolicy::kFull;
+  LayerPrices lp;
+  lp.v = c.virtual_stages;
+  lp.recompute_layers = c.recompute_layers;
   const PartWork& blk = w.block();
-  const TpSeconds tp_blk = tp != nullptr ? (*tp)[1] : tp_seconds(blk, tp_l);
+  lp.tp_block = tp != nullptr ? (*tp)[1] : tp_seconds(blk, tp_l);
   // FSDP (ZeRO-3): every micro-batch gathers each layer's parameters for forward and again for
   // backward and reduce-scatters its gradients; prefetching hides them behind the layer's compute.
-  const int64_t layer_params = params.per_layer.empty() ? 0 : params.per_layer[L / 2];
-  const int64_t dp = c.dp;
-  double fsdp_layer_fwd = 0, fsdp_layer_bwd = 0;
-  if (c.zero == 3 && dp > 1) {
+  double fsdp_scatter_s = 0;
+  if (c.zero == 3 && c.dp > 1) {
     const int64_t pbytes = layer_params * ctx.recipe.param_bytes;
     const int64_t gbytes = layer_params * ctx.recipe.grad_bytes;
-    fsdp_layer_fwd = seconds_of(CollectiveKind::kAllGather, pbytes, dp_l);
-    fsdp_layer_bwd = fsdp_layer_fwd + seconds_of(CollectiveKind::kReduceScatter, gbytes, dp_l);
+    lp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, dp_l);
+    fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, dp_l);
+    lp.fsdp_backward_s = lp.fsdp_forward_s + fsdp_scatter_s;
   }
   // Context-parallel ring and expert all-to-all prices, looked up once.
   const double cp_ag = c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
@@ -153,7 +196,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     LayerCost k;
     k.forward_s = b.forward_s;
     k.backward_s = b.backward_s + b.recompute_s;
-    k.tp_s = tp_blk.forward + tp_blk.backward + (recomputed ? tp_blk.forward : 0);
+    k.tp_s = lp.tp_block.forward + lp.tp_block.backward + (recomputed ? lp.tp_block.forward : 0);
     if (c.cp > 1) {
       // Forward: the keys and values go round the ring; backward: again, and their gradients.
       k.cp_s = (recomputed ? 3 : 2) * cp_ag + cp_rs;
@@ -163,165 +206,200 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       // Dispatch and combine in forward, their mirrors in backward (and the forward again).
       k.ep_s = (recomputed ? 6 : 4) * ep_a2a;
     }
-    const double fsdp_exposed =
-        std::max(0.0, fsdp_layer_fwd - k.forward_s) + std::max(0.0, fsdp_layer_bwd - k.backward_s);
-    k.total_s = k.forward_s + k.backward_s + k.tp_s + k.cp_exposed_s + k.ep_s + fsdp_exposed;
+    const double fsdp_fwd = std::max(0.0, lp.fsdp_forward_s - k.forward_s);
+    const double fsdp_bwd = std::max(0.0, lp.fsdp_backward_s - k.backward_s);
+    k.fsdp_scatter_exposed_s = std::min(fsdp_scatter_s, fsdp_bwd);
+    k.fsdp_gather_exposed_s = fsdp_fwd + (fsdp_bwd - k.fsdp_scatter_exposed_s);
+    k.total_s =
+        k.forward_s + k.backward_s + k.tp_s + k.cp_exposed_s + k.ep_s + (fsdp_fwd + fsdp_bwd);
     k.retained_bytes = b.retained_bytes;
     return k;
   };
-  // Partial recomputation: the first N layers of each model chunk are recomputed, the others keep
-  // their activations (Megatron-LM's block method; Note [Partial recomputation]).
-  const bool partial = full && c.recompute_layers > 0 && stored_block != nullptr;
-  const LayerCost recomputed_cost = layer_cost(blk, full);
-  const LayerCost stored_cost = partial ? layer_cost(*stored_block, false) : recomputed_cost;
-  auto recomputed_in = [&](int64_t n) {  // of a stage's n layers in v chunks
-    if (!partial) return n;
-    const int64_t q = n / v, rem = n % v, k = c.recompute_layers;
-    return rem * std::min(k, q + 1) + (v - rem) * std::min(k, q);
-  };
-  // The average layer of a stage of n layers.
-  auto mixed = [&](int64_t n) {
-    const double f = n > 0 ? static_cast<double>(recomputed_in(n)) / static_cast<double>(n) : 1.0;
-    return recomputed_cost.mix(stored_cost, f);
-  };
-  // ---- one micro-batch through each stage; the slowest sets the pace
-  const TpSeconds tp_emb = tp != nullptr ? (*tp)[0] : tp_seconds(w.embedding(), tp_l);
-  const TpSeconds tp_head = tp != nullptr ? (*tp)[2] : tp_seconds(w.head(), tp_l);
-  const double emb_s =
-      w.embedding().forward_s + w.embedding().backward_s + tp_emb.forward + tp_emb.backward;
-  const double head_s =
-      w.head().forward_s + w.head().backward_s + tp_head.forward + tp_head.backward;
+  lp.partial = full && c.recompute_layers > 0 && stored_block != nullptr;
+  lp.recomputed = layer_cost(blk, full);
+  lp.stored = lp.partial ? layer_cost(*stored_block, false) : lp.recomputed;
+  lp.tp_embedding = tp != nullptr ? (*tp)[0] : tp_seconds(w.embedding(), tp_l);
+  lp.tp_head = tp != nullptr ? (*tp)[2] : tp_seconds(w.head(), tp_l);
+  lp.embedding_s = w.embedding().forward_s + w.embedding().backward_s + lp.tp_embedding.forward +
+                   lp.tp_embedding.backward;
+  lp.head_s = w.head().forward_s + w.head().backward_s + lp.tp_head.forward + lp.tp_head.backward;
+  return lp;
+}
+
+// The pipeline: the layer partition, the slowest stage per micro-batch and the bubble.
+struct StageTimes {
+  StageEnds ends;
+  PipelineSends sends;
+  int64_t full_act_bytes = 0;   // one micro-batch's activation between stages, all TP ranks
+  double send_stage_s = 0;      // a stage's sends for one micro-batch, all its chunks
+  double t_stage = 0;           // the slowest stage's time for one micro-batch
+  int64_t pacing = 0;           // that stage
+  double pacing_compute_s = 0;  // its forward, backward and recomputation within t_stage
+  double bubble_s = 0;
+  double pipeline_s = 0;  // m t_stage + bubble
+  int64_t layers_of(int64_t s, int64_t pp) const {
+    return s == 0 ? ends.first : s == pp - 1 ? ends.last : ends.middle_max;
+  }
+};
+
+StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
+                       const DimLinks& links, const LayerPrices& lp, int64_t m) {
+  const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages;
+  StageTimes st;
   // Point-to-point: the activation of one micro-batch, forward to the next stage and its
   // gradient back, once per model chunk (pipeline_sends).
-  const int64_t full_act_bytes =
-      ctx.setup.seq / c.cp * c.micro_batch * ctx.hidden * ctx.activation_itemsize;
-  const PipelineSends sends =
-      pp > 1 ? pipeline_sends(full_act_bytes, c.tp, c.sequence_parallel, pp_l, tp_l)
-             : PipelineSends{};
-  const collectives::GroupLinks& pair = sends.pair;
-  const int64_t act_bytes = sends.bytes;
-  const double p2p_one = sends.send_s, p2p_gather_one = sends.gather_s;
-  const double p2p_stage = 2.0 * static_cast<double>(v) * (p2p_one + p2p_gather_one);
+  st.full_act_bytes = ctx.setup.seq / c.cp * c.micro_batch * ctx.hidden * ctx.activation_itemsize;
+  if (pp > 1) {
+    st.sends =
+        pipeline_sends(st.full_act_bytes, c.tp, c.sequence_parallel, links[kPpDim], links[kTpDim]);
+  }
+  st.send_stage_s = 2.0 * static_cast<double>(v) * (st.sends.send_s + st.sends.gather_s);
   // The bubble is p - 1 model chunks' time (Narayanan et al. 2021 §2.2.2: (p - 1) / v stages).
   // When a stage's layers do not split evenly into v chunks the largest chunk paces the fill and
   // the drain, so a stage of n layers counts its time x ceil(n / v) / n per chunk.
   const int64_t nominal_layers = (L + pp - 1) / pp;
   // Each stage keeps at least one layer per model chunk.
-  const StageEnds ends = balance_stage_ends(L, pp, mixed(nominal_layers).total_s, emb_s, head_s, v);
-  auto stage_layers = [&](int64_t s) {
-    return s == 0 ? ends.first : s == pp - 1 ? ends.last : ends.middle_max;
-  };
-  double t_stage = 0, t_chunk = 0;
+  st.ends =
+      balance_stage_ends(L, pp, lp.mixed(nominal_layers).total_s, lp.embedding_s, lp.head_s, v);
+  double t_chunk = 0;
   for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) {
-    const int64_t layers = stage_layers(s);
-    double t = static_cast<double>(layers) * mixed(layers).total_s + p2p_stage;
-    if (s == 0) t += emb_s;
-    if (s == pp - 1) t += head_s;
-    t_stage = std::max(t_stage, t);
+    const int64_t layers = st.layers_of(s, pp);
+    const LayerCost layer = lp.mixed(layers);
+    double t = static_cast<double>(layers) * layer.total_s + st.send_stage_s;
+    double compute = static_cast<double>(layers) * (layer.forward_s + layer.backward_s);
+    if (s == 0) {
+      t += lp.embedding_s;
+      compute += w.embedding().forward_s + w.embedding().backward_s;
+    }
+    if (s == pp - 1) {
+      t += lp.head_s;
+      compute += w.head().forward_s + w.head().backward_s;
+    }
+    if (t > st.t_stage) {
+      st.t_stage = t;
+      st.pacing = s;
+      st.pacing_compute_s = compute;
+    }
     const int64_t chunk_layers = (layers + v - 1) / v;
     t_chunk = std::max(
         t_chunk, layers > 0 ? t * static_cast<double>(chunk_layers) / static_cast<double>(layers)
                             : t / static_cast<double>(v));
   }
-  const double bubble_s = static_cast<double>(pp - 1) * t_chunk;
-  const double t_pipe = static_cast<double>(m) * t_stage + bubble_s;
+  st.bubble_s = static_cast<double>(pp - 1) * t_chunk;
+  st.pipeline_s = static_cast<double>(m) * st.t_stage + st.bubble_s;
+  return st;
+}
 
-  // ---- after the last backward: data-parallel reduction, ZeRO gathers, the optimizer
-  int64_t stage_params = 0;  // the largest stage's local parameters
-  int64_t stage_layers_max = 1;
-  int mem_stage = 0;
+// The stage holding the most parameters, and this rank's share of them.
+struct StageStates {
+  uint64_t params = 0;  // local parameters of that stage (experts split over ep)
+  int stage = 0;
+  int64_t widest_middle = 0;
+  int64_t layers_max = 1;  // the most layers of any stage
+};
+
+StageStates largest_stage(const ParallelConfig& c, const LayerParameters& params,
+                          const StageEnds& ends, int64_t L) {
+  const int64_t pp = c.pp;
+  StageStates out;
+  int64_t stage_params = 0;
   // The middle layers are alike (the planner's LayerParameters repeat one), so the largest stage
   // is an end or the widest middle stage; sums come from the prefix sums.
   SP_ASSERT(params.prefix.size() == params.per_layer.size() + 1,
             "LayerParameters::set_prefix runs before pricing");
-  const int64_t widest = widest_middle_stage(L, pp, ends);
-  for (int64_t s : {int64_t{0}, widest, pp - 1}) {
+  out.widest_middle = widest_middle_stage(L, pp, ends);
+  for (int64_t s : {int64_t{0}, out.widest_middle, pp - 1}) {
     const int64_t n = params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s + 1))] -
                       params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s))];
     if (n > stage_params) {
       stage_params = n;
-      mem_stage = static_cast<int>(s);
+      out.stage = static_cast<int>(s);
     }
   }
-  stage_layers_max = std::max({ends.first, ends.last, ends.middle_max});
+  out.layers_max = std::max({ends.first, ends.last, ends.middle_max});
   if (pp == 1) stage_params -= params.tied_twice;
   // Expert parameters are split over ep more: ep ranks hold different experts.
   const int64_t expert_local =
-      c.ep > 1 ? params.experts_per_layer * stage_layers_max * (c.ep - 1) / c.ep : 0;
-  const auto stage_params_u =
-      static_cast<uint64_t>(std::max<int64_t>(0, stage_params - expert_local));
-  const int64_t grad_bytes = static_cast<int64_t>(stage_params_u) * ctx.recipe.grad_bytes;
-  const int64_t param_bytes = static_cast<int64_t>(stage_params_u) * ctx.recipe.param_bytes;
-  const LayerCost peak_layer = mixed(stage_layers_max);  // the average layer of the largest stage
-  const double bwd_window = static_cast<double>(stage_layers_max) * peak_layer.backward_s;
-  const double fwd_window = static_cast<double>(stage_layers_max) * peak_layer.forward_s;
-  const double buckets = static_cast<double>(std::max<int64_t>(1, stage_layers_max));
-  double dp_exposed = 0;
-  if (dp > 1) {
-    if (c.zero == 0) {
-      const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, dp_l);
-      const double e = std::max(t / buckets, t - bwd_window);
-      dp_exposed += e;
-      rec.add("dp all_reduce (gradients)", CollectiveKind::kAllReduce, "dp", dp_l, grad_bytes, 1, t,
-              e);
-    } else if (c.zero <= 2) {
-      const double t_rs = seconds_of(CollectiveKind::kReduceScatter, grad_bytes, dp_l);
-      const double e_rs = std::max(t_rs / buckets, t_rs - bwd_window);
-      const double t_ag = seconds_of(CollectiveKind::kAllGather, param_bytes, dp_l);
-      const double e_ag = std::max(t_ag / buckets, t_ag - fwd_window);
-      dp_exposed += e_rs + e_ag;
-      rec.add("dp reduce_scatter (gradients)", CollectiveKind::kReduceScatter, "dp", dp_l,
-              grad_bytes, 1, t_rs, e_rs);
-      rec.add("dp all_gather (updated parameters)", CollectiveKind::kAllGather, "dp", dp_l,
-              param_bytes, 1, t_ag, e_ag);
-    } else {
-      const double first = fsdp_layer_fwd;  // the first layer's gather has nothing to hide behind
-      dp_exposed += first;
-      const int64_t lp = layer_params * ctx.recipe.param_bytes;
-      const int64_t lg = layer_params * ctx.recipe.grad_bytes;
-      const auto calls = static_cast<int64_t>(m) * stage_layers_max;
-      const double ag = seconds_of(CollectiveKind::kAllGather, lp, dp_l);
-      const double rs = seconds_of(CollectiveKind::kReduceScatter, lg, dp_l);
-      const double exp_f = std::max(0.0, fsdp_layer_fwd - peak_layer.forward_s);
-      const double exp_b = std::max(0.0, fsdp_layer_bwd - peak_layer.backward_s);
-      rec.add("dp all_gather (fsdp parameters, forward and backward)", CollectiveKind::kAllGather,
-              "dp", dp_l, lp, 2 * calls, 2 * ag * static_cast<double>(calls),
-              (exp_f + std::max(0.0, exp_b - rs)) * static_cast<double>(calls) + first);
-      rec.add("dp reduce_scatter (fsdp gradients)", CollectiveKind::kReduceScatter, "dp", dp_l, lg,
-              calls, rs * static_cast<double>(calls),
-              std::min(rs, exp_b) * static_cast<double>(calls));
-    }
+      c.ep > 1 ? params.experts_per_layer * out.layers_max * (c.ep - 1) / c.ep : 0;
+  out.params = static_cast<uint64_t>(std::max<int64_t>(0, stage_params - expert_local));
+  return out;
+}
+
+// After the last backward: the gradient reduction overlaps the last micro-batch's backward except
+// its last bucket; ZeRO-1/2 gather the updated parameters overlapping the next step's first
+// forward except one layer's worth; under ZeRO-3 only the step's first gather has nothing to
+// hide behind. Returns the exposed seconds.
+double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
+                          const StageStates& states, int64_t layer_params,
+                          const collectives::GroupLinks& dp_l, Recorder& rec) {
+  if (c.dp <= 1) return 0;
+  const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.recipe.grad_bytes;
+  const int64_t param_bytes = static_cast<int64_t>(states.params) * ctx.recipe.param_bytes;
+  const LayerCost peak_layer = lp.mixed(states.layers_max);  // the largest stage's average layer
+  const double layers = static_cast<double>(states.layers_max);
+  const double bwd_window = layers * peak_layer.backward_s;
+  const double fwd_window = layers * peak_layer.forward_s;
+  const double buckets = static_cast<double>(std::max<int64_t>(1, states.layers_max));
+  const std::string dp = dim_name(kDpDim);
+  if (c.zero == 0) {
+    const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, dp_l);
+    const double e = std::max(t / buckets, t - bwd_window);
+    rec.add(dp + " all_reduce (gradients)", CollectiveKind::kAllReduce, kDpDim, dp_l, grad_bytes, 1,
+            t, e);
+    return e;
   }
-  // Adam reads the gradient, the master weights and two moments and writes the last three and
-  // the working weights: its states once through HBM, on the shard this rank updates.
-  const ModelStateMemory states = model_state_memory(stage_params_u, ctx.recipe, c.zero, dp);
-  const int64_t updated = c.zero >= 1 ? static_cast<int64_t>((stage_params_u + dp - 1) / dp)
-                                      : static_cast<int64_t>(stage_params_u);
+  if (c.zero <= 2) {
+    const double t_rs = seconds_of(CollectiveKind::kReduceScatter, grad_bytes, dp_l);
+    const double e_rs = std::max(t_rs / buckets, t_rs - bwd_window);
+    const double t_ag = seconds_of(CollectiveKind::kAllGather, param_bytes, dp_l);
+    const double e_ag = std::max(t_ag / buckets, t_ag - fwd_window);
+    rec.add(dp + " reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l,
+            grad_bytes, 1, t_rs, e_rs);
+    rec.add(dp + " all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, dp_l,
+            param_bytes, 1, t_ag, e_ag);
+    return e_rs + e_ag;
+  }
+  // ZeRO-3: the step's first gather has nothing to hide behind.
+  rec.add(dim_name(kDpDim) + " all_gather (fsdp parameters, the step's first layer)",
+          CollectiveKind::kAllGather, kDpDim, dp_l, layer_params * ctx.recipe.param_bytes, 1,
+          lp.fsdp_forward_s, lp.fsdp_forward_s);
+  return lp.fsdp_forward_s;
+}
+
+// Adam reads the gradient, the master weights and two moments and writes the last three and the
+// working weights: its states once through HBM, on the shard this rank updates.
+double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
+                         const StageStates& states) {
+  const int64_t dp = c.dp;
+  const int64_t updated = c.zero >= 1 ? static_cast<int64_t>((states.params + dp - 1) / dp)
+                                      : static_cast<int64_t>(states.params);
   const double opt_bytes =
       static_cast<double>(updated) *
       static_cast<double>(ctx.recipe.grad_bytes + 2 * ctx.recipe.optimizer_bytes() +
                           ctx.recipe.param_bytes);
-  const double optimizer_s = opt_bytes / ctx.compute.memory_bytes_per_s;
+  return opt_bytes / ctx.compute.memory_bytes_per_s;
+}
 
-  StepResult r;
-  r.step_time_s = t_pipe + dp_exposed + optimizer_s;
-  r.stages = ends;
-
-  // ---- memory of the stage holding the most: states, in-flight activations, working set
+// The memory of the stage holding the most: states, in-flight activations, working set. Bytes in
+// double (exact below 2^53, i.e. 9 PB) and saturated into int64 at the end: a hostile model or
+// sequence may need more than int64 counts, which then never fits.
+int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
+                    const LayerPrices& lp, const StageEnds& ends, const StageStates& states,
+                    int64_t layer_params, Bill* bill) {
+  const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages, dp = c.dp;
+  const ModelStateMemory model_states = model_state_memory(states.params, ctx.recipe, c.zero, dp);
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
-  // Bytes in double (exact below 2^53, i.e. 9 PB) and saturated into int64 at the end: a
-  // hostile model or sequence may need more than int64 counts, which then never fits.
   double act_peak = 0;
   int act_stage = 0;
   // Earlier stages hold more micro-batches, later middle stages may hold a layer more: the peak
   // is on the first stage, the second, the first middle stage with the most layers or the last.
-  for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), widest, pp - 1}) {
+  for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), states.widest_middle, pp - 1}) {
     // Chunks in flight of this stage's own layers / v (Note [In-flight micro-batches]).
     const int64_t n = stage_begin(L, pp, ends, s + 1) - stage_begin(L, pp, ends, s);
     const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *
                                static_cast<double>(n) / static_cast<double>(v);
     const int64_t in_flight = chunks_in_flight(shape, s) / std::max<int64_t>(v, 1);
-    double a = std::trunc(held_layers * static_cast<double>(mixed(n).retained_bytes));
+    double a = std::trunc(held_layers * static_cast<double>(lp.mixed(n).retained_bytes));
     if (s == 0) {
       a += static_cast<double>(std::max<int64_t>(in_flight, 1)) *
            static_cast<double>(w.embedding().retained_bytes);
@@ -332,83 +410,143 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
       act_stage = static_cast<int>(s);
     }
   }
-  double transient = static_cast<double>(blk.activation_bytes) +
+  double transient = static_cast<double>(w.block().activation_bytes) +
                      static_cast<double>(w.head().activation_bytes / std::max<int64_t>(pp, 1));
   if (c.zero == 3 && dp > 1) {
     // The gathered layer in use and the next one prefetched, at full size.
     transient += 2 * static_cast<double>(layer_params) * ctx.recipe.param_bytes;
   }
-  const double tensors = static_cast<double>(states.total_bytes()) + act_peak + transient;
+  const double tensors = static_cast<double>(model_states.total_bytes()) + act_peak + transient;
   const double overhead =
       static_cast<double>(ctx.context_bytes) + std::trunc(kAllocatorOverhead * tensors);
-  r.memory_bytes = saturating_int64(tensors + overhead);
-  r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
-
   if (bill != nullptr) {
     Bill& b = *bill;
-    b.parameter_bytes = saturating_int64(states.param_bytes);
-    b.gradient_bytes = saturating_int64(states.grad_bytes);
-    b.optimizer_bytes = saturating_int64(states.optimizer_bytes);
+    b.parameter_bytes = saturating_int64(model_states.param_bytes);
+    b.gradient_bytes = saturating_int64(model_states.grad_bytes);
+    b.optimizer_bytes = saturating_int64(model_states.optimizer_bytes);
     b.activation_bytes = saturating_int64(act_peak);
     b.transient_bytes = saturating_int64(transient);
     b.overhead_bytes = saturating_int64(overhead);
-    b.peak_stage = std::max(mem_stage, act_stage);
-    const double mm = static_cast<double>(m);
-    const double layers_d = static_cast<double>(stage_layers_max);
-    b.compute_s =
-        mm * (layers_d * (peak_layer.forward_s + peak_layer.backward_s) + w.embedding().forward_s +
-              w.embedding().backward_s + w.head().forward_s + w.head().backward_s);
-    b.bubble_s = bubble_s;
+    b.peak_stage = std::max(states.stage, act_stage);
+  }
+  return saturating_int64(tensors + overhead);
+}
+
+// The bill's collectives of the pacing stage, all micro-batches: each one's seconds and the part
+// on the critical path (their exposed seconds sum to the stage-communication term).
+void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const DimLinks& links,
+                              const LayerPrices& lp, const StageTimes& st, int64_t layer_params,
+                              const MixedPrecision& recipe, int64_t m, Recorder& rec) {
+  const collectives::GroupLinks& tp_l = links[kTpDim];
+  const int64_t pp = c.pp;
+  const int64_t layers = st.layers_of(st.pacing, pp);
+  const LayerCost layer = lp.mixed(layers);
+  const double mm = static_cast<double>(m);
+  const double per_layer_calls = mm * static_cast<double>(layers);
+  // The share of the stage's layers that recompute (and re-run their collectives).
+  const bool full = c.recompute == tensor::RecomputePolicy::kFull;
+  const double again = full && layers > 0 ? static_cast<double>(lp.recomputed_in(layers)) /
+                                                static_cast<double>(layers)
+                                          : 0;
+  const std::string tp = dim_name(kTpDim);
+  auto add_tp = [&](const PartWork& p, const char* where, double times) {
+    for (const CommItem& ci : p.tp_forward) {
+      const double t = seconds_of(ci.kind, ci.bytes, tp_l);
+      const auto calls = std::llround(times * (p.recompute_s > 0 ? 1 + again : 1));
+      rec.add(tp + " " + std::string(collectives::to_string(ci.kind)) + " (" + where + " forward)",
+              ci.kind, kTpDim, tp_l, ci.bytes, calls, t * static_cast<double>(calls),
+              t * static_cast<double>(calls));
+    }
+    for (const CommItem& ci : p.tp_backward) {
+      const double t = seconds_of(ci.kind, ci.bytes, tp_l);
+      rec.add(tp + " " + std::string(collectives::to_string(ci.kind)) + " (" + where + " backward)",
+              ci.kind, kTpDim, tp_l, ci.bytes, static_cast<int64_t>(times), t * times, t * times);
+    }
+  };
+  add_tp(w.block(), "block", per_layer_calls);
+  if (st.pacing == 0) add_tp(w.embedding(), "embedding", mm);
+  if (st.pacing == pp - 1) add_tp(w.head(), "output layer", mm);
+  if (c.zero == 3 && c.dp > 1) {
+    const collectives::GroupLinks& dp_l = links[kDpDim];
+    const int64_t lp_bytes = layer_params * recipe.param_bytes;
+    const int64_t lg_bytes = layer_params * recipe.grad_bytes;
+    const auto calls = static_cast<int64_t>(m) * layers;
+    const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, dp_l);
+    const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, dp_l);
+    const std::string dp = dim_name(kDpDim);
+    rec.add(dp + " all_gather (fsdp parameters, forward and backward)", CollectiveKind::kAllGather,
+            kDpDim, dp_l, lp_bytes, 2 * calls, 2 * ag * static_cast<double>(calls),
+            layer.fsdp_gather_exposed_s * per_layer_calls);
+    rec.add(dp + " reduce_scatter (fsdp gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l,
+            lg_bytes, calls, rs * static_cast<double>(calls),
+            layer.fsdp_scatter_exposed_s * per_layer_calls);
+  }
+  if (c.cp > 1) {
+    rec.add(dim_name(kCpDim) + " ring attention (keys, values and their gradients)",
+            CollectiveKind::kAllGather, kCpDim, links[kCpDim], w.cp_kv_bytes,
+            std::llround(per_layer_calls * (3 + again)), layer.cp_s * per_layer_calls,
+            layer.cp_exposed_s * per_layer_calls);
+  }
+  if (c.ep > 1 && layer.ep_s > 0) {
+    rec.add(dim_name(kEpDim) + " all_to_all (token dispatch and combine)",
+            CollectiveKind::kAllToAll, kEpDim, links[kEpDim], w.ep_dispatch_bytes * c.ep,
+            std::llround(per_layer_calls * (4 + 2 * again)), layer.ep_s * per_layer_calls,
+            layer.ep_s * per_layer_calls);
+  }
+  if (pp > 1) {
+    const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(c.virtual_stages));
+    const PipelineSends& s = st.sends;
+    rec.add(dim_name(kPpDim) + " send_recv (activations and their gradients)",
+            CollectiveKind::kSendRecv, kPpDim, s.pair, s.bytes, calls,
+            s.send_s * static_cast<double>(calls), s.send_s * static_cast<double>(calls));
+    if (s.gather_s > 0) {
+      rec.add(tp + " all_gather (pipeline slices)", CollectiveKind::kAllGather, kTpDim, tp_l,
+              st.full_act_bytes, calls, s.gather_s * static_cast<double>(calls),
+              s.gather_s * static_cast<double>(calls));
+    }
+  }
+}
+
+}  // namespace
+
+StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
+                    const DimLinks& links, const LayerParameters& params, Bill* bill,
+                    const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
+  Recorder rec{bill};
+  const int64_t m = micro_batches_per_step(ctx.setup, c);
+  // FSDP gathers one layer at a time: a middle layer's parameters (the ends' hold more).
+  const int64_t layer_params = params.per_layer.empty() ? 0 : params.per_layer[ctx.layers / 2];
+  const LayerPrices lp = price_layers(ctx, c, w, links, layer_params, tp, stored_block);
+  const StageTimes st = stage_times(ctx, c, w, links, lp, m);
+  const StageStates states = largest_stage(c, params, st.ends, ctx.layers);
+  const double dp_sync_s = data_parallel_sync(ctx, c, lp, states, layer_params, links[kDpDim], rec);
+  const double optimizer_s = optimizer_seconds(ctx, c, states);
+
+  StepResult r;
+  r.step_time_s = st.pipeline_s + dp_sync_s + optimizer_s;
+  r.stages = st.ends;
+  r.memory_bytes = step_memory(ctx, c, w, lp, st.ends, states, layer_params, bill);
+  r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
+  if (bill != nullptr) {
+    record_stage_collectives(c, w, links, lp, st, layer_params, ctx.recipe, m, rec);
+    Bill& b = *bill;
+    const double stage_s = static_cast<double>(m) * st.t_stage;
+    b.pacing_stage = static_cast<int>(st.pacing);
+    b.compute_s = static_cast<double>(m) * st.pacing_compute_s;
+    b.stage_comm_s = stage_s - b.compute_s;
+    b.bubble_s = st.bubble_s;
+    b.dp_sync_s = dp_sync_s;
     b.optimizer_s = optimizer_s;
-    const double per_layer_calls = mm * layers_d;
-    // The share of the largest stage's layers that recompute (and re-run their collectives).
-    const double f = static_cast<double>(recomputed_in(stage_layers_max)) / layers_d;
-    const double again = full ? f : 0;
-    auto add_tp = [&](const PartWork& p, const char* where, double times) {
-      for (const CommItem& ci : p.tp_forward) {
-        const double t = seconds_of(ci.kind, ci.bytes, tp_l);
-        const auto calls = std::llround(times * (p.recompute_s > 0 ? 1 + again : 1));
-        rec.add(std::string("tp ") + std::string(collectives::to_string(ci.kind)) + " (" + where +
-                    " forward)",
-                ci.kind, "tp", tp_l, ci.bytes, calls, t * static_cast<double>(calls),
-                t * static_cast<double>(calls));
-      }
-      for (const CommItem& ci : p.tp_backward) {
-        const double t = seconds_of(ci.kind, ci.bytes, tp_l);
-        rec.add(std::string("tp ") + std::string(collectives::to_string(ci.kind)) + " (" + where +
-                    " backward)",
-                ci.kind, "tp", tp_l, ci.bytes, static_cast<int64_t>(times), t * times, t * times);
-      }
-    };
-    add_tp(blk, "block", per_layer_calls);
-    add_tp(w.embedding(), "embedding", mm);
-    add_tp(w.head(), "output layer", mm);
-    if (c.cp > 1) {
-      rec.add("cp ring attention (keys, values and their gradients)", CollectiveKind::kAllGather,
-              "cp", cp_l, w.cp_kv_bytes, std::llround(per_layer_calls * (3 + again)),
-              peak_layer.cp_s * per_layer_calls, peak_layer.cp_exposed_s * per_layer_calls);
-    }
-    if (c.ep > 1 && ctx.moe) {
-      rec.add("ep all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, "ep", ep_l,
-              w.ep_dispatch_bytes * c.ep, std::llround(per_layer_calls * (4 + 2 * again)),
-              peak_layer.ep_s * per_layer_calls, peak_layer.ep_s * per_layer_calls);
-    }
-    if (pp > 1) {
-      const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(v));
-      rec.add("pp send_recv (activations and their gradients)", CollectiveKind::kSendRecv, "pp",
-              pair, act_bytes, calls, p2p_one * static_cast<double>(calls),
-              p2p_one * static_cast<double>(calls));
-      if (p2p_gather_one > 0) {
-        rec.add("tp all_gather (pipeline slices)", CollectiveKind::kAllGather, "tp", tp_l,
-                full_act_bytes, calls, p2p_gather_one * static_cast<double>(calls),
-                p2p_gather_one * static_cast<double>(calls));
-      }
-    }
-    double exposed = 0;
-    for (const BillCollective& bc : b.collectives) exposed += bc.exposed_s;
-    b.exposed_comm_s = exposed;
   }
   return r;
+}
+
+std::array<BillTimePart, 5> time_parts(const Bill& b) {
+  return {{{"compute", b.compute_s},
+           {"stage_communication", b.stage_comm_s},
+           {"bubble", b.bubble_s},
+           {"data_parallel_sync", b.dp_sync_s},
+           {"optimizer", b.optimizer_s}}};
 }
 
 }  // namespace shardplan::planner

@@ -31,10 +31,12 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/topology.h"
 #include "planner/candidate/parallel_config.h"
+#include "planner/candidate/parallel_dims.h"
 #include "planner/cost/block_cost.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/stage_partition.h"
@@ -96,13 +98,25 @@ struct Bill {
   int64_t transient_bytes = 0;  // one block's working set, FSDP's gathered layers
   int64_t overhead_bytes = 0;   // context and allocator allowance
   int peak_stage = 0;
-  // Step time parts, seconds.
-  double compute_s = 0;  // forward + backward + recompute of all micro-batches
-  double bubble_s = 0;
-  double exposed_comm_s = 0;
+  // Step time parts, seconds: the terms step_time_s is summed from (Note [Step model parts] in
+  // step_model.cpp), so they add up to it.
+  double compute_s = 0;     // the pacing stage's forward, backward, recompute; all micro-batches
+  double stage_comm_s = 0;  // its exposed collectives and pipeline sends; all micro-batches
+  double bubble_s = 0;      // the pipeline's fill and drain
+  double dp_sync_s = 0;     // data-parallel synchronization left after the last backward
   double optimizer_s = 0;
+  int pacing_stage = 0;  // the slowest pipeline stage, whose time sets the pace
+  // The pacing stage's collectives and the data-parallel ones.
   std::vector<BillCollective> collectives;
 };
+
+// A bill's time parts by name ("compute", "stage_communication", "bubble", "data_parallel_sync",
+// "optimizer"), in that order: what --json's bill.time_s, the text and --explain print.
+struct BillTimePart {
+  std::string_view name;
+  double seconds = 0;
+};
+std::array<BillTimePart, 5> time_parts(const Bill& b);
 
 struct StepResult {
   double step_time_s = 0;
@@ -111,8 +125,8 @@ struct StepResult {
   StageEnds stages;  // the layer partition priced (Note [Stage partition])
 };
 
-// The links of each candidate mesh dim (Note [Candidate mesh dims] order: pp, dp, ep, cp, tp).
-using DimLinks = std::array<collectives::GroupLinks, 5>;
+// The links of each candidate mesh dim, indexed by MeshDim (Note [Candidate mesh dims]).
+using DimLinks = std::array<collectives::GroupLinks, kMeshDims>;
 
 // Prices `c` with the work of one micro-batch `w` and the links `links`; fills `bill` when given.
 // Seconds of the tensor-parallel collectives of one part for one micro-batch, forward and
@@ -123,8 +137,8 @@ struct TpSeconds {
 };
 TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links);
 
-// `tp`, when given, holds tp_seconds of w's parts on links[4] (the search's cache). Under partial
-// recomputation (c.recompute_layers > 0) `stored_block` is the block traced without
+// `tp`, when given, holds tp_seconds of w's parts on links[kTpDim] (the search's cache). Under
+// partial recomputation (c.recompute_layers > 0) `stored_block` is the block traced without
 // recomputation, for the layers that keep their activations (Note [Partial recomputation]).
 StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
                     const DimLinks& links, const LayerParameters& params, Bill* bill = nullptr,

@@ -37,14 +37,6 @@
 
 namespace shardplan::planner {
 
-struct Pins {
-  // recompute_layers: partial recomputation (implies full; ParallelConfig::recompute_layers).
-  std::optional<int64_t> tp, pp, dp, cp, ep, micro_batch, virtual_stages, recompute_layers;
-  std::optional<int> zero;
-  std::optional<tensor::RecomputePolicy> recompute;
-  std::optional<bool> sequence_parallel;
-};
-
 struct PlannerOptions {
   Precision precision = Precision::kBf16;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;

@@ -1,0 +1,118 @@
+#include "planner/candidate/parallel_dims.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace shardplan::planner {
+namespace {
+
+using tensor::ModelConfig;
+
+std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
+  const std::string t = std::to_string(tp);
+  const int64_t heads = m.num_attention_heads, kv = m.num_key_value_heads;
+  if (heads % tp != 0) {
+    return "--tp " + t + " does not divide the model's " + std::to_string(heads) +
+           " attention heads, expected a divisor of " + std::to_string(heads);
+  }
+  if (kv % tp != 0 && tp % kv != 0) {
+    return "--tp " + t + " and the model's " + std::to_string(kv) +
+           " key/value heads: expected a divisor of " + std::to_string(kv) + " or a multiple of it";
+  }
+  return "";
+}
+
+std::string pp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t pp) {
+  const int64_t L = m.num_hidden_layers;
+  if (pp <= L) return "";
+  return "--pp " + std::to_string(pp) + " stages for the model's " + std::to_string(L) +
+         " layers, expected at most " + std::to_string(L) + " (a layer per stage at least)";
+}
+
+std::string dp_refuses(const ModelConfig&, const TrainingSetup& s, int64_t dp) {
+  if (s.global_batch % dp == 0) return "";
+  return "--global-batch " + std::to_string(s.global_batch) + " is not divisible by --dp " +
+         std::to_string(dp) + ", expected a multiple of the data-parallel degree";
+}
+
+std::string cp_refuses(const ModelConfig&, const TrainingSetup& s, int64_t cp) {
+  if (cp == 1 || (s.seq % cp == 0 && (s.seq / cp) % 2 == 0)) return "";
+  return "--cp " + std::to_string(cp) + ": --seq " + std::to_string(s.seq) +
+         " is not divisible by 2 x " + std::to_string(cp) +
+         ", expected a multiple (each context-parallel rank takes two balanced chunks)";
+}
+
+std::string ep_refuses(const ModelConfig& m, const TrainingSetup&, int64_t ep) {
+  if (ep == 1) return "";
+  const int64_t experts = m.num_local_experts;
+  if (experts <= 0) {
+    return "--ep " + std::to_string(ep) + " on a dense model (" + m.model_type +
+           "), expected --ep 1";
+  }
+  if (experts % ep != 0) {
+    return "--ep " + std::to_string(ep) + " does not divide the model's " +
+           std::to_string(experts) + " experts, expected a divisor of " + std::to_string(experts);
+  }
+  return "";
+}
+
+constexpr ParallelDim kDims[] = {
+    {kTpDim, "tp", "--tp", "Tensor-parallel degree (Megatron column/row split)",
+     &ParallelConfig::tp, &Pins::tp, std::nullopt, 0, tp_refuses},
+    {kPpDim, "pp", "--pp", "Pipeline stages", &ParallelConfig::pp, &Pins::pp, std::nullopt, 2,
+     pp_refuses},
+    {kDpDim, "dp", "--dp", "Data-parallel degree (ZeRO shards over it)", &ParallelConfig::dp,
+     &Pins::dp, std::nullopt, 3, dp_refuses},
+    {kCpDim, "cp", "--cp", "Context-parallel degree (the sequence split, ring attention)",
+     &ParallelConfig::cp, &Pins::cp, std::nullopt, 1, cp_refuses},
+    {kEpDim, "ep", "--ep", "Expert-parallel degree, within dp (MoE models)", &ParallelConfig::ep,
+     &Pins::ep, kDpDim, 4, ep_refuses},
+};
+
+}  // namespace
+
+std::span<const ParallelDim> parallel_dims() { return kDims; }
+
+const ParallelDim& dim(MeshDim d) {
+  for (const ParallelDim& row : kDims) {
+    if (row.mesh_dim == d) return row;
+  }
+  SP_FAIL("no parallel dimension at mesh dim ", static_cast<int64_t>(d));
+}
+
+std::string dim_name(MeshDim d) { return std::string(dim(d).name); }
+
+std::array<int64_t, kMeshDims> mesh_shape(const ParallelConfig& c) {
+  std::array<int64_t, kMeshDims> shape{};
+  for (const ParallelDim& row : kDims) shape[row.mesh_dim] = c.*row.degree;
+  for (const ParallelDim& row : kDims) {
+    if (row.carved_from) shape[*row.carved_from] /= std::max<int64_t>(1, c.*row.degree);
+  }
+  return shape;
+}
+
+std::vector<int64_t> mesh_shape_vector(const ParallelConfig& c) {
+  const std::array<int64_t, kMeshDims> s = mesh_shape(c);
+  return {s.begin(), s.end()};
+}
+
+const std::vector<std::string>& mesh_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n(kMeshDims);
+    for (const ParallelDim& row : kDims) n[row.mesh_dim] = std::string(row.name);
+    return n;
+  }();
+  return names;
+}
+
+std::string world_product_text(const ParallelConfig& c) {
+  std::string s;
+  for (const ParallelDim& row : kDims) {
+    if (row.carved_from) continue;  // inside another dimension: not a factor of the world
+    s += (s.empty() ? "" : " x ") + std::string(row.flag) + " " + std::to_string(c.*row.degree);
+  }
+  return s;
+}
+
+}  // namespace shardplan::planner
