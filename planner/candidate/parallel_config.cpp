@@ -4,11 +4,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/checked.h"
 #include "base/enum_names.h"
 #include "base/error.h"
 #include "base/limits.h"
+#include "planner/candidate/parallel_dims.h"
 
 namespace shardplan::planner {
 namespace {
@@ -62,42 +64,39 @@ void check_training_setup(const tensor::ModelConfig& model, const TrainingSetup&
 void check_parallel_config(const tensor::ModelConfig& model, const TrainingSetup& setup,
                            const ParallelConfig& c) {
   check_training_setup(model, setup);
-  for (const auto& [flag, value] : {std::pair<std::string_view, int64_t>{"--tp", c.tp},
-                                    {"--pp", c.pp},
-                                    {"--dp", c.dp},
-                                    {"--cp", c.cp},
-                                    {"--ep", c.ep},
-                                    {"--micro-batch", c.micro_batch},
-                                    {"--virtual-stages", c.virtual_stages}}) {
+  std::vector<std::pair<std::string_view, int64_t>> counts;
+  for (const ParallelDim& d : parallel_dims()) counts.emplace_back(d.flag, c.*d.degree);
+  counts.emplace_back("--micro-batch", c.micro_batch);
+  counts.emplace_back("--virtual-stages", c.virtual_stages);
+  for (const auto& [flag, value] : counts) {
     SP_CHECK(value >= 1, flag, " ", value, ", expected a positive number");
   }
-  const int64_t degrees[] = {c.tp, c.pp, c.dp, c.cp};
+  // The world is the product of the dimensions not carved out of another (Note [Parallel
+  // dimensions]); a carved one divides the dimension it is carved from.
+  std::vector<int64_t> degrees;
+  for (const ParallelDim& d : parallel_dims()) {
+    if (!d.carved_from) degrees.push_back(c.*d.degree);
+  }
   const std::optional<int64_t> world = checked_product(degrees);
-  SP_CHECK(world && *world == setup.gpus, "--tp ", c.tp, " x --pp ", c.pp, " x --dp ", c.dp,
-           " x --cp ", c.cp, world ? " = " + std::to_string(*world) : std::string(" overflows"),
-           ", expected --gpus ", setup.gpus);
-  const int64_t heads = model.num_attention_heads;
-  const int64_t kv = model.num_key_value_heads;
-  SP_CHECK(heads % c.tp == 0, "--tp ", c.tp, " does not divide the model's ", heads,
-           " attention heads, expected a divisor of ", heads);
-  SP_CHECK(kv % c.tp == 0 || c.tp % kv == 0, "--tp ", c.tp, " and the model's ", kv,
-           " key/value heads: expected a divisor of ", kv, " or a multiple of it");
+  SP_CHECK(world && *world == setup.gpus, world_product_text(c),
+           world ? " = " + std::to_string(*world) : std::string(" overflows"), ", expected --gpus ",
+           setup.gpus);
+  // Each degree on its own, then the rules that tie two together.
+  for (const ParallelDim& d : parallel_dims()) {
+    if (d.mesh_dim == kDpDim) continue;  // dp's batch rule is micro_batches_per_step's, below
+    const std::string why = d.refuses(model, setup, c.*d.degree);
+    SP_CHECK(why.empty(), why);
+  }
+  for (const ParallelDim& d : parallel_dims()) {
+    if (!d.carved_from) continue;
+    const ParallelDim& whole = dim(*d.carved_from);
+    SP_CHECK(c.*whole.degree % c.*d.degree == 0, d.flag, " ", c.*d.degree, " does not divide ",
+             whole.flag, " ", c.*whole.degree, ", expected ", d.carved_why);
+  }
   int64_t chunks = 0;
   SP_CHECK(mul_into(c.pp, c.virtual_stages, chunks) && chunks <= model.num_hidden_layers, "--pp ",
            c.pp, " x --virtual-stages ", c.virtual_stages, " model chunks for ",
            model.num_hidden_layers, " layers, expected at most one chunk per layer");
-  SP_CHECK(c.cp == 1 || (setup.seq % c.cp == 0 && (setup.seq / c.cp) % 2 == 0), "--cp ", c.cp,
-           ": --seq ", setup.seq, " is not divisible by 2 x ", c.cp,
-           ", expected a multiple (each context-parallel rank takes two balanced chunks)");
-  if (c.ep > 1) {
-    const int64_t experts = model.num_local_experts;
-    SP_CHECK(experts > 0, "--ep ", c.ep, " on a dense model (", model.model_type,
-             "), expected --ep 1");
-    SP_CHECK(experts % c.ep == 0, "--ep ", c.ep, " does not divide the model's ", experts,
-             " experts, expected a divisor of ", experts);
-    SP_CHECK(c.dp % c.ep == 0, "--ep ", c.ep, " does not divide --dp ", c.dp,
-             ", expected expert parallelism within data parallelism");
-  }
   SP_CHECK(c.zero >= 0 && c.zero <= 3, "--zero ", c.zero, ", expected 0, 1, 2 or 3");
   SP_CHECK(c.recompute_layers >= 0 && c.recompute_layers <= model.num_hidden_layers,
            "--recompute-layers ", c.recompute_layers, ", expected between 1 and the model's ",

@@ -57,17 +57,19 @@ std::string ep_refuses(const ModelConfig& m, const TrainingSetup&, int64_t ep) {
   return "";
 }
 
+// tp: Megatron's column/row split of attention and MLP; pp: pipeline stages; dp: data parallel
+// (ZeRO shards over it); cp: the sequence split (ring attention); ep: experts over dp's ranks.
 constexpr ParallelDim kDims[] = {
-    {kTpDim, "tp", "--tp", "Tensor-parallel degree (Megatron column/row split)",
-     &ParallelConfig::tp, &Pins::tp, std::nullopt, 0, tp_refuses},
-    {kPpDim, "pp", "--pp", "Pipeline stages", &ParallelConfig::pp, &Pins::pp, std::nullopt, 2,
-     pp_refuses},
-    {kDpDim, "dp", "--dp", "Data-parallel degree (ZeRO shards over it)", &ParallelConfig::dp,
-     &Pins::dp, std::nullopt, 3, dp_refuses},
-    {kCpDim, "cp", "--cp", "Context-parallel degree (the sequence split, ring attention)",
-     &ParallelConfig::cp, &Pins::cp, std::nullopt, 1, cp_refuses},
-    {kEpDim, "ep", "--ep", "Expert-parallel degree, within dp (MoE models)", &ParallelConfig::ep,
-     &Pins::ep, kDpDim, 4, ep_refuses},
+    {kTpDim, "tp", "--tp", "Pin tensor parallelism", "ranks", &ParallelConfig::tp, &Pins::tp,
+     std::nullopt, "", 0, tp_refuses},
+    {kPpDim, "pp", "--pp", "Pin pipeline stages", "stages", &ParallelConfig::pp, &Pins::pp,
+     std::nullopt, "", 2, pp_refuses},
+    {kDpDim, "dp", "--dp", "Pin data parallelism", "ranks", &ParallelConfig::dp, &Pins::dp,
+     std::nullopt, "", 3, dp_refuses},
+    {kCpDim, "cp", "--cp", "Pin context parallelism", "ranks", &ParallelConfig::cp, &Pins::cp,
+     std::nullopt, "", 1, cp_refuses},
+    {kEpDim, "ep", "--ep", "Pin expert parallelism (MoE)", "ranks", &ParallelConfig::ep, &Pins::ep,
+     kDpDim, "expert parallelism within data parallelism", 4, ep_refuses},
 };
 
 }  // namespace

@@ -36,11 +36,14 @@ struct ParallelDim {
   MeshDim mesh_dim;       // its place in the plan's mesh
   std::string_view name;  // mesh dim name, plan.json key, bill rows ("tp")
   std::string_view flag;  // "--tp"
-  std::string_view help;  // the CLI's help text
+  std::string_view help;  // the CLI's help text for the pin
+  std::string_view unit;  // what a degree counts, for the CLI's messages ("ranks", "stages")
   int64_t ParallelConfig::*degree;
   std::optional<int64_t> Pins::*pin;
-  // The dimension this one is carved out of in the mesh (ep out of dp), or none.
+  // The dimension this one is carved out of in the mesh (ep out of dp), or none, and what a
+  // degree that does not divide it breaks.
   std::optional<MeshDim> carved_from;
+  std::string_view carved_why;
   int family_rank;  // position in a strategy family's name ("tp+cp+pp+dp+ep")
   // Why `degree` cannot split this model and job: one line naming the flag and what was
   // expected, or "" when it can. The rules of one dimension alone; products are the caller's.

@@ -19,11 +19,8 @@ std::optional<int64_t> pin(int64_t v) { return v > 0 ? std::optional<int64_t>(v)
 
 planner::Pins PlanArgs::pins() const {
   planner::Pins p;
-  p.tp = pin(tp);
-  p.pp = pin(pp);
-  p.dp = pin(dp);
-  p.cp = pin(cp);
-  p.ep = pin(ep);
+  const auto dims = planner::parallel_dims();
+  for (size_t i = 0; i < dims.size(); ++i) p.*dims[i].pin = pin(degrees[i]);
   p.micro_batch = pin(micro_batch);
   p.virtual_stages = pin(virtual_stages);
   p.recompute_layers = pin(recompute_layers);
@@ -87,21 +84,12 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
       ->required()
       ->check(positive_count("sequences"))
       ->type_name("B");
-  cmd.add_option("--tp", a.tp, "Pin tensor parallelism")
-      ->check(positive_count("ranks"))
-      ->type_name("N");
-  cmd.add_option("--pp", a.pp, "Pin pipeline stages")
-      ->check(positive_count("stages"))
-      ->type_name("N");
-  cmd.add_option("--dp", a.dp, "Pin data parallelism")
-      ->check(positive_count("ranks"))
-      ->type_name("N");
-  cmd.add_option("--cp", a.cp, "Pin context parallelism")
-      ->check(positive_count("ranks"))
-      ->type_name("N");
-  cmd.add_option("--ep", a.ep, "Pin expert parallelism (MoE)")
-      ->check(positive_count("ranks"))
-      ->type_name("N");
+  const auto dims = planner::parallel_dims();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    cmd.add_option(std::string(dims[i].flag), a.degrees[i], std::string(dims[i].help))
+        ->check(positive_count(std::string(dims[i].unit)))
+        ->type_name("N");
+  }
   cmd.add_option("--zero", a.zero, "Pin the ZeRO stage over dp: 0, 1, 2 or 3 (FSDP)")
       ->check(count_in(0, 3, "the ZeRO stage"))
       ->type_name("0|1|2|3");
@@ -134,11 +122,8 @@ nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanR
   const planner::ParallelConfig& c = r.config;
   nlohmann::ordered_json j;
   j["family"] = planner::family_of(c);
-  j["tp"] = c.tp;
-  j["pp"] = c.pp;
-  j["dp"] = c.dp;
-  j["cp"] = c.cp;
-  j["ep"] = c.ep;
+  for (const planner::ParallelDim& d : planner::parallel_dims())
+    j[std::string(d.name)] = c.*d.degree;
   j["zero"] = c.zero;
   j["micro_batch"] = c.micro_batch;
   j["recompute"] = tensor::to_string(c.recompute);
@@ -151,8 +136,7 @@ nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanR
   j["stage_layers"] =
       planner::partition_from_ends(p.model().num_hidden_layers, c.pp, r.stages).counts();
   j["dim_order"] = planner::to_string(r.order);
-  j["mesh"] = {{"shape", {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp}},
-               {"names", {"pp", "dp", "ep", "cp", "tp"}}};
+  j["mesh"] = {{"shape", planner::mesh_shape_vector(c)}, {"names", planner::mesh_names()}};
   j["step_time_s"] = r.step_time_s;
   j["mfu"] = r.mfu;
   j["tokens_per_s"] = r.tokens_per_s;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,8 +23,9 @@ struct PlanArgs {
   PlacementArgs where;       // --cluster, --gpus
   int64_t seq = 0;           // --seq
   int64_t global_batch = 0;  // --global-batch
-  // Pins as given (0 / "" = searched).
-  int64_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, micro_batch = 0, virtual_stages = 0;
+  // Pins as given (0 / "" = searched); degrees[i] pins planner::parallel_dims()[i].
+  std::array<int64_t, planner::kMeshDims> degrees{};
+  int64_t micro_batch = 0, virtual_stages = 0;
   int64_t recompute_layers = 0;  // 0: not pinned
   int zero = -1;
   std::string recompute, sequence_parallel, precision = "bf16", attention;

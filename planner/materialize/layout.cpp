@@ -14,13 +14,11 @@
 namespace shardplan::planner {
 namespace {
 
-const std::vector<std::string> kMaterialMeshNames = {"pp", "dp", "ep", "cp", "tp"};
-
 mesh::DeviceMesh plan_mesh(const PlanFile& f) {
   const std::vector<int64_t> shape = f.mesh_shape();
   const std::array<int64_t, 5> order = dim_order(f.order);
   return mesh::DeviceMesh::from_ranks(shape, collectives::rank_order_by_dims(shape, order),
-                                      kMaterialMeshNames);
+                                      mesh_names());
 }
 
 kernels::FillSpec fill_spec(const tensor::ParameterInit& init, uint64_t seed, uint64_t key) {
@@ -71,7 +69,7 @@ MaterialLayout::MaterialLayout(PlanFile plan) : file_(std::move(plan)), mesh_(pl
     std::vector<mesh::Placement> sub_placements;
     for (size_t d = 0; d < p.placements.size(); ++d) {
       SP_CHECK(!p.placements[d].is_partial(), "parameter '", p.name, "' is Partial on mesh dim ",
-               kMaterialMeshNames[d], ", expected a parameter to be Shard or Replicate");
+               mesh_names()[d], ", expected a parameter to be Shard or Replicate");
       if (!p.placements[d].is_any_shard()) continue;
       m.shard_dims.push_back(static_cast<int64_t>(d));
       sub_shape.push_back(mesh_shape[d]);

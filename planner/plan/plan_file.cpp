@@ -18,22 +18,19 @@
 namespace shardplan::planner {
 namespace {
 
-const std::vector<std::string> kMeshNames = {"pp", "dp", "ep", "cp", "tp"};
-
 // Every parameter of the model with the placements configuration `c` gives it.
 std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
                                              const ParallelConfig& c,
                                              const std::vector<int64_t>& stage_layers) {
   const tensor::ModulePtr m = tensor::build_model(model);
-  const std::vector<int64_t> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
-  const mesh::DeviceMesh dm(shape, kMeshNames);
+  const mesh::DeviceMesh dm(mesh_shape_vector(c), mesh_names());
   mesh::ParallelizeConfig pc;
   std::vector<mesh::StyleRule> rules;
   if (c.tp > 1) {
     rules = tensor_parallel_rules(tensor::family_of(model));
-    pc.tp_dim = "tp";
+    pc.tp_dim = dim_name(kTpDim);
   }
-  if (c.zero == 3 && c.dp / c.ep > 1) pc.fsdp_dims = {"dp"};
+  if (c.zero == 3 && mesh_shape(c)[kDpDim] > 1) pc.fsdp_dims = {dim_name(kDpDim)};
   const std::vector<mesh::ParameterSharding> shardings =
       mesh::parallelize_module(*m, dm, rules, pc);
   ParameterStage stage_of(model, StagePartition::from_counts(stage_layers, c.virtual_stages));
@@ -52,18 +49,17 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
 }
 
 nlohmann::ordered_json config_json(const ParallelConfig& c) {
-  return {{"tp", c.tp},
-          {"pp", c.pp},
-          {"dp", c.dp},
-          {"cp", c.cp},
-          {"ep", c.ep},
-          {"zero", c.zero},
-          {"micro_batch", c.micro_batch},
-          {"recompute", tensor::to_string(c.recompute)},
-          {"recompute_layers", c.recompute_layers},
-          {"virtual_stages", c.virtual_stages},
-          {"sequence_parallel", c.sequence_parallel},
-          {"precision", to_string(c.precision)}};
+  nlohmann::ordered_json j;
+  for (const ParallelDim& d : parallel_dims()) j[std::string(d.name)] = c.*d.degree;
+  nlohmann::ordered_json rest = {{"zero", c.zero},
+                                 {"micro_batch", c.micro_batch},
+                                 {"recompute", tensor::to_string(c.recompute)},
+                                 {"recompute_layers", c.recompute_layers},
+                                 {"virtual_stages", c.virtual_stages},
+                                 {"sequence_parallel", c.sequence_parallel},
+                                 {"precision", to_string(c.precision)}};
+  j.update(rest);
+  return j;
 }
 
 // "gpt2: 12 layers, hidden 768, vocab 50257": enough to tell two models apart in a message.
@@ -97,9 +93,7 @@ DimOrder parse_dim_order(std::string_view s) {
 
 }  // namespace
 
-std::vector<int64_t> PlanFile::mesh_shape() const {
-  return {config.pp, config.dp / config.ep, config.ep, config.cp, config.tp};
-}
+std::vector<int64_t> PlanFile::mesh_shape() const { return mesh_shape_vector(config); }
 
 PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name, int64_t seed) {
   PlanFile f;
@@ -132,7 +126,7 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
                   {"sha256", cluster_sha256(f.cluster.name, plain(facts))}};
   j["setup"] = {
       {"gpus", f.setup.gpus}, {"seq", f.setup.seq}, {"global_batch", f.setup.global_batch}};
-  j["mesh"] = {{"shape", f.mesh_shape()}, {"names", kMeshNames}};
+  j["mesh"] = {{"shape", f.mesh_shape()}, {"names", mesh_names()}};
   j["dim_order"] = to_string(f.order);
   j["config"] = config_json(f.config);
   j["stage_layers"] = f.stage_layers;
@@ -230,11 +224,7 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   {
     JsonFields c = doc.object("config");
     ParallelConfig& p = f.config;
-    p.tp = c.integer("tp", 1);
-    p.pp = c.integer("pp", 1);
-    p.dp = c.integer("dp", 1);
-    p.cp = c.integer("cp", 1);
-    p.ep = c.integer("ep", 1);
+    for (const ParallelDim& d : parallel_dims()) p.*d.degree = c.integer(std::string(d.name), 1);
     p.zero = static_cast<int>(c.integer("zero", 0, 3));
     p.micro_batch = c.integer("micro_batch", 1);
     p.recompute = c.parsed("recompute", tensor::parse_recompute_policy);
@@ -243,7 +233,14 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     p.sequence_parallel = c.boolean("sequence_parallel");
     p.precision = c.parsed("precision", parse_precision);
     c.done();
-    if (p.dp % p.ep != 0) c.fail("ep", "does not divide dp " + std::to_string(p.dp));
+    for (const ParallelDim& d : parallel_dims()) {
+      if (!d.carved_from) continue;
+      const int64_t whole = p.*dim(*d.carved_from).degree;
+      if (whole % (p.*d.degree) != 0) {
+        c.fail(std::string(d.name),
+               "does not divide " + dim_name(*d.carved_from) + " " + std::to_string(whole));
+      }
+    }
     try {
       check_parallel_config(f.model, f.setup, p);
     } catch (const Error& e) {
@@ -257,8 +254,10 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
       m.fail("shape", "expected [pp, dp / ep, ep, cp, tp] of the config, " +
                           nlohmann::json(f.mesh_shape()).dump());
     }
-    if (m.strings("names") != kMeshNames) {
-      m.fail("names", "expected [\"pp\", \"dp\", \"ep\", \"cp\", \"tp\"]");
+    if (m.strings("names") != mesh_names()) {
+      std::string names;
+      for (const std::string& n : mesh_names()) names += (names.empty() ? "\"" : ", \"") + n + "\"";
+      m.fail("names", "expected [" + names + "]");
     }
     m.done();
   }

@@ -2,9 +2,10 @@
 // "plan.json"). Self-contained: the model (its name and full config) and the cluster (its name and
 // every fact of its file) are embedded, each with a SHA-256 over its name and content, so a plan
 // reads the same on any machine and an edited or swapped model or cluster is refused naming both.
-// Then the job, a top-level "mesh": {"shape": [pp, dp/ep, ep, cp, tp], "names": ["pp", "dp", "ep",
-// "cp", "tp"]}, the configuration, the placement of every parameter on that mesh, the init seed
-// and the predictions (for people to read: checked to be numbers, not against the hardware).
+// Then the job, a top-level "mesh": {"shape": [pp, dp/ep, ep, cp, tp], "names": the dimensions'
+// names in that order (Note [Parallel dimensions])}, the configuration, the placement of every
+// parameter on that mesh, the init seed and the predictions (for people to read: checked to be
+// numbers, not against the hardware).
 //   PlanFile f = plan_file(planner, best, "llama3-8b");
 //   write_file_atomically("plan.json", plan_to_json(f).dump(2));
 //   PlanFile g = read_plan_file("plan.json");   // g == f; bad input: one line naming the field

@@ -73,12 +73,10 @@ std::string pins_text(const Pins& p) {
   auto add = [&s](std::string_view flag, const std::string& v) {
     s += (s.empty() ? "" : " ") + std::string(flag) + " " + v;
   };
+  for (const ParallelDim& d : parallel_dims()) {
+    if (p.*d.pin) add(d.flag, std::to_string(*(p.*d.pin)));
+  }
   const std::pair<std::string_view, const std::optional<int64_t>*> counts[] = {
-      {"--tp", &p.tp},
-      {"--pp", &p.pp},
-      {"--dp", &p.dp},
-      {"--cp", &p.cp},
-      {"--ep", &p.ep},
       {"--micro-batch", &p.micro_batch},
       {"--virtual-stages", &p.virtual_stages},
       {"--recompute-layers", &p.recompute_layers}};
@@ -160,28 +158,30 @@ std::array<int64_t, 5> dim_order(DimOrder o) {
 }
 
 std::string family_of(const ParallelConfig& c) {
+  // The dimensions above 1, in their family rank (Note [Parallel dimensions]).
+  std::array<std::string_view, kMeshDims> named{};
+  for (const ParallelDim& d : parallel_dims()) {
+    if (c.*d.degree > 1) named[static_cast<size_t>(d.family_rank)] = d.name;
+  }
   std::string s;
-  auto add = [&](const char* name, int64_t d) {
-    if (d <= 1) return;
+  for (std::string_view n : named) {
+    if (n.empty()) continue;
     if (!s.empty()) s += "+";
-    s += name;
-  };
-  add("tp", c.tp);
-  add("cp", c.cp);
-  add("pp", c.pp);
-  add("dp", c.dp);
-  add("ep", c.ep);
+    s += n;
+  }
   if (s.empty()) s = "single";
   if (c.zero > 0) s += " zero-" + std::to_string(c.zero);
   return s;
 }
 
-// family_of's name depends on which of tp, cp, pp, dp, ep exceed 1 and on the ZeRO stage: a key
-// of 5 bits and the stage (0..3).
-constexpr size_t kFamilyKeys = 32 * 4;
+// family_of's name depends on which dimensions exceed 1 and on the ZeRO stage: a key of one bit
+// per dimension and the stage (0..3).
+constexpr size_t kFamilyKeys = (size_t{1} << kMeshDims) * 4;
 size_t family_key(const ParallelConfig& c) {
-  const size_t dims = (c.tp > 1 ? 1u : 0u) | (c.cp > 1 ? 2u : 0u) | (c.pp > 1 ? 4u : 0u) |
-                      (c.dp > 1 ? 8u : 0u) | (c.ep > 1 ? 16u : 0u);
+  size_t dims = 0;
+  for (const ParallelDim& d : parallel_dims()) {
+    if (c.*d.degree > 1) dims |= size_t{1} << d.mesh_dim;
+  }
   return dims * 4 + static_cast<size_t>(c.zero & 3);
 }
 
@@ -244,7 +244,8 @@ struct Planner::Impl {
   StepResult eval(const ParallelConfig& c, DimOrder order, Bill* bill = nullptr) {
     WorkEntry& e = work_for(c);
     const DimLinks& l = links_for(c, order);
-    return evaluate(ctx, c, e.work, l, params_for(c.tp), bill, &tp_for(e, l[4]), stored_block(c));
+    return evaluate(ctx, c, e.work, l, params_for(c.tp), bill, &tp_for(e, l[kTpDim]),
+                    stored_block(c));
   }
 
   const std::array<TpSeconds, kParts>& tp_for(WorkEntry& e, const collectives::GroupLinks& l) {
@@ -304,7 +305,7 @@ struct Planner::Impl {
           std::make_unique<collectives::Topology>(collectives::cluster_for(cluster, placement));
     }
     const std::array<int64_t, 5> o = dim_order(order);
-    const std::array<int64_t, 5> shape = {c.pp, c.dp / c.ep, c.ep, c.cp, c.tp};
+    const std::array<int64_t, kMeshDims> shape = mesh_shape(c);
     DimLinks l;
     int64_t stride = 1;
     for (size_t i = o.size(); i-- > 0;) {
@@ -348,25 +349,33 @@ void Planner::Impl::check_pins(const Pins& pins) const {
   int64_t product = 1;
   bool overflow = false;
   std::string named;
-  auto use = [&](const char* flag, const std::optional<int64_t>& v) {
-    if (!v) return;
-    SP_CHECK(*v >= 1, flag, " ", *v, ", expected a positive degree");
+  // The world is the product of the dimensions not carved out of another (Note [Parallel
+  // dimensions]): tp * pp * dp * cp.
+  std::string world;
+  int64_t unpinned = 0;
+  const ParallelDim* last_unpinned = nullptr;
+  for (const ParallelDim& d : parallel_dims()) {
+    const std::optional<int64_t>& v = pins.*d.pin;
+    if (v) SP_CHECK(*v >= 1, d.flag, " ", *v, ", expected a positive degree");
+    if (d.carved_from) continue;
+    world += (world.empty() ? "" : " * ") + std::string(d.name);
+    if (!v) {
+      ++unpinned;
+      last_unpinned = &d;
+      continue;
+    }
     overflow = overflow || !mul_into(product, *v, product);
-    named += (named.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(*v);
-  };
-  use("--tp", pins.tp);
-  use("--pp", pins.pp);
-  use("--dp", pins.dp);
-  use("--cp", pins.cp);
-  SP_CHECK(!overflow, "pins contradict the job: ", named,
-           " overflows, expected tp * pp * dp * cp = ", g);
-  const bool all = pins.tp && pins.pp && pins.dp && pins.cp;
-  SP_CHECK(g % product == 0 && (!all || product == g), "pins contradict the job: ", named, " = ",
-           product, " ranks, which ", all ? "differs from" : "does not divide", " --gpus ", g,
-           ", expected tp * pp * dp * cp = ", g);
-  if (pins.tp && pins.pp && pins.dp && !pins.cp) {
+    named += (named.empty() ? "" : " x ") + std::string(d.flag) + " " + std::to_string(*v);
+  }
+  SP_CHECK(!overflow, "pins contradict the job: ", named, " overflows, expected ", world, " = ", g);
+  SP_CHECK(g % product == 0 && (unpinned > 0 || product == g), "pins contradict the job: ", named,
+           " = ", product, " ranks, which ", unpinned == 0 ? "differs from" : "does not divide",
+           " --gpus ", g, ", expected ", world, " = ", g);
+  if (unpinned == 1 && last_unpinned->mesh_dim == kCpDim) {
+    // Context parallelism is the dimension users least expect to absorb the rest: say so.
     SP_CHECK(product == g, "pins contradict the job: ", named, " = ", product,
-             " ranks but --gpus is ", g, ", expected tp * pp * dp (* cp) = ", g);
+             " ranks but --gpus is ", g, ", expected ", world, " = ", g, " (with --",
+             last_unpinned->name, " 1)");
   }
   if (pins.zero) {
     SP_CHECK(*pins.zero >= 0 && *pins.zero <= 3, "--zero ", *pins.zero, ", expected 0, 1, 2 or 3");
@@ -397,9 +406,12 @@ void Planner::Impl::check_pins(const Pins& pins) const {
                           : std::string("one GPU per node cannot run"),
              ", expected --sequence-parallel off");
   }
-  if (pins.pp) {
-    SP_CHECK(*pins.pp <= L, "--pp ", *pins.pp, " stages for the model's ", L,
-             " layers, expected at most ", L, " (a layer per stage at least)");
+  // Each pinned degree on its own: the dimension's rule (Note [Parallel dimensions]).
+  for (const ParallelDim& d : parallel_dims()) {
+    const std::optional<int64_t>& v = pins.*d.pin;
+    if (!v) continue;
+    const std::string why = d.refuses(model, setup, *v);
+    SP_CHECK(why.empty(), why);
   }
   if (pins.virtual_stages && *pins.virtual_stages > 1) {
     const int64_t v = *pins.virtual_stages;
@@ -419,9 +431,6 @@ void Planner::Impl::check_pins(const Pins& pins) const {
              "rank runs whole micro-batches)");
   }
   if (pins.dp) {
-    SP_CHECK(setup.global_batch % *pins.dp == 0, "--global-batch ", setup.global_batch,
-             " is not divisible by --dp ", *pins.dp,
-             ", expected a multiple of the data-parallel degree");
     if (pins.micro_batch) {
       int64_t per_step = 0;
       SP_CHECK(
@@ -430,18 +439,6 @@ void Planner::Impl::check_pins(const Pins& pins) const {
           " x --micro-batch ", *pins.micro_batch, ", expected a multiple of their product");
     }
   }
-  if (pins.cp && *pins.cp > 1) {
-    SP_CHECK(setup.seq % *pins.cp == 0 && (setup.seq / *pins.cp) % 2 == 0, "--cp ", *pins.cp,
-             ": --seq ", setup.seq, " is not divisible by 2 x ", *pins.cp,
-             ", expected a multiple (each context-parallel rank takes two balanced chunks)");
-  }
-  if (pins.ep && *pins.ep > 1) {
-    const int64_t experts = model.num_local_experts;
-    SP_CHECK(experts > 0, "--ep ", *pins.ep, " on a dense model (", model.model_type,
-             "), expected --ep 1");
-    SP_CHECK(experts % *pins.ep == 0, "--ep ", *pins.ep, " does not divide the model's ", experts,
-             " experts, expected a divisor of ", experts);
-  }
 }
 
 template <typename Visit>
@@ -449,14 +446,14 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
   const int64_t g = setup.gpus;
   const int64_t L = model.num_hidden_layers;
   std::vector<int64_t> tps;
+  // Candidate values, each kept when its dimension's rule accepts it (Note [Search space]).
+  const ParallelDim& tp_dim = dim(kTpDim);
   for (int64_t t : divisors(g, has_tp_plan ? per_node : 1)) {
-    if (model.num_attention_heads % t != 0) continue;
-    if (model.num_key_value_heads % t != 0 && t % model.num_key_value_heads != 0) continue;
-    tps.push_back(t);
+    if (tp_dim.refuses(model, setup, t).empty()) tps.push_back(t);
   }
   std::vector<int64_t> cps;
   for (int64_t c = 1; c <= g; c *= 2) {
-    if (setup.seq % (2 * c) == 0 || c == 1) cps.push_back(c);
+    if (dim(kCpDim).refuses(model, setup, c).empty()) cps.push_back(c);
   }
   for (int64_t tp : pinned_or(pins.tp, tps)) {
     for (int64_t cp : pinned_or(pins.cp, cps)) {
@@ -667,7 +664,7 @@ std::vector<Planner::Best> Planner::best_of_each(
     Impl::WorkEntry& e = I.work_for(c);
     const DimLinks& links = I.links_for(c, order);
     const LayerParameters& params = I.params_for(c.tp);
-    const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[4]);
+    const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[kTpDim]);
     const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp, I.stored_block(c));
     consider(c, order, s);
     if (!least || s.memory_bytes < least->memory_bytes) least = I.result_of(c, order, s);

@@ -1,0 +1,122 @@
+// The one table of parallel dimensions (Note [Parallel dimensions]): the mesh, names, flags,
+// per-dimension rules and the strings derived from it, against values written out by hand.
+#include "planner/candidate/parallel_dims.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "base/error.h"
+#include "collectives/cluster.h"
+#include "planner/search/planner.h"
+#include "tensor/models/model_config.h"
+
+namespace shardplan::planner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(ParallelDims, RowsCoverEveryMeshDimOnceWithDistinctFieldsAndFlags) {
+  std::set<int64_t> mesh_dims;
+  std::set<std::string_view> names, flags;
+  std::set<int> ranks;
+  for (const ParallelDim& d : parallel_dims()) {
+    mesh_dims.insert(d.mesh_dim);
+    names.insert(d.name);
+    flags.insert(d.flag);
+    ranks.insert(d.family_rank);
+    EXPECT_EQ(d.flag, "--" + std::string(d.name));
+  }
+  EXPECT_EQ(mesh_dims.size(), kMeshDims);
+  EXPECT_EQ(names.size(), kMeshDims);
+  EXPECT_EQ(flags.size(), kMeshDims);
+  EXPECT_EQ(ranks.size(), kMeshDims);
+  // Users read them as tp, pp, dp, cp, ep; the mesh is [pp, dp / ep, ep, cp, tp].
+  std::vector<std::string_view> order;
+  for (const ParallelDim& d : parallel_dims()) order.push_back(d.name);
+  EXPECT_THAT(order, ElementsAre("tp", "pp", "dp", "cp", "ep"));
+  EXPECT_THAT(mesh_names(), ElementsAre("pp", "dp", "ep", "cp", "tp"));
+}
+
+TEST(ParallelDims, MeshShapeCarvesExpertsOutOfDataParallelism) {
+  // 128 GPUs: tp 4, pp 2, dp 8 of which ep 4, cp 2 -> [2, 8 / 4, 4, 2, 4], 2*2*4*2*4 = 128.
+  const ParallelConfig c{.tp = 4, .pp = 2, .dp = 8, .cp = 2, .ep = 4};
+  EXPECT_THAT(mesh_shape(c), ElementsAre(2, 2, 4, 2, 4));
+  EXPECT_EQ(mesh_shape_vector(c), std::vector<int64_t>({2, 2, 4, 2, 4}));
+  EXPECT_EQ(world_product_text(c), "--tp 4 x --pp 2 x --dp 8 x --cp 2");
+  EXPECT_EQ(dim_name(kCpDim), "cp");
+  EXPECT_EQ(c.*dim(kEpDim).degree, 4);
+}
+
+TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
+  // Llama-3-8B: 32 heads, 8 KV heads, 32 layers; a dense model.
+  const tensor::ModelConfig m = tensor::find_model_config("llama3-8b");
+  const TrainingSetup s{.gpus = 64, .seq = 4096, .global_batch = 96};
+  EXPECT_EQ(dim(kTpDim).refuses(m, s, 8), "");
+  EXPECT_EQ(dim(kTpDim).refuses(m, s, 16), "");  // a multiple of the 8 KV heads, divides 32
+  EXPECT_EQ(dim(kTpDim).refuses(m, s, 3),
+            "--tp 3 does not divide the model's 32 attention heads, expected a divisor of 32");
+  EXPECT_EQ(dim(kPpDim).refuses(m, s, 32), "");
+  EXPECT_THAT(dim(kPpDim).refuses(m, s, 33), HasSubstr("expected at most 32"));
+  EXPECT_EQ(dim(kDpDim).refuses(m, s, 32), "");  // 96 / 32 = 3
+  EXPECT_THAT(dim(kDpDim).refuses(m, s, 64), HasSubstr("--global-batch 96 is not divisible"));
+  EXPECT_EQ(dim(kCpDim).refuses(m, s, 1), "");
+  EXPECT_EQ(dim(kCpDim).refuses(m, s, 2048), "");  // 4096 / 2048 = 2 tokens, two chunks of one
+  EXPECT_THAT(dim(kCpDim).refuses(m, s, 4096), HasSubstr("not divisible by 2 x 4096"));
+  EXPECT_EQ(dim(kEpDim).refuses(m, s, 1), "");
+  EXPECT_THAT(dim(kEpDim).refuses(m, s, 2), HasSubstr("on a dense model"));
+  const tensor::ModelConfig moe = tensor::find_model_config("mixtral-8x7b");  // 8 experts
+  EXPECT_EQ(dim(kEpDim).refuses(moe, s, 4), "");
+  EXPECT_THAT(dim(kEpDim).refuses(moe, s, 3), HasSubstr("does not divide the model's 8 experts"));
+}
+
+TEST(ParallelDims, ConfigCheckReadsTheTable) {
+  const tensor::ModelConfig moe = tensor::find_model_config("mixtral-8x7b");
+  const TrainingSetup s{.gpus = 64, .seq = 4096, .global_batch = 256};
+  // ep 4 does not divide dp 2: the carved dimension's rule, with its reason.
+  const ParallelConfig c{.tp = 8, .pp = 4, .dp = 2, .ep = 4};
+  try {
+    check_parallel_config(moe, s, c);
+    FAIL() << "ep 4 within dp 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "--ep 4 does not divide --dp 2, expected expert parallelism within data "
+                 "parallelism");
+  }
+  // The world's product names the four factors.
+  try {
+    check_parallel_config(moe, s, {.tp = 8, .pp = 4, .dp = 4});
+    FAIL() << "128 ranks for 64 GPUs was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--tp 8 x --pp 4 x --dp 4 x --cp 1 = 128, expected --gpus 64");
+  }
+}
+
+TEST(ParallelDims, PinsAreCheckedByTheirDimensionsRule) {
+  // A pinned --tp 3 on 32 heads was searched before the table (only families without a TP plan
+  // were refused); every pin now meets its dimension's rule up front.
+  Planner p(tensor::find_model_config("llama3-8b"),
+            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+            {.gpus = 24, .seq = 4096, .global_batch = 24}, {});
+  Pins pins;
+  pins.tp = 3;
+  try {
+    (void)p.search(pins, 1);
+    FAIL() << "--tp 3 was searched";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "--tp 3 does not divide the model's 32 attention heads, expected a divisor of 32");
+  }
+}
+
+TEST(ParallelDims, FamilyNamesFollowTheirRank) {
+  EXPECT_EQ(family_of({.tp = 2, .pp = 2, .dp = 2, .cp = 2, .ep = 2, .zero = 1}),
+            "tp+cp+pp+dp+ep zero-1");
+  EXPECT_EQ(family_of({.pp = 4, .dp = 2}), "pp+dp");
+  EXPECT_EQ(family_of({}), "single");
+}
+
+}  // namespace
+}  // namespace shardplan::planner
