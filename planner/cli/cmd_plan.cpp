@@ -87,14 +87,48 @@ void print_bill_text(const Bill& b) {
   }
 }
 
-nlohmann::ordered_json rejected_json(
-    const std::map<std::string, std::map<std::string, int64_t>>& rejected) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& [family, reasons] : rejected) {
-    j[family] = nlohmann::ordered_json::object();
-    for (const auto& [reason, n] : reasons) j[family][reason] = n;
+// The rule that rejected the most candidates (ties: the first by name), or null.
+const std::pair<const std::string, planner::Rejection>* top_rule(const planner::SearchResult& r) {
+  const std::pair<const std::string, planner::Rejection>* top = nullptr;
+  for (const auto& entry : r.rejected) {
+    if (top == nullptr || entry.second.count > top->second.count) top = &entry;
   }
-  return j;
+  return top;
+}
+
+// "--tp 8 --pp 4 ...: needs 95.2 GiB per GPU, 15.2 GiB over the 80 GiB of an H100": one rule's
+// first candidate; a pruned one shows the degrees the search had chosen when it was pruned.
+std::string rejection_text(const planner::Planner& p, const planner::Rejection& x) {
+  std::string s = config_text(x.first);
+  if (x.memory_bytes) {
+    const double capacity = p.context().memory_capacity_bytes;
+    s += ": needs " + human_bytes(static_cast<double>(*x.memory_bytes)) + " per GPU, " +
+         human_bytes(static_cast<double>(*x.memory_bytes) - capacity) + " over the " +
+         human_bytes(capacity) + " of a " + p.cluster().accelerator.model;
+  }
+  return s;
+}
+
+// "rejected": {rule: count}; "rejected_samples": {rule: the first candidate it rejected}.
+void add_rejected_json(const planner::Planner& p, const planner::SearchResult& r,
+                       nlohmann::ordered_json& j) {
+  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+  nlohmann::ordered_json samples = nlohmann::ordered_json::object();
+  for (const auto& [rule, x] : r.rejected) {
+    counts[rule] = x.count;
+    nlohmann::ordered_json s = planner::config_json(x.first);
+    if (x.memory_bytes) {
+      s["resource"] = "memory_per_gpu";
+      s["memory_per_gpu_bytes"] = *x.memory_bytes;
+      s["capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);
+      s["over_by_bytes"] =
+          *x.memory_bytes - static_cast<int64_t>(p.context().memory_capacity_bytes);
+    }
+    s["message"] = rejection_text(p, x);
+    samples[rule] = s;
+  }
+  j["rejected"] = counts;
+  j["rejected_samples"] = samples;
 }
 
 // Nothing fits: how far the candidate needing the least memory is from fitting, in one line.
@@ -204,8 +238,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
       j["evaluated"] = r.evaluated;
       j["feasible"] = r.feasible;
       j["pruned"] = r.pruned;
-      j["rejected"] = rejected_json(r.rejected);
-      j["pruned_by"] = r.pruned_by;
+      add_rejected_json(*p, r, j);
       if (r.top.empty()) j["nothing_fits"] = nothing_fits_json(*p, r);
       j["search_seconds"] = r.search_seconds;
       j["cached_blocks"] = r.cached_blocks;
@@ -223,12 +256,14 @@ void register_plan(CLI::App& app, CliContext& ctx) {
               << a->global_batch << ": " << r.evaluated << " configurations evaluated ("
               << r.feasible << " fit, " << r.pruned << " pruned) in " << std::fixed
               << std::setprecision(3) << r.search_seconds << " s\n";
+    if (const auto* most = top_rule(r)) {
+      std::cout << "rejected most by \"" << most->first << "\": " << most->second.count
+                << " candidates, first " << rejection_text(*p, most->second) << "\n";
+    }
     if (r.top.empty()) {
-      std::cout << "no plan fits; rejected per family:\n";
-      for (const auto& [family, reasons] : r.rejected) {
-        for (const auto& [reason, n] : reasons) {
-          std::cout << "  " << family << ": " << n << " " << reason << "\n";
-        }
+      std::cout << "no plan fits; rejected per rule:\n";
+      for (const auto& [rule, x] : r.rejected) {
+        std::cout << "  " << rule << ": " << x.count << "\n";
       }
       std::cout << nothing_fits_text(*p, r) << "\n";
       if (writes_plan) std::cout << "no plan written to " << *out << "\n";

@@ -2,8 +2,11 @@
 // (block_cost.h) and the links of the candidate's mesh dims (docs/cost-model.md §8 "The step
 // model"). The search calls evaluate() for every candidate; reports ask for the bill.
 //   StepContext ctx = ...;                      // model, cluster, setup, compute model
-//   StepResult r = evaluate(ctx, config, work, links, stage_layers, &bill);
-//   r.step_time_s; r.memory_bytes; bill.collectives[0].exposed_s;
+//   RankWork work = rank_work(trace_one_block(model, {...}), ctx.compute, {.tp = 8});
+//   Bill bill;
+//   StepResult r = evaluate(ctx, config, work, links, layer_parameters, &bill);
+//   r.step_time_s;                               // == the sum of time_parts(bill)
+//   r.memory_bytes; bill.collectives[0].exposed_s;
 //
 // Note [Partial recomputation]
 // Full recomputation of only the first N layers of each model chunk (Megatron-LM's

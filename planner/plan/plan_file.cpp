@@ -48,20 +48,6 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   return out;
 }
 
-nlohmann::ordered_json config_json(const ParallelConfig& c) {
-  nlohmann::ordered_json j;
-  for (const ParallelDim& d : parallel_dims()) j[std::string(d.name)] = c.*d.degree;
-  nlohmann::ordered_json rest = {{"zero", c.zero},
-                                 {"micro_batch", c.micro_batch},
-                                 {"recompute", tensor::to_string(c.recompute)},
-                                 {"recompute_layers", c.recompute_layers},
-                                 {"virtual_stages", c.virtual_stages},
-                                 {"sequence_parallel", c.sequence_parallel},
-                                 {"precision", to_string(c.precision)}};
-  j.update(rest);
-  return j;
-}
-
 // "gpt2: 12 layers, hidden 768, vocab 50257": enough to tell two models apart in a message.
 std::string model_summary(const tensor::ModelConfig& c) {
   std::string s = c.model_type + ": " + std::to_string(c.num_hidden_layers) + " layers, hidden " +
@@ -92,6 +78,20 @@ DimOrder parse_dim_order(std::string_view s) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json config_json(const ParallelConfig& c) {
+  nlohmann::ordered_json j;
+  for (const ParallelDim& d : parallel_dims()) j[std::string(d.name)] = c.*d.degree;
+  nlohmann::ordered_json rest = {{"zero", c.zero},
+                                 {"micro_batch", c.micro_batch},
+                                 {"recompute", tensor::to_string(c.recompute)},
+                                 {"recompute_layers", c.recompute_layers},
+                                 {"virtual_stages", c.virtual_stages},
+                                 {"sequence_parallel", c.sequence_parallel},
+                                 {"precision", to_string(c.precision)}};
+  j.update(rest);
+  return j;
+}
 
 std::vector<int64_t> PlanFile::mesh_shape() const { return mesh_shape_vector(config); }
 

@@ -61,6 +61,9 @@ struct PlanFile {
   bool operator==(const PlanFile&) const = default;
 };
 
+// plan.json's "config": the degrees (Note [Parallel dimensions]) and the other choices.
+nlohmann::ordered_json config_json(const ParallelConfig& c);
+
 // The plan `r` of `p`, every parameter placed (TP styles on "tp", FSDP's dim-0 shard on "dp" at
 // ZeRO-3, whole layers per stage).
 PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,

@@ -61,9 +61,10 @@ constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
 struct Pruned {
   int64_t total = 0;
   std::array<int64_t, kPruneRules> by{};
-  void add(PruneRule r) {
+  std::array<ParallelConfig, kPruneRules> first{};  // the degrees known when it was pruned
+  void add(PruneRule r, const ParallelConfig& c) {
     ++total;
-    ++by[r];
+    if (by[r]++ == 0) first[r] = c;
   }
 };
 
@@ -172,17 +173,6 @@ std::string family_of(const ParallelConfig& c) {
   if (s.empty()) s = "single";
   if (c.zero > 0) s += " zero-" + std::to_string(c.zero);
   return s;
-}
-
-// family_of's name depends on which dimensions exceed 1 and on the ZeRO stage: a key of one bit
-// per dimension and the stage (0..3).
-constexpr size_t kFamilyKeys = (size_t{1} << kMeshDims) * 4;
-size_t family_key(const ParallelConfig& c) {
-  size_t dims = 0;
-  for (const ParallelDim& d : parallel_dims()) {
-    if (c.*d.degree > 1) dims |= size_t{1} << d.mesh_dim;
-  }
-  return dims * 4 + static_cast<size_t>(c.zero & 3);
 }
 
 struct Planner::Impl {
@@ -458,21 +448,21 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
   for (int64_t tp : pinned_or(pins.tp, tps)) {
     for (int64_t cp : pinned_or(pins.cp, cps)) {
       if (g % (tp * cp) != 0) {
-        pruned.add(kWorldUndivided);
+        pruned.add(kWorldUndivided, {.tp = tp, .cp = cp});
         continue;
       }
       for (int64_t pp : pinned_or(pins.pp, divisors(g / (tp * cp), L))) {
         if (g % (tp * cp * pp) != 0) {
-          pruned.add(kWorldUndivided);
+          pruned.add(kWorldUndivided, {.tp = tp, .pp = pp, .cp = cp});
           continue;
         }
         const int64_t dp = g / (tp * cp * pp);
         if (pins.dp && *pins.dp != dp) {
-          pruned.add(kDpNotThePin);
+          pruned.add(kDpNotThePin, {.tp = tp, .pp = pp, .dp = dp, .cp = cp});
           continue;
         }
         if (setup.global_batch % dp != 0) {
-          pruned.add(kBatchByDp);
+          pruned.add(kBatchByDp, {.tp = tp, .pp = pp, .dp = dp, .cp = cp});
           continue;
         }
         std::vector<int64_t> eps = {1};
@@ -494,14 +484,20 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
         if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
         for (int64_t ep : pinned_or(pins.ep, eps)) {
           if (dp % ep != 0) {
-            pruned.add(kEpByDp);
+            pruned.add(kEpByDp, {.tp = tp, .pp = pp, .dp = dp, .cp = cp, .ep = ep});
             continue;
           }
           for (DimOrder order : orders) {
             for (int zero : pinned_or(pins.zero, zeros)) {
               for (int64_t mb : pinned_or(pins.micro_batch, mbs)) {
                 if (setup.global_batch % (dp * mb) != 0) {
-                  pruned.add(kBatchByMicroBatch);
+                  pruned.add(kBatchByMicroBatch, {.tp = tp,
+                                                  .pp = pp,
+                                                  .dp = dp,
+                                                  .cp = cp,
+                                                  .ep = ep,
+                                                  .zero = zero,
+                                                  .micro_batch = mb});
                   continue;
                 }
                 const int64_t m = setup.global_batch / (dp * mb);
@@ -533,15 +529,15 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
                                        .sequence_parallel = sp,
                                        .precision = options.precision};
                       if (sp && tp == 1) {
-                        pruned.add(kSpWithoutTp);
+                        pruned.add(kSpWithoutTp, c);
                         continue;
                       }
                       if (zero > 0 && dp == 1) {
-                        pruned.add(kZeroWithoutDp);
+                        pruned.add(kZeroWithoutDp, c);
                         continue;
                       }
                       if (v > 1 && (pp == 1 || m % pp != 0 || L < pp * v)) {
-                        pruned.add(kChunks);
+                        pruned.add(kChunks, c);
                         continue;
                       }
                       visit(c, order);
@@ -617,8 +613,7 @@ std::vector<Planner::Best> Planner::best_of_each(
   FastestAndFront kept(all != nullptr ? top_k : 0);
   SearchResult r;
   std::vector<bool> in(filters.size());
-  std::array<int64_t, kFamilyKeys> rejected{};
-  std::array<ParallelConfig, kFamilyKeys> family_example{};
+  Rejection over_memory;  // the memory rule: counted, with the first candidate it rejected
   std::vector<int64_t> rejected_per_filter(filters.size(), 0);
   // Counts an evaluated configuration (and, when it does not fit, its family's rejection).
   auto count = [&](const ParallelConfig& c, const StepResult& s) {
@@ -630,10 +625,10 @@ std::vector<Planner::Best> Planner::best_of_each(
     }
     for (size_t f = 0; f < filters.size(); ++f) best[f].evaluated += in[f] ? 1 : 0;
     if (!s.fits) {
-      // Counted by a small family key here, named once at the end: building the family's name
-      // for every rejected candidate cost more than evaluating it.
-      const size_t key = family_key(c);
-      if (rejected[key]++ == 0) family_example[key] = c;
+      if (over_memory.count++ == 0) {
+        over_memory.first = c;
+        over_memory.memory_bytes = s.memory_bytes;
+      }
       for (size_t f = 0; f < filters.size(); ++f) {
         if (in[f]) ++rejected_per_filter[f];
       }
@@ -707,13 +702,15 @@ std::vector<Planner::Best> Planner::best_of_each(
   if (I.options.progress) I.options.progress(-1, 0);
   r.pruned = pruned.total;
   for (size_t rule = 0; rule < kPruneRules; ++rule) {
-    if (pruned.by[rule] > 0) r.pruned_by[std::string(kPruneRuleNames[rule])] = pruned.by[rule];
+    if (pruned.by[rule] > 0) {
+      r.rejected[std::string(kPruneRuleNames[rule])] = {pruned.by[rule], pruned.first[rule], {}};
+    }
   }
   if (r.evaluated == 0) {
     // Nothing could even be priced: the pins (or the job) break a rule every candidate needs.
     std::string why;
-    for (const auto& [rule, n] : r.pruned_by) {
-      why += (why.empty() ? "" : "; ") + std::to_string(n) + " pruned: " + rule;
+    for (const auto& [rule, n] : r.rejected) {
+      why += (why.empty() ? "" : "; ") + std::to_string(n.count) + " pruned: " + rule;
     }
     const std::string pinned = pins_text(pins);
     SP_FAIL(pinned.empty() ? "no configuration can run this job"
@@ -725,10 +722,7 @@ std::vector<Planner::Best> Planner::best_of_each(
                            : "; expected pins that some configuration can meet");
   }
   r.least_memory = least;
-  for (size_t key = 0; key < kFamilyKeys; ++key) {
-    if (rejected[key] > 0)
-      r.rejected[family_of(family_example[key])]["exceeds memory"] += rejected[key];
-  }
+  if (over_memory.count > 0) r.rejected[std::string(kOverMemoryRule)] = over_memory;
   for (size_t f = 0; f < filters.size(); ++f) {
     if (rejected_per_filter[f] > 0) best[f].rejected["exceeds memory"] += rejected_per_filter[f];
   }

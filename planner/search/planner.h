@@ -4,7 +4,8 @@
 //   Planner p(find_model_config("llama3-70b"), load_cluster(...), {.gpus = 64, .seq = 4096,
 //             .global_batch = 256}, {});
 //   SearchResult r = p.search({}, 10);   // r.top[0].config, r.top[0].step_time_s
-//   Bill b = p.bill(r.top[0].config, r.top[0].dim_order);
+//   Bill b;
+//   p.estimate(r.top[0].config, r.top[0].order, &b);   // time_parts(b) sum to step_time_s
 //
 // Note [Search space]
 // tp: divisors of the GPUs within one node that the heads allow (families without a TP plan keep
@@ -18,8 +19,8 @@
 // micro-batches a multiple of pp (chunks may differ by a layer: the slowest stage sets the pace);
 // tp innermost, or cp inside the node and tp outside it. A pin fixes its dimension (any value
 // check_parallel_config accepts). Candidates that break a divisibility rule are pruned before
-// evaluation (counted in `pruned`); evaluated ones that do not fit in memory are rejected with the
-// reason counted per family.
+// evaluation (counted in `pruned`); evaluated ones that do not fit in memory are rejected by
+// kOverMemoryRule; SearchResult::rejected counts every rule with its first candidate.
 #pragma once
 
 #include <array>
@@ -61,19 +62,28 @@ struct PlanResult {
   double tokens_per_s = 0;
 };
 
+// The rule that rejects a priced candidate: more bytes per GPU than the accelerator holds.
+inline constexpr std::string_view kOverMemoryRule = "exceeds memory per GPU";
+
+struct Rejection {
+  int64_t count = 0;
+  ParallelConfig first;                 // the first candidate the rule rejected
+  std::optional<int64_t> memory_bytes;  // its bytes per GPU, for kOverMemoryRule
+};
+
 struct SearchResult {
   std::vector<PlanResult> top;     // fastest first
   std::vector<PlanResult> pareto;  // memory against step time, fastest first
   int64_t evaluated = 0;
   int64_t feasible = 0;
-  int64_t pruned = 0;
-  // rule -> candidates it removed before pricing (Note [Pruning rules] in planner.cpp).
-  std::map<std::string, int64_t> pruned_by;
+  int64_t pruned = 0;  // removed before pricing, by the pruning rules
+  // rule -> how many candidates it removed and the first of them: the pruning rules (Note
+  // [Pruning rules] in planner.cpp; their candidates only as far as the search had chosen) and,
+  // after pricing, kOverMemoryRule (with that candidate's bytes).
+  std::map<std::string, Rejection> rejected;
   // The evaluated candidate that needs the least memory per GPU: when nothing fits, how far the
   // closest plan is from fitting.
   std::optional<PlanResult> least_memory;
-  // family ("tp+pp+dp zero-1") -> reason -> candidates
-  std::map<std::string, std::map<std::string, int64_t>> rejected;
   double search_seconds = 0;
   int64_t cached_blocks = 0;  // traced (micro-batch, sequence, recompute) entries
   int64_t cached_work = 0;    // priced (trace, tp, sp, cp) entries
