@@ -22,6 +22,7 @@
 #include "planner/cli/plan_args.h"
 #include "planner/cli/text_format.h"
 #include "planner/plan/plan_file.h"
+#include "planner/plan/plan_view.h"
 #include "planner/search/strategies.h"
 
 namespace shardplan::cli {
@@ -150,7 +151,7 @@ nlohmann::ordered_json nothing_fits_json(const planner::Planner& p,
   j["resource"] = "memory_per_gpu";
   j["capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);
   if (r.least_memory) {
-    j["closest"] = plan_json(p, *r.least_memory);
+    j["closest"] = planner::plan_view_json(p, *r.least_memory);
     j["short_by_bytes"] =
         r.least_memory->memory_bytes - static_cast<int64_t>(p.context().memory_capacity_bytes);
   }
@@ -228,13 +229,13 @@ void register_plan(CLI::App& app, CliContext& ctx) {
       if (r.top.empty()) {
         j["best"] = nullptr;
       } else {
-        j["best"] = plan_json(*p, r.top[0]);
-        j["best"]["bill"] = bill_json(bill);
+        j["best"] = planner::plan_view_json(*p, r.top[0]);
+        j["best"]["bill"] = planner::bill_json(bill);
       }
       j["top"] = nlohmann::ordered_json::array();
-      for (const PlanResult& x : shown) j["top"].push_back(plan_json(*p, x));
+      for (const PlanResult& x : shown) j["top"].push_back(planner::plan_view_json(*p, x));
       j["pareto"] = nlohmann::ordered_json::array();
-      for (const PlanResult& x : r.pareto) j["pareto"].push_back(plan_json(*p, x));
+      for (const PlanResult& x : r.pareto) j["pareto"].push_back(planner::plan_view_json(*p, x));
       j["evaluated"] = r.evaluated;
       j["feasible"] = r.feasible;
       j["pruned"] = r.pruned;
@@ -293,13 +294,13 @@ void register_estimate(CLI::App& app, CliContext& ctx) {
         planner::default_config(p->setup(), a->pins(), planner::parse_precision(a->precision));
     Bill bill;
     const PlanResult r = p->estimate(c, planner::DimOrder::kTpInner, &bill);
-    const bool fits = static_cast<double>(r.memory_bytes) <= p->context().memory_capacity_bytes;
+    const bool fits = r.fits;
     if (ctx.json) {
       nlohmann::ordered_json j;
       j["setup"] = setup_json(*a, *p);
-      j["plan"] = plan_json(*p, r);
+      j["plan"] = planner::plan_view_json(*p, r);
       j["plan"]["fits"] = fits;
-      j["plan"]["bill"] = bill_json(bill);
+      j["plan"]["bill"] = planner::bill_json(bill);
       print_json_document(j);
       return;
     }
@@ -348,10 +349,10 @@ void register_compare(CLI::App& app, CliContext& ctx) {
       if (best[i].best) {
         Bill bill;
         (void)p->estimate(best[i].best->config, best[i].best->order, &bill);
-        const nlohmann::ordered_json fields = plan_json(*p, *best[i].best);
+        const nlohmann::ordered_json fields = planner::plan_view_json(*p, *best[i].best);
         for (auto it = fields.begin(); it != fields.end(); ++it) row[it.key()] = it.value();
         row["fits"] = true;
-        row["bill"] = bill_json(bill);
+        row["bill"] = planner::bill_json(bill);
         cr.fits = true;
         cr.bill = bill;
         cr.step_time_s = best[i].best->step_time_s;

@@ -40,9 +40,6 @@ struct PlanArgs {
 // --model, --cluster, --gpus, --seq, --global-batch, the pins and --precision / --attention.
 void add_plan_options(CLI::App& cmd, PlanArgs& args);
 
-// The fields every plan row has (docs/user-guide.md "plan").
-nlohmann::ordered_json plan_json(const planner::Planner& p, const planner::PlanResult& r);
-nlohmann::ordered_json bill_json(const planner::Bill& b);
 // The setup echo: model, cluster, gpus, seq, global_batch, precision, attention (as resolved).
 nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p);
 

@@ -321,6 +321,7 @@ struct Planner::Impl {
     p.stages = r.stages;
     p.step_time_s = r.step_time_s;
     p.memory_bytes = r.memory_bytes;
+    p.fits = r.fits;
     const double tokens = static_cast<double>(setup.global_batch * setup.seq);
     p.tokens_per_s = tokens / r.step_time_s;
     p.mfu = mfu(flops_per_token, setup.global_batch * setup.seq, setup.gpus,

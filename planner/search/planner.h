@@ -58,6 +58,7 @@ struct PlanResult {
   StageEnds stages;  // layers of the first and last pipeline stage (Note [Stage partition])
   double step_time_s = 0;
   int64_t memory_bytes = 0;
+  bool fits = false;  // memory_bytes within the accelerator's memory (the step model's verdict)
   double mfu = 0;
   double tokens_per_s = 0;
 };
