@@ -3,18 +3,11 @@
 //   mpirun -np 4 shardplan materialize --plan plan.json --device cpu --verify
 //   shardplan materialize --plan plan.json --dry-run        # any world size, no launcher
 //
-// Note [Materialize failure policy]
-// Bad input (an unreadable or inconsistent plan, a world size that is not the plan's, a device
-// that does not exist) is found before anything is allocated. The ranks then agree on it with
-// one all-reduce, so every rank stops with one line naming itself and exit 2, and none waits in a
-// collective for a rank that has already left. A failure at run time (out of memory, a backend
-// error) ends the whole job at once: the failing rank prints what and where, then aborts the
-// world (MPI_Abort), which makes the launcher stop every rank and exit non-zero.
+// The ranks run in planner/materialize/rank_driver.h (Note [Materialize failure policy]); this
+// file parses, calls and prints.
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iomanip>
@@ -22,24 +15,17 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 
 #include "base/error.h"
-#include "base/strict_json.h"
 #include "collectives/cluster.h"
 #include "collectives/communicator.h"
-#include "planner/candidate/candidate_mesh.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/text_format.h"
 #include "planner/materialize/dry_run.h"
 #include "planner/materialize/layout.h"
-#include "planner/materialize/parameter_source.h"
-#include "planner/materialize/shard_memory.h"
-#include "planner/materialize/shards.h"
-#include "planner/materialize/verify.h"
+#include "planner/materialize/rank_driver.h"
 #include "planner/plan/plan_file.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
@@ -48,13 +34,7 @@
 namespace shardplan::cli {
 namespace {
 
-struct MaterializeArgs {
-  std::string plan;
-  std::string model;    // optional: must be the plan's model
-  std::string cluster;  // optional: must be the plan's cluster
-  std::string device = "cpu";
-  std::string checkpoint;
-  bool verify = false;
+struct MaterializeArgs : planner::MaterializeRequest {
   bool dry_run = false;
 };
 
@@ -62,44 +42,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string mesh_text(const planner::MaterialLayout& l) {
-  std::ostringstream os;
-  const std::vector<int64_t>& shape = l.mesh().shape();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    os << (d ? " x " : "") << l.mesh().dim_names()[d] << " " << shape[d];
-  }
-  return os.str();
-}
-
 // The plan's own cluster facts: a plan is self-contained, so no cluster file named in it is read.
 int64_t device_memory_bytes(const planner::PlanFile& f) {
   return static_cast<int64_t>(f.cluster.accelerator.memory_gb.value * 1e9);
-}
-
-// The plan, checked against the --model and --cluster the user named (if any): a plan for another
-// model or cluster is refused naming both.
-planner::PlanFile read_checked_plan(const MaterializeArgs& a) {
-  planner::PlanFile f = planner::read_plan_file(a.plan);
-  if (!a.model.empty()) {
-    planner::check_same_model(f, tensor::find_model_config(a.model), "--model " + a.model);
-  }
-  if (!a.cluster.empty()) {
-    planner::check_same_cluster(f,
-                                collectives::load_cluster(collectives::resolve_cluster(a.cluster)),
-                                "--cluster " + a.cluster);
-  }
-  return f;
-}
-
-void check_device(const std::string& device) {
-  SP_CHECK(device == "cpu" || device == "cuda", "--device '", device, "', expected cpu or cuda");
 }
 
 // ---- --dry-run -------------------------------------------------------------------------------
 
 void run_dry(CliContext& ctx, const MaterializeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  const planner::MaterialLayout layout(read_checked_plan(a));
+  const planner::MaterialLayout layout(planner::read_checked_plan(a));
   const int64_t capacity = device_memory_bytes(layout.file());
   const planner::DryRunReport r = planner::dry_run(layout, capacity);
   const double s = seconds_since(t0);
@@ -134,8 +86,8 @@ void run_dry(CliContext& ctx, const MaterializeArgs& a) {
     return;
   }
   std::cout << "dry run of " << a.plan << ": " << layout.file().model_name << " on " << r.ranks
-            << " virtual ranks (" << mesh_text(layout) << "): consistent, checked in " << std::fixed
-            << std::setprecision(2) << s << " s\n"
+            << " virtual ranks (" << planner::mesh_text(layout) << "): consistent, checked in "
+            << std::fixed << std::setprecision(2) << s << " s\n"
             << "  " << with_commas(r.parameters) << " tensors, " << with_commas(r.elements)
             << " elements; " << with_commas(r.shards_checked)
             << " shard ranges checked to tile every tensor once; init streams distinct\n"
@@ -158,57 +110,12 @@ void run_dry(CliContext& ctx, const MaterializeArgs& a) {
 
 // ---- the ranks -------------------------------------------------------------------------------
 
-// Fault injection for the tests of Note [Materialize failure policy] (docs/launching.md
-// "Faults"): SHARDPLAN_TEST_FAIL_RANK=r makes rank r fail at run time after allocating, and
-// SHARDPLAN_TEST_KILL_RANK=r makes it die by SIGKILL, as a crashed or OOM-killed rank does. A value
-// that is not a rank of the job is bad input (a typo must not make a fault test pass silently).
-struct Faults {
-  std::optional<int64_t> fail, kill;
-};
-
-std::optional<int64_t> fault_rank(const char* var, int64_t world) {
-  const char* v = std::getenv(var);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  const std::string_view text(v);
-  int64_t r = -1;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), r);
-  SP_CHECK(ec == std::errc() && end == text.data() + text.size() && r >= 0 && r < world, var, "='",
-           printable(text, 40), "', expected a rank of this job, 0 to ", world - 1);
-  return r;
-}
-
-Faults faults_from_environment(int64_t world) {
-  return {fault_rank("SHARDPLAN_TEST_FAIL_RANK", world),
-          fault_rank("SHARDPLAN_TEST_KILL_RANK", world)};
-}
-
-void inject_fault(const Faults& f, int64_t rank) {
-  if (f.kill == rank) std::raise(SIGKILL);
-  if (f.fail == rank) throw RuntimeFailure("injected failure (SHARDPLAN_TEST_FAIL_RANK)");
-}
-
-// What a rank reports to rank 0.
-struct RankSummary {
-  int64_t stage = 0;
-  int64_t tensors = 0;
-  int64_t bytes = 0;
-  int64_t read_bytes = 0;  // from a checkpoint (0 when initialized)
-  double init_s = 0;
-};
-
-// The world and per-dim communicators of this process: MPI under a launcher, else one rank.
-struct Launch {
-  std::unique_ptr<collectives::Communicator> world;
-  std::function<collectives::MeshCommunicators(const mesh::DeviceMesh&)> split;
-  std::function<void(int)> abort;  // Note [Materialize failure policy]
-  int64_t local_rank = 0;          // among the ranks of this host (picks the GPU)
-};
-
 void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::MaterialLayout& layout,
-                 const std::vector<RankSummary>& ranks, double seconds,
+                 const std::vector<planner::RankSummary>& ranks, double seconds,
                  const planner::VerifyReport* v) {
   // Ranks with the same stage, bytes and bytes read are one row.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<RankSummary, std::vector<int64_t>>>
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           std::pair<planner::RankSummary, std::vector<int64_t>>>
       classes;
   double slowest = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -259,9 +166,9 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
     return;
   }
   std::cout << "materialized " << layout.file().model_name << " on " << ranks.size() << " "
-            << a.device << " rank" << (ranks.size() == 1 ? "" : "s") << " (" << mesh_text(layout)
-            << ") in " << std::fixed << std::setprecision(2) << seconds << " s (init " << slowest
-            << " s on the slowest rank)\n"
+            << a.device << " rank" << (ranks.size() == 1 ? "" : "s") << " ("
+            << planner::mesh_text(layout) << ") in " << std::fixed << std::setprecision(2)
+            << seconds << " s (init " << slowest << " s on the slowest rank)\n"
             << "  parameters per rank (the plan predicts "
             << human_bytes(static_cast<double>(layout.file().memory_per_gpu_bytes))
             << " per GPU for the whole training state):\n";
@@ -287,94 +194,49 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
   }
 }
 
-void run_ranks(CliContext& ctx, const MaterializeArgs& a, Launch& launch) {
-  collectives::Communicator& world = *launch.world;
-  const auto t0 = std::chrono::steady_clock::now();
-  // Input, checked on every rank, then agreed (Note [Materialize failure policy]).
-  std::unique_ptr<planner::MaterialLayout> layout;
-  std::unique_ptr<planner::ParameterSource> source;
-  std::unique_ptr<planner::ShardMemory> memory;
-  Faults faults;
-  std::string error;
-  try {
-    check_device(a.device);
-    faults = faults_from_environment(world.size());
-    memory = a.device == "cpu" ? planner::host_shard_memory()
-                               : planner::cuda_shard_memory(launch.local_rank);
-    layout = std::make_unique<planner::MaterialLayout>(read_checked_plan(a));
-    if (a.checkpoint.empty()) {
-      source = std::make_unique<planner::InitSource>(*layout);
-    } else {
-      source = std::make_unique<planner::CheckpointSource>(*layout,
-                                                           tensor::read_checkpoint(a.checkpoint));
-    }
-    SP_CHECK(layout->world_size() == world.size(), "the plan is for ", layout->world_size(),
-             " ranks (", mesh_text(*layout), ") but this job has ", world.size(),
-             ", expected a launch with -np ", layout->world_size());
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  int64_t failed = error.empty() ? 0 : 1;
-  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
-  if (failed != 0) {
-    if (world.size() == 1) throw Error(error);
+// This rank's part: the driver runs it, rank 0 prints the job's summary.
+void run_ranks(CliContext& ctx, const MaterializeArgs& a, planner::Launch& launch) {
+  launch.error_line = [](const std::string& line) { print_error_line(line); };
+  const bool tty = launch.world->rank() == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
+  std::optional<std::chrono::steady_clock::time_point> first;
+  bool drawn = false;
+  const planner::MaterializeReport r =
+      planner::run_ranks(a, launch, [&](int64_t done, int64_t total) {
+        if (!first) first = std::chrono::steady_clock::now();
+        if (!tty || seconds_since(*first) < 1) return;
+        std::fprintf(
+            stderr, "\rmaterialize: rank 0 %3.0f%% of %s",
+            100.0 * static_cast<double>(done) / static_cast<double>(std::max<int64_t>(1, total)),
+            human_bytes(static_cast<double>(total)).c_str());
+        drawn = true;
+      });
+  if (drawn) std::fputs("\r\033[K", stderr);
+  if (r.bad_input) {
     // Printed here, before MPI_Finalize: once the first rank exits non-zero the launcher stops
     // the others, and a message printed after finalizing could be lost.
-    print_error_line(
-        "shardplan: error: " + world.who() + ": " +
-        (error.empty() ? std::string("stopping: another rank found bad input") : error));
+    print_error_line("shardplan: error: " + launch.world->who() + ": " + *r.bad_input);
     ctx.exit_code = ExitCode::kBadInput;
     return;
   }
-
-  // Run time: any failure ends the job.
-  try {
-    collectives::MeshCommunicators comms = launch.split(layout->mesh());
-    const int64_t rank = world.rank();
-    planner::RankShards shards = planner::allocate_shards(*layout, rank, *memory);
-    inject_fault(faults, rank);
-    const auto t_init = std::chrono::steady_clock::now();
-    const bool tty = rank == 0 && !ctx.json && isatty(STDERR_FILENO) != 0;
-    bool drawn = false;
-    planner::init_shards(*layout, shards, *source, [&](int64_t done, int64_t total) {
-      if (!tty || seconds_since(t_init) < 1) return;
-      std::fprintf(stderr, "\rmaterialize: rank 0 %3.0f%% of %s",
-                   100.0 * done / std::max<int64_t>(1, total),
-                   human_bytes(static_cast<double>(total)).c_str());
-      drawn = true;
-    });
-    if (drawn) std::fputs("\r\033[K", stderr);
-    RankSummary mine{shards.coord[planner::kPpDim], static_cast<int64_t>(shards.parts.size()),
-                     shards.bytes, source->bytes_read(), seconds_since(t_init)};
-    std::unique_ptr<planner::VerifyReport> v;
-    if (a.verify) {
-      v = std::make_unique<planner::VerifyReport>(
-          planner::verify_shards(*layout, shards, *source, comms));
-      for (const std::string& m : v->messages) print_error_line("shardplan: verify: " + m);
-    }
-    std::vector<RankSummary> all(static_cast<size_t>(world.size()));
-    world.all_gather(&mine, all.data(), sizeof mine);
-    if (rank == 0) print_ranks(ctx, a, *layout, all, seconds_since(t0), v.get());
-    if (v && v->failures != 0) ctx.exit_code = ExitCode::kRuntimeFailure;
-  } catch (const std::exception& e) {
-    if (world.size() == 1) throw;
-    print_error_line("shardplan: error: " + world.who() + ": " + e.what());
-    // A moment for the launcher to forward that line: the abort stops its output forwarding too.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    launch.abort(1);
+  if (r.verify) {
+    for (const std::string& m : r.verify->messages) print_error_line("shardplan: verify: " + m);
   }
+  if (launch.world->rank() == 0) {
+    print_ranks(ctx, a, *r.layout, r.ranks, r.seconds, r.verify ? &*r.verify : nullptr);
+  }
+  if (r.verify && r.verify->failures != 0) ctx.exit_code = ExitCode::kRuntimeFailure;
 }
 
 void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
   if (a.dry_run) {
-    check_device(a.device);
+    planner::check_device(a.device);
     run_dry(ctx, a);
     return;
   }
 #if SHARDPLAN_HAVE_MPI
   if (collectives::launched_by_mpi_launcher()) {
     collectives::MpiSession session;
-    Launch launch;
+    planner::Launch launch;
     launch.world = collectives::mpi_world(session);
     launch.split = [&session](const mesh::DeviceMesh& m) {
       return collectives::mpi_mesh_communicators(session, m);
@@ -387,7 +249,7 @@ void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
 #endif
   // One process without a launcher: a one-rank plan runs here, any other is refused by the
   // world-size check.
-  Launch launch;
+  planner::Launch launch;
   launch.world = std::make_unique<collectives::SelfCommunicator>();
   launch.split = [](const mesh::DeviceMesh& m) {
     collectives::MeshCommunicators c;

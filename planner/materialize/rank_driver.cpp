@@ -1,0 +1,147 @@
+#include "planner/materialize/rank_driver.h"
+
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <thread>
+
+#include "base/error.h"
+#include "base/strict_json.h"
+#include "collectives/cluster.h"
+#include "planner/materialize/parameter_source.h"
+#include "planner/materialize/shard_memory.h"
+#include "planner/materialize/shards.h"
+#include "tensor/models/model_config.h"
+#include "tensor/safetensors.h"
+
+namespace shardplan::planner {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Fault injection for the tests of Note [Materialize failure policy] (docs/launching.md
+// "Faults"): SHARDPLAN_TEST_FAIL_RANK=r makes rank r fail at run time after allocating, and
+// SHARDPLAN_TEST_KILL_RANK=r makes it die by SIGKILL, as a crashed or OOM-killed rank does. A value
+// that is not a rank of the job is bad input (a typo must not make a fault test pass silently).
+struct Faults {
+  std::optional<int64_t> fail, kill;
+};
+
+std::optional<int64_t> fault_rank(const char* var, int64_t world) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  const std::string_view text(v);
+  int64_t r = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), r);
+  SP_CHECK(ec == std::errc() && end == text.data() + text.size() && r >= 0 && r < world, var, "='",
+           printable(text, 40), "', expected a rank of this job, 0 to ", world - 1);
+  return r;
+}
+
+Faults faults_from_environment(int64_t world) {
+  return {fault_rank("SHARDPLAN_TEST_FAIL_RANK", world),
+          fault_rank("SHARDPLAN_TEST_KILL_RANK", world)};
+}
+
+void inject_fault(const Faults& f, int64_t rank) {
+  if (f.kill == rank) std::raise(SIGKILL);
+  if (f.fail == rank) throw RuntimeFailure("injected failure (SHARDPLAN_TEST_FAIL_RANK)");
+}
+
+}  // namespace
+
+void check_device(const std::string& device) {
+  SP_CHECK(device == "cpu" || device == "cuda", "--device '", device, "', expected cpu or cuda");
+}
+
+PlanFile read_checked_plan(const MaterializeRequest& a) {
+  PlanFile f = read_plan_file(a.plan);
+  if (!a.model.empty()) {
+    check_same_model(f, tensor::find_model_config(a.model), "--model " + a.model);
+  }
+  if (!a.cluster.empty()) {
+    check_same_cluster(f, collectives::load_cluster(collectives::resolve_cluster(a.cluster)),
+                       "--cluster " + a.cluster);
+  }
+  return f;
+}
+
+std::string mesh_text(const MaterialLayout& l) {
+  std::ostringstream os;
+  const std::vector<int64_t>& shape = l.mesh().shape();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    os << (d ? " x " : "") << l.mesh().dim_names()[d] << " " << shape[d];
+  }
+  return os.str();
+}
+
+MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
+                            const std::function<void(int64_t done, int64_t total)>& progress) {
+  collectives::Communicator& world = *launch.world;
+  const auto t0 = std::chrono::steady_clock::now();
+  MaterializeReport report;
+  // Input, checked on every rank, then agreed (Note [Materialize failure policy]).
+  std::shared_ptr<MaterialLayout> layout;
+  std::unique_ptr<ParameterSource> source;
+  std::unique_ptr<ShardMemory> memory;
+  Faults faults;
+  std::string error;
+  try {
+    check_device(a.device);
+    faults = faults_from_environment(world.size());
+    memory = a.device == "cpu" ? host_shard_memory() : cuda_shard_memory(launch.local_rank);
+    layout = std::make_shared<MaterialLayout>(read_checked_plan(a));
+    if (a.checkpoint.empty()) {
+      source = std::make_unique<InitSource>(*layout);
+    } else {
+      source = std::make_unique<CheckpointSource>(*layout, tensor::read_checkpoint(a.checkpoint));
+    }
+    SP_CHECK(layout->world_size() == world.size(), "the plan is for ", layout->world_size(),
+             " ranks (", mesh_text(*layout), ") but this job has ", world.size(),
+             ", expected a launch with -np ", layout->world_size());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  int64_t failed = error.empty() ? 0 : 1;
+  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
+  if (failed != 0) {
+    if (world.size() == 1) throw Error(error);
+    report.bad_input =
+        error.empty() ? std::string("stopping: another rank found bad input") : error;
+    return report;
+  }
+  report.layout = layout;
+
+  // Run time: any failure ends the job.
+  try {
+    collectives::MeshCommunicators comms = launch.split(layout->mesh());
+    const int64_t rank = world.rank();
+    RankShards shards = allocate_shards(*layout, rank, *memory);
+    inject_fault(faults, rank);
+    const auto t_init = std::chrono::steady_clock::now();
+    init_shards(*layout, shards, *source, [&](int64_t done, int64_t total) {
+      if (rank == 0 && progress) progress(done, total);
+    });
+    RankSummary mine{shards.coord[kPpDim], static_cast<int64_t>(shards.parts.size()), shards.bytes,
+                     source->bytes_read(), seconds_since(t_init)};
+    if (a.verify) report.verify = verify_shards(*layout, shards, *source, comms);
+    report.ranks.resize(static_cast<size_t>(world.size()));
+    world.all_gather(&mine, report.ranks.data(), sizeof mine);
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    launch.error_line("shardplan: error: " + world.who() + ": " + e.what());
+    // A moment for the launcher to forward that line: the abort stops its output forwarding too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    launch.abort(1);
+  }
+  report.seconds = seconds_since(t0);
+  return report;
+}
+
+}  // namespace shardplan::planner
