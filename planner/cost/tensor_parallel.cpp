@@ -65,6 +65,23 @@ int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t ran
   return n;
 }
 
+int64_t expert_parameters_per_layer(const tensor::ModelConfig& c, int64_t tp, int64_t rank) {
+  const tensor::ModelFamily& family = tensor::family_of(c);
+  if (family.experts_class.empty() || c.num_local_experts <= 0) return 0;
+  tensor::ModelConfig one = c;
+  one.num_hidden_layers = 1;  // the layers are alike: the first one stands for each
+  const LocalParameters local = local_parameters(one, tp, rank);
+  int64_t n = 0;
+  std::unordered_set<const void*> seen;
+  for (const tensor::NamedModule& m : local.model->named_modules()) {
+    if (m.module->type_name() != family.experts_class) continue;
+    for (const tensor::NamedTensor& p : m.module->named_parameters()) {
+      if (seen.insert(p.tensor.impl()).second) n += local.numel.at(p.tensor.impl());
+    }
+  }
+  return n;
+}
+
 std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t pp,
                                       int64_t tp_rank) {
   const int64_t layers = c.num_hidden_layers;

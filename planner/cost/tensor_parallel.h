@@ -24,6 +24,13 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
 // its ShardSpec. tp = 1 is the whole model.
 int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t rank = 0);
 
+// Parameters of one layer's routed experts on TP rank `rank` of `tp`: the parameters of every
+// module of the family's experts class (ModelFamily::experts_class) in the first layer of the model
+// built from `c`, each at its local shape. 0 for a dense model. Counted from the built model, not
+// from a formula, so an expert of any shape (a separate moe_intermediate_size, fused gate and up,
+// biases) is priced as the model defines it.
+int64_t expert_parameters_per_layer(const tensor::ModelConfig& c, int64_t tp, int64_t rank = 0);
+
 // Parameters each pipeline stage's TP rank `tp_rank` holds, stage by stage. Stage s holds the
 // layers [floor(s L / pp), floor((s + 1) L / pp)): Megatron-LM's even split when pp divides L,
 // and otherwise stages differing by at most one layer; what comes

@@ -270,10 +270,7 @@ struct Planner::Impl {
     int64_t few_sum = 0;
     for (int64_t n : few) few_sum += n;
     lp.tied_twice = few_sum - tp_rank_parameters(small, tp, 0);
-    if (model.num_local_experts > 0) {
-      lp.experts_per_layer =
-          model.num_local_experts * 3 * model.hidden_size * (model.intermediate_size / tp);
-    }
+    lp.experts_per_layer = expert_parameters_per_layer(model, tp);
     lp.set_prefix();
     return params.emplace(tp, std::move(lp)).first->second;
   }

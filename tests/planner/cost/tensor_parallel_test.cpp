@@ -129,3 +129,19 @@ TEST(StageParameters, ThreeLayerCopyGivesEveryLayer) {
 }
 
 }  // namespace shardplan::planner
+
+namespace shardplan::planner {
+namespace {
+
+// Routed experts counted from the built model: Mixtral-8x7B's layer holds 8 experts of w1, w3
+// (14336 x 4096, column-wise under TP) and w2 (4096 x 14336, row-wise), 3 x 4096 x 14336 each.
+TEST(ExpertParameters, MixtralLayerByHandAndSplitByTp) {
+  const tensor::ModelConfig m = tensor::find_model_config("mixtral-8x7b");
+  const int64_t per_expert = int64_t{3} * 4096 * 14336;
+  EXPECT_EQ(expert_parameters_per_layer(m, 1), 8 * per_expert);
+  EXPECT_EQ(expert_parameters_per_layer(m, 8), 8 * per_expert / 8);
+  EXPECT_EQ(expert_parameters_per_layer(tensor::find_model_config("llama3-8b"), 1), 0);
+}
+
+}  // namespace
+}  // namespace shardplan::planner
