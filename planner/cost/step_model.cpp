@@ -105,11 +105,15 @@ struct LayerCost {
 
 struct Recorder {
   Bill* bill;
-  void add(std::string what, CollectiveKind kind, MeshDim dim, const collectives::GroupLinks& l,
-           int64_t bytes, int64_t calls, double seconds, double exposed) {
+  // `what` follows the dim's name: add("all_reduce (gradients)", ..., kDpDim, ...) records
+  // "dp all_reduce (gradients)". Nothing is built without a bill (the search's hot path).
+  void add(std::string_view what, CollectiveKind kind, MeshDim dim,
+           const collectives::GroupLinks& l, int64_t bytes, int64_t calls, double seconds,
+           double exposed) {
     if (bill == nullptr || calls == 0 || l.group_size <= 1) return;
+    std::string name = dim_name(dim);
     bill->collectives.push_back(
-        {std::move(what), kind, dim_name(dim), l.group_size, bytes, calls, seconds, exposed});
+        {name + " " + std::string(what), kind, name, l.group_size, bytes, calls, seconds, exposed});
   }
 };
 
@@ -340,12 +344,11 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
   const double bwd_window = layers * peak_layer.backward_s;
   const double fwd_window = layers * peak_layer.forward_s;
   const double buckets = static_cast<double>(std::max<int64_t>(1, states.layers_max));
-  const std::string dp = dim_name(kDpDim);
   if (c.zero == 0) {
     const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, dp_l);
     const double e = std::max(t / buckets, t - bwd_window);
-    rec.add(dp + " all_reduce (gradients)", CollectiveKind::kAllReduce, kDpDim, dp_l, grad_bytes, 1,
-            t, e);
+    rec.add("all_reduce (gradients)", CollectiveKind::kAllReduce, kDpDim, dp_l, grad_bytes, 1, t,
+            e);
     return e;
   }
   if (c.zero <= 2) {
@@ -353,16 +356,16 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
     const double e_rs = std::max(t_rs / buckets, t_rs - bwd_window);
     const double t_ag = seconds_of(CollectiveKind::kAllGather, param_bytes, dp_l);
     const double e_ag = std::max(t_ag / buckets, t_ag - fwd_window);
-    rec.add(dp + " reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l,
-            grad_bytes, 1, t_rs, e_rs);
-    rec.add(dp + " all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, dp_l,
+    rec.add("reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l, grad_bytes,
+            1, t_rs, e_rs);
+    rec.add("all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, dp_l,
             param_bytes, 1, t_ag, e_ag);
     return e_rs + e_ag;
   }
   // ZeRO-3: the step's first gather has nothing to hide behind.
-  rec.add(dim_name(kDpDim) + " all_gather (fsdp parameters, the step's first layer)",
-          CollectiveKind::kAllGather, kDpDim, dp_l, layer_params * ctx.recipe.param_bytes, 1,
-          lp.fsdp_forward_s, lp.fsdp_forward_s);
+  rec.add("all_gather (fsdp parameters, the step's first layer)", CollectiveKind::kAllGather,
+          kDpDim, dp_l, layer_params * ctx.recipe.param_bytes, 1, lp.fsdp_forward_s,
+          lp.fsdp_forward_s);
   return lp.fsdp_forward_s;
 }
 
@@ -448,19 +451,18 @@ void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const 
   const double again = full && layers > 0 ? static_cast<double>(lp.recomputed_in(layers)) /
                                                 static_cast<double>(layers)
                                           : 0;
-  const std::string tp = dim_name(kTpDim);
   auto add_tp = [&](const PartWork& p, const char* where, double times) {
     for (const CommItem& ci : p.tp_forward) {
       const double t = seconds_of(ci.kind, ci.bytes, tp_l);
       const auto calls = std::llround(times * (p.recompute_s > 0 ? 1 + again : 1));
-      rec.add(tp + " " + std::string(collectives::to_string(ci.kind)) + " (" + where + " forward)",
-              ci.kind, kTpDim, tp_l, ci.bytes, calls, t * static_cast<double>(calls),
+      rec.add(std::string(collectives::to_string(ci.kind)) + " (" + where + " forward)", ci.kind,
+              kTpDim, tp_l, ci.bytes, calls, t * static_cast<double>(calls),
               t * static_cast<double>(calls));
     }
     for (const CommItem& ci : p.tp_backward) {
       const double t = seconds_of(ci.kind, ci.bytes, tp_l);
-      rec.add(tp + " " + std::string(collectives::to_string(ci.kind)) + " (" + where + " backward)",
-              ci.kind, kTpDim, tp_l, ci.bytes, static_cast<int64_t>(times), t * times, t * times);
+      rec.add(std::string(collectives::to_string(ci.kind)) + " (" + where + " backward)", ci.kind,
+              kTpDim, tp_l, ci.bytes, static_cast<int64_t>(times), t * times, t * times);
     }
   };
   add_tp(w.block(), "block", per_layer_calls);
@@ -473,34 +475,32 @@ void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const 
     const auto calls = static_cast<int64_t>(m) * layers;
     const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, dp_l);
     const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, dp_l);
-    const std::string dp = dim_name(kDpDim);
-    rec.add(dp + " all_gather (fsdp parameters, forward and backward)", CollectiveKind::kAllGather,
+    rec.add("all_gather (fsdp parameters, forward and backward)", CollectiveKind::kAllGather,
             kDpDim, dp_l, lp_bytes, 2 * calls, 2 * ag * static_cast<double>(calls),
             layer.fsdp_gather_exposed_s * per_layer_calls);
-    rec.add(dp + " reduce_scatter (fsdp gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l,
+    rec.add("reduce_scatter (fsdp gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l,
             lg_bytes, calls, rs * static_cast<double>(calls),
             layer.fsdp_scatter_exposed_s * per_layer_calls);
   }
   if (c.cp > 1) {
-    rec.add(dim_name(kCpDim) + " ring attention (keys, values and their gradients)",
-            CollectiveKind::kAllGather, kCpDim, links[kCpDim], w.cp_kv_bytes,
-            std::llround(per_layer_calls * (3 + again)), layer.cp_s * per_layer_calls,
-            layer.cp_exposed_s * per_layer_calls);
+    rec.add("ring attention (keys, values and their gradients)", CollectiveKind::kAllGather, kCpDim,
+            links[kCpDim], w.cp_kv_bytes, std::llround(per_layer_calls * (3 + again)),
+            layer.cp_s * per_layer_calls, layer.cp_exposed_s * per_layer_calls);
   }
   if (c.ep > 1 && layer.ep_s > 0) {
-    rec.add(dim_name(kEpDim) + " all_to_all (token dispatch and combine)",
-            CollectiveKind::kAllToAll, kEpDim, links[kEpDim], w.ep_dispatch_bytes * c.ep,
+    rec.add("all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, kEpDim,
+            links[kEpDim], w.ep_dispatch_bytes * c.ep,
             std::llround(per_layer_calls * (4 + 2 * again)), layer.ep_s * per_layer_calls,
             layer.ep_s * per_layer_calls);
   }
   if (pp > 1) {
     const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(c.virtual_stages));
     const PipelineSends& s = st.sends;
-    rec.add(dim_name(kPpDim) + " send_recv (activations and their gradients)",
-            CollectiveKind::kSendRecv, kPpDim, s.pair, s.bytes, calls,
-            s.send_s * static_cast<double>(calls), s.send_s * static_cast<double>(calls));
+    rec.add("send_recv (activations and their gradients)", CollectiveKind::kSendRecv, kPpDim,
+            s.pair, s.bytes, calls, s.send_s * static_cast<double>(calls),
+            s.send_s * static_cast<double>(calls));
     if (s.gather_s > 0) {
-      rec.add(tp + " all_gather (pipeline slices)", CollectiveKind::kAllGather, kTpDim, tp_l,
+      rec.add("all_gather (pipeline slices)", CollectiveKind::kAllGather, kTpDim, tp_l,
               st.full_act_bytes, calls, s.gather_s * static_cast<double>(calls),
               s.gather_s * static_cast<double>(calls));
     }
