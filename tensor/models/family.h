@@ -15,6 +15,11 @@
 // builder in their file (family_gpt2.cpp, family_gpt_neox.cpp). An entry that is not registered
 // still works through the explicit-family overloads below (tests/tensor/models/model_family_test
 // builds one).
+// What this does not cover (docs/architecture.md "Where to make a change"): a config field no
+// family had yet is a ModelConfig field (model_config.h) and its parse; the planner prices a new
+// family with no edit only while its layers are alike (it traces one layer and repeats it); a
+// family whose layers differ (dense before MoE, sliding and full attention) needs the planner's
+// stack of layer kinds, the next step of the planner's house.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
