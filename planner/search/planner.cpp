@@ -436,6 +436,7 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
   std::vector<int64_t> tps;
   // Candidate values, each kept when its dimension's rule accepts it (Note [Search space]).
   const ParallelDim& tp_dim = dim(kTpDim);
+  const ParallelDim& ep_dim = dim(kEpDim);
   for (int64_t t : divisors(g, has_tp_plan ? per_node : 1)) {
     if (tp_dim.refuses(model, setup, t).empty()) tps.push_back(t);
   }
@@ -466,8 +467,10 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
         std::vector<int64_t> eps = {1};
         if (model.num_local_experts > 0) {
           eps.clear();
+          // The dimension's rule, and the search's own bound: each rank keeps at least top-k
+          // experts (fewer would send every token away).
           for (int64_t e : divisors(dp, model.num_local_experts)) {
-            if (model.num_local_experts % e == 0 &&
+            if (ep_dim.refuses(model, setup, e).empty() &&
                 model.num_local_experts / e >= model.num_experts_per_tok) {
               eps.push_back(e);
             }
