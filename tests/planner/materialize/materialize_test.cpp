@@ -18,6 +18,7 @@
 #include "planner/materialize/verify.h"
 #include "tensor/init.h"
 #include "tensor/models/model_config.h"
+#include "tests/planner/materialize/tiny_llama.h"
 
 namespace shardplan::planner {
 namespace {
@@ -118,16 +119,7 @@ TEST(MaterializeShards, EveryPlacementEqualsTheSliceOfTheWhole) {
 
 // ---- a plan -------------------------------------------------------------------------------
 
-// A Llama-shaped model small enough to fill in milliseconds: 2 layers, hidden 64, 4 heads of
-// which 2 KV, vocabulary 1000 (not a multiple of 4, so vocabulary shards are uneven).
-tensor::ModelConfig tiny_llama() {
-  return tensor::parse_model_config(nlohmann::json::parse(R"({
-    "model_type": "llama", "vocab_size": 1001, "hidden_size": 64, "intermediate_size": 96,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 256, "hidden_act": "silu", "initializer_range": 0.03,
-    "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
-                                    "tiny llama");
-}
+using testing::tiny_llama;
 
 PlanFile tiny_plan(int64_t tp, int64_t pp, int64_t dp, int zero) {
   Planner p(tiny_llama(), collectives::load_cluster(collectives::resolve_cluster("cpu-local")),

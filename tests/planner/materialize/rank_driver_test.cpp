@@ -15,21 +15,14 @@
 #include "collectives/communicator.h"
 #include "planner/search/planner.h"
 #include "tensor/models/model_config.h"
+#include "tests/planner/materialize/tiny_llama.h"
 
 namespace shardplan::planner {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Two layers, hidden 64, 4 heads of which 2 KV, vocabulary 1001; untied.
-tensor::ModelConfig tiny_llama() {
-  return tensor::parse_model_config(nlohmann::json::parse(R"({
-    "model_type": "llama", "vocab_size": 1001, "hidden_size": 64, "intermediate_size": 96,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 256, "hidden_act": "silu", "initializer_range": 0.03,
-    "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
-                                    "tiny llama");
-}
+using testing::tiny_llama;
 
 // plan.json of the fastest plan for `gpus` ranks of cpu-local, in a fresh folder.
 std::string write_plan(int64_t gpus, const std::string& name) {
