@@ -52,8 +52,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key) {
-  tensor::ModelConfig one = cfg;
-  one.num_hidden_layers = 1;
+  return trace_one_block(cfg, tensor::layer_kind(cfg, 0), key);
+}
+
+TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerKind& kind,
+                            const TraceKey& key) {
+  const tensor::ModelConfig one = tensor::uniform_config(cfg, kind);
   const tensor::ModulePtr model = tensor::build_model(one, {.dtype = key.dtype, .training = true});
   TracedModel t;
   tensor::TraceOptions opts;
@@ -130,7 +134,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key)
     t.score_bytes_forward = (cfg.attention_dropout > 0 ? 13.0 : 8.0) * per;
   }
   t.kv_bytes = 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
-  if (cfg.num_local_experts > 0) {
+  if (kind.ffn == tensor::FfnKind::kMoe) {
     t.moe_dispatch_bytes =
         key.micro_batch * key.seq * cfg.num_experts_per_tok * cfg.hidden_size * item;
   }

@@ -44,6 +44,7 @@
 
 #include "collectives/collective_call.h"
 #include "planner/cost/compute_cost.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
 #include "tensor/training.h"
 
@@ -88,8 +89,11 @@ struct TracedModel {
   tensor::DType dtype = tensor::DType::kBFloat16;  // of the weights and activations (TraceKey)
 };
 
-// Traces `cfg` with one layer (Note [Tracing one block at full width]). Throws shardplan::Error
-// when the model cannot be traced at these sizes.
+// Traces `cfg` with one layer of kind `kind` (tensor/models/layer_kinds.h; Note [Tracing one block
+// at full width]); without a kind, the kind of its first layer. Throws shardplan::Error when the
+// model cannot be traced at these sizes.
+TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerKind& kind,
+                            const TraceKey& key);
 TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key);
 
 struct RankSplit {

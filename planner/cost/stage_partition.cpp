@@ -115,6 +115,51 @@ StageEnds balance_stage_ends(int64_t layers, int64_t stages, double layer_s, dou
   return {first, last, p > 2 ? (rest + p - 3) / (p - 2) : 0};
 }
 
+StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t stages,
+                             double first_extra_s, double last_extra_s, int64_t min_layers) {
+  const auto layers = static_cast<int64_t>(layer_prefix_s.size()) - 1;
+  const int64_t L = layers, p = stages, lo = min_layers;
+  const double total = layer_prefix_s.back();
+  const StageEnds guess =
+      balance_stage_ends(L, p, L > 0 ? total / static_cast<double>(L) : 0, first_extra_s,
+                         last_extra_s, lo);
+  if (p == 1 || !(total > 0) || !std::isfinite(total)) return guess;
+  const double e = std::max(0.0, first_extra_s), h = std::max(0.0, last_extra_s);
+  // The slowest stage of the partition with these ends.
+  auto slowest = [&](const StageEnds& ends) {
+    double worst = 0;
+    for (int64_t s = 0; s < p; ++s) {
+      const int64_t b = stage_begin(L, p, ends, s), end = stage_begin(L, p, ends, s + 1);
+      double t = layer_prefix_s[static_cast<size_t>(end)] - layer_prefix_s[static_cast<size_t>(b)];
+      if (s == 0) t += e;
+      if (s == p - 1) t += h;
+      worst = std::max(worst, t);
+    }
+    return worst;
+  };
+  StageEnds best = guess;
+  double best_t = slowest(guess);
+  const int64_t middle = p - 2;
+  for (int64_t first = std::max(lo, guess.first - kStackEndsReach);
+       first <= guess.first + kStackEndsReach; ++first) {
+    for (int64_t last = std::max(lo, guess.last - kStackEndsReach);
+         last <= guess.last + kStackEndsReach; ++last) {
+      const int64_t rest = L - first - last;
+      if (rest < middle * lo || (middle == 0 && rest != 0)) continue;
+      const StageEnds ends{first, last, middle > 0 ? (rest + middle - 1) / middle : 0};
+      // The even split of the rest must leave each middle stage `lo` layers.
+      if (middle > 0 && rest / middle < lo) continue;
+      const double t = slowest(ends);
+      if (t < best_t || (t == best_t && (last > best.last ||
+                                         (last == best.last && first < best.first)))) {
+        best = ends;
+        best_t = t;
+      }
+    }
+  }
+  return best;
+}
+
 int64_t stage_begin(int64_t layers, int64_t stages, const StageEnds& ends, int64_t stage) {
   if (stage <= 0) return 0;
   if (stage >= stages) return layers;

@@ -76,6 +76,16 @@ int64_t stage_begin(int64_t layers, int64_t stages, const StageEnds& ends, int64
 // middle stages it holds the most layers and, being earliest, the most micro-batches in flight.
 int64_t widest_middle_stage(int64_t layers, int64_t stages, const StageEnds& ends);
 
+// Note [Stage partition] for layers of unequal times (Note [Stack of layer kinds] in
+// step_model.h): `layer_prefix_s` holds the running sum of the layers' times (layers + 1 entries,
+// from 0). The first and last stages' counts are searched within kStackEndsReach layers of the
+// uniform split taken with the average layer, the middle stages sharing the rest evenly (the later
+// ones one more); of equally slow partitions the last stage takes the most layers and the first
+// the fewest, as for a uniform model.
+inline constexpr int64_t kStackEndsReach = 4;
+StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t stages,
+                             double first_extra_s, double last_extra_s, int64_t min_layers = 1);
+
 inline StagePartition balance_stages(int64_t layers, int64_t stages, double layer_s,
                                      double first_extra_s, double last_extra_s,
                                      int64_t min_layers = 1) {

@@ -142,15 +142,48 @@ namespace {
 // plan, pipelined or not (docs/cost-model.md §8). The bill's collectives are the pacing stage's
 // (and the data-parallel ones): their exposed seconds add up to the two communication terms.
 
+// The layers of one stage, by kind (Note [Stack of layer kinds]).
+struct StageLoad {
+  int64_t n = 0;
+  std::array<int64_t, kMaxLayerKinds> of{};
+};
+
+StageLoad uniform_load(int64_t n) {
+  StageLoad l;
+  l.n = n;
+  l.of[0] = n;
+  return l;
+}
+
+// Layers [begin, end) by kind.
+StageLoad load_of(const StackLayout& s, int64_t begin, int64_t end) {
+  if (s.uniform()) return uniform_load(end - begin);
+  StageLoad l;
+  l.n = end - begin;
+  const auto& b = s.prefix[static_cast<size_t>(begin)];
+  const auto& e = s.prefix[static_cast<size_t>(end)];
+  for (int k = 0; k < s.kinds; ++k) l.of[static_cast<size_t>(k)] = e[k] - b[k];
+  return l;
+}
+
+// One layer kind's prices for one candidate.
+struct KindPrices {
+  LayerCost recomputed, stored;  // a layer that recomputes (or every layer), one that keeps all
+  TpSeconds tp_block;
+  double fsdp_forward_s = 0, fsdp_backward_s = 0;  // one layer's FSDP collectives
+  int64_t layer_params = 0;                        // one layer's local parameters (FSDP)
+  const RankWork* work = nullptr;
+};
+
 // What one micro-batch costs per layer for one candidate; every part reads it.
 struct LayerPrices {
   int64_t v = 1;                 // model chunks per pipeline rank
   bool partial = false;          // Note [Partial recomputation]
   int64_t recompute_layers = 0;  // N of that note
-  LayerCost recomputed, stored;  // a layer that recomputes (or every layer), one that keeps all
-  TpSeconds tp_block, tp_embedding, tp_head;
-  double fsdp_forward_s = 0, fsdp_backward_s = 0;  // one layer's FSDP collectives
-  double embedding_s = 0, head_s = 0;              // compute and TP collectives of the ends
+  int kinds = 1;
+  std::array<KindPrices, kMaxLayerKinds> kind;
+  TpSeconds tp_embedding, tp_head;
+  double embedding_s = 0, head_s = 0;  // compute and TP collectives of the ends
 
   // Of a stage's n layers in v chunks, how many recompute.
   int64_t recomputed_in(int64_t n) const {
@@ -158,16 +191,27 @@ struct LayerPrices {
     const int64_t q = n / v, rem = n % v, k = recompute_layers;
     return rem * std::min(k, q + 1) + (v - rem) * std::min(k, q);
   }
-  // The average layer of a stage of n layers.
-  LayerCost mixed(int64_t n) const {
+  // The average layer of kind k in a stage of n layers.
+  LayerCost mixed(int k, int64_t n) const {
     const double f = n > 0 ? static_cast<double>(recomputed_in(n)) / static_cast<double>(n) : 1.0;
-    return recomputed.mix(stored, f);
+    const KindPrices& p = kind[static_cast<size_t>(k)];
+    return p.recomputed.mix(p.stored, f);
+  }
+  // Sum over a stage's layers of `field` (its layers' count per kind times the kind's value).
+  template <typename Field>
+  double sum(const StageLoad& l, Field field) const {
+    double s = 0;
+    for (int k = 0; k < kinds; ++k) {
+      const int64_t n = l.of[static_cast<size_t>(k)];
+      if (n > 0) s += static_cast<double>(n) * field(mixed(k, l.n));
+    }
+    return s;
   }
 };
 
-LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
-                         const DimLinks& links, int64_t layer_params,
-                         const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
+LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
+                         std::span<const KindWork> kinds, const DimLinks& links,
+                         const LayerParameters& params) {
   const collectives::GroupLinks& dp_l = links[kDpDim];
   const collectives::GroupLinks& ep_l = links[kEpDim];
   const collectives::GroupLinks& cp_l = links[kCpDim];
@@ -176,54 +220,73 @@ LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c, const 
   LayerPrices lp;
   lp.v = c.virtual_stages;
   lp.recompute_layers = c.recompute_layers;
-  const PartWork& blk = w.block();
-  lp.tp_block = tp != nullptr ? (*tp)[1] : tp_seconds(blk, tp_l);
-  // FSDP (ZeRO-3): every micro-batch gathers each layer's parameters for forward and again for
-  // backward and reduce-scatters its gradients; prefetching hides them behind the layer's compute.
-  double fsdp_scatter_s = 0;
-  if (c.zero == 3 && c.dp > 1) {
-    const int64_t pbytes = layer_params * ctx.recipe.param_bytes;
-    const int64_t gbytes = layer_params * ctx.recipe.grad_bytes;
-    lp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, dp_l);
-    fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, dp_l);
-    lp.fsdp_backward_s = lp.fsdp_forward_s + fsdp_scatter_s;
+  lp.kinds = static_cast<int>(kinds.size());
+  lp.partial = full && c.recompute_layers > 0 && kinds.front().stored_block != nullptr;
+  for (int k = 0; k < lp.kinds; ++k) {
+    const KindWork& kw = kinds[static_cast<size_t>(k)];
+    const RankWork& w = *kw.work;
+    KindPrices& kp = lp.kind[static_cast<size_t>(k)];
+    kp.work = &w;
+    const PartWork& blk = w.block();
+    kp.tp_block = kw.tp != nullptr ? (*kw.tp)[1] : tp_seconds(blk, tp_l);
+    // FSDP gathers one layer at a time: a middle layer's parameters (the ends' hold more).
+    kp.layer_params =
+        ctx.stack.uniform()
+            ? (params.per_layer.empty() ? 0 : params.per_layer[static_cast<size_t>(ctx.layers / 2)])
+            : params.kind_layer[static_cast<size_t>(k)];
+    // FSDP (ZeRO-3): every micro-batch gathers each layer's parameters for forward and again for
+    // backward and reduce-scatters its gradients; prefetching hides them behind the layer's
+    // compute.
+    double fsdp_scatter_s = 0;
+    if (c.zero == 3 && c.dp > 1) {
+      const int64_t pbytes = kp.layer_params * ctx.recipe.param_bytes;
+      const int64_t gbytes = kp.layer_params * ctx.recipe.grad_bytes;
+      kp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, dp_l);
+      fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, dp_l);
+      kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
+    }
+    // Context-parallel ring and expert all-to-all prices, looked up once.
+    const double cp_ag =
+        c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
+    const double cp_rs =
+        c.cp > 1 ? seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l) : 0;
+    const bool moe = ctx.stack.moe[static_cast<size_t>(k)];
+    const double ep_a2a =
+        c.ep > 1 && moe ? seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes * c.ep, ep_l)
+                        : 0;
+    // One layer's time; a recomputed layer re-runs its forward, collectives included.
+    auto layer_cost = [&](const PartWork& b, bool recomputed) {
+      LayerCost lc;
+      lc.forward_s = b.forward_s;
+      lc.backward_s = b.backward_s + b.recompute_s;
+      lc.tp_s =
+          kp.tp_block.forward + kp.tp_block.backward + (recomputed ? kp.tp_block.forward : 0);
+      if (c.cp > 1) {
+        // Forward: the keys and values go round the ring; backward: again, and their gradients.
+        lc.cp_s = (recomputed ? 3 : 2) * cp_ag + cp_rs;
+        lc.cp_exposed_s = std::max(0.0, lc.cp_s - b.attention_s);
+      }
+      if (c.ep > 1 && moe) {
+        // Dispatch and combine in forward, their mirrors in backward (and the forward again).
+        lc.ep_s = (recomputed ? 6 : 4) * ep_a2a;
+      }
+      const double fsdp_fwd = std::max(0.0, kp.fsdp_forward_s - lc.forward_s);
+      const double fsdp_bwd = std::max(0.0, kp.fsdp_backward_s - lc.backward_s);
+      lc.fsdp_scatter_exposed_s = std::min(fsdp_scatter_s, fsdp_bwd);
+      lc.fsdp_gather_exposed_s = fsdp_fwd + (fsdp_bwd - lc.fsdp_scatter_exposed_s);
+      lc.total_s = lc.forward_s + lc.backward_s + lc.tp_s + lc.cp_exposed_s + lc.ep_s +
+                   (fsdp_fwd + fsdp_bwd);
+      lc.retained_bytes = b.retained_bytes;
+      return lc;
+    };
+    kp.recomputed = layer_cost(blk, full);
+    kp.stored = lp.partial && kw.stored_block != nullptr ? layer_cost(*kw.stored_block, false)
+                                                         : kp.recomputed;
   }
-  // Context-parallel ring and expert all-to-all prices, looked up once.
-  const double cp_ag = c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
-  const double cp_rs =
-      c.cp > 1 ? seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l) : 0;
-  const double ep_a2a =
-      c.ep > 1 && ctx.moe ? seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes * c.ep, ep_l)
-                          : 0;
-  // One layer's time; a recomputed layer re-runs its forward, collectives included.
-  auto layer_cost = [&](const PartWork& b, bool recomputed) {
-    LayerCost k;
-    k.forward_s = b.forward_s;
-    k.backward_s = b.backward_s + b.recompute_s;
-    k.tp_s = lp.tp_block.forward + lp.tp_block.backward + (recomputed ? lp.tp_block.forward : 0);
-    if (c.cp > 1) {
-      // Forward: the keys and values go round the ring; backward: again, and their gradients.
-      k.cp_s = (recomputed ? 3 : 2) * cp_ag + cp_rs;
-      k.cp_exposed_s = std::max(0.0, k.cp_s - b.attention_s);
-    }
-    if (c.ep > 1 && ctx.moe) {
-      // Dispatch and combine in forward, their mirrors in backward (and the forward again).
-      k.ep_s = (recomputed ? 6 : 4) * ep_a2a;
-    }
-    const double fsdp_fwd = std::max(0.0, lp.fsdp_forward_s - k.forward_s);
-    const double fsdp_bwd = std::max(0.0, lp.fsdp_backward_s - k.backward_s);
-    k.fsdp_scatter_exposed_s = std::min(fsdp_scatter_s, fsdp_bwd);
-    k.fsdp_gather_exposed_s = fsdp_fwd + (fsdp_bwd - k.fsdp_scatter_exposed_s);
-    k.total_s =
-        k.forward_s + k.backward_s + k.tp_s + k.cp_exposed_s + k.ep_s + (fsdp_fwd + fsdp_bwd);
-    k.retained_bytes = b.retained_bytes;
-    return k;
-  };
-  lp.partial = full && c.recompute_layers > 0 && stored_block != nullptr;
-  lp.recomputed = layer_cost(blk, full);
-  lp.stored = lp.partial ? layer_cost(*stored_block, false) : lp.recomputed;
-  lp.tp_embedding = tp != nullptr ? (*tp)[0] : tp_seconds(w.embedding(), tp_l);
-  lp.tp_head = tp != nullptr ? (*tp)[2] : tp_seconds(w.head(), tp_l);
+  const KindWork& first = kinds.front();
+  const RankWork& w = *first.work;
+  lp.tp_embedding = first.tp != nullptr ? (*first.tp)[0] : tp_seconds(w.embedding(), tp_l);
+  lp.tp_head = first.tp != nullptr ? (*first.tp)[2] : tp_seconds(w.head(), tp_l);
   lp.embedding_s = w.embedding().forward_s + w.embedding().backward_s + lp.tp_embedding.forward +
                    lp.tp_embedding.backward;
   lp.head_s = w.head().forward_s + w.head().backward_s + lp.tp_head.forward + lp.tp_head.backward;
@@ -238,6 +301,7 @@ struct StageTimes {
   double send_stage_s = 0;      // a stage's sends for one micro-batch, all its chunks
   double t_stage = 0;           // the slowest stage's time for one micro-batch
   int64_t pacing = 0;           // that stage
+  StageLoad pacing_load;        // its layers by kind
   double pacing_compute_s = 0;  // its forward, backward and recomputation within t_stage
   double bubble_s = 0;
   double pipeline_s = 0;  // m t_stage + bubble
@@ -246,9 +310,44 @@ struct StageTimes {
   }
 };
 
-StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
-                       const DimLinks& links, const LayerPrices& lp, int64_t m) {
+// The layers stage `s` prices with: a uniform stack prices the ends and the widest middle count
+// (every middle stage is alike); a stack of kinds prices each stage's own layers.
+StageLoad stage_load(const StackLayout& stack, const StageTimes& st, int64_t L, int64_t pp,
+                     int64_t s) {
+  if (stack.uniform()) return uniform_load(st.layers_of(s, pp));
+  return load_of(stack, stage_begin(L, pp, st.ends, s), stage_begin(L, pp, st.ends, s + 1));
+}
+
+// The stages whose times can be the slowest: for a uniform stack the ends and one middle stage.
+template <typename Visit>
+void for_each_priced_stage(const StackLayout& stack, int64_t pp, Visit&& visit) {
+  if (stack.uniform()) {
+    for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) visit(s);
+  } else {
+    for (int64_t s = 0; s < pp; ++s) visit(s);
+  }
+}
+
+StageEnds partition_stack(const StepContext& ctx, const LayerPrices& lp, int64_t pp,
+                          int64_t nominal_layers) {
+  const int64_t L = ctx.layers, v = lp.v;
+  if (ctx.stack.uniform()) {
+    return balance_stage_ends(L, pp, lp.mixed(0, nominal_layers).total_s, lp.embedding_s,
+                              lp.head_s, v);
+  }
+  // Each layer at its kind's time (Note [Stack of layer kinds]).
+  thread_local std::vector<double> prefix;
+  prefix.assign(1, 0.0);
+  std::array<double, kMaxLayerKinds> t{};
+  for (int k = 0; k < lp.kinds; ++k) t[static_cast<size_t>(k)] = lp.mixed(k, nominal_layers).total_s;
+  for (int32_t k : ctx.stack.kind_of_layer) prefix.push_back(prefix.back() + t[static_cast<size_t>(k)]);
+  return balance_stack_ends(prefix, pp, lp.embedding_s, lp.head_s, v);
+}
+
+StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const DimLinks& links,
+                       const LayerPrices& lp, int64_t m) {
   const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages;
+  const RankWork& w = *lp.kind[0].work;
   StageTimes st;
   // Point-to-point: the activation of one micro-batch, forward to the next stage and its
   // gradient back, once per model chunk (pipeline_sends).
@@ -263,14 +362,13 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Ra
   // the drain, so a stage of n layers counts its time x ceil(n / v) / n per chunk.
   const int64_t nominal_layers = (L + pp - 1) / pp;
   // Each stage keeps at least one layer per model chunk.
-  st.ends =
-      balance_stage_ends(L, pp, lp.mixed(nominal_layers).total_s, lp.embedding_s, lp.head_s, v);
+  st.ends = partition_stack(ctx, lp, pp, nominal_layers);
   double t_chunk = 0;
-  for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) {
-    const int64_t layers = st.layers_of(s, pp);
-    const LayerCost layer = lp.mixed(layers);
-    double t = static_cast<double>(layers) * layer.total_s + st.send_stage_s;
-    double compute = static_cast<double>(layers) * (layer.forward_s + layer.backward_s);
+  for_each_priced_stage(ctx.stack, pp, [&](int64_t s) {
+    const StageLoad load = stage_load(ctx.stack, st, L, pp, s);
+    const int64_t layers = load.n;
+    double t = lp.sum(load, [](const LayerCost& k) { return k.total_s; }) + st.send_stage_s;
+    double compute = lp.sum(load, [](const LayerCost& k) { return k.forward_s + k.backward_s; });
     if (s == 0) {
       t += lp.embedding_s;
       compute += w.embedding().forward_s + w.embedding().backward_s;
@@ -282,13 +380,14 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Ra
     if (t > st.t_stage) {
       st.t_stage = t;
       st.pacing = s;
+      st.pacing_load = load;
       st.pacing_compute_s = compute;
     }
     const int64_t chunk_layers = (layers + v - 1) / v;
     t_chunk = std::max(
         t_chunk, layers > 0 ? t * static_cast<double>(chunk_layers) / static_cast<double>(layers)
                             : t / static_cast<double>(v));
-  }
+  });
   st.bubble_s = static_cast<double>(pp - 1) * t_chunk;
   st.pipeline_s = static_cast<double>(m) * st.t_stage + st.bubble_s;
   return st;
@@ -300,32 +399,58 @@ struct StageStates {
   int stage = 0;
   int64_t widest_middle = 0;
   int64_t layers_max = 1;  // the most layers of any stage
+  StageLoad window;        // the layers whose backward the gradient reduction overlaps
 };
 
-StageStates largest_stage(const ParallelConfig& c, const LayerParameters& params,
-                          const StageEnds& ends, int64_t L) {
-  const int64_t pp = c.pp;
+StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
+                          const LayerParameters& params, const StageEnds& ends) {
+  const int64_t pp = c.pp, L = ctx.layers;
   StageStates out;
-  int64_t stage_params = 0;
-  // The middle layers are alike (the planner's LayerParameters repeat one), so the largest stage
-  // is an end or the widest middle stage; sums come from the prefix sums.
   SP_ASSERT(params.prefix.size() == params.per_layer.size() + 1,
             "LayerParameters::set_prefix runs before pricing");
   out.widest_middle = widest_middle_stage(L, pp, ends);
+  out.layers_max = std::max({ends.first, ends.last, ends.middle_max});
+  auto stage_params = [&](int64_t s) {
+    return params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s + 1))] -
+           params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s))];
+  };
+  if (!ctx.stack.uniform()) {
+    // Every stage, its routed experts split over ep (Note [Stack of layer kinds]).
+    int64_t best = -1;
+    for (int64_t s = 0; s < pp; ++s) {
+      const StageLoad load =
+          load_of(ctx.stack, stage_begin(L, pp, ends, s), stage_begin(L, pp, ends, s + 1));
+      int64_t experts = 0;
+      for (int k = 0; k < ctx.stack.kinds; ++k) {
+        experts += load.of[static_cast<size_t>(k)] * params.kind_experts[static_cast<size_t>(k)];
+      }
+      int64_t n = stage_params(s) - (c.ep > 1 ? experts * (c.ep - 1) / c.ep : 0);
+      if (pp == 1) n -= params.tied_twice;
+      if (n > best) {
+        best = n;
+        out.stage = static_cast<int>(s);
+        out.window = load;
+      }
+    }
+    out.params = static_cast<uint64_t>(std::max<int64_t>(0, best));
+    return out;
+  }
+  int64_t most = 0;
+  // The middle layers are alike, so the largest stage is an end or the widest middle stage; sums
+  // come from the prefix sums.
   for (int64_t s : {int64_t{0}, out.widest_middle, pp - 1}) {
-    const int64_t n = params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s + 1))] -
-                      params.prefix[static_cast<size_t>(stage_begin(L, pp, ends, s))];
-    if (n > stage_params) {
-      stage_params = n;
+    const int64_t n = stage_params(s);
+    if (n > most) {
+      most = n;
       out.stage = static_cast<int>(s);
     }
   }
-  out.layers_max = std::max({ends.first, ends.last, ends.middle_max});
-  if (pp == 1) stage_params -= params.tied_twice;
+  if (pp == 1) most -= params.tied_twice;
   // Expert parameters are split over ep more: ep ranks hold different experts.
   const int64_t expert_local =
       c.ep > 1 ? params.experts_per_layer * out.layers_max * (c.ep - 1) / c.ep : 0;
-  out.params = static_cast<uint64_t>(std::max<int64_t>(0, stage_params - expert_local));
+  out.params = static_cast<uint64_t>(std::max<int64_t>(0, most - expert_local));
+  out.window = uniform_load(out.layers_max);
   return out;
 }
 
@@ -334,16 +459,15 @@ StageStates largest_stage(const ParallelConfig& c, const LayerParameters& params
 // forward except one layer's worth; under ZeRO-3 only the step's first gather has nothing to
 // hide behind. Returns the exposed seconds.
 double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
-                          const StageStates& states, int64_t layer_params,
-                          const collectives::GroupLinks& dp_l, Recorder& rec) {
+                          const StageStates& states, const collectives::GroupLinks& dp_l,
+                          Recorder& rec) {
   if (c.dp <= 1) return 0;
   const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.recipe.grad_bytes;
   const int64_t param_bytes = static_cast<int64_t>(states.params) * ctx.recipe.param_bytes;
-  const LayerCost peak_layer = lp.mixed(states.layers_max);  // the largest stage's average layer
-  const double layers = static_cast<double>(states.layers_max);
-  const double bwd_window = layers * peak_layer.backward_s;
-  const double fwd_window = layers * peak_layer.forward_s;
-  const double buckets = static_cast<double>(std::max<int64_t>(1, states.layers_max));
+  // The largest stage's layers.
+  const double bwd_window = lp.sum(states.window, [](const LayerCost& k) { return k.backward_s; });
+  const double fwd_window = lp.sum(states.window, [](const LayerCost& k) { return k.forward_s; });
+  const double buckets = static_cast<double>(std::max<int64_t>(1, states.window.n));
   if (c.zero == 0) {
     const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, dp_l);
     const double e = std::max(t / buckets, t - bwd_window);
@@ -362,11 +486,13 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
             param_bytes, 1, t_ag, e_ag);
     return e_rs + e_ag;
   }
-  // ZeRO-3: the step's first gather has nothing to hide behind.
+  // ZeRO-3: the step's first gather (of the first layer) has nothing to hide behind.
+  const KindPrices& first =
+      lp.kind[ctx.stack.uniform() ? 0 : static_cast<size_t>(ctx.stack.kind_of_layer.front())];
   rec.add("all_gather (fsdp parameters, the step's first layer)", CollectiveKind::kAllGather,
-          kDpDim, dp_l, layer_params * ctx.recipe.param_bytes, 1, lp.fsdp_forward_s,
-          lp.fsdp_forward_s);
-  return lp.fsdp_forward_s;
+          kDpDim, dp_l, first.layer_params * ctx.recipe.param_bytes, 1, first.fsdp_forward_s,
+          first.fsdp_forward_s);
+  return first.fsdp_forward_s;
 }
 
 // Adam reads the gradient, the master weights and two moments and writes the last three and the
@@ -386,23 +512,29 @@ double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
 // The memory of the stage holding the most: states, in-flight activations, working set. Bytes in
 // double (exact below 2^53, i.e. 9 PB) and saturated into int64 at the end: a hostile model or
 // sequence may need more than int64 counts, which then never fits.
-int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
-                    const LayerPrices& lp, const StageEnds& ends, const StageStates& states,
-                    int64_t layer_params, Bill* bill) {
+int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
+                    const StageEnds& ends, const StageStates& states, Bill* bill) {
   const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages, dp = c.dp;
+  const RankWork& w = *lp.kind[0].work;
   const ModelStateMemory model_states = model_state_memory(states.params, ctx.recipe, c.zero, dp);
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
   double act_peak = 0;
   int act_stage = 0;
-  // Earlier stages hold more micro-batches, later middle stages may hold a layer more: the peak
-  // is on the first stage, the second, the first middle stage with the most layers or the last.
-  for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), states.widest_middle, pp - 1}) {
+  auto activations = [&](int64_t s) {
     // Chunks in flight of this stage's own layers / v (Note [In-flight micro-batches]).
-    const int64_t n = stage_begin(L, pp, ends, s + 1) - stage_begin(L, pp, ends, s);
-    const double held_layers = static_cast<double>(chunks_in_flight(shape, s)) *
-                               static_cast<double>(n) / static_cast<double>(v);
-    const int64_t in_flight = chunks_in_flight(shape, s) / std::max<int64_t>(v, 1);
-    double a = std::trunc(held_layers * static_cast<double>(lp.mixed(n).retained_bytes));
+    const StageLoad load =
+        load_of(ctx.stack, stage_begin(L, pp, ends, s), stage_begin(L, pp, ends, s + 1));
+    const int64_t flight = chunks_in_flight(shape, s);
+    double held = 0;
+    for (int k = 0; k < lp.kinds; ++k) {
+      const int64_t n = load.of[static_cast<size_t>(k)];
+      if (n == 0) continue;
+      const double held_layers =
+          static_cast<double>(flight) * static_cast<double>(n) / static_cast<double>(v);
+      held += held_layers * static_cast<double>(lp.mixed(k, load.n).retained_bytes);
+    }
+    double a = std::trunc(held);
+    const int64_t in_flight = flight / std::max<int64_t>(v, 1);
     if (s == 0) {
       a += static_cast<double>(std::max<int64_t>(in_flight, 1)) *
            static_cast<double>(w.embedding().retained_bytes);
@@ -412,8 +544,24 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const RankW
       act_peak = a;
       act_stage = static_cast<int>(s);
     }
+  };
+  if (ctx.stack.uniform()) {
+    // Earlier stages hold more micro-batches, later middle stages may hold a layer more: the
+    // peak is on the first stage, the second, the first middle stage with the most layers or the
+    // last.
+    for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), states.widest_middle, pp - 1}) {
+      activations(s);
+    }
+  } else {
+    for (int64_t s = 0; s < pp; ++s) activations(s);
   }
-  double transient = static_cast<double>(w.block().activation_bytes) +
+  // One block's working set (the largest kind's) and the output layer's share.
+  int64_t block_working = 0, layer_params = 0;
+  for (int k = 0; k < lp.kinds; ++k) {
+    block_working = std::max(block_working, lp.kind[static_cast<size_t>(k)].work->block().activation_bytes);
+    layer_params = std::max(layer_params, lp.kind[static_cast<size_t>(k)].layer_params);
+  }
+  double transient = static_cast<double>(block_working) +
                      static_cast<double>(w.head().activation_bytes / std::max<int64_t>(pp, 1));
   if (c.zero == 3 && dp > 1) {
     // The gathered layer in use and the next one prefetched, at full size.
@@ -437,13 +585,15 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const RankW
 
 // The bill's collectives of the pacing stage, all micro-batches: each one's seconds and the part
 // on the critical path (their exposed seconds sum to the stage-communication term).
-void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const DimLinks& links,
-                              const LayerPrices& lp, const StageTimes& st, int64_t layer_params,
-                              const MixedPrecision& recipe, int64_t m, Recorder& rec) {
+void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
+                              const DimLinks& links, const LayerPrices& lp, const StageTimes& st,
+                              int64_t m, Recorder& rec) {
   const collectives::GroupLinks& tp_l = links[kTpDim];
+  const MixedPrecision& recipe = ctx.recipe;
   const int64_t pp = c.pp;
-  const int64_t layers = st.layers_of(st.pacing, pp);
-  const LayerCost layer = lp.mixed(layers);
+  const StageLoad& load = st.pacing_load;
+  const int64_t layers = load.n;
+  const RankWork& w = *lp.kind[0].work;
   const double mm = static_cast<double>(m);
   const double per_layer_calls = mm * static_cast<double>(layers);
   // The share of the stage's layers that recompute (and re-run their collectives).
@@ -451,13 +601,18 @@ void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const 
   const double again = full && layers > 0 ? static_cast<double>(lp.recomputed_in(layers)) /
                                                 static_cast<double>(layers)
                                           : 0;
-  auto add_tp = [&](const PartWork& p, const char* where, double times) {
+  auto add_tp = [&](const PartWork& p, const std::string& where, double times) {
+    // A recomputed forward runs its collectives again. The calls of one kind's layers are a whole
+    // number for a uniform stack; with several kinds the stage's recomputed share is spread over
+    // them (Note [Stack of layer kinds]), and the seconds keep the exact share.
+    const double exact = times * (p.recompute_s > 0 ? 1 + again : 1);
+    const auto calls = std::llround(exact);
+    const double counted =
+        std::abs(exact - static_cast<double>(calls)) < 1e-6 ? static_cast<double>(calls) : exact;
     for (const CommItem& ci : p.tp_forward) {
       const double t = seconds_of(ci.kind, ci.bytes, tp_l);
-      const auto calls = std::llround(times * (p.recompute_s > 0 ? 1 + again : 1));
       rec.add(std::string(collectives::to_string(ci.kind)) + " (" + where + " forward)", ci.kind,
-              kTpDim, tp_l, ci.bytes, calls, t * static_cast<double>(calls),
-              t * static_cast<double>(calls));
+              kTpDim, tp_l, ci.bytes, calls, t * counted, t * counted);
     }
     for (const CommItem& ci : p.tp_backward) {
       const double t = seconds_of(ci.kind, ci.bytes, tp_l);
@@ -465,33 +620,69 @@ void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const 
               kTpDim, tp_l, ci.bytes, static_cast<int64_t>(times), t * times, t * times);
     }
   };
-  add_tp(w.block(), "block", per_layer_calls);
+  const bool uniform = ctx.stack.uniform();
+  // "block" for a uniform stack; "moe block", "dense block" for a stack of kinds.
+  auto label = [&](int k, std::string_view what) {
+    return uniform ? std::string(what)
+                   : ctx.stack.names[static_cast<size_t>(k)] + " " + std::string(what);
+  };
+  for (int k = 0; k < lp.kinds; ++k) {
+    const int64_t n = load.of[static_cast<size_t>(k)];
+    if (n > 0) add_tp(lp.kind[static_cast<size_t>(k)].work->block(), label(k, "block"), mm * static_cast<double>(n));
+  }
   if (st.pacing == 0) add_tp(w.embedding(), "embedding", mm);
   if (st.pacing == pp - 1) add_tp(w.head(), "output layer", mm);
   if (c.zero == 3 && c.dp > 1) {
     const collectives::GroupLinks& dp_l = links[kDpDim];
-    const int64_t lp_bytes = layer_params * recipe.param_bytes;
-    const int64_t lg_bytes = layer_params * recipe.grad_bytes;
-    const auto calls = static_cast<int64_t>(m) * layers;
-    const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, dp_l);
-    const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, dp_l);
-    rec.add("all_gather (fsdp parameters, forward and backward)", CollectiveKind::kAllGather,
-            kDpDim, dp_l, lp_bytes, 2 * calls, 2 * ag * static_cast<double>(calls),
-            layer.fsdp_gather_exposed_s * per_layer_calls);
-    rec.add("reduce_scatter (fsdp gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l,
-            lg_bytes, calls, rs * static_cast<double>(calls),
-            layer.fsdp_scatter_exposed_s * per_layer_calls);
+    for (int k = 0; k < lp.kinds; ++k) {
+      const int64_t n = load.of[static_cast<size_t>(k)];
+      if (n == 0) continue;
+      const KindPrices& kp = lp.kind[static_cast<size_t>(k)];
+      const LayerCost layer = lp.mixed(k, layers);
+      const double kind_calls = mm * static_cast<double>(n);
+      const int64_t lp_bytes = kp.layer_params * recipe.param_bytes;
+      const int64_t lg_bytes = kp.layer_params * recipe.grad_bytes;
+      const auto calls = static_cast<int64_t>(m) * n;
+      const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, dp_l);
+      const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, dp_l);
+      const std::string of = uniform ? "" : ", " + ctx.stack.names[static_cast<size_t>(k)] + " layers";
+      rec.add("all_gather (fsdp parameters" + of + ", forward and backward)",
+              CollectiveKind::kAllGather, kDpDim, dp_l, lp_bytes, 2 * calls,
+              2 * ag * static_cast<double>(calls), layer.fsdp_gather_exposed_s * kind_calls);
+      rec.add("reduce_scatter (fsdp gradients" + of + ")", CollectiveKind::kReduceScatter, kDpDim,
+              dp_l, lg_bytes, calls, rs * static_cast<double>(calls),
+              layer.fsdp_scatter_exposed_s * kind_calls);
+    }
   }
   if (c.cp > 1) {
+    double cp_s = 0, cp_exposed = 0;
+    for (int k = 0; k < lp.kinds; ++k) {
+      const int64_t n = load.of[static_cast<size_t>(k)];
+      if (n == 0) continue;
+      const LayerCost layer = lp.mixed(k, layers);
+      cp_s += layer.cp_s * (mm * static_cast<double>(n));
+      cp_exposed += layer.cp_exposed_s * (mm * static_cast<double>(n));
+    }
     rec.add("ring attention (keys, values and their gradients)", CollectiveKind::kAllGather, kCpDim,
-            links[kCpDim], w.cp_kv_bytes, std::llround(per_layer_calls * (3 + again)),
-            layer.cp_s * per_layer_calls, layer.cp_exposed_s * per_layer_calls);
+            links[kCpDim], w.cp_kv_bytes, std::llround(per_layer_calls * (3 + again)), cp_s,
+            cp_exposed);
   }
-  if (c.ep > 1 && layer.ep_s > 0) {
-    rec.add("all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, kEpDim,
-            links[kEpDim], w.ep_dispatch_bytes * c.ep,
-            std::llround(per_layer_calls * (4 + 2 * again)), layer.ep_s * per_layer_calls,
-            layer.ep_s * per_layer_calls);
+  if (c.ep > 1) {
+    // The layers that route to experts.
+    double moe_calls = 0, ep_s = 0;
+    int64_t bytes = 0;
+    for (int k = 0; k < lp.kinds; ++k) {
+      const int64_t n = load.of[static_cast<size_t>(k)];
+      const LayerCost layer = lp.mixed(k, layers);
+      if (n == 0 || layer.ep_s <= 0) continue;
+      moe_calls += mm * static_cast<double>(n);
+      ep_s += layer.ep_s * (mm * static_cast<double>(n));
+      bytes = lp.kind[static_cast<size_t>(k)].work->ep_dispatch_bytes * c.ep;
+    }
+    if (ep_s > 0) {
+      rec.add("all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, kEpDim,
+              links[kEpDim], bytes, std::llround(moe_calls * (4 + 2 * again)), ep_s, ep_s);
+    }
   }
   if (pp > 1) {
     const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(c.virtual_stages));
@@ -509,26 +700,48 @@ void record_stage_collectives(const ParallelConfig& c, const RankWork& w, const 
 
 }  // namespace
 
-StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
-                    const DimLinks& links, const LayerParameters& params, Bill* bill,
-                    const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
+StackLayout StackLayout::of(const tensor::LayerStack& s) {
+  SP_CHECK(s.kinds.size() <= static_cast<size_t>(kMaxLayerKinds), "a model of ", s.kinds.size(),
+           " layer kinds, expected at most ", kMaxLayerKinds,
+           " (the most the step model prices; docs/cost-model.md §8.1)");
+  StackLayout out;
+  out.kinds = std::max(1, static_cast<int>(s.kinds.size()));
+  for (size_t k = 0; k < s.kinds.size(); ++k) {
+    out.moe[k] = s.kinds[k].ffn == tensor::FfnKind::kMoe;
+    out.names[k] = tensor::describe(s.kinds[k]);
+  }
+  if (out.kinds > 1) {
+    out.kind_of_layer = s.kind_of_layer;
+    out.prefix.assign(1, {});
+    for (int32_t k : s.kind_of_layer) {
+      auto next = out.prefix.back();
+      ++next[static_cast<size_t>(k)];
+      out.prefix.push_back(next);
+    }
+  }
+  return out;
+}
+
+StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
+                    std::span<const KindWork> kinds, const DimLinks& links,
+                    const LayerParameters& params, Bill* bill) {
+  SP_ASSERT(static_cast<int>(kinds.size()) == ctx.stack.kinds,
+            "one work per layer kind of the stack");
   Recorder rec{bill};
   const int64_t m = micro_batches_per_step(ctx.setup, c);
-  // FSDP gathers one layer at a time: a middle layer's parameters (the ends' hold more).
-  const int64_t layer_params = params.per_layer.empty() ? 0 : params.per_layer[ctx.layers / 2];
-  const LayerPrices lp = price_layers(ctx, c, w, links, layer_params, tp, stored_block);
-  const StageTimes st = stage_times(ctx, c, w, links, lp, m);
-  const StageStates states = largest_stage(c, params, st.ends, ctx.layers);
-  const double dp_sync_s = data_parallel_sync(ctx, c, lp, states, layer_params, links[kDpDim], rec);
+  const LayerPrices lp = price_layers(ctx, c, kinds, links, params);
+  const StageTimes st = stage_times(ctx, c, links, lp, m);
+  const StageStates states = largest_stage(ctx, c, params, st.ends);
+  const double dp_sync_s = data_parallel_sync(ctx, c, lp, states, links[kDpDim], rec);
   const double optimizer_s = optimizer_seconds(ctx, c, states);
 
   StepResult r;
   r.step_time_s = st.pipeline_s + dp_sync_s + optimizer_s;
   r.stages = st.ends;
-  r.memory_bytes = step_memory(ctx, c, w, lp, st.ends, states, layer_params, bill);
+  r.memory_bytes = step_memory(ctx, c, lp, st.ends, states, bill);
   r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
   if (bill != nullptr) {
-    record_stage_collectives(c, w, links, lp, st, layer_params, ctx.recipe, m, rec);
+    record_stage_collectives(ctx, c, links, lp, st, m, rec);
     Bill& b = *bill;
     const double stage_s = static_cast<double>(m) * st.t_stage;
     b.pacing_stage = static_cast<int>(st.pacing);
@@ -539,6 +752,13 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
     b.optimizer_s = optimizer_s;
   }
   return r;
+}
+
+StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
+                    const DimLinks& links, const LayerParameters& params, Bill* bill,
+                    const std::array<TpSeconds, kParts>* tp, const PartWork* stored_block) {
+  const KindWork one{&w, tp, stored_block};
+  return evaluate(ctx, c, std::span<const KindWork>(&one, 1), links, params, bill);
 }
 
 std::array<BillTimePart, 5> time_parts(const Bill& b) {

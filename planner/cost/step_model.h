@@ -33,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,7 @@
 #include "planner/cost/block_cost.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/stage_partition.h"
+#include "tensor/models/layer_kinds.h"
 
 namespace shardplan::planner {
 
@@ -50,6 +52,31 @@ namespace shardplan::planner {
 // part per GPU and a fraction of the rest (docs/cost-model.md §8.3).
 inline constexpr int64_t kGpuContextBytes = int64_t{2} << 30;
 inline constexpr double kAllocatorOverhead = 0.05;
+
+// Note [Stack of layer kinds]
+// A model is an ordered stack of layer kinds (tensor/models/layer_kinds.h) between its embedding
+// and its output layer. The search traces one layer of each kind and prices each kind's layer for
+// a candidate; a stage's time, parameters and saved activations are then its layers' counts per
+// kind times each kind's price, so one stage of DeepSeek-V3 may hold dense and MoE layers. A
+// uniform model is the one-kind case, priced by the same sums (n x the layer). The layers are
+// split into stages as Note [Stage partition] says for a uniform model; for a stack the first and
+// last stages' counts are searched around that split taken with the average layer, the middle
+// stages sharing the rest evenly, which is the split Megatron-LM can express
+// (docs/cost-model.md §8.3). Every stage is then priced, not only the ends and the widest middle.
+inline constexpr int kMaxLayerKinds = 4;
+
+// Which kind each layer is, with prefix counts for a stage's layers by kind.
+struct StackLayout {
+  int kinds = 1;
+  std::array<bool, kMaxLayerKinds> moe{};          // kinds that route tokens to experts
+  std::array<std::string, kMaxLayerKinds> names;  // "dense", "moe": the bill's labels
+  // prefix[i][k]: layers of kind k among the first i (empty for a uniform stack).
+  std::vector<std::array<int32_t, kMaxLayerKinds>> prefix;
+  std::vector<int32_t> kind_of_layer;  // empty for a uniform stack
+  bool uniform() const { return kinds == 1; }
+  // Throws shardplan::Error when the model has more kinds than the step model prices.
+  static StackLayout of(const tensor::LayerStack& s);
+};
 
 // Everything about the job that does not change between candidates.
 struct StepContext {
@@ -61,7 +88,8 @@ struct StepContext {
   int64_t activation_itemsize = 2;
   double memory_capacity_bytes = 0;
   int64_t context_bytes = kGpuContextBytes;  // 0 on a CPU
-  bool moe = false;
+  bool moe = false;  // some layer routes tokens to experts
+  StackLayout stack;
 };
 
 // Parameters of one TP rank per layer (and the embedding and output layer), from which every
@@ -75,6 +103,10 @@ struct LayerParameters {
     for (int64_t n : per_layer) prefix.push_back(prefix.back() + n);
   }
   int64_t experts_per_layer = 0;  // local parameters of the routed experts of one layer
+  // A stack of several kinds: one layer's local parameters per kind (the ends' extras apart), and
+  // its routed experts' (0 for a dense kind). Unused for a uniform stack.
+  std::array<int64_t, kMaxLayerKinds> kind_layer{};
+  std::array<int64_t, kMaxLayerKinds> kind_experts{};
   // A tied embedding sits on the first and the last stage (Megatron keeps a copy on each); with
   // one stage it is one tensor, counted twice in per_layer.
   int64_t tied_twice = 0;
@@ -140,9 +172,20 @@ struct TpSeconds {
 };
 TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links);
 
-// `tp`, when given, holds tp_seconds of w's parts on links[kTpDim] (the search's cache). Under
-// partial recomputation (c.recompute_layers > 0) `stored_block` is the block traced without
-// recomputation, for the layers that keep their activations (Note [Partial recomputation]).
+// The work of one micro-batch for one layer kind of ctx.stack (the first kind's also gives the
+// embedding and the output layer). `tp`, when given, holds tp_seconds of the work's parts on
+// links[kTpDim] (the search's cache). Under partial recomputation (c.recompute_layers > 0)
+// `stored_block` is the kind's block traced without recomputation, for the layers that keep their
+// activations (Note [Partial recomputation]).
+struct KindWork {
+  const RankWork* work = nullptr;
+  const std::array<TpSeconds, kParts>* tp = nullptr;
+  const PartWork* stored_block = nullptr;
+};
+StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
+                    std::span<const KindWork> kinds, const DimLinks& links,
+                    const LayerParameters& params, Bill* bill = nullptr);
+// A uniform stack: one kind.
 StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankWork& w,
                     const DimLinks& links, const LayerParameters& params, Bill* bill = nullptr,
                     const std::array<TpSeconds, kParts>* tp = nullptr,

@@ -1,5 +1,6 @@
 #include "planner/cost/tensor_parallel.h"
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -8,6 +9,7 @@
 
 #include "base/checked.h"
 #include "base/error.h"
+#include "tensor/models/layer_kinds.h"
 #include "mesh/shard_spec.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
@@ -27,6 +29,18 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
   return rules;
 }
 
+std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& family,
+                                                  const tensor::Module& model) {
+  std::vector<mesh::StyleRule> rules = tensor_parallel_rules(family);
+  const std::vector<tensor::NamedModule> modules = model.named_modules();
+  std::erase_if(rules, [&](const mesh::StyleRule& r) {
+    return std::none_of(modules.begin(), modules.end(), [&](const tensor::NamedModule& m) {
+      return mesh::fqn_matches(r.pattern, m.name);
+    });
+  });
+  return rules;
+}
+
 namespace {
 
 // Local element count of every parameter on TP rank `rank`, keyed by its tensor (tied parameters
@@ -41,7 +55,7 @@ LocalParameters local_parameters(const tensor::ModelConfig& c, int64_t tp, int64
            ", expected 0 <= rank < tp and tp >= 1");
   LocalParameters out{tensor::build_model(c), {}};
   std::vector<mesh::StyleRule> rules;
-  if (tp > 1) rules = tensor_parallel_rules(tensor::family_of(c));
+  if (tp > 1) rules = tensor_parallel_rules(tensor::family_of(c), *out.model);
   const mesh::DeviceMesh m({tp}, {"tp"});
   mesh::ParallelizeConfig config;
   if (!rules.empty()) config.tp_dim = "tp";
@@ -68,8 +82,8 @@ int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t ran
 int64_t expert_parameters_per_layer(const tensor::ModelConfig& c, int64_t tp, int64_t rank) {
   const tensor::ModelFamily& family = tensor::family_of(c);
   if (family.experts_class.empty() || c.num_local_experts <= 0) return 0;
-  tensor::ModelConfig one = c;
-  one.num_hidden_layers = 1;  // the layers are alike: the first one stands for each
+  // One MoE layer stands for each (the dense layers of a mixed stack hold no experts).
+  const tensor::ModelConfig one = tensor::uniform_config(c, {.ffn = tensor::FfnKind::kMoe});
   const LocalParameters local = local_parameters(one, tp, rank);
   int64_t n = 0;
   std::unordered_set<const void*> seen;

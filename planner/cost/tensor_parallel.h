@@ -18,6 +18,12 @@ namespace shardplan::planner {
 // The family's rules with their styles parsed. Throws shardplan::Error naming the family when it
 // has no plan ("model family gpt2 has no tensor-parallel plan yet, expected --tp 1").
 std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& family);
+// The rules of the family's plan that match some module of `model`: a plan covers every layer
+// kind the family builds (dense MLPs and routed experts, tensor/models/layer_kinds.h), and a model
+// whose layers are of fewer kinds, or one layer of one kind as the planner traces, uses those
+// that apply (mesh's parallelize_module refuses a pattern matching nothing, to catch typos).
+std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& family,
+                                                  const tensor::Module& model);
 
 // Parameters (tied ones once) that TP rank `rank` of `tp` holds: the model built from `c` on meta,
 // laid out by parallelize_module on a one-dim mesh named "tp", each parameter's local shape from
@@ -25,7 +31,7 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
 int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t rank = 0);
 
 // Parameters of one layer's routed experts on TP rank `rank` of `tp`: the parameters of every
-// module of the family's experts class (ModelFamily::experts_class) in the first layer of the model
+// module of the family's experts class (ModelFamily::experts_class) in one MoE layer of the model
 // built from `c`, each at its local shape. 0 for a dense model. Counted from the built model, not
 // from a formula, so an expert of any shape (a separate moe_intermediate_size, fused gate and up,
 // biases) is priced as the model defines it.

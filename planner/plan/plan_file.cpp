@@ -27,7 +27,7 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   mesh::ParallelizeConfig pc;
   std::vector<mesh::StyleRule> rules;
   if (c.tp > 1) {
-    rules = tensor_parallel_rules(tensor::family_of(model));
+    rules = tensor_parallel_rules(tensor::family_of(model), *m);
     pc.tp_dim = dim_name(kTpDim);
   }
   if (c.zero == 3 && mesh_shape(c)[kDpDim] > 1) pc.fsdp_dims = {dim_name(kDpDim)};

@@ -15,6 +15,7 @@
 #include "planner/cost/tensor_parallel.h"
 #include "planner/cost/training_metrics.h"
 #include "tensor/models/family.h"
+#include "tensor/models/layer_kinds.h"
 
 namespace shardplan::planner {
 namespace {
@@ -186,56 +187,70 @@ struct Planner::Impl {
   int64_t per_node = 1;
   tensor::DType dtype = tensor::DType::kBFloat16;
 
-  std::map<std::tuple<int64_t, int64_t, int>, std::unique_ptr<TracedModel>> traces;
+  tensor::LayerStack stack;  // the model's layer kinds (Note [Stack of layer kinds])
+  // (kind, micro-batch, local sequence, recomputation) -> one traced layer of that kind.
+  std::map<std::tuple<int, int64_t, int64_t, int>, std::unique_ptr<TracedModel>> traces;
   struct WorkEntry {
     RankWork work;
     // TP seconds per part, for the tp links seen so far (few distinct ones).
     std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
   };
-  std::map<std::tuple<int64_t, bool, int64_t, int64_t, int>, std::unique_ptr<WorkEntry>> work;
+  std::map<std::tuple<int, int64_t, bool, int64_t, int64_t, int>, std::unique_ptr<WorkEntry>> work;
   std::map<int64_t, LayerParameters> params;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
   collectives::RankPlacement placement;
   std::unique_ptr<collectives::Topology> topology;
   std::map<std::pair<int64_t, int64_t>, collectives::GroupLinks> strided;  // (size, stride)
 
-  const TracedModel& trace(int64_t mb, int64_t seq_local, RecomputePolicy rc) {
-    auto& slot = traces[{mb, seq_local, static_cast<int>(rc)}];
+  const TracedModel& trace(int kind, int64_t mb, int64_t seq_local, RecomputePolicy rc) {
+    auto& slot = traces[{kind, mb, seq_local, static_cast<int>(rc)}];
     if (!slot) {
-      slot = std::make_unique<TracedModel>(trace_one_block(model, {.micro_batch = mb,
-                                                                   .seq = seq_local,
-                                                                   .recompute = rc,
-                                                                   .attention = options.attention,
-                                                                   .dtype = dtype}));
+      slot = std::make_unique<TracedModel>(
+          trace_one_block(model, stack.kinds[static_cast<size_t>(kind)],
+                          {.micro_batch = mb,
+                           .seq = seq_local,
+                           .recompute = rc,
+                           .attention = options.attention,
+                           .dtype = dtype}));
     }
     return *slot;
   }
 
-  WorkEntry& work_for(const ParallelConfig& c) {
-    auto& slot =
-        work[{c.tp, c.sequence_parallel, c.cp, c.micro_batch, static_cast<int>(c.recompute)}];
+  WorkEntry& work_for(int kind, const ParallelConfig& c) {
+    auto& slot = work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch,
+                       static_cast<int>(c.recompute)}];
     if (!slot) {
       slot = std::make_unique<WorkEntry>();
-      slot->work = rank_work(trace(c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
-                             {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
+      slot->work =
+          rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
+                    {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
     }
     return *slot;
   }
 
   // The block without recomputation, for the layers partial recomputation leaves stored.
-  const PartWork* stored_block(const ParallelConfig& c) {
+  const PartWork* stored_block(int kind, const ParallelConfig& c) {
     if (c.recompute != RecomputePolicy::kFull || c.recompute_layers == 0) return nullptr;
     ParallelConfig none = c;
     none.recompute = RecomputePolicy::kNone;
     none.recompute_layers = 0;
-    return &work_for(none).work.block();
+    return &work_for(kind, none).work.block();
   }
-  // Prices `c`: its block's work, and under partial recomputation the block's work without it.
+  // Each layer kind's work for `c` on links `l`, and under partial recomputation its work
+  // without it, written into `out`.
+  std::span<const KindWork> kind_works(const ParallelConfig& c, const DimLinks& l,
+                                       std::array<KindWork, kMaxLayerKinds>& out) {
+    for (int k = 0; k < ctx.stack.kinds; ++k) {
+      WorkEntry& e = work_for(k, c);
+      out[static_cast<size_t>(k)] = {&e.work, &tp_for(e, l[kTpDim]), stored_block(k, c)};
+    }
+    return {out.data(), static_cast<size_t>(ctx.stack.kinds)};
+  }
+  // Prices `c`.
   StepResult eval(const ParallelConfig& c, DimOrder order, Bill* bill = nullptr) {
-    WorkEntry& e = work_for(c);
     const DimLinks& l = links_for(c, order);
-    return evaluate(ctx, c, e.work, l, params_for(c.tp), bill, &tp_for(e, l[kTpDim]),
-                    stored_block(c));
+    std::array<KindWork, kMaxLayerKinds> kinds;
+    return evaluate(ctx, c, kind_works(c, l, kinds), l, params_for(c.tp), bill);
   }
 
   const std::array<TpSeconds, kParts>& tp_for(WorkEntry& e, const collectives::GroupLinks& l) {
@@ -256,6 +271,7 @@ struct Planner::Impl {
     // + head], and the full model's per-layer list repeats the middle one. Building and
     // parallelizing a 126-layer model per TP degree cost more than the whole search.
     const int64_t layers = model.num_hidden_layers;
+    if (!stack.uniform()) return params.emplace(tp, stack_parameters(tp)).first->second;
     tensor::ModelConfig small = model;
     small.num_hidden_layers = std::min<int64_t>(layers, 3);
     const std::vector<int64_t> few = stage_parameters(small, tp, small.num_hidden_layers, 0);
@@ -273,6 +289,36 @@ struct Planner::Impl {
     lp.experts_per_layer = expert_parameters_per_layer(model, tp);
     lp.set_prefix();
     return params.emplace(tp, std::move(lp)).first->second;
+  }
+
+  // A stack of kinds: a 3-layer model of each kind gives its layer's parameters (the middle
+  // stage) and the ends' extras (the first and last stages beyond their layer), the same for
+  // every kind; layer i holds its kind's count and, at the ends, the extras.
+  LayerParameters stack_parameters(int64_t tp) {
+    const int64_t layers = model.num_hidden_layers;
+    LayerParameters lp;
+    int64_t first_extra = 0, last_extra = 0;
+    for (size_t k = 0; k < stack.kinds.size(); ++k) {
+      const tensor::ModelConfig small = tensor::uniform_config(model, stack.kinds[k], 3);
+      const std::vector<int64_t> few = stage_parameters(small, tp, 3, 0);
+      lp.kind_layer[k] = few[1];
+      lp.kind_experts[k] = stack.kinds[k].ffn == tensor::FfnKind::kMoe
+                               ? expert_parameters_per_layer(model, tp)
+                               : 0;
+      if (k == 0) {
+        first_extra = few[0] - few[1];
+        last_extra = few[2] - few[1];
+        lp.tied_twice = few[0] + few[1] + few[2] - tp_rank_parameters(small, tp, 0);
+      }
+    }
+    lp.per_layer.resize(static_cast<size_t>(layers));
+    for (int64_t i = 0; i < layers; ++i) {
+      lp.per_layer[static_cast<size_t>(i)] = lp.kind_layer[static_cast<size_t>(stack.kind_of(i))];
+    }
+    lp.per_layer.front() += first_extra;
+    lp.per_layer.back() += last_extra;
+    lp.set_prefix();
+    return lp;
   }
 
   const DimLinks& links_for(const ParallelConfig& c, DimOrder order) {
@@ -590,6 +636,8 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.memory_capacity_bytes = sized.accelerator.memory_gb.value * 1e9;
   ctx.context_bytes = cpu ? 0 : kGpuContextBytes;
   ctx.moe = I.model.num_local_experts > 0;
+  I.stack = tensor::layer_stack(I.model);
+  ctx.stack = StackLayout::of(I.stack);
   I.flops_per_token = model_flops_per_token(I.model, setup.seq);
 }
 
@@ -657,11 +705,10 @@ std::vector<Planner::Best> Planner::best_of_each(
       any = any || in[f];
     }
     if (!any) return;
-    Impl::WorkEntry& e = I.work_for(c);
     const DimLinks& links = I.links_for(c, order);
     const LayerParameters& params = I.params_for(c.tp);
-    const std::array<TpSeconds, kParts>& tp = I.tp_for(e, links[kTpDim]);
-    const StepResult s = evaluate(I.ctx, c, e.work, links, params, nullptr, &tp, I.stored_block(c));
+    std::array<KindWork, kMaxLayerKinds> kinds;
+    const StepResult s = evaluate(I.ctx, c, I.kind_works(c, links, kinds), links, params);
     consider(c, order, s);
     if (!least || s.memory_bytes < least->memory_bytes) least = I.result_of(c, order, s);
     if (c.recompute != RecomputePolicy::kFull || c.recompute_layers > 0 || pins.recompute ||
@@ -677,10 +724,11 @@ std::vector<Planner::Best> Planner::best_of_each(
     if (chunk <= 1) return;
     ParallelConfig p = c;
     p.recompute_layers = 1;
-    const PartWork* stored = I.stored_block(p);
+    std::array<KindWork, kMaxLayerKinds> partial;
+    const std::span<const KindWork> works = I.kind_works(p, links, partial);
     auto try_layers = [&](int64_t n) {
       p.recompute_layers = n;
-      const StepResult t = evaluate(I.ctx, p, e.work, links, params, nullptr, &tp, stored);
+      const StepResult t = evaluate(I.ctx, p, works, links, params);
       count(p, t);
       return t;
     };

@@ -16,10 +16,11 @@
 // still works through the explicit-family overloads below (tests/tensor/models/model_family_test
 // builds one).
 // What this does not cover (docs/architecture.md "Where to make a change"): a config field no
-// family had yet is a ModelConfig field (model_config.h) and its parse; the planner prices a new
-// family with no edit only while its layers are alike (it traces one layer and repeats it); a
-// family whose layers differ (dense before MoE, sliding and full attention) needs the planner's
-// stack of layer kinds, the next step of the planner's house.
+// family had yet is a ModelConfig field (model_config.h) and its parse. A family whose layers
+// differ says so through ModelConfig (dense_layers today; tensor/models/layer_kinds.h turns a
+// config into its stack of kinds) and the planner prices the stack with no edit; a difference no
+// kind describes yet (sliding or chunked attention, latent attention) is a LayerKind field, its
+// rule in layer_kind(), and the builder reading it.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -106,6 +106,22 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
            " expert MLPs in the model (the most shardplan builds; docs/user-guide.md \"Limits\")");
     }
   }
+  if (!c.dense_layers.empty() || c.dense_intermediate_size != 0) {
+    if (c.num_local_experts <= 0) {
+      fail("dense_layers", "lists dense layers of a model without experts, expected an MoE model");
+    }
+    for (size_t i = 0; i < c.dense_layers.size(); ++i) {
+      const int64_t l = c.dense_layers[i];
+      if (l < 0 || l >= c.num_hidden_layers || (i > 0 && l <= c.dense_layers[i - 1])) {
+        fail("dense_layers", "layer ", l,
+             " out of order or range, expected increasing layers in 0..", c.num_hidden_layers - 1);
+      }
+    }
+    if (c.dense_intermediate_size < 0) {
+      fail("dense_intermediate_size", "must be positive (or 0: intermediate_size), got ",
+           c.dense_intermediate_size);
+    }
+  }
   if (c.sliding_window && *c.sliding_window <= 0) {
     fail("sliding_window", "must be positive, got ", *c.sliding_window);
   }
@@ -117,7 +133,8 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   // Every product and sum in double: heads * head_dim or vocab + positions may not fit int64.
   const double per_layer =
       4.0 * h * static_cast<double>(c.num_attention_heads) * static_cast<double>(c.head_dim) +
-      3.0 * h * static_cast<double>(c.intermediate_size) * experts;
+      3.0 * h * static_cast<double>(c.intermediate_size) * experts +
+      3.0 * h * static_cast<double>(c.dense_intermediate_size);
   const double total =
       static_cast<double>(c.num_hidden_layers) * per_layer +
       2.0 * h *
@@ -202,6 +219,8 @@ std::ostream& operator<<(std::ostream& os, const ModelConfig& c) {
             << c.num_key_value_heads << "x" << c.head_dim << ", ffn=" << c.intermediate_size
             << ", vocab=" << c.vocab_size
             << (c.num_local_experts ? ", experts=" + std::to_string(c.num_local_experts) : "")
+            << (c.dense_layers.empty() ? ""
+                                       : ", dense layers=" + std::to_string(c.dense_layers.size()))
             << ", " << c.torch_dtype << ")";
 }
 

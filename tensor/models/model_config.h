@@ -65,6 +65,12 @@ struct ModelConfig {
   std::optional<int64_t> sliding_window;  // Mistral; attention cost is counted in full regardless
   int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
   int64_t num_experts_per_tok = 0;        // top-k of the router
+  // MoE models whose stack mixes layer kinds (tensor/models/layer_kinds.h): the layers, sorted,
+  // that keep a dense MLP instead of routed experts (DeepSeek's first_k_dense_replace, Qwen-MoE's
+  // mlp_only_layers), and that MLP's width (0: intermediate_size). Families that read no such
+  // field leave them empty; a config built in code may set them.
+  std::vector<int64_t> dense_layers;
+  int64_t dense_intermediate_size = 0;
   bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
   // Dropout probabilities applied when a model is built for training (GPT-2's embd/attn/resid
   // pdrop; Llama-family attention_dropout).

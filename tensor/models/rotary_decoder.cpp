@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
+#include "tensor/models/layer_kinds.h"
 
 namespace shardplan::tensor::models {
 namespace {
@@ -65,9 +66,9 @@ class Attention : public Module {
 // down(act(gate(x)) * up(x)): SwiGLU (silu) or GeGLU (Gemma's tanh gelu).
 class GatedMlp : public Module {
  public:
-  GatedMlp(const ModelConfig& c, const std::string& prefix, const TensorOptions& o)
+  GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o)
       : Module(prefix + "MLP"), act_(c.hidden_act) {
-    const int64_t h = c.hidden_size, f = c.intermediate_size;
+    const int64_t h = c.hidden_size;
     register_module("gate_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
     register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
     register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
@@ -142,13 +143,17 @@ class SparseMoe : public Module {
 class DecoderLayer : public Module {
  public:
   explicit DecoderLayer(const std::string& prefix) : Module(prefix + "DecoderLayer") {}
-  void build(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
-             const TensorOptions& o, bool training) {
+  void build(const ModelConfig& c, int64_t index, const RotaryDecoderStyle& s,
+             const std::string& prefix, const TensorOptions& o, bool training) {
     self_attn = register_module("self_attn", std::make_shared<Attention>(c, prefix, o, training));
-    if (c.num_local_experts > 0) {
+    if (layer_kind(c, index).ffn == FfnKind::kMoe) {
       mlp = register_module("block_sparse_moe", std::make_shared<SparseMoe>(c, o));
     } else {
-      mlp = register_module("mlp", std::make_shared<GatedMlp>(c, prefix, o));
+      // A dense layer of an MoE model has its own width (ModelConfig::dense_intermediate_size).
+      const int64_t f = c.num_local_experts > 0 && c.dense_intermediate_size > 0
+                            ? c.dense_intermediate_size
+                            : c.intermediate_size;
+      mlp = register_module("mlp", std::make_shared<GatedMlp>(c, f, prefix, o));
     }
     input_layernorm = register_module("input_layernorm", make_norm(c, o, s));
     post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c, o, s));
@@ -180,7 +185,9 @@ class DecoderModel : public Module {
     rotary_emb = register_module(
         "rotary_emb",
         std::make_shared<RotaryEmbedding>(prefix + "RotaryEmbedding", rotary_dim(c), c.rope_theta));
-    for (const auto& layer : layers_) layer->build(c, s, prefix, o, training);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      layers_[i]->build(c, static_cast<int64_t>(i), s, prefix, o, training);
+    }
   }
   Tensor forward(const Tensor& ids) override {
     Tensor h = embed_tokens->call(ids);

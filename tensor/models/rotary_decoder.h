@@ -68,13 +68,18 @@ inline constexpr TensorParallelRule kRotaryDecoderTpPlan[] = {
     {"model.layers.*.mlp.down_proj", "rowwise"},
     {"lm_head", "colwise"}};
 // Mixtral: the same attention, and every expert split like a gated MLP (w1 and w3 column-parallel,
-// w2 row-parallel: Megatron-LM's expert tensor parallelism); the router stays replicated.
+// w2 row-parallel: Megatron-LM's expert tensor parallelism); the router stays replicated. A dense
+// layer of a mixed stack (ModelConfig::dense_layers) splits its MLP as Llama's; the planner
+// applies the rules that match the model at hand (planner/cost/tensor_parallel.h).
 inline constexpr TensorParallelRule kMixtralTpPlan[] = {
     {"model.embed_tokens", "rowwise"},
     {"model.layers.*.self_attn.q_proj", "colwise"},
     {"model.layers.*.self_attn.k_proj", "colwise"},
     {"model.layers.*.self_attn.v_proj", "colwise"},
     {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.mlp.gate_proj", "colwise"},
+    {"model.layers.*.mlp.up_proj", "colwise"},
+    {"model.layers.*.mlp.down_proj", "rowwise"},
     {"model.layers.*.block_sparse_moe.experts.*.w1", "colwise"},
     {"model.layers.*.block_sparse_moe.experts.*.w3", "colwise"},
     {"model.layers.*.block_sparse_moe.experts.*.w2", "rowwise"},

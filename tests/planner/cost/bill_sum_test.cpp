@@ -19,9 +19,9 @@ struct Seen {
   int pipelined = 0, interleaved = 0, zero3 = 0, cp = 0, ep = 0, partial = 0, priced = 0;
 };
 
-void price_random_candidates(const std::string& model, TrainingSetup setup, int tries, Seen& seen) {
-  Planner p(tensor::find_model_config(model),
-            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")), setup, {});
+void price_random_candidates(const tensor::ModelConfig& cfg, const std::string& model,
+                             TrainingSetup setup, int tries, Seen& seen) {
+  Planner p(cfg, collectives::load_cluster(collectives::resolve_cluster("dgx-h100")), setup, {});
   std::mt19937_64 rng(20261126);
   auto pick = [&rng](std::initializer_list<int64_t> values) {
     std::uniform_int_distribution<size_t> d(0, values.size() - 1);
@@ -71,12 +71,23 @@ void price_random_candidates(const std::string& model, TrainingSetup setup, int 
   }
 }
 
+void price_random_candidates(const std::string& model, TrainingSetup setup, int tries, Seen& seen) {
+  price_random_candidates(tensor::find_model_config(model), model, setup, tries, seen);
+}
+
 TEST(BillSum, TimePartsAddUpToTheStepTime) {
   Seen seen;
   price_random_candidates("llama3-70b", {.gpus = 64, .seq = 8192, .global_batch = 256}, 400, seen);
   price_random_candidates("mixtral-8x7b", {.gpus = 64, .seq = 4096, .global_batch = 256}, 400,
                           seen);
   price_random_candidates("llama3-8b", {.gpus = 32, .seq = 8192, .global_batch = 64}, 300, seen);
+  // A stack of two layer kinds (Note [Stack of layer kinds]): Mixtral with its first three
+  // layers dense.
+  tensor::ModelConfig mixed = tensor::find_model_config("mixtral-8x7b");
+  mixed.dense_layers = {0, 1, 2};
+  mixed.dense_intermediate_size = 28672;
+  price_random_candidates(mixed, "mixtral-8x7b, 3 dense layers",
+                          {.gpus = 64, .seq = 4096, .global_batch = 256}, 300, seen);
   // The sample covers every kind the issue names, many times over.
   EXPECT_GE(seen.priced, 200);
   EXPECT_GE(seen.pipelined, 50);

@@ -1,0 +1,57 @@
+#include "tensor/models/layer_kinds.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace shardplan::tensor {
+
+std::string_view to_string(FfnKind k) { return k == FfnKind::kMoe ? "moe" : "dense"; }
+
+std::string describe(const LayerKind& k) { return std::string(to_string(k.ffn)); }
+
+LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
+  SP_CHECK(layer >= 0 && layer < c.num_hidden_layers, "layer ", layer, ", expected one of 0..",
+           c.num_hidden_layers - 1);
+  LayerKind k;
+  if (c.num_local_experts > 0 &&
+      !std::binary_search(c.dense_layers.begin(), c.dense_layers.end(), layer)) {
+    k.ffn = FfnKind::kMoe;
+  }
+  return k;
+}
+
+int64_t LayerStack::first_layer(int32_t kind) const {
+  const auto it = std::find(kind_of_layer.begin(), kind_of_layer.end(), kind);
+  return it == kind_of_layer.end() ? -1 : it - kind_of_layer.begin();
+}
+
+int64_t LayerStack::count(int32_t kind) const {
+  return std::count(kind_of_layer.begin(), kind_of_layer.end(), kind);
+}
+
+LayerStack layer_stack(const ModelConfig& c) {
+  LayerStack s;
+  s.kind_of_layer.reserve(static_cast<size_t>(std::max<int64_t>(0, c.num_hidden_layers)));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const LayerKind k = layer_kind(c, i);
+    auto it = std::find(s.kinds.begin(), s.kinds.end(), k);
+    if (it == s.kinds.end()) it = s.kinds.insert(s.kinds.end(), k);
+    s.kind_of_layer.push_back(static_cast<int32_t>(it - s.kinds.begin()));
+  }
+  return s;
+}
+
+ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t layers) {
+  SP_CHECK(layers >= 1, "a model of ", layers, " layers, expected at least one");
+  ModelConfig one = c;
+  one.num_hidden_layers = layers;
+  one.dense_layers.clear();
+  if (c.num_local_experts > 0 && k.ffn == FfnKind::kDense) {
+    for (int64_t i = 0; i < layers; ++i) one.dense_layers.push_back(i);
+  }
+  SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
+  return one;
+}
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,55 @@
+// What differs between a model's decoder layers, and the model as an ordered stack of those layer
+// kinds: the planner traces one layer of each distinct kind and sums a stage's layers by kind
+// (docs/cost-model.md §8.1 "A model is a stack of layer kinds").
+//   LayerStack s = layer_stack(cfg);           // DeepSeek-V3: kinds {dense, moe}, 3 + 58 layers
+//   s.uniform();                               // Llama: one kind
+//   s.kind_of(0); s.first_layer(1);            // a layer's kind; the first layer of a kind
+//   ModelConfig one = uniform_config(cfg, s.kinds[1]);     // a one-layer model of that kind
+//
+// Note [Layer kinds]
+// A kind names what changes a layer's work, parameters or collectives: today the feed-forward
+// part (a dense MLP, or routed experts). Attention variants (sliding window, chunked, latent)
+// join as fields here when a family builds them; the planner then prices them with no edit,
+// because it asks only for the kinds, their order and one traced layer of each. Two layers of
+// the same kind are interchangeable for the cost model (equal shapes, equal traced work).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/models/model_config.h"
+
+namespace shardplan::tensor {
+
+enum class FfnKind : uint8_t { kDense, kMoe };
+std::string_view to_string(FfnKind k);
+
+struct LayerKind {
+  FfnKind ffn = FfnKind::kDense;
+  bool operator==(const LayerKind&) const = default;
+};
+// "dense", "moe": how bills and reports name a kind.
+std::string describe(const LayerKind& k);
+
+// The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an
+// MoE model's layers route to experts except those listed in c.dense_layers.
+LayerKind layer_kind(const ModelConfig& c, int64_t layer);
+
+struct LayerStack {
+  std::vector<LayerKind> kinds;        // distinct, in the order they first appear
+  std::vector<int32_t> kind_of_layer;  // per layer, an index into kinds
+  bool uniform() const { return kinds.size() <= 1; }
+  int64_t layers() const { return static_cast<int64_t>(kind_of_layer.size()); }
+  int32_t kind_of(int64_t layer) const { return kind_of_layer[static_cast<size_t>(layer)]; }
+  int64_t first_layer(int32_t kind) const;  // -1 when no layer has it
+  int64_t count(int32_t kind) const;        // layers of that kind
+};
+LayerStack layer_stack(const ModelConfig& c);
+
+// A model of `layers` layers all of kind `k` (one of layer_stack(c).kinds), the embedding, final
+// norm and output layer c's: what the planner traces (one layer) and counts (three) per kind.
+ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t layers = 1);
+
+}  // namespace shardplan::tensor
