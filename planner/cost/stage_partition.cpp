@@ -120,9 +120,8 @@ StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t sta
   const auto layers = static_cast<int64_t>(layer_prefix_s.size()) - 1;
   const int64_t L = layers, p = stages, lo = min_layers;
   const double total = layer_prefix_s.back();
-  const StageEnds guess =
-      balance_stage_ends(L, p, L > 0 ? total / static_cast<double>(L) : 0, first_extra_s,
-                         last_extra_s, lo);
+  const StageEnds guess = balance_stage_ends(L, p, L > 0 ? total / static_cast<double>(L) : 0,
+                                             first_extra_s, last_extra_s, lo);
   if (p == 1 || !(total > 0) || !std::isfinite(total)) return guess;
   const double e = std::max(0.0, first_extra_s), h = std::max(0.0, last_extra_s);
   // The slowest stage of the partition with these ends.
@@ -150,8 +149,8 @@ StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t sta
       // The even split of the rest must leave each middle stage `lo` layers.
       if (middle > 0 && rest / middle < lo) continue;
       const double t = slowest(ends);
-      if (t < best_t || (t == best_t && (last > best.last ||
-                                         (last == best.last && first < best.first)))) {
+      if (t < best_t ||
+          (t == best_t && (last > best.last || (last == best.last && first < best.first)))) {
         best = ends;
         best_t = t;
       }

@@ -246,8 +246,7 @@ LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
       kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
     }
     // Context-parallel ring and expert all-to-all prices, looked up once.
-    const double cp_ag =
-        c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
+    const double cp_ag = c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
     const double cp_rs =
         c.cp > 1 ? seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l) : 0;
     const bool moe = ctx.stack.moe[static_cast<size_t>(k)];
@@ -259,8 +258,7 @@ LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
       LayerCost lc;
       lc.forward_s = b.forward_s;
       lc.backward_s = b.backward_s + b.recompute_s;
-      lc.tp_s =
-          kp.tp_block.forward + kp.tp_block.backward + (recomputed ? kp.tp_block.forward : 0);
+      lc.tp_s = kp.tp_block.forward + kp.tp_block.backward + (recomputed ? kp.tp_block.forward : 0);
       if (c.cp > 1) {
         // Forward: the keys and values go round the ring; backward: again, and their gradients.
         lc.cp_s = (recomputed ? 3 : 2) * cp_ag + cp_rs;
@@ -332,15 +330,17 @@ StageEnds partition_stack(const StepContext& ctx, const LayerPrices& lp, int64_t
                           int64_t nominal_layers) {
   const int64_t L = ctx.layers, v = lp.v;
   if (ctx.stack.uniform()) {
-    return balance_stage_ends(L, pp, lp.mixed(0, nominal_layers).total_s, lp.embedding_s,
-                              lp.head_s, v);
+    return balance_stage_ends(L, pp, lp.mixed(0, nominal_layers).total_s, lp.embedding_s, lp.head_s,
+                              v);
   }
   // Each layer at its kind's time (Note [Stack of layer kinds]).
   thread_local std::vector<double> prefix;
   prefix.assign(1, 0.0);
   std::array<double, kMaxLayerKinds> t{};
-  for (int k = 0; k < lp.kinds; ++k) t[static_cast<size_t>(k)] = lp.mixed(k, nominal_layers).total_s;
-  for (int32_t k : ctx.stack.kind_of_layer) prefix.push_back(prefix.back() + t[static_cast<size_t>(k)]);
+  for (int k = 0; k < lp.kinds; ++k)
+    t[static_cast<size_t>(k)] = lp.mixed(k, nominal_layers).total_s;
+  for (int32_t k : ctx.stack.kind_of_layer)
+    prefix.push_back(prefix.back() + t[static_cast<size_t>(k)]);
   return balance_stack_ends(prefix, pp, lp.embedding_s, lp.head_s, v);
 }
 
@@ -558,7 +558,8 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
   // One block's working set (the largest kind's) and the output layer's share.
   int64_t block_working = 0, layer_params = 0;
   for (int k = 0; k < lp.kinds; ++k) {
-    block_working = std::max(block_working, lp.kind[static_cast<size_t>(k)].work->block().activation_bytes);
+    block_working =
+        std::max(block_working, lp.kind[static_cast<size_t>(k)].work->block().activation_bytes);
     layer_params = std::max(layer_params, lp.kind[static_cast<size_t>(k)].layer_params);
   }
   double transient = static_cast<double>(block_working) +
@@ -628,7 +629,9 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
   };
   for (int k = 0; k < lp.kinds; ++k) {
     const int64_t n = load.of[static_cast<size_t>(k)];
-    if (n > 0) add_tp(lp.kind[static_cast<size_t>(k)].work->block(), label(k, "block"), mm * static_cast<double>(n));
+    if (n > 0)
+      add_tp(lp.kind[static_cast<size_t>(k)].work->block(), label(k, "block"),
+             mm * static_cast<double>(n));
   }
   if (st.pacing == 0) add_tp(w.embedding(), "embedding", mm);
   if (st.pacing == pp - 1) add_tp(w.head(), "output layer", mm);
@@ -645,7 +648,8 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
       const auto calls = static_cast<int64_t>(m) * n;
       const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, dp_l);
       const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, dp_l);
-      const std::string of = uniform ? "" : ", " + ctx.stack.names[static_cast<size_t>(k)] + " layers";
+      const std::string of =
+          uniform ? "" : ", " + ctx.stack.names[static_cast<size_t>(k)] + " layers";
       rec.add("all_gather (fsdp parameters" + of + ", forward and backward)",
               CollectiveKind::kAllGather, kDpDim, dp_l, lp_bytes, 2 * calls,
               2 * ag * static_cast<double>(calls), layer.fsdp_gather_exposed_s * kind_calls);

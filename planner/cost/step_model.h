@@ -68,7 +68,7 @@ inline constexpr int kMaxLayerKinds = 4;
 // Which kind each layer is, with prefix counts for a stage's layers by kind.
 struct StackLayout {
   int kinds = 1;
-  std::array<bool, kMaxLayerKinds> moe{};          // kinds that route tokens to experts
+  std::array<bool, kMaxLayerKinds> moe{};         // kinds that route tokens to experts
   std::array<std::string, kMaxLayerKinds> names;  // "dense", "moe": the bill's labels
   // prefix[i][k]: layers of kind k among the first i (empty for a uniform stack).
   std::vector<std::array<int32_t, kMaxLayerKinds>> prefix;
@@ -88,7 +88,7 @@ struct StepContext {
   int64_t activation_itemsize = 2;
   double memory_capacity_bytes = 0;
   int64_t context_bytes = kGpuContextBytes;  // 0 on a CPU
-  bool moe = false;  // some layer routes tokens to experts
+  bool moe = false;                          // some layer routes tokens to experts
   StackLayout stack;
 };
 

@@ -9,8 +9,8 @@
 
 #include "base/checked.h"
 #include "base/error.h"
-#include "tensor/models/layer_kinds.h"
 #include "mesh/shard_spec.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 
@@ -30,7 +30,7 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
 }
 
 std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& family,
-                                                  const tensor::Module& model) {
+                                                   const tensor::Module& model) {
   std::vector<mesh::StyleRule> rules = tensor_parallel_rules(family);
   const std::vector<tensor::NamedModule> modules = model.named_modules();
   std::erase_if(rules, [&](const mesh::StyleRule& r) {

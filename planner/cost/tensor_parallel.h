@@ -23,7 +23,7 @@ std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& fa
 // whose layers are of fewer kinds, or one layer of one kind as the planner traces, uses those
 // that apply (mesh's parallelize_module refuses a pattern matching nothing, to catch typos).
 std::vector<mesh::StyleRule> tensor_parallel_rules(const tensor::ModelFamily& family,
-                                                  const tensor::Module& model);
+                                                   const tensor::Module& model);
 
 // Parameters (tied ones once) that TP rank `rank` of `tp` holds: the model built from `c` on meta,
 // laid out by parallelize_module on a one-dim mesh named "tp", each parameter's local shape from

@@ -205,25 +205,24 @@ struct Planner::Impl {
   const TracedModel& trace(int kind, int64_t mb, int64_t seq_local, RecomputePolicy rc) {
     auto& slot = traces[{kind, mb, seq_local, static_cast<int>(rc)}];
     if (!slot) {
-      slot = std::make_unique<TracedModel>(
-          trace_one_block(model, stack.kinds[static_cast<size_t>(kind)],
-                          {.micro_batch = mb,
-                           .seq = seq_local,
-                           .recompute = rc,
-                           .attention = options.attention,
-                           .dtype = dtype}));
+      slot = std::make_unique<TracedModel>(trace_one_block(model,
+                                                           stack.kinds[static_cast<size_t>(kind)],
+                                                           {.micro_batch = mb,
+                                                            .seq = seq_local,
+                                                            .recompute = rc,
+                                                            .attention = options.attention,
+                                                            .dtype = dtype}));
     }
     return *slot;
   }
 
   WorkEntry& work_for(int kind, const ParallelConfig& c) {
-    auto& slot = work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch,
-                       static_cast<int>(c.recompute)}];
+    auto& slot =
+        work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch, static_cast<int>(c.recompute)}];
     if (!slot) {
       slot = std::make_unique<WorkEntry>();
-      slot->work =
-          rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
-                    {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
+      slot->work = rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
+                             {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
     }
     return *slot;
   }
@@ -302,9 +301,8 @@ struct Planner::Impl {
       const tensor::ModelConfig small = tensor::uniform_config(model, stack.kinds[k], 3);
       const std::vector<int64_t> few = stage_parameters(small, tp, 3, 0);
       lp.kind_layer[k] = few[1];
-      lp.kind_experts[k] = stack.kinds[k].ffn == tensor::FfnKind::kMoe
-                               ? expert_parameters_per_layer(model, tp)
-                               : 0;
+      lp.kind_experts[k] =
+          stack.kinds[k].ffn == tensor::FfnKind::kMoe ? expert_parameters_per_layer(model, tp) : 0;
       if (k == 0) {
         first_extra = few[0] - few[1];
         last_extra = few[2] - few[1];

@@ -52,14 +52,14 @@ TEST(LayerStack, OneStageComputesEachKindsTracedLayers) {
   const tensor::LayerStack stack = tensor::layer_stack(c);
   ASSERT_EQ(stack.kinds.size(), 2U);
   auto work = [&](int kind) {
-    return rank_work(trace_one_block(c, stack.kinds[static_cast<size_t>(kind)],
-                                     {.micro_batch = 1, .seq = 4096}),
-                     p.context().compute, {.tp = 8, .sequence_parallel = true});
+    return rank_work(
+        trace_one_block(c, stack.kinds[static_cast<size_t>(kind)], {.micro_batch = 1, .seq = 4096}),
+        p.context().compute, {.tp = 8, .sequence_parallel = true});
   };
   const RankWork dense = work(0), moe = work(1);
   auto fb = [](const PartWork& w) { return w.forward_s + w.backward_s + w.recompute_s; };
-  const double per_micro_batch = 3 * fb(dense.block()) + 29 * fb(moe.block()) +
-                                 fb(dense.embedding()) + fb(dense.head());
+  const double per_micro_batch =
+      3 * fb(dense.block()) + 29 * fb(moe.block()) + fb(dense.embedding()) + fb(dense.head());
   EXPECT_NEAR(bill.compute_s, 64 * per_micro_batch, 1e-12 * bill.compute_s);
   // The two kinds differ, so the sum is not 32 of either.
   EXPECT_GT(std::abs(fb(dense.block()) - fb(moe.block())), 0.05 * fb(moe.block()));
@@ -168,7 +168,8 @@ TEST(LayerStack, MatchesAnExhaustiveSearchOverTheEnds) {
   for (const auto& pattern : patterns) {
     for (int64_t L = 3; L <= 20; ++L) {
       std::vector<double> times;
-      for (int64_t i = 0; i < L; ++i) times.push_back(pattern[static_cast<size_t>(i) % pattern.size()]);
+      for (int64_t i = 0; i < L; ++i)
+        times.push_back(pattern[static_cast<size_t>(i) % pattern.size()]);
       const std::vector<double> prefix = running(times);
       for (int64_t p = 2; p <= std::min<int64_t>(L, 5); ++p) {
         double best = std::numeric_limits<double>::infinity();
