@@ -105,6 +105,11 @@ struct LayerCost {
 
 struct Recorder {
   Bill* bill;
+  // The whole data-parallel group is named "dp" like the dp mesh dim (it is the dp degree).
+  void add_data(std::string_view what, CollectiveKind kind, const collectives::GroupLinks& l,
+                int64_t bytes, int64_t calls, double seconds, double exposed) {
+    add(what, kind, kDpDim, l, bytes, calls, seconds, exposed);
+  }
   // `what` follows the dim's name: add("all_reduce (gradients)", ..., kDpDim, ...) records
   // "dp all_reduce (gradients)". Nothing is built without a bill (the search's hot path).
   void add(std::string_view what, CollectiveKind kind, MeshDim dim,
@@ -172,6 +177,12 @@ struct KindPrices {
   TpSeconds tp_block;
   double fsdp_forward_s = 0, fsdp_backward_s = 0;  // one layer's FSDP collectives
   int64_t layer_params = 0;                        // one layer's local parameters (FSDP)
+  // Under ZeRO-3 with ep > 1 (Note [Expert and dense data parallelism]): the layer's dense
+  // parameters, gathered over the whole data-parallel group, and this rank's routed experts,
+  // gathered over the expert-data-parallel one; their seconds. With ep = 1 all are dense.
+  int64_t dense_params = 0, expert_params = 0;
+  double fsdp_dense_gather_s = 0, fsdp_expert_gather_s = 0;
+  double fsdp_dense_scatter_s = 0, fsdp_expert_scatter_s = 0;
   const RankWork* work = nullptr;
 };
 
@@ -181,7 +192,8 @@ struct LayerPrices {
   bool partial = false;          // Note [Partial recomputation]
   int64_t recompute_layers = 0;  // N of that note
   int kinds = 1;
-  std::array<KindPrices, kMaxLayerKinds> kind;
+  std::array<KindPrices, kMaxLayerKinds> kind;  // [0, kinds) used
+  const KindPrices& of(size_t k) const { return kind[k]; }
   TpSeconds tp_embedding, tp_head;
   double embedding_s = 0, head_s = 0;  // compute and TP collectives of the ends
 
@@ -193,8 +205,9 @@ struct LayerPrices {
   }
   // The average layer of kind k in a stage of n layers.
   LayerCost mixed(int k, int64_t n) const {
+    const KindPrices& p = of(static_cast<size_t>(k));
+    if (!partial) return p.recomputed;  // what the mix with f = 1 gives, bit for bit
     const double f = n > 0 ? static_cast<double>(recomputed_in(n)) / static_cast<double>(n) : 1.0;
-    const KindPrices& p = kind[static_cast<size_t>(k)];
     return p.recomputed.mix(p.stored, f);
   }
   // Sum over a stage's layers of `field` (its layers' count per kind times the kind's value).
@@ -209,15 +222,17 @@ struct LayerPrices {
   }
 };
 
-LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
-                         std::span<const KindWork> kinds, const DimLinks& links,
-                         const LayerParameters& params) {
+// Fills the calling thread's one LayerPrices (made once: building four kinds' zeroed prices per
+// candidate cost the search about 2 % of its time) and returns it.
+const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
+                                std::span<const KindWork> kinds, const DimLinks& links,
+                                const LayerParameters& params) {
   const collectives::GroupLinks& dp_l = links[kDpDim];
   const collectives::GroupLinks& ep_l = links[kEpDim];
   const collectives::GroupLinks& cp_l = links[kCpDim];
   const collectives::GroupLinks& tp_l = links[kTpDim];
   const bool full = c.recompute == tensor::RecomputePolicy::kFull;
-  LayerPrices lp;
+  thread_local LayerPrices lp;
   lp.v = c.virtual_stages;
   lp.recompute_layers = c.recompute_layers;
   lp.kinds = static_cast<int>(kinds.size());
@@ -226,6 +241,7 @@ LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
     const KindWork& kw = kinds[static_cast<size_t>(k)];
     const RankWork& w = *kw.work;
     KindPrices& kp = lp.kind[static_cast<size_t>(k)];
+    kp = KindPrices{};
     kp.work = &w;
     const PartWork& blk = w.block();
     kp.tp_block = kw.tp != nullptr ? (*kw.tp)[1] : tp_seconds(blk, tp_l);
@@ -237,12 +253,33 @@ LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
     // FSDP (ZeRO-3): every micro-batch gathers each layer's parameters for forward and again for
     // backward and reduce-scatters its gradients; prefetching hides them behind the layer's
     // compute.
+    const int64_t experts = ctx.stack.uniform() ? params.experts_per_layer
+                                                : params.kind_experts[static_cast<size_t>(k)];
+    kp.dense_params = kp.layer_params;
+    if (c.ep > 1 && experts > 0) {
+      kp.dense_params = kp.layer_params - experts;
+      kp.expert_params = experts / c.ep;
+    }
     double fsdp_scatter_s = 0;
-    if (c.zero == 3 && c.dp > 1) {
+    if (c.zero == 3 && c.dp > 1 && kp.expert_params == 0) {
+      // Every weight of the layer over the whole data-parallel group.
       const int64_t pbytes = kp.layer_params * ctx.recipe.param_bytes;
       const int64_t gbytes = kp.layer_params * ctx.recipe.grad_bytes;
-      kp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, dp_l);
-      fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, dp_l);
+      kp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, links[kDataGroup]);
+      fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, links[kDataGroup]);
+      kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
+    } else if (c.zero == 3 && c.dp > 1) {
+      const collectives::GroupLinks& data_l = links[kDataGroup];
+      kp.fsdp_dense_gather_s =
+          seconds_of(CollectiveKind::kAllGather, kp.dense_params * ctx.recipe.param_bytes, data_l);
+      kp.fsdp_dense_scatter_s = seconds_of(CollectiveKind::kReduceScatter,
+                                           kp.dense_params * ctx.recipe.grad_bytes, data_l);
+      kp.fsdp_expert_gather_s =
+          seconds_of(CollectiveKind::kAllGather, kp.expert_params * ctx.recipe.param_bytes, dp_l);
+      kp.fsdp_expert_scatter_s = seconds_of(CollectiveKind::kReduceScatter,
+                                            kp.expert_params * ctx.recipe.grad_bytes, dp_l);
+      kp.fsdp_forward_s = kp.fsdp_dense_gather_s + kp.fsdp_expert_gather_s;
+      fsdp_scatter_s = kp.fsdp_dense_scatter_s + kp.fsdp_expert_scatter_s;
       kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
     }
     // Context-parallel ring and expert all-to-all prices, looked up once.
@@ -251,8 +288,7 @@ LayerPrices price_layers(const StepContext& ctx, const ParallelConfig& c,
         c.cp > 1 ? seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l) : 0;
     const bool moe = ctx.stack.moe[static_cast<size_t>(k)];
     const double ep_a2a =
-        c.ep > 1 && moe ? seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes * c.ep, ep_l)
-                        : 0;
+        c.ep > 1 && moe ? seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes, ep_l) : 0;
     // One layer's time; a recomputed layer re-runs its forward, collectives included.
     auto layer_cost = [&](const PartWork& b, bool recomputed) {
       LayerCost lc;
@@ -347,7 +383,7 @@ StageEnds partition_stack(const StepContext& ctx, const LayerPrices& lp, int64_t
 StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const DimLinks& links,
                        const LayerPrices& lp, int64_t m) {
   const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages;
-  const RankWork& w = *lp.kind[0].work;
+  const RankWork& w = *lp.of(0).work;
   StageTimes st;
   // Point-to-point: the activation of one micro-batch, forward to the next stage and its
   // gradient back, once per model chunk (pipeline_sends).
@@ -367,8 +403,15 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
   for_each_priced_stage(ctx.stack, pp, [&](int64_t s) {
     const StageLoad load = stage_load(ctx.stack, st, L, pp, s);
     const int64_t layers = load.n;
-    double t = lp.sum(load, [](const LayerCost& k) { return k.total_s; }) + st.send_stage_s;
-    double compute = lp.sum(load, [](const LayerCost& k) { return k.forward_s + k.backward_s; });
+    double t = 0, compute = 0;
+    for (int k = 0; k < lp.kinds; ++k) {
+      const int64_t n = load.of[static_cast<size_t>(k)];
+      if (n == 0) continue;
+      const LayerCost layer = lp.mixed(k, layers);
+      t += static_cast<double>(n) * layer.total_s;
+      compute += static_cast<double>(n) * (layer.forward_s + layer.backward_s);
+    }
+    t += st.send_stage_s;
     if (s == 0) {
       t += lp.embedding_s;
       compute += w.embedding().forward_s + w.embedding().backward_s;
@@ -396,6 +439,9 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
 // The stage holding the most parameters, and this rank's share of them.
 struct StageStates {
   uint64_t params = 0;  // local parameters of that stage (experts split over ep)
+  // Of those, the routed experts' when ep > 1 (their states shard over the expert-data-parallel
+  // group; 0 with ep = 1, where every weight shards over the whole data-parallel group).
+  uint64_t expert_params = 0;
   int stage = 0;
   int64_t widest_middle = 0;
   int64_t layers_max = 1;  // the most layers of any stage
@@ -424,12 +470,14 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
       for (int k = 0; k < ctx.stack.kinds; ++k) {
         experts += load.of[static_cast<size_t>(k)] * params.kind_experts[static_cast<size_t>(k)];
       }
-      int64_t n = stage_params(s) - (c.ep > 1 ? experts * (c.ep - 1) / c.ep : 0);
+      const int64_t removed = c.ep > 1 ? experts * (c.ep - 1) / c.ep : 0;
+      int64_t n = stage_params(s) - removed;
       if (pp == 1) n -= params.tied_twice;
       if (n > best) {
         best = n;
         out.stage = static_cast<int>(s);
         out.window = load;
+        out.expert_params = c.ep > 1 ? static_cast<uint64_t>(experts - removed) : 0;
       }
     }
     out.params = static_cast<uint64_t>(std::max<int64_t>(0, best));
@@ -450,6 +498,11 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
   const int64_t expert_local =
       c.ep > 1 ? params.experts_per_layer * out.layers_max * (c.ep - 1) / c.ep : 0;
   out.params = static_cast<uint64_t>(std::max<int64_t>(0, most - expert_local));
+  if (c.ep > 1) {
+    out.expert_params = std::min<uint64_t>(
+        out.params,
+        static_cast<uint64_t>(params.experts_per_layer * out.layers_max - expert_local));
+  }
   out.window = uniform_load(out.layers_max);
   return out;
 }
@@ -458,40 +511,112 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
 // its last bucket; ZeRO-1/2 gather the updated parameters overlapping the next step's first
 // forward except one layer's worth; under ZeRO-3 only the step's first gather has nothing to
 // hide behind. Returns the exposed seconds.
+// Note [Expert and dense data parallelism]
+// Expert parallelism splits the data-parallel ranks: the ep ranks of a group hold different routed
+// experts, so a routed expert's replicas are the dp / ep ranks of the expert-data-parallel group
+// (Megatron-Core's expert-data-parallel group, dp x cp x tp / (ep x etp) ranks there; here the
+// experts see cp = etp = 1 and their tp is carved as the dense layers'). Dense weights (attention,
+// norms, the router, dense MLPs) are replicated over the whole data-parallel group. So with
+// ep > 1: dense gradients are reduced over dp ranks and the experts' over dp / ep; ZeRO shards
+// dense states over dp and expert states over dp / ep; under ZeRO-3 a layer gathers its dense
+// weights over dp and only this rank's experts (1 / ep of them) over dp / ep. The token
+// all-to-all moves, per rank and per dispatch or combine, its own tokens x top-k x hidden, what
+// each rank sends whatever ep is (nccl-tests' S of an all-to-all is the bytes each rank sends).
+
+// The gradient reduction and ZeRO-1/2 gather with ep > 1: the dense part over the whole data-
+// parallel group, the experts' over the expert-data-parallel one, one after the other in the same
+// buckets, exposed as one reduction is and shared between the two by their seconds.
+double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
+                                const StageStates& states, const collectives::GroupLinks& dp_l,
+                                const collectives::GroupLinks& data_l, double bwd_window,
+                                double fwd_window, double buckets, Recorder& rec) {
+  const auto expert = static_cast<int64_t>(states.expert_params);
+  const int64_t dense = static_cast<int64_t>(states.params) - expert;
+  const MixedPrecision& r = ctx.recipe;
+  struct Part {
+    const char* what;
+    CollectiveKind kind;
+    const collectives::GroupLinks* links;
+    int64_t bytes;
+    double seconds;
+  };
+  auto part = [](const char* what, CollectiveKind kind, const collectives::GroupLinks& l,
+                 int64_t bytes) { return Part{what, kind, &l, bytes, seconds_of(kind, bytes, l)}; };
+  auto exposed_pair = [&](const Part& a, const Part& b, double window) {
+    const double t = a.seconds + b.seconds;
+    const double e = std::max(t / buckets, t - window);
+    for (const Part& p : {a, b}) {
+      rec.add_data(p.what, p.kind, *p.links, p.bytes, 1, p.seconds, t > 0 ? e * p.seconds / t : 0);
+    }
+    return e;
+  };
+  if (c.zero == 0) {
+    return exposed_pair(part("all_reduce (dense gradients)", CollectiveKind::kAllReduce, data_l,
+                             dense * r.grad_bytes),
+                        part("all_reduce (expert gradients)", CollectiveKind::kAllReduce, dp_l,
+                             expert * r.grad_bytes),
+                        bwd_window);
+  }
+  const double e_rs = exposed_pair(part("reduce_scatter (dense gradients)",
+                                        CollectiveKind::kReduceScatter, data_l, dense * r.grad_bytes),
+                                   part("reduce_scatter (expert gradients)",
+                                        CollectiveKind::kReduceScatter, dp_l, expert * r.grad_bytes),
+                                   bwd_window);
+  const double e_ag = exposed_pair(part("all_gather (updated dense parameters)",
+                                        CollectiveKind::kAllGather, data_l, dense * r.param_bytes),
+                                   part("all_gather (updated expert parameters)",
+                                        CollectiveKind::kAllGather, dp_l, expert * r.param_bytes),
+                                   fwd_window);
+  return e_rs + e_ag;
+}
+
 double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
                           const StageStates& states, const collectives::GroupLinks& dp_l,
-                          Recorder& rec) {
+                          const collectives::GroupLinks& data_l, Recorder& rec) {
   if (c.dp <= 1) return 0;
-  const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.recipe.grad_bytes;
-  const int64_t param_bytes = static_cast<int64_t>(states.params) * ctx.recipe.param_bytes;
   // The largest stage's layers.
   const double bwd_window = lp.sum(states.window, [](const LayerCost& k) { return k.backward_s; });
   const double fwd_window = lp.sum(states.window, [](const LayerCost& k) { return k.forward_s; });
   const double buckets = static_cast<double>(std::max<int64_t>(1, states.window.n));
+  if (states.expert_params > 0 && c.zero < 3) {
+    return split_data_parallel_sync(ctx, c, states, dp_l, data_l, bwd_window, fwd_window, buckets,
+                                    rec);
+  }
+  const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.recipe.grad_bytes;
+  const int64_t param_bytes = static_cast<int64_t>(states.params) * ctx.recipe.param_bytes;
   if (c.zero == 0) {
-    const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, dp_l);
+    const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, data_l);
     const double e = std::max(t / buckets, t - bwd_window);
-    rec.add("all_reduce (gradients)", CollectiveKind::kAllReduce, kDpDim, dp_l, grad_bytes, 1, t,
+    rec.add("all_reduce (gradients)", CollectiveKind::kAllReduce, kDpDim, data_l, grad_bytes, 1, t,
             e);
     return e;
   }
   if (c.zero <= 2) {
-    const double t_rs = seconds_of(CollectiveKind::kReduceScatter, grad_bytes, dp_l);
+    const double t_rs = seconds_of(CollectiveKind::kReduceScatter, grad_bytes, data_l);
     const double e_rs = std::max(t_rs / buckets, t_rs - bwd_window);
-    const double t_ag = seconds_of(CollectiveKind::kAllGather, param_bytes, dp_l);
+    const double t_ag = seconds_of(CollectiveKind::kAllGather, param_bytes, data_l);
     const double e_ag = std::max(t_ag / buckets, t_ag - fwd_window);
-    rec.add("reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, dp_l, grad_bytes,
+    rec.add("reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, data_l, grad_bytes,
             1, t_rs, e_rs);
-    rec.add("all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, dp_l,
+    rec.add("all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, data_l,
             param_bytes, 1, t_ag, e_ag);
     return e_rs + e_ag;
   }
   // ZeRO-3: the step's first gather (of the first layer) has nothing to hide behind.
   const KindPrices& first =
-      lp.kind[ctx.stack.uniform() ? 0 : static_cast<size_t>(ctx.stack.kind_of_layer.front())];
-  rec.add("all_gather (fsdp parameters, the step's first layer)", CollectiveKind::kAllGather,
-          kDpDim, dp_l, first.layer_params * ctx.recipe.param_bytes, 1, first.fsdp_forward_s,
-          first.fsdp_forward_s);
+      lp.of(ctx.stack.uniform() ? 0 : static_cast<size_t>(ctx.stack.kind_of_layer.front()));
+  if (first.expert_params > 0) {
+    rec.add_data("all_gather (fsdp dense parameters, the step's first layer)",
+                 CollectiveKind::kAllGather, data_l, first.dense_params * ctx.recipe.param_bytes, 1,
+                 first.fsdp_dense_gather_s, first.fsdp_dense_gather_s);
+    rec.add("all_gather (fsdp expert parameters, the step's first layer)",
+            CollectiveKind::kAllGather, kDpDim, dp_l, first.expert_params * ctx.recipe.param_bytes,
+            1, first.fsdp_expert_gather_s, first.fsdp_expert_gather_s);
+    return first.fsdp_dense_gather_s + first.fsdp_expert_gather_s;
+  }
+  rec.add_data("all_gather (fsdp parameters, the step's first layer)", CollectiveKind::kAllGather,
+               data_l, first.layer_params * ctx.recipe.param_bytes, 1, first.fsdp_forward_s,
+               first.fsdp_forward_s);
   return first.fsdp_forward_s;
 }
 
@@ -500,8 +625,16 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
 double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
                          const StageStates& states) {
   const int64_t dp = c.dp;
-  const int64_t updated = c.zero >= 1 ? static_cast<int64_t>((states.params + dp - 1) / dp)
-                                      : static_cast<int64_t>(states.params);
+  int64_t updated = c.zero >= 1 ? static_cast<int64_t>((states.params + dp - 1) / dp)
+                                : static_cast<int64_t>(states.params);
+  if (c.zero >= 1 && states.expert_params > 0) {
+    // Dense states over dp ranks, expert states over dp / ep (Note [Expert and dense data
+    // parallelism]).
+    const auto expert = static_cast<int64_t>(states.expert_params);
+    const int64_t dense = static_cast<int64_t>(states.params) - expert;
+    const int64_t edp = std::max<int64_t>(1, dp / c.ep);
+    updated = (dense + dp - 1) / dp + (expert + edp - 1) / edp;
+  }
   const double opt_bytes =
       static_cast<double>(updated) *
       static_cast<double>(ctx.recipe.grad_bytes + 2 * ctx.recipe.optimizer_bytes() +
@@ -515,8 +648,19 @@ double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
 int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
                     const StageEnds& ends, const StageStates& states, Bill* bill) {
   const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages, dp = c.dp;
-  const RankWork& w = *lp.kind[0].work;
-  const ModelStateMemory model_states = model_state_memory(states.params, ctx.recipe, c.zero, dp);
+  const RankWork& w = *lp.of(0).work;
+  ModelStateMemory model_states = model_state_memory(states.params, ctx.recipe, c.zero, dp);
+  if (states.expert_params > 0) {
+    // Note [Expert and dense data parallelism]: dense states shard over dp, expert states over
+    // dp / ep.
+    const ModelStateMemory dense =
+        model_state_memory(states.params - states.expert_params, ctx.recipe, c.zero, dp);
+    const ModelStateMemory expert = model_state_memory(
+        states.expert_params, ctx.recipe, c.zero, std::max<int64_t>(1, dp / c.ep));
+    model_states.param_bytes = dense.param_bytes + expert.param_bytes;
+    model_states.grad_bytes = dense.grad_bytes + expert.grad_bytes;
+    model_states.optimizer_bytes = dense.optimizer_bytes + expert.optimizer_bytes;
+  }
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
   double act_peak = 0;
   int act_stage = 0;
@@ -559,8 +703,9 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
   int64_t block_working = 0, layer_params = 0;
   for (int k = 0; k < lp.kinds; ++k) {
     block_working =
-        std::max(block_working, lp.kind[static_cast<size_t>(k)].work->block().activation_bytes);
-    layer_params = std::max(layer_params, lp.kind[static_cast<size_t>(k)].layer_params);
+        std::max(block_working, lp.of(static_cast<size_t>(k)).work->block().activation_bytes);
+    const KindPrices& kp = lp.of(static_cast<size_t>(k));
+    layer_params = std::max(layer_params, kp.dense_params + kp.expert_params);
   }
   double transient = static_cast<double>(block_working) +
                      static_cast<double>(w.head().activation_bytes / std::max<int64_t>(pp, 1));
@@ -594,7 +739,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
   const int64_t pp = c.pp;
   const StageLoad& load = st.pacing_load;
   const int64_t layers = load.n;
-  const RankWork& w = *lp.kind[0].work;
+  const RankWork& w = *lp.of(0).work;
   const double mm = static_cast<double>(m);
   const double per_layer_calls = mm * static_cast<double>(layers);
   // The share of the stage's layers that recompute (and re-run their collectives).
@@ -630,32 +775,62 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
   for (int k = 0; k < lp.kinds; ++k) {
     const int64_t n = load.of[static_cast<size_t>(k)];
     if (n > 0)
-      add_tp(lp.kind[static_cast<size_t>(k)].work->block(), label(k, "block"),
+      add_tp(lp.of(static_cast<size_t>(k)).work->block(), label(k, "block"),
              mm * static_cast<double>(n));
   }
   if (st.pacing == 0) add_tp(w.embedding(), "embedding", mm);
   if (st.pacing == pp - 1) add_tp(w.head(), "output layer", mm);
   if (c.zero == 3 && c.dp > 1) {
     const collectives::GroupLinks& dp_l = links[kDpDim];
+    const collectives::GroupLinks& data_l = links[kDataGroup];
     for (int k = 0; k < lp.kinds; ++k) {
       const int64_t n = load.of[static_cast<size_t>(k)];
       if (n == 0) continue;
-      const KindPrices& kp = lp.kind[static_cast<size_t>(k)];
+      const KindPrices& kp = lp.of(static_cast<size_t>(k));
       const LayerCost layer = lp.mixed(k, layers);
       const double kind_calls = mm * static_cast<double>(n);
-      const int64_t lp_bytes = kp.layer_params * recipe.param_bytes;
-      const int64_t lg_bytes = kp.layer_params * recipe.grad_bytes;
       const auto calls = static_cast<int64_t>(m) * n;
-      const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, dp_l);
-      const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, dp_l);
       const std::string of =
           uniform ? "" : ", " + ctx.stack.names[static_cast<size_t>(k)] + " layers";
-      rec.add("all_gather (fsdp parameters" + of + ", forward and backward)",
-              CollectiveKind::kAllGather, kDpDim, dp_l, lp_bytes, 2 * calls,
-              2 * ag * static_cast<double>(calls), layer.fsdp_gather_exposed_s * kind_calls);
-      rec.add("reduce_scatter (fsdp gradients" + of + ")", CollectiveKind::kReduceScatter, kDpDim,
-              dp_l, lg_bytes, calls, rs * static_cast<double>(calls),
-              layer.fsdp_scatter_exposed_s * kind_calls);
+      if (kp.expert_params == 0) {
+        const int64_t lp_bytes = kp.layer_params * recipe.param_bytes;
+        const int64_t lg_bytes = kp.layer_params * recipe.grad_bytes;
+        const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, data_l);
+        const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, data_l);
+        rec.add_data("all_gather (fsdp parameters" + of + ", forward and backward)",
+                     CollectiveKind::kAllGather, data_l, lp_bytes, 2 * calls,
+                     2 * ag * static_cast<double>(calls), layer.fsdp_gather_exposed_s * kind_calls);
+        rec.add_data("reduce_scatter (fsdp gradients" + of + ")", CollectiveKind::kReduceScatter,
+                     data_l, lg_bytes, calls, rs * static_cast<double>(calls),
+                layer.fsdp_scatter_exposed_s * kind_calls);
+        continue;
+      }
+      // Dense weights over the whole data-parallel group, this rank's experts over dp / ep; the
+      // exposed time shared between them by their seconds.
+      const double ag = kp.fsdp_dense_gather_s + kp.fsdp_expert_gather_s;
+      const double rs = kp.fsdp_dense_scatter_s + kp.fsdp_expert_scatter_s;
+      const double ag_exposed = layer.fsdp_gather_exposed_s * kind_calls;
+      const double rs_exposed = layer.fsdp_scatter_exposed_s * kind_calls;
+      auto share = [](double exposed, double part, double whole) {
+        return whole > 0 ? exposed * part / whole : 0;
+      };
+      const double cd = static_cast<double>(calls);
+      rec.add_data("all_gather (fsdp dense parameters" + of + ", forward and backward)",
+                   CollectiveKind::kAllGather, links[kDataGroup],
+                   kp.dense_params * recipe.param_bytes, 2 * calls, 2 * kp.fsdp_dense_gather_s * cd,
+                   share(ag_exposed, kp.fsdp_dense_gather_s, ag));
+      rec.add("all_gather (fsdp expert parameters" + of + ", forward and backward)",
+              CollectiveKind::kAllGather, kDpDim, dp_l, kp.expert_params * recipe.param_bytes,
+              2 * calls, 2 * kp.fsdp_expert_gather_s * cd,
+              share(ag_exposed, kp.fsdp_expert_gather_s, ag));
+      rec.add_data("reduce_scatter (fsdp dense gradients" + of + ")",
+                   CollectiveKind::kReduceScatter, links[kDataGroup],
+                   kp.dense_params * recipe.grad_bytes, calls, kp.fsdp_dense_scatter_s * cd,
+                   share(rs_exposed, kp.fsdp_dense_scatter_s, rs));
+      rec.add("reduce_scatter (fsdp expert gradients" + of + ")", CollectiveKind::kReduceScatter,
+              kDpDim, dp_l, kp.expert_params * recipe.grad_bytes, calls,
+              kp.fsdp_expert_scatter_s * cd, share(rs_exposed, kp.fsdp_expert_scatter_s, rs));
+
     }
   }
   if (c.cp > 1) {
@@ -681,7 +856,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
       if (n == 0 || layer.ep_s <= 0) continue;
       moe_calls += mm * static_cast<double>(n);
       ep_s += layer.ep_s * (mm * static_cast<double>(n));
-      bytes = lp.kind[static_cast<size_t>(k)].work->ep_dispatch_bytes * c.ep;
+      bytes = lp.of(static_cast<size_t>(k)).work->ep_dispatch_bytes;
     }
     if (ep_s > 0) {
       rec.add("all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, kEpDim,
@@ -733,10 +908,11 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
             "one work per layer kind of the stack");
   Recorder rec{bill};
   const int64_t m = micro_batches_per_step(ctx.setup, c);
-  const LayerPrices lp = price_layers(ctx, c, kinds, links, params);
+  const LayerPrices& lp = price_layers(ctx, c, kinds, links, params);
   const StageTimes st = stage_times(ctx, c, links, lp, m);
   const StageStates states = largest_stage(ctx, c, params, st.ends);
-  const double dp_sync_s = data_parallel_sync(ctx, c, lp, states, links[kDpDim], rec);
+  const double dp_sync_s =
+      data_parallel_sync(ctx, c, lp, states, links[kDpDim], links[kDataGroup], rec);
   const double optimizer_s = optimizer_seconds(ctx, c, states);
 
   StepResult r;

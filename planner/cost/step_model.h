@@ -160,8 +160,12 @@ struct StepResult {
   StageEnds stages;  // the layer partition priced (Note [Stage partition])
 };
 
-// The links of each candidate mesh dim, indexed by MeshDim (Note [Candidate mesh dims]).
-using DimLinks = std::array<collectives::GroupLinks, kMeshDims>;
+// The links of each candidate mesh dim, indexed by MeshDim (Note [Candidate mesh dims]), and at
+// kDataGroup those of the whole data-parallel group, the dp / ep and ep dims together: dense
+// weights synchronize over it, routed experts over the dp mesh dim alone (the expert-data-parallel
+// group, Note [Expert and dense data parallelism] in step_model.cpp). With ep = 1 the two are one.
+inline constexpr size_t kDataGroup = kMeshDims;
+using DimLinks = std::array<collectives::GroupLinks, kMeshDims + 1>;
 
 // Prices `c` with the work of one micro-batch `w` and the links `links`; fills `bill` when given.
 // Seconds of the tensor-parallel collectives of one part for one micro-batch, forward and

@@ -338,10 +338,7 @@ struct Planner::Impl {
     const std::array<int64_t, 5> o = dim_order(order);
     const std::array<int64_t, kMeshDims> shape = mesh_shape(c);
     DimLinks l;
-    int64_t stride = 1;
-    for (size_t i = o.size(); i-- > 0;) {
-      const auto d = static_cast<size_t>(o[i]);
-      const int64_t size = shape[d];
+    auto group = [&](int64_t size, int64_t stride) {
       auto it = strided.find({size, stride});
       if (it == strided.end()) {
         it = strided
@@ -349,9 +346,19 @@ struct Planner::Impl {
                           collectives::strided_group_links(*topology, size, stride))
                  .first;
       }
-      l[d] = it->second;
-      stride *= size;
+      return it->second;
+    };
+    int64_t stride = 1, ep_stride = 1;
+    for (size_t i = o.size(); i-- > 0;) {
+      const auto d = static_cast<size_t>(o[i]);
+      SP_ASSERT(d != kDpDim || (i + 1 < o.size() && o[i + 1] == kEpDim),
+                "the ep mesh dim sits just inside the dp one (Note [Candidate mesh dims])");
+      if (d == kEpDim) ep_stride = stride;
+      l[d] = group(shape[d], stride);
+      stride *= shape[d];
     }
+    // The whole data-parallel group: the dp / ep and ep dims together.
+    l[kDataGroup] = c.ep > 1 ? group(c.dp, ep_stride) : l[kDpDim];
     return links.emplace(key, l).first->second;
   }
 

@@ -1,0 +1,91 @@
+// MoE priced as expert parallelism works (Note [Expert and dense data parallelism] in
+// planner/cost/step_model.cpp), on Mixtral 8x7B over 16 H100s, every number counted by hand from
+// its config (hidden 4096, 14336 per expert, 8 experts, top-2, 32 heads of 128 with 8 KV heads,
+// 32 layers, vocabulary 32000, untied):
+//   attention 2 x 4096 x 4096 + 2 x 1024 x 4096 = 41,943,040; two norms 8,192; router 8 x 4096
+//   = 32,768: dense part of a layer 41,984,000;
+//   experts 8 x 3 x 4096 x 14336 = 1,409,286,144 per layer, 176,160,768 on each of ep = 8 ranks;
+//   embedding and output layer 2 x 32000 x 4096 = 262,144,000, final norm 4,096.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "collectives/cluster.h"
+#include "planner/search/planner.h"
+
+namespace shardplan::planner {
+namespace {
+
+constexpr int64_t kDenseLayer = 41'984'000;
+constexpr int64_t kExpertsLayer = 1'409'286'144;
+constexpr int64_t kEnds = 262'144'000 + 4'096;
+constexpr int64_t kLayers = 32;
+
+struct Priced {
+  PlanResult result;
+  Bill bill;
+  std::map<std::string, BillCollective> rows;  // by what
+};
+
+Priced price(int64_t ep, int zero) {
+  Planner p(tensor::find_model_config("mixtral-8x7b"),
+            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+            {.gpus = 16, .seq = 4096, .global_batch = 64}, {});
+  ParallelConfig c;
+  c.dp = 16;
+  c.ep = ep;
+  c.zero = zero;
+  c.micro_batch = 1;
+  c.recompute = tensor::RecomputePolicy::kFull;
+  Priced out;
+  out.result = p.estimate(c, DimOrder::kTpInner, &out.bill);
+  for (const BillCollective& b : out.bill.collectives) out.rows[b.what] = b;
+  return out;
+}
+
+TEST(MoePricing, EachRankSendsItsOwnTokensWhateverEpIs) {
+  // One micro-batch of 4096 tokens, each to top-2 experts, 4096 bf16 values: 64 MiB per rank.
+  for (int64_t ep : {2, 4, 8}) {
+    const Priced p = price(ep, 1);
+    SCOPED_TRACE(ep);
+    const BillCollective& a2a = p.rows.at("ep all_to_all (token dispatch and combine)");
+    EXPECT_EQ(a2a.bytes, 4096 * 2 * 4096 * 2);
+    EXPECT_EQ(a2a.group_size, ep);
+  }
+}
+
+TEST(MoePricing, FsdpGathersDenseWeightsOverDpAndOnlyItsOwnExperts) {
+  const Priced p = price(8, 3);
+  const BillCollective& dense =
+      p.rows.at("dp all_gather (fsdp dense parameters, forward and backward)");
+  const BillCollective& experts =
+      p.rows.at("dp all_gather (fsdp expert parameters, forward and backward)");
+  EXPECT_EQ(dense.bytes, kDenseLayer * 2);
+  EXPECT_EQ(dense.group_size, 16);
+  EXPECT_EQ(experts.bytes, kExpertsLayer / 8 * 2);
+  EXPECT_EQ(experts.group_size, 2);  // the expert-data-parallel group: 16 / 8
+  // With ep 1 every weight of the layer is gathered over all 16 ranks.
+  const Priced one = price(1, 3);
+  EXPECT_EQ(one.rows.at("dp all_gather (fsdp parameters, forward and backward)").bytes,
+            (kDenseLayer + kExpertsLayer) * 2);
+}
+
+TEST(MoePricing, ExpertStatesShardOverTheExpertDataParallelGroup) {
+  // ZeRO-1: fp32 master weights and two Adam moments (12 bytes a parameter) shard over the
+  // ranks that hold a replica: dense weights over 16, this rank's experts over 16 / 8 = 2.
+  const Priced p = price(8, 1);
+  const int64_t dense = kEnds + kLayers * kDenseLayer;
+  const int64_t experts = kLayers * kExpertsLayer / 8;
+  EXPECT_EQ(p.bill.optimizer_bytes, (dense + 15) / 16 * 12 + (experts + 1) / 2 * 12);
+  EXPECT_EQ(p.bill.parameter_bytes, (dense + experts) * 2);
+  // The gradients reduce in two groups: dense over 16 ranks, experts over 2.
+  EXPECT_EQ(p.rows.at("dp reduce_scatter (dense gradients)").group_size, 16);
+  EXPECT_EQ(p.rows.at("dp reduce_scatter (dense gradients)").bytes, dense * 2);
+  EXPECT_EQ(p.rows.at("dp reduce_scatter (expert gradients)").group_size, 2);
+  EXPECT_EQ(p.rows.at("dp reduce_scatter (expert gradients)").bytes, experts * 2);
+}
+
+}  // namespace
+}  // namespace shardplan::planner
