@@ -4,7 +4,8 @@
 //   shardplan plan --model llama3-70b --cluster dgx-h100 --gpus 64 --seq 4096 --global-batch 256
 //       [--tp 8 ...pins] [--top 10] [--out plan.json] [--explain] [--json]
 //   shardplan estimate ... same flags, one configuration
-//   shardplan compare ... [--strategies ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto] [--svg chart.svg]
+//   shardplan compare ... [--strategies ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,ep,auto] [--svg
+//   chart.svg]
 #include <algorithm>
 #include <array>
 #include <iomanip>
@@ -321,11 +322,12 @@ void register_compare(CLI::App& app, CliContext& ctx) {
       add_verb(app, ctx, "compare",
                "Compare named strategies (ddp, zero1, ..., auto) at their best settings");
   auto a = std::make_shared<PlanArgs>();
-  auto list = std::make_shared<std::string>("ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto");
+  auto list = std::make_shared<std::string>();  // empty: default_strategies(model)
   auto svg = std::make_shared<std::string>();
   add_plan_options(cmd, *a);
   cmd.add_option("--strategies", *list,
-                 "Comma-separated: ddp, zero1, zero2, fsdp, tp, fsdp+tp, 3d, auto (default all)")
+                 "Comma-separated: ddp, zero1, zero2, fsdp, tp, fsdp+tp, 3d, ep, auto (default "
+                 "all; ep for MoE models)")
       ->type_name("LIST");
   CLI::Option* svg_flag =
       cmd.add_option("--svg", *svg, "Write a chart: step-time breakdown and memory per GPU")
@@ -333,8 +335,9 @@ void register_compare(CLI::App& app, CliContext& ctx) {
   cmd.callback([&ctx, a, list, svg, svg_flag] {
     const bool writes_chart = svg_flag->count() > 0;
     if (writes_chart) check_output_path(*svg, "--svg");
-    const std::vector<planner::Strategy> strategies = planner::parse_strategies(*list);
     std::unique_ptr<planner::Planner> p = a->planner();
+    const std::vector<planner::Strategy> strategies =
+        planner::parse_strategies(list->empty() ? planner::default_strategies(p->model()) : *list);
     std::vector<std::function<bool(const planner::ParallelConfig&)>> filters;
     for (const planner::Strategy& s : strategies) filters.push_back(s.keep);
     planner::SearchResult all;
@@ -403,8 +406,12 @@ void register_compare(CLI::App& app, CliContext& ctx) {
                   << row["step_time_s"].get<double>() << " s  " << std::setprecision(1)
                   << std::setw(5) << 100 * row["mfu"].get<double>() << "% MFU  " << std::setw(10)
                   << human_bytes(static_cast<double>(row["memory_per_gpu_bytes"].get<int64_t>()))
-                  << "/GPU  tp " << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"]
-                  << " zero " << row["zero"] << " mb " << row["micro_batch"] << " "
+                  << "/GPU  tp " << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"];
+        // The dimensions that split further only where they do.
+        for (const char* d : {"cp", "ep"}) {
+          if (row.contains(d) && row[d].get<int64_t>() > 1) std::cout << " " << d << " " << row[d];
+        }
+        std::cout << " zero " << row["zero"] << " mb " << row["micro_batch"] << " "
                   << row["recompute"].get<std::string>();
         std::cout << recompute_layers_text(row["recompute_layers"].get<int64_t>()) << "\n";
       } else {

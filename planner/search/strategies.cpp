@@ -31,11 +31,19 @@ std::vector<Strategy> all_strategies() {
       {"3d",
        [](const ParallelConfig& c) { return plain(c) && c.tp > 1 && c.pp > 1 && c.zero <= 1; },
        "tp > 1 and pp > 1"},
+      {"ep", [](const ParallelConfig& c) { return c.cp == 1 && c.ep > 1; },
+       "an MoE model, and dp ranks to spread its experts over (ep > 1)"},
       {"auto", [](const ParallelConfig&) { return true; }, ""},
   };
 }
 
 }  // namespace
+
+std::string default_strategies(const tensor::ModelConfig& model) {
+  // The expert-parallel row only where there are experts to spread.
+  return model.num_local_experts > 0 ? "ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,ep,auto"
+                                     : "ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto";
+}
 
 std::vector<Strategy> parse_strategies(std::string_view list) {
   const std::vector<Strategy> known = all_strategies();

@@ -7,9 +7,10 @@
 //   tp       tensor parallelism (tp > 1) with plain data parallelism, no pipeline
 //   fsdp+tp  tensor parallelism with FSDP over dp, no pipeline
 //   3d       tensor x pipeline x data parallelism (tp > 1, pp > 1, ZeRO 0 or 1)
+//   ep       expert parallelism (ep > 1) with any tp, pp and ZeRO: MoE models
 //   auto     every candidate: a superset of the others, so never slower than the best of them
 // Each is searched at its best settings (micro-batch, recomputation, sequence parallelism,
-// interleaving); context and expert parallelism only in auto.
+// interleaving); context parallelism only in auto, expert parallelism in ep and auto.
 #pragma once
 
 #include <functional>
@@ -31,6 +32,8 @@ struct Strategy {
 // "ddp,fsdp,auto" -> the strategies in that order; throws shardplan::Error naming an unknown name
 // (with the nearest one) or an empty list.
 std::vector<Strategy> parse_strategies(std::string_view list);
+// What compare ranks without --strategies: every strategy, ep only for an MoE model.
+std::string default_strategies(const tensor::ModelConfig& model);
 
 // The configuration `estimate` prices: pinned dimensions as given; tp, pp, cp, ep 1, dp the rest
 // of the GPUs, ZeRO 0, micro-batch 1, no recomputation, one chunk per stage, no sequence

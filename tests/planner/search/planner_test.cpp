@@ -164,6 +164,21 @@ TEST(Planner, AutoIsNeverSlowerThanANamedStrategy) {
               ThrowsMessage<Error>(HasSubstr("did you mean 'fsdp'")));
 }
 
+TEST(Planner, CompareHasAnExpertParallelRowForMoeModels) {
+  EXPECT_EQ(default_strategies(tensor::find_model_config("llama3-8b")),
+            "ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,auto");
+  EXPECT_EQ(default_strategies(tensor::find_model_config("mixtral-8x7b")),
+            "ddp,zero1,zero2,fsdp,tp,fsdp+tp,3d,ep,auto");
+  Planner p(tensor::find_model_config("mixtral-8x7b"), cluster("dgx-h100"),
+            {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+  const std::vector<Strategy> s = parse_strategies("ep,auto");
+  const std::vector<Planner::Best> best = p.best_of_each({}, {s[0].keep, s[1].keep}, nullptr);
+  ASSERT_TRUE(best[0].best.has_value());
+  EXPECT_GT(best[0].best->config.ep, 1);
+  EXPECT_EQ(best[0].best->config.cp, 1);
+  EXPECT_LE(best[1].best->step_time_s, best[0].best->step_time_s);
+}
+
 TEST(Planner, CpuLocalRunsFourRanksOnOneHost) {
   Planner p(tensor::find_model_config("gpt2"), cluster("cpu-local"),
             {.gpus = 4, .seq = 128, .global_batch = 8}, {});
