@@ -541,7 +541,9 @@ double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
     double seconds;
   };
   auto part = [](const char* what, CollectiveKind kind, const collectives::GroupLinks& l,
-                 int64_t bytes) { return Part{what, kind, &l, bytes, seconds_of(kind, bytes, l)}; };
+                 int64_t bytes) {
+    return Part{what, kind, &l, bytes, seconds_of(kind, bytes, l)};
+  };
   auto exposed_pair = [&](const Part& a, const Part& b, double window) {
     const double t = a.seconds + b.seconds;
     const double e = std::max(t / buckets, t - window);
@@ -557,11 +559,12 @@ double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
                              expert * r.grad_bytes),
                         bwd_window);
   }
-  const double e_rs = exposed_pair(part("reduce_scatter (dense gradients)",
-                                        CollectiveKind::kReduceScatter, data_l, dense * r.grad_bytes),
-                                   part("reduce_scatter (expert gradients)",
-                                        CollectiveKind::kReduceScatter, dp_l, expert * r.grad_bytes),
-                                   bwd_window);
+  const double e_rs =
+      exposed_pair(part("reduce_scatter (dense gradients)", CollectiveKind::kReduceScatter, data_l,
+                        dense * r.grad_bytes),
+                   part("reduce_scatter (expert gradients)", CollectiveKind::kReduceScatter, dp_l,
+                        expert * r.grad_bytes),
+                   bwd_window);
   const double e_ag = exposed_pair(part("all_gather (updated dense parameters)",
                                         CollectiveKind::kAllGather, data_l, dense * r.param_bytes),
                                    part("all_gather (updated expert parameters)",
@@ -596,8 +599,8 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
     const double e_rs = std::max(t_rs / buckets, t_rs - bwd_window);
     const double t_ag = seconds_of(CollectiveKind::kAllGather, param_bytes, data_l);
     const double e_ag = std::max(t_ag / buckets, t_ag - fwd_window);
-    rec.add("reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, data_l, grad_bytes,
-            1, t_rs, e_rs);
+    rec.add("reduce_scatter (gradients)", CollectiveKind::kReduceScatter, kDpDim, data_l,
+            grad_bytes, 1, t_rs, e_rs);
     rec.add("all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, data_l,
             param_bytes, 1, t_ag, e_ag);
     return e_rs + e_ag;
@@ -655,8 +658,8 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
     // dp / ep.
     const ModelStateMemory dense =
         model_state_memory(states.params - states.expert_params, ctx.recipe, c.zero, dp);
-    const ModelStateMemory expert = model_state_memory(
-        states.expert_params, ctx.recipe, c.zero, std::max<int64_t>(1, dp / c.ep));
+    const ModelStateMemory expert = model_state_memory(states.expert_params, ctx.recipe, c.zero,
+                                                       std::max<int64_t>(1, dp / c.ep));
     model_states.param_bytes = dense.param_bytes + expert.param_bytes;
     model_states.grad_bytes = dense.grad_bytes + expert.grad_bytes;
     model_states.optimizer_bytes = dense.optimizer_bytes + expert.optimizer_bytes;
@@ -802,7 +805,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
                      2 * ag * static_cast<double>(calls), layer.fsdp_gather_exposed_s * kind_calls);
         rec.add_data("reduce_scatter (fsdp gradients" + of + ")", CollectiveKind::kReduceScatter,
                      data_l, lg_bytes, calls, rs * static_cast<double>(calls),
-                layer.fsdp_scatter_exposed_s * kind_calls);
+                     layer.fsdp_scatter_exposed_s * kind_calls);
         continue;
       }
       // Dense weights over the whole data-parallel group, this rank's experts over dp / ep; the
@@ -830,7 +833,6 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
       rec.add("reduce_scatter (fsdp expert gradients" + of + ")", CollectiveKind::kReduceScatter,
               kDpDim, dp_l, kp.expert_params * recipe.grad_bytes, calls,
               kp.fsdp_expert_scatter_s * cd, share(rs_exposed, kp.fsdp_expert_scatter_s, rs));
-
     }
   }
   if (c.cp > 1) {
