@@ -16,12 +16,13 @@ extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kQwen2Family;
+extern const ModelFamily kQwen3Family;
 
 namespace {
 
 const ModelFamily* const kRegistered[] = {
     &kGemmaFamily,   &kGpt2Family,    &kGptNeoxFamily, &kLlamaFamily,
-    &kMistralFamily, &kMixtralFamily, &kQwen2Family,
+    &kMistralFamily, &kMixtralFamily, &kQwen2Family,   &kQwen3Family,
 };
 
 }  // namespace

@@ -35,7 +35,8 @@ ModulePtr make_norm(const ModelConfig& c, const TensorOptions& o, const RotaryDe
 
 class Attention : public Module {
  public:
-  Attention(const ModelConfig& c, const std::string& prefix, const TensorOptions& o, bool training)
+  Attention(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
+            const TensorOptions& o, bool training)
       : Module(prefix + "Attention"),
         heads_(c.num_attention_heads),
         kv_heads_(c.num_key_value_heads),
@@ -46,17 +47,30 @@ class Attention : public Module {
     k_proj = register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.qkv_bias, o));
     v_proj = register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.qkv_bias, o));
     o_proj = register_module("o_proj", std::make_shared<Linear>(q, c.hidden_size, c.o_bias, o));
+    if (s.qk_norm) {
+      q_norm = register_module(
+          "q_norm", std::make_shared<RMSNorm>(DimVector{head_dim_}, c.norm_eps, true, o));
+      k_norm = register_module(
+          "k_norm", std::make_shared<RMSNorm>(DimVector{head_dim_}, c.norm_eps, true, o));
+    }
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
-    const Tensor q = apply_rotary(split_heads(q_proj->call(x), heads_, head_dim_), cos_t, sin_t);
-    const Tensor k = apply_rotary(split_heads(k_proj->call(x), kv_heads_, head_dim_), cos_t, sin_t);
+    // q, then k, each split into heads, normed per head (Qwen3) and rotated: the op order of
+    // the trace.
+    Tensor q = split_heads(q_proj->call(x), heads_, head_dim_);
+    if (q_norm) q = q_norm->call(q);  // per head, over head_dim
+    q = apply_rotary(q, cos_t, sin_t);
+    Tensor k = split_heads(k_proj->call(x), kv_heads_, head_dim_);
+    if (k_norm) k = k_norm->call(k);
+    k = apply_rotary(k, cos_t, sin_t);
     const Tensor v = split_heads(v_proj->call(x), kv_heads_, head_dim_);
     const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true,
                                                     {}, /*enable_gqa=*/kv_heads_ != heads_);
     return o_proj->call(merge_heads(out));
   }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  ModulePtr q_norm, k_norm;  // with RotaryDecoderStyle::qk_norm
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
@@ -145,7 +159,8 @@ class DecoderLayer : public Module {
   explicit DecoderLayer(const std::string& prefix) : Module(prefix + "DecoderLayer") {}
   void build(const ModelConfig& c, int64_t index, const RotaryDecoderStyle& s,
              const std::string& prefix, const TensorOptions& o, bool training) {
-    self_attn = register_module("self_attn", std::make_shared<Attention>(c, prefix, o, training));
+    self_attn =
+        register_module("self_attn", std::make_shared<Attention>(c, s, prefix, o, training));
     if (layer_kind(c, index).ffn == FfnKind::kMoe) {
       mlp = register_module("block_sparse_moe", std::make_shared<SparseMoe>(c, o));
     } else {

@@ -90,6 +90,9 @@ struct RotaryDecoderStyle {
   // The layer and final norms; unset: RMSNorm with a weight (LlamaRMSNorm).
   ModulePtr (*make_norm)(const ModelConfig& c, const TensorOptions& o) = nullptr;
   bool scale_embeddings = false;  // embeddings * sqrt(hidden) (Gemma's normalizer)
+  // RMSNorm over head_dim on each head of q and k before RoPE (Qwen3's q_norm and k_norm,
+  // registered after o_proj as transformers does).
+  bool qk_norm = false;
 };
 
 // <prefix>ForCausalLM of `c` (tensor/models/rotary_decoder.cpp lists its parameter names). A

@@ -15,16 +15,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
+#include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
 
 namespace shardplan::tensor {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 struct Rotary {
   int64_t V, h, f, L, H, KV, d;
@@ -85,6 +89,37 @@ TEST(ModelParams, Qwen25_7B) {
   const int64_t hand = rotary_params({152064, 3584, 18944, 28, 28, 4, 128, false, true});
   EXPECT_EQ(hand, 7'615'616'512);
   EXPECT_EQ(params_of("qwen2.5-7b"), hand);
+}
+
+TEST(ModelParams, Qwen3) {
+  // Qwen3 adds an RMSNorm over head_dim (128) on q and on k: 2 x 128 per layer.
+  const int64_t hand8 = rotary_params({151936, 4096, 12288, 36, 32, 8, 128}) + 36 * 2 * 128;
+  EXPECT_EQ(hand8, 8'190'735'360);  // "8.2B" (Qwen3-8B's model card)
+  EXPECT_EQ(params_of("qwen3-8b"), hand8);
+  // Qwen3-0.6B: 0.6 B in all, 0.44 B outside the (tied) embedding.
+  const int64_t hand06 =
+      rotary_params({151936, 1024, 3072, 28, 16, 8, 128, /*tied=*/true}) + 28 * 2 * 128;
+  EXPECT_EQ(params_of("qwen3-0.6b"), hand06);
+  EXPECT_EQ(hand06 - 151936 * 1024, 440'467'456);
+}
+
+TEST(ModelBuild, Qwen3SlidingWindowLayersAreRefused) {
+  nlohmann::json j = to_hf_json(find_model_config("qwen3-0.6b"));
+  j["use_sliding_window"] = true;
+  EXPECT_THAT([&] { (void)parse_model_config(j, "q.json"); },
+              ThrowsMessage<Error>(HasSubstr("q.json: field 'use_sliding_window': true")));
+  j["use_sliding_window"] = false;
+  j["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 28; ++i)
+    j["layer_types"].push_back(i == 3 ? "sliding_attention" : "full_attention");
+  EXPECT_THAT([&] { (void)parse_model_config(j, "q.json"); },
+              ThrowsMessage<Error>(
+                  HasSubstr("field 'layer_types': \"sliding_attention\" is not supported")));
+  j["layer_types"] = nlohmann::json::array({"full_attention"});
+  EXPECT_THAT([&] { (void)parse_model_config(j, "q.json"); },
+              ThrowsMessage<Error>(HasSubstr("expected a list of num_hidden_layers = 28")));
+  j["layer_types"] = std::vector<std::string>(28, "full_attention");
+  EXPECT_EQ(parse_model_config(j, "q.json"), find_model_config("qwen3-0.6b"));
 }
 
 TEST(ModelParams, Gemma7B) {

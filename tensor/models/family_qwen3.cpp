@@ -1,0 +1,66 @@
+// qwen3 (Qwen3 dense: 0.6B to 32B): transformers' Qwen3Config (vocab 151936, max positions 32768,
+// rms_norm_eps 1e-6, rope_theta 10000, attention_bias false, head_dim its own field) and
+// modeling_qwen3.py: the rotary decoder with an RMSNorm over head_dim on every head of q and k
+// (q_norm, k_norm) before RoPE.
+// Sliding-window layers (use_sliding_window, or "sliding_attention" in layer_types) are refused:
+// no layer kind prices a window yet (tensor/models/layer_kinds.h), and silently pricing full
+// attention would be a wrong answer.
+#include <nlohmann/json.hpp>
+
+#include "tensor/models/rotary_decoder.h"
+
+namespace shardplan::tensor {
+
+extern const ModelFamily kQwen3Family;  // listed in family_registry.cpp
+
+namespace {
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-6});
+  c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
+  if (f.boolean("use_sliding_window", false)) {
+    f.fail("use_sliding_window",
+           "true: sliding-window attention layers are not built yet, expected false");
+  }
+  if (f.has("layer_types")) {
+    const nlohmann::json& types = f.raw("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
+      f.fail("layer_types", "expected a list of num_hidden_layers = " +
+                                std::to_string(c.num_hidden_layers) + " layer types");
+    }
+    for (const nlohmann::json& t : types) {
+      if (!t.is_string() || t.get<std::string>() != "full_attention") {
+        f.fail("layer_types", t.dump() +
+                                  " is not supported: only \"full_attention\" layers are built "
+                                  "yet, expected every entry \"full_attention\"");
+      }
+    }
+  }
+}
+
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  models::rotary_decoder_to_hf_json(c, j);
+  j["attention_bias"] = c.qkv_bias;
+  j["use_sliding_window"] = false;
+}
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return models::build_rotary_decoder(c, o, training,
+                                      {.prefix = kQwen3Family.hf_class_prefix, .qk_norm = true});
+}
+
+}  // namespace
+
+const ModelFamily kQwen3Family{
+    .model_type = "qwen3",
+    .hf_class_prefix = "Qwen3",
+    .layers_path = "model.layers",
+    .parse = parse,
+    .to_hf_json = to_hf_json,
+    .build = build,
+    .renamed = models::kRotaryDecoderRenames,
+    .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
+};
+
+}  // namespace shardplan::tensor
