@@ -66,6 +66,11 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
   for (const auto& [kind, n] : r["parameters_by_kind"].items()) {
     std::printf("  %-10s %s\n", kind.c_str(), with_commas(n.get<int64_t>()).c_str());
   }
+  std::cout << "layers      ";
+  for (const auto& k : r["layer_stack"]) {
+    std::cout << " " << k["layers"].get<int64_t>() << " " << k["kind"].get<std::string>();
+  }
+  std::cout << '\n';
   std::fflush(stdout);
   for (const auto& [dtype, n] : r["bytes_by_dtype"].items()) {
     std::cout << "bytes        " << with_commas(n.get<int64_t>()) << " ("

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "tensor/models/family.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/training.h"
@@ -104,6 +105,17 @@ ordered_json model_report(const ModelReportOptions& opts) {
   const auto kinds = parameters_by_kind(*model);
   r["parameters_by_kind"] = kinds;
   r["embedding_parameters"] = kinds.count("embedding") ? kinds.at("embedding") : 0;
+  // The decoder layers as a stack of kinds (tensor/models/layer_kinds.h), in order of first
+  // appearance: what the planner traces one layer of each.
+  const LayerStack stack = layer_stack(cfg);
+  ordered_json layers = ordered_json::array();
+  for (size_t k = 0; k < stack.kinds.size(); ++k) {
+    const auto kind = static_cast<int32_t>(k);
+    layers.push_back({{"kind", describe(stack.kinds[k])},
+                      {"layers", stack.count(kind)},
+                      {"first_layer", stack.first_layer(kind)}});
+  }
+  r["layer_stack"] = layers;
   std::map<std::string, int64_t> by_dtype;
   for (const NamedTensor& p : model->named_parameters()) {
     by_dtype[std::string(dtype_name(p.tensor.dtype()))] += p.tensor.nbytes();
