@@ -63,6 +63,11 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
   const auto params = r["parameters"].get<int64_t>();
   std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f billion)", params / 1e9)
             << '\n';
+  const auto active = r["active_parameters"].get<int64_t>();
+  if (active != params) {
+    std::cout << "active       " << with_commas(active) << fmt(" (%.2f billion)", active / 1e9)
+              << " per token\n";
+  }
   for (const auto& [kind, n] : r["parameters_by_kind"].items()) {
     std::printf("  %-10s %s\n", kind.c_str(), with_commas(n.get<int64_t>()).c_str());
   }

@@ -1,7 +1,6 @@
 #include "planner/cost/training_metrics.h"
 
 #include "base/error.h"
-#include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 
@@ -15,18 +14,7 @@ int64_t parameter_count(const tensor::ModelConfig& c) {
 }
 
 int64_t active_parameter_count(const tensor::ModelConfig& c) {
-  const tensor::ModulePtr model = tensor::build_model(c);
-  int64_t total = 0;
-  for (const tensor::NamedTensor& p : model->named_parameters()) total += p.tensor.numel();
-  const std::string_view experts = tensor::family_of(c).experts_class;
-  if (experts.empty() || c.num_local_experts <= 0) return total;
-  int64_t routed = 0;  // every expert's parameters
-  for (const tensor::NamedModule& m : model->named_modules()) {
-    if (m.module->type_name() != experts) continue;
-    for (const tensor::NamedTensor& p : m.module->named_parameters()) routed += p.tensor.numel();
-  }
-  // A token passes through top-k of the E experts of each layer.
-  return total - routed + routed / c.num_local_experts * c.num_experts_per_tok;
+  return tensor::active_parameters(*tensor::build_model(c), c);
 }
 
 double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {

@@ -105,6 +105,7 @@ ordered_json model_report(const ModelReportOptions& opts) {
   const auto kinds = parameters_by_kind(*model);
   r["parameters_by_kind"] = kinds;
   r["embedding_parameters"] = kinds.count("embedding") ? kinds.at("embedding") : 0;
+  r["active_parameters"] = active_parameters(*model, cfg);  // per token: top-k of the experts
   // The decoder layers as a stack of kinds (tensor/models/layer_kinds.h), in order of first
   // appearance: what the planner traces one layer of each.
   const LayerStack stack = layer_stack(cfg);

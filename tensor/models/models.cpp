@@ -92,6 +92,16 @@ std::map<std::string, int64_t> parameters_by_kind(const Module& root) {
   return out;
 }
 
+int64_t active_parameters(const Module& root, const ModelConfig& cfg) {
+  const auto kinds = parameters_by_kind(root);
+  int64_t total = 0;
+  for (const auto& [kind, n] : kinds) total += n;
+  const auto it = kinds.find("experts");
+  if (it == kinds.end() || cfg.num_local_experts <= 0) return total;
+  // Every MoE layer holds num_local_experts alike experts; a token passes through top-k.
+  return total - it->second + it->second / cfg.num_local_experts * cfg.num_experts_per_tok;
+}
+
 std::string layers_path(const ModelConfig& cfg) { return std::string(family_of(cfg).layers_path); }
 
 }  // namespace shardplan::tensor

@@ -65,6 +65,11 @@ std::string block_kind(const Module& root, std::string_view parameter_fqn);
 // Elements per block kind (keys of block_kind), each parameter once (ties de-duplicated).
 std::map<std::string, int64_t> parameters_by_kind(const Module& root);
 
+// The parameters one token passes through: every parameter but the routed experts, and top-k of
+// each MoE layer's experts (parameters_by_kind's "experts" / num_local_experts x
+// num_experts_per_tok). `root` is the model `cfg` builds. Equals the total for a dense model.
+int64_t active_parameters(const Module& root, const ModelConfig& cfg);
+
 // The FQN of the ModuleList holding the repeated blocks, the family's ModelFamily::layers_path
 // ("model.layers", "transformer.h", "gpt_neox.layers"): the planner's repeated block. Throws for
 // an unsupported model_type.

@@ -77,6 +77,9 @@ TEST(LayerKinds, EachLayerIsBuiltAsItsKind) {
   const int64_t attention = 2 * 16 * 16 + 2 * 8 * 16 + 2 * 16;
   const int64_t dense = 3 * 16 * 96, moe = 4 * 16 + 4 * 3 * 16 * 24;
   EXPECT_EQ(total, 2 * 100 * 16 + 5 * attention + 2 * dense + 3 * moe + 16);
+  // A token passes through 2 of the 4 experts of each of the 3 MoE layers.
+  const int64_t experts = 3 * 4 * 3 * 16 * 24;
+  EXPECT_EQ(active_parameters(*m, mixed_moe()), total - experts + experts / 4 * 2);
 }
 
 TEST(LayerKinds, AUniformConfigOfEachKindBuildsThatKind) {

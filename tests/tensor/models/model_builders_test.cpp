@@ -83,6 +83,13 @@ TEST(ModelParams, Mixtral8x7B) {
   const int64_t hand = rotary_params({32000, 4096, 14336, 32, 32, 8, 128, false, false, 8});
   EXPECT_EQ(hand, 46'702'792'704);
   EXPECT_EQ(params_of("mixtral-8x7b"), hand);
+  // Per token: all but the experts (8 x 3 x 4096 x 14336 in each of 32 layers), and 2 of the 8.
+  const int64_t experts = 32 * 8 * 3 * int64_t{4096} * 14336;
+  const ModelConfig c = find_model_config("mixtral-8x7b");
+  EXPECT_EQ(active_parameters(*build_model(c), c), hand - experts + experts / 8 * 2);
+  EXPECT_EQ(hand - experts + experts / 8 * 2, 12'879'925'248);  // the published "12.9B active"
+  const ModelConfig dense = find_model_config("llama3-8b");
+  EXPECT_EQ(active_parameters(*build_model(dense), dense), params_of("llama3-8b"));
 }
 
 TEST(ModelParams, Qwen25_7B) {
