@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -24,7 +25,13 @@ class ConfigFields {
   // "<source>: field '<field>': <what>" as a bad-input error.
   [[noreturn]] void fail(std::string_view field, const std::string& what) const;
   // Present and not null.
-  bool has(const char* f) const { return j_.contains(f) && !j_.at(f).is_null(); }
+  // Every accessor records the key as read: a key the family asked about is one it understands
+  // (Note [Architecture fields nobody read] in model_config.cpp).
+  bool has(const char* f) const {
+    read_.insert(f);
+    return j_.contains(f) && !j_.at(f).is_null();
+  }
+  bool was_read(const std::string& f) const { return read_.count(f) > 0; }
 
   // An integer (4096.0 is accepted, as some exporters write floats; 4096.5 and "4096" are not);
   // the first form is required.
@@ -36,7 +43,10 @@ class ConfigFields {
   double number(const char* f, double dflt) const;
   bool boolean(const char* f, bool dflt) const;
   std::string string(const char* f, std::string dflt) const;
-  const nlohmann::json& raw(const char* f) const { return j_.at(f); }
+  const nlohmann::json& raw(const char* f) const {
+    read_.insert(f);
+    return j_.at(f);
+  }
   std::string_view source() const { return source_; }
 
  private:
@@ -44,6 +54,7 @@ class ConfigFields {
 
   const nlohmann::json& j_;
   std::string_view source_;
+  mutable std::set<std::string> read_;
 };
 
 // The document's `rope_scaling` object (call when f.has("rope_scaling")), checked as

@@ -160,6 +160,48 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
   return parse_model_config(j, *family, source);
 }
 
+namespace {
+
+// Note [Architecture fields nobody read]
+// Hugging Face's config classes ignore keys they do not know, and so does parsing here (tokenizer
+// ids, inference settings). A key that changes the architecture is different: a config of a
+// family whose parse never asked about it would build a different model from the one the file
+// describes (a Llama-style file with "layer_types" of sliding layers, a DeepSeek-style
+// "first_k_dense_replace"). So these keys, when a file holds one with a value that changes
+// anything and the family's parse did not read it, are refused, naming the key. Neutral values
+// (null, false, 0, an empty list, layer types all "full_attention") pass: exporters write them.
+constexpr const char* kArchitectureKeys[] = {
+    "layer_types",           "mlp_only_layers",        "moe_layer_freq",
+    "first_k_dense_replace", "decoder_sparse_step",    "interleave_moe_layer_step",
+    "no_rope_layers",        "sliding_window_pattern", "attn_logit_softcapping",
+    "final_logit_softcapping", "q_lora_rank",          "kv_lora_rank",
+    "n_shared_experts",      "n_routed_experts",       "num_nextn_predict_layers",
+    "shared_expert_intermediate_size", "moe_intermediate_size", "num_experts",
+    "query_pre_attn_scalar", "attention_chunk_size",   "use_qk_norm"};
+
+bool neutral(const json& v) {
+  if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;
+  if (v.is_number()) return v.get<double>() == 0;
+  if (v.is_array()) {
+    return std::all_of(v.begin(), v.end(),
+                       [](const json& e) { return e.is_string() && e == "full_attention"; });
+  }
+  return false;
+}
+
+void refuse_unread_architecture_keys(const json& j, const ConfigFields& f,
+                                     const ModelFamily& family) {
+  for (const char* key : kArchitectureKeys) {
+    if (!j.contains(key) || f.was_read(key) || neutral(j.at(key))) continue;
+    f.fail(key, j.at(key).dump().substr(0, 80) + " changes the architecture, and model_type '" +
+                    std::string(family.model_type) +
+                    "' does not build it; expected a config of a family that does (or no '" +
+                    key + "')");
+  }
+}
+
+}  // namespace
+
 ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::string_view source) {
   SP_CHECK(j.is_object(), source, ": expected a JSON object (a Hugging Face config.json), got ",
            j.type_name());
@@ -194,6 +236,7 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
                                  ") (nn.Embedding's padding_idx), got " + std::to_string(pad));
     }
   }
+  refuse_unread_architecture_keys(j, f, family);
   validate(c, family, source);
   return c;
 }

@@ -12,7 +12,9 @@
 // documents as optional with a default that depends on the others (num_key_value_heads = heads,
 // head_dim = hidden / heads, tie_word_embeddings, biases, rope) take that default. Wrong JSON
 // types, non-positive sizes and inconsistent values are errors naming the file and the field.
-// Unknown fields (tokenizer ids, dropout of inference configs, ...) are ignored, as HF does.
+// Unknown fields (tokenizer ids, dropout of inference configs, ...) are ignored, as HF does,
+// except those that change the architecture (layer_types, first_k_dense_replace, ...): a family
+// that does not read one refuses it (Note [Architecture fields nobody read] in model_config.cpp).
 #pragma once
 
 #include <cstdint>

@@ -381,3 +381,35 @@ TEST(ConfigPaths, EnvironmentOverrides) {
 
 }  // namespace
 }  // namespace shardplan::tensor
+
+namespace shardplan::tensor {
+namespace {
+
+// Note [Architecture fields nobody read] in model_config.cpp.
+TEST(ModelConfig, ArchitectureKeysTheFamilyDoesNotReadAreRefused) {
+  json j = to_hf_json(find_model_config("llama3-8b"));
+  j["first_k_dense_replace"] = 3;
+  EXPECT_THAT([&] { (void)parse_model_config(j, "l.json"); },
+              testing::ThrowsMessage<Error>(
+                  AllOf(HasSubstr("l.json: field 'first_k_dense_replace': 3 changes the "
+                                  "architecture, and model_type 'llama' does not build it"))));
+  j.erase("first_k_dense_replace");
+  j["layer_types"] = json::array({"sliding_attention", "full_attention"});
+  EXPECT_THAT([&] { (void)parse_model_config(j, "l.json"); },
+              testing::ThrowsMessage<Error>(HasSubstr("field 'layer_types'")));
+  j["num_experts"] = 8;
+  j.erase("layer_types");
+  EXPECT_THAT([&] { (void)parse_model_config(j, "l.json"); },
+              testing::ThrowsMessage<Error>(HasSubstr("field 'num_experts': 8")));
+  // Neutral values change nothing and pass, as exporters write them.
+  j.erase("num_experts");
+  j["layer_types"] = std::vector<std::string>(32, "full_attention");
+  j["q_lora_rank"] = nullptr;
+  j["n_shared_experts"] = 0;
+  j["mlp_only_layers"] = json::array();
+  j["use_qk_norm"] = false;
+  EXPECT_EQ(parse_model_config(j, "l.json"), find_model_config("llama3-8b"));
+}
+
+}  // namespace
+}  // namespace shardplan::tensor
