@@ -21,6 +21,7 @@ constexpr EnumName<ParallelStyle> kStyleNames[] = {
     {"sequence", ParallelStyle::kSequence},
     {"prepare_input", ParallelStyle::kPrepareInput},
     {"prepare_output", ParallelStyle::kPrepareOutput},
+    {"experts", ParallelStyle::kExperts},
     {"sequence_parallel", ParallelStyle::kSequence}};
 }  // namespace
 
@@ -66,6 +67,10 @@ void check_module_type(ParallelStyle style, const tensor::Module& m, const std::
     SP_CHECK(is_linear(m) || is_conv1d(m) || is_embedding(m), parallel_style_name(style),
              " applies to Linear, Conv1D and Embedding modules, but '", fqn, "' is a ",
              m.type_name());
+  } else if (style == ParallelStyle::kExperts) {
+    SP_CHECK(dynamic_cast<const tensor::GroupedExperts*>(&m) != nullptr,
+             "experts applies to grouped experts modules (gate_up_proj, down_proj), but '", fqn,
+             "' is a ", m.type_name());
   } else if (style == ParallelStyle::kSequence) {
     SP_CHECK(is_norm_or_dropout(m), "sequence applies to LayerNorm, RMSNorm and Dropout modules, ",
              "but '", fqn, "' is a ", m.type_name());
@@ -77,6 +82,16 @@ void check_module_type(ParallelStyle style, const tensor::Module& m, const std::
 std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Module& m,
                                          const std::string& name) {
   const ParallelStyle style = rule.style;
+  if (style == ParallelStyle::kExperts) {
+    // Every expert's gate and up halves split on their output features (each half over the
+    // ranks, like a fused colwise projection), down_proj on its input features; its bias is added
+    // after the reduction.
+    const auto& e = dynamic_cast<const tensor::GroupedExperts&>(m);
+    if (name == "gate_up_proj") return Placement(StridedShard{e.gate_up_out_dim(), 2});
+    if (name == "gate_up_proj_bias") return Placement(StridedShard{1, 2});
+    if (name == "down_proj") return Placement(Shard{e.down_in_dim()});
+    return std::nullopt;
+  }
   if (style != ParallelStyle::kColwise && style != ParallelStyle::kRowwise) return std::nullopt;
   const bool embedding = is_embedding(m);
   // Conv1D stores its weight [in, out]: its output features are dim 1, its input features dim 0.
@@ -151,6 +166,16 @@ ActivationLayouts activation_layouts(const StyleRule& rule, const tensor::Module
       a.input = checked_layout(rule.input_layout, last, rule, "input_layout");
       // A Linear contracts the split input features; an Embedding looks up whole index tensors.
       a.desired_input = is_embedding(m) ? R : last;
+      a.computed_output = Partial{ReduceOp::kSum};
+      a.output = checked_layout(rule.output_layout, R, rule, "output_layout");
+      break;
+    case ParallelStyle::kExperts:
+      // A whole MLP per expert: replicated tokens in, partial sums out, reduced.
+      check_overrides(rule, true, false, true, false);
+      SP_CHECK(rule.fused_parts == 1, "parallel style rule '", rule.pattern,
+               "': fused_parts applies to colwise only");
+      a.input = checked_layout(rule.input_layout, R, rule, "input_layout");
+      a.desired_input = R;
       a.computed_output = Partial{ReduceOp::kSum};
       a.output = checked_layout(rule.output_layout, R, rule, "output_layout");
       break;
@@ -234,6 +259,7 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
            " style rules but no TP mesh dim (set tp_dim)");
   std::vector<int64_t> fsdp;
   for (const std::string& name : config.fsdp_dims) fsdp.push_back(take_dim(name, "FSDP"));
+  const int64_t ep = config.ep_dim.empty() ? -1 : take_dim(config.ep_dim, "expert-parallel");
 
   // Parameters once each (tied ones under their first name), keyed by tensor identity so a style
   // on a module reaching a tied parameter through another name still lands on it.
@@ -268,6 +294,16 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
       }
       ps.style = std::string(parallel_style_name(style));
       current = next;
+    }
+  }
+
+  // Expert parallelism: the routed experts (dim 0 of every grouped-experts parameter) split.
+  if (ep >= 0) {
+    for (const auto& nm : root.named_modules()) {
+      if (dynamic_cast<const tensor::GroupedExperts*>(nm.module) == nullptr) continue;
+      for (const auto& nt : nm.module->named_parameters({.recurse = false})) {
+        out[index_of.at(nt.tensor.impl())].spec.placements[static_cast<size_t>(ep)] = Shard{0};
+      }
     }
   }
 

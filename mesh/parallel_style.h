@@ -38,6 +38,11 @@ namespace shardplan::mesh {
 //  kSequence   LayerNorm / RMSNorm / Dropout: parameters Replicate (activations are Shard(seq)).
 //  kPrepareInput / kPrepareOutput  any module: parameters untouched; only its input (output) is
 //              re-laid out (PyTorch's PrepareModuleInput / PrepareModuleOutput).
+//  kExperts    GroupedExperts (tensor/layers.h), Megatron-LM's expert tensor parallelism: every
+//              expert's gate_up_proj _StridedShard(feature dim, 2) (gate and up halves each
+//              split, as a fused colwise projection) and its bias likewise, down_proj Shard(its
+//              input-feature dim), down_proj_bias Replicate. Activations as a whole MLP: input R,
+//              output Partial(sum) reduced to R.
 // Activation layouts (docs/semantics.md §5.6; one Placement on the TP mesh dim, Shard dims may be
 // negative):
 //  style           input (default)  desired input     computed output    output (default)
@@ -49,9 +54,10 @@ namespace shardplan::mesh {
 //  prepare_output  -                -                 required (output)  required (desired)
 // [1] PyTorch's default; a replicated index tensor needs input_layout = R, as torchtitan passes.
 // [2] MaskPartial in PyTorch: rows outside a rank's vocab slice are zero, so it reduces as a sum.
-enum class ParallelStyle { kColwise, kRowwise, kSequence, kPrepareInput, kPrepareOutput };
+enum class ParallelStyle { kColwise, kRowwise, kSequence, kPrepareInput, kPrepareOutput, kExperts };
 
-// "colwise", "rowwise", "sequence" (also "sequence_parallel"), "prepare_input", "prepare_output";
+// "colwise", "rowwise", "sequence" (also "sequence_parallel"), "prepare_input", "prepare_output",
+// "experts";
 // throws shardplan::Error ("unknown parallel style 'x', expected one of: ...") otherwise.
 ParallelStyle parse_parallel_style(std::string_view name);
 std::string_view parallel_style_name(ParallelStyle style);
@@ -112,6 +118,10 @@ struct ParallelizeConfig {
   // dim that already shards dim 0 (colwise TP) gets _StridedShard(0, product of those later dims'
   // sizes): TP's split happens first, FSDP's second (Note in placement.h, docs/semantics.md §2.5).
   std::vector<std::string> fsdp_dims;
+  // Mesh dim (by name) expert parallelism splits the routed experts over: Shard(0) for every
+  // parameter of a GroupedExperts module (its expert dim), before FSDP nests inside it. Empty:
+  // none.
+  std::string ep_dim;
 };
 
 struct ParameterSharding {

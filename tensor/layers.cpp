@@ -101,6 +101,44 @@ Module& ModuleList::operator[](size_t i) const {
   return *named_children()[i].second;
 }
 
+GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn,
+                               Layout layout, bool bias, std::function<Tensor(const Tensor&)> act,
+                               const TensorOptions& opts)
+    : Module(std::move(type_name)),
+      experts_(experts),
+      hidden_(hidden),
+      ffn_(ffn),
+      layout_(layout),
+      act_(std::move(act)) {
+  check_nonnegative(experts, "GroupedExperts", "experts");
+  check_nonnegative(hidden, "GroupedExperts", "hidden");
+  check_nonnegative(ffn, "GroupedExperts", "ffn");
+  const TensorOptions o = param_options(opts);
+  const bool out_in = layout == Layout::kOutIn;
+  register_parameter("gate_up_proj", out_in ? empty({experts, 2 * ffn, hidden}, o)
+                                            : empty({experts, hidden, 2 * ffn}, o));
+  register_parameter("gate_up_proj_bias", bias ? empty({experts, 2 * ffn}, o) : Tensor());
+  register_parameter("down_proj",
+                     out_in ? empty({experts, hidden, ffn}, o) : empty({experts, ffn, hidden}, o));
+  register_parameter("down_proj_bias", bias ? empty({experts, hidden}, o) : Tensor());
+}
+
+Tensor GroupedExperts::forward(const Tensor& x) {
+  SP_CHECK(x.dim() == 3 && x.size(0) == experts_ && x.size(2) == hidden_, "GroupedExperts: input ",
+           x.sizes(), ", expected [", experts_, ", tokens, ", hidden_, "]");
+  const bool out_in = layout_ == Layout::kOutIn;
+  const Tensor w1 = parameter("gate_up_proj");
+  Tensor h = bmm(x, out_in ? transpose(w1, 1, 2) : w1);  // [E, n, 2F]
+  const Tensor b1 = parameter("gate_up_proj_bias");
+  if (b1.defined()) h = add(h, unsqueeze(b1, 1));
+  const Tensor g = act_(narrow(h, 2, 0, ffn_));
+  const Tensor w2 = parameter("down_proj");
+  Tensor y = bmm(mul(g, narrow(h, 2, ffn_, ffn_)), out_in ? transpose(w2, 1, 2) : w2);
+  const Tensor b2 = parameter("down_proj_bias");
+  if (b2.defined()) y = add(y, unsqueeze(b2, 1));
+  return y;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (const auto& [name, m] : named_children()) h = m->call(h);

@@ -18,7 +18,7 @@ using tensor::StepTensor;
 using tensor::TrainingOp;
 using tensor::TrainingStep;
 
-enum class Style : uint8_t { kNone, kColwise, kRowwise };
+enum class Style : uint8_t { kNone, kColwise, kRowwise, kExperts };
 
 // The style of the nearest module around each call that a TP rule names.
 std::vector<Style> call_styles(const TrainingStep& step, const tensor::ModelFamily& family) {
@@ -28,7 +28,9 @@ std::vector<Style> call_styles(const TrainingStep& step, const tensor::ModelFami
     Style s = call.parent >= 0 ? out[static_cast<size_t>(call.parent)] : Style::kNone;
     for (const tensor::TensorParallelRule& r : family.tp_plan) {
       if (mesh::fqn_matches(r.pattern, call.fqn)) {
-        s = r.style == "rowwise" ? Style::kRowwise : Style::kColwise;
+        s = r.style == "rowwise"   ? Style::kRowwise
+            : r.style == "experts" ? Style::kExperts
+                                   : Style::kColwise;
       }
     }
     out[c] = s;  // parents come before children in the call list
@@ -82,7 +84,26 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     const Part part = op.block >= 0 ? Part::kBlock : seen_block ? Part::kHead : Part::kEmbedding;
     t.part[i] = part;
     t.score_op[i] = is_score_op(st, op, key.seq);
-    const Style style = op.call >= 0 ? styles[static_cast<size_t>(op.call)] : Style::kNone;
+    Style style = op.call >= 0 ? styles[static_cast<size_t>(op.call)] : Style::kNone;
+    if (style == Style::kExperts) {
+      // Grouped experts hold both halves of an MLP: the GEMM on the replicated tokens is the
+      // column-parallel one (gate_up_proj), the GEMM on its sharded output the row-parallel one
+      // (down_proj), whose output is reduced; their elementwise ops follow their inputs.
+      style = Style::kNone;
+      if (op.matmul_flops > 0) {
+        const bool reads_sharded = std::any_of(op.inputs.begin(), op.inputs.end(), [&](int64_t in) {
+          return st.tensors[static_cast<size_t>(in)].role != tensor::TensorRole::kParameter &&
+                 sharded[static_cast<size_t>(in)];
+        });
+        if (reads_sharded) {
+          t.split[i] = OpSplit::kRow;
+          if (!op.outputs.empty())
+            t.row_outputs[static_cast<int>(part)].push_back(op.outputs.front());
+          continue;  // its outputs are full width (sharded stays false)
+        }
+        style = Style::kColwise;
+      }
+    }
     bool in_sharded = false;
     for (int64_t in : op.inputs) {
       const StepTensor& x = st.tensors[static_cast<size_t>(in)];

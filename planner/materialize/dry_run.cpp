@@ -135,7 +135,6 @@ DryRunReport dry_run(const MaterialLayout& l, int64_t device_memory_bytes) {
     int64_t held = 0;
     for (const int64_t i : on_stage) {
       const MaterialParameter& m = params[static_cast<size_t>(i)];
-      if (m.ep_owner >= 0 && coord[kEpDim] != m.ep_owner) continue;  // Note [Expert ownership]
       ++held;
       bytes += shard_bytes[static_cast<size_t>(i)]
                           [static_cast<size_t>(sub_index(coord, m.shard_dims, shape))];

@@ -40,17 +40,6 @@ MaterialLayout::MaterialLayout(PlanFile plan) : file_(std::move(plan)), mesh_(pl
   SP_CHECK(inits.size() == file_.parameters.size(), "plan.json lists ", file_.parameters.size(),
            " parameters but the model has ", inits.size());
   const std::vector<int64_t>& mesh_shape = mesh_.shape();
-  // Note [Expert ownership]: the FQN prefix of every expert module and the ep coordinate owning it.
-  std::vector<std::pair<std::string, int64_t>> expert_owner;
-  const int64_t ep = file_.config.ep;
-  const int64_t experts = file_.model.num_local_experts;
-  if (ep > 1 && !family.experts_class.empty()) {
-    for (const tensor::NamedModule& nm : model->named_modules()) {
-      if (nm.module->type_name() != family.experts_class) continue;
-      const int64_t k = std::stoll(nm.name.substr(nm.name.rfind('.') + 1));
-      expert_owner.emplace_back(nm.name + ".", k / (experts / ep));
-    }
-  }
   params_.reserve(inits.size());
   for (size_t i = 0; i < inits.size(); ++i) {
     const PlanParameter& p = file_.parameters[i];
@@ -82,9 +71,6 @@ MaterialLayout::MaterialLayout(PlanFile plan) : file_(std::move(plan)), mesh_(pl
     m.spec = mesh::make_shard_spec(p.shape, p.dtype, mesh::DeviceMesh(sub_shape),
                                    std::move(sub_placements));
     m.numel = shardplan::checked_product(p.shape).value();  // make_shard_spec checked it
-    for (const auto& [prefix, owner] : expert_owner) {
-      if (p.name.starts_with(prefix)) m.ep_owner = owner;
-    }
     params_.push_back(std::move(m));
   }
 }
@@ -119,7 +105,6 @@ std::vector<LocalParameter> MaterialLayout::parameters_at(std::span<const int64_
   for (size_t i = 0; i < params_.size(); ++i) {
     const MaterialParameter& m = params_[i];
     if (m.plan->stage != coord[kPpDim]) continue;
-    if (m.ep_owner >= 0 && coord[kEpDim] != m.ep_owner) continue;
     sub.clear();
     for (const int64_t d : m.shard_dims) sub.push_back(coord[static_cast<size_t>(d)]);
     LocalParameter part = local_part(i, sub);
@@ -127,8 +112,7 @@ std::vector<LocalParameter> MaterialLayout::parameters_at(std::span<const int64_
     for (size_t d = 0; d < coord.size(); ++d) {
       const bool shards = std::find(m.shard_dims.begin(), m.shard_dims.end(),
                                     static_cast<int64_t>(d)) != m.shard_dims.end();
-      const bool owner_dim = d == kPpDim || (d == kEpDim && m.ep_owner >= 0);
-      if (!shards && !owner_dim && coord[d] != 0) part.shard_leader = false;
+      if (!shards && d != kPpDim && coord[d] != 0) part.shard_leader = false;
     }
     out.push_back(std::move(part));
   }

@@ -4,13 +4,6 @@
 //   MaterialLayout l(read_plan_file("plan.json"));
 //   for (const LocalParameter& p : l.rank_parameters(3)) ...   // rank 3's shards
 //
-// Note [Expert ownership]
-// Expert parallelism splits the list of a layer's experts, not their tensors: expert k of E lives
-// on the ranks whose "ep" coordinate is k / (E / ep) (--ep divides E), whole or sharded further by
-// its own placements (FSDP over "dp"). plan.json's placements cannot say that (a placement splits
-// one tensor), so the layout derives it from the family's experts_class and the plan's ep degree,
-// as the planner's memory model does.
-//
 // Note [Shards depend on the sharding dims only]
 // A parameter's local shard is decided by the mesh dims whose placement shards it (Shard or
 // StridedShard); Replicate dims leave the local tensor as it is (DTensor's
@@ -42,9 +35,6 @@ struct MaterialParameter {
   kernels::ElementType type = kernels::ElementType::kFloat32;
   kernels::FillSpec fill{};         // seed = the plan's, tensor_key = FNV-1a of the name
   std::vector<int64_t> shard_dims;  // mesh dims that shard it (Note [Shards depend ...])
-  // A routed expert's parameter lives only on the ranks of one coordinate of the "ep" dim
-  // (Note [Expert ownership]); -1 for every other parameter.
-  int64_t ep_owner = -1;
   mesh::ShardSpec spec;  // over a mesh of shard_dims alone
   int64_t numel = 0;
 };
@@ -57,9 +47,9 @@ struct LocalParameter {
   std::vector<std::vector<mesh::IndexRange>> ranges;
   int64_t numel = 0;
   int64_t bytes = 0;
-  // The rank with coordinate 0 on every mesh dim that does not shard the parameter (pp, and ep for
-  // an expert, excepted: the owners): exactly one rank per distinct shard, the one whose data
-  // count once in sums over shards.
+  // The rank with coordinate 0 on every mesh dim that does not shard the parameter (pp excepted:
+  // the stage holds it): exactly one rank per distinct shard, the one whose data count once in
+  // sums over shards.
   bool shard_leader = false;
 };
 

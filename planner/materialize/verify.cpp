@@ -39,8 +39,8 @@ uint64_t element_bits(ShardMemory& memory, const std::byte* data, int64_t index,
 void check_replicas(const MaterialLayout& l, const RankShards& s, const std::vector<uint64_t>& sums,
                     collectives::MeshCommunicators& comms, VerifyReport& v) {
   // Indexed by parameter, not by part: the members of a dim's group may hold different
-  // parameters (experts over "ep", Note [Expert ownership]). A parameter a rank does not hold, or
-  // that the dim splits, gives the neutral values, so min == max compares the holders only.
+  // parameters (pipeline stages). A parameter a rank does not hold, or that the dim splits, gives
+  // the neutral values, so min == max compares the holders only.
   const size_t p = l.parameters().size();
   std::vector<int64_t> part_of(p, -1);
   for (size_t k = 0; k < s.parts.size(); ++k) part_of[s.parts[k].index] = static_cast<int64_t>(k);

@@ -31,6 +31,7 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
     pc.tp_dim = dim_name(kTpDim);
   }
   if (c.zero == 3 && mesh_shape(c)[kDpDim] > 1) pc.fsdp_dims = {dim_name(kDpDim)};
+  if (c.ep > 1) pc.ep_dim = dim_name(kEpDim);  // the routed experts' dim 0
   const std::vector<mesh::ParameterSharding> shardings =
       mesh::parallelize_module(*m, dm, rules, pc);
   ParameterStage stage_of(model, StagePartition::from_counts(stage_layers, c.virtual_stages));

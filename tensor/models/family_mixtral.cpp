@@ -1,6 +1,7 @@
 // mixtral: transformers' MixtralConfig (rms_norm_eps 1e-5, rope_theta 1e6, sliding_window, the
-// required num_local_experts / num_experts_per_tok) and modeling_mixtral.py: the rotary decoder
-// with sparse MoE blocks (Note [Expected-load MoE] in models.h).
+// required num_local_experts / num_experts_per_tok) and transformers 5's modeling_mixtral.py: the
+// rotary decoder with sparse MoE blocks under "mlp", the router "gate" before the fused experts
+// (Note [Expected-load MoE] in models.h).
 #include <nlohmann/json.hpp>
 
 #include "tensor/models/rotary_decoder.h"
@@ -40,8 +41,8 @@ const ModelFamily kMixtralFamily{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .moe = true,
-    .experts_class = "MixtralBlockSparseTop2MLP",
-    .tp_plan = models::kMixtralTpPlan,
+    .experts_class = "MixtralExperts",
+    .tp_plan = models::kMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };
 

@@ -18,24 +18,7 @@ namespace {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-6});
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  if (f.boolean("use_sliding_window", false)) {
-    f.fail("use_sliding_window",
-           "true: sliding-window attention layers are not built yet, expected false");
-  }
-  if (f.has("layer_types")) {
-    const nlohmann::json& types = f.raw("layer_types");
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
-      f.fail("layer_types", "expected a list of num_hidden_layers = " +
-                                std::to_string(c.num_hidden_layers) + " layer types");
-    }
-    for (const nlohmann::json& t : types) {
-      if (!t.is_string() || t.get<std::string>() != "full_attention") {
-        f.fail("layer_types", t.dump() +
-                                  " is not supported: only \"full_attention\" layers are built "
-                                  "yet, expected every entry \"full_attention\"");
-      }
-    }
-  }
+  models::refuse_sliding_layers(f, c);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {

@@ -16,13 +16,15 @@ extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kQwen2Family;
+extern const ModelFamily kQwen2MoeFamily;
 extern const ModelFamily kQwen3Family;
+extern const ModelFamily kQwen3MoeFamily;
 
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kGemmaFamily,   &kGpt2Family,    &kGptNeoxFamily, &kLlamaFamily,
-    &kMistralFamily, &kMixtralFamily, &kQwen2Family,   &kQwen3Family,
+    &kGemmaFamily,   &kGpt2Family,  &kGptNeoxFamily,  &kLlamaFamily, &kMistralFamily,
+    &kMixtralFamily, &kQwen2Family, &kQwen2MoeFamily, &kQwen3Family, &kQwen3MoeFamily,
 };
 
 }  // namespace

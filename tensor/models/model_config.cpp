@@ -122,6 +122,16 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
            c.dense_intermediate_size);
     }
   }
+  if (c.shared_expert_intermediate_size != 0) {
+    if (c.num_local_experts <= 0) {
+      fail("shared_expert_intermediate_size",
+           "sets a shared expert in a model without experts, expected an MoE model");
+    }
+    if (c.shared_expert_intermediate_size < 0) {
+      fail("shared_expert_intermediate_size", "must be positive (or 0: none), got ",
+           c.shared_expert_intermediate_size);
+    }
+  }
   if (c.sliding_window && *c.sliding_window <= 0) {
     fail("sliding_window", "must be positive, got ", *c.sliding_window);
   }
@@ -134,7 +144,8 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   const double per_layer =
       4.0 * h * static_cast<double>(c.num_attention_heads) * static_cast<double>(c.head_dim) +
       3.0 * h * static_cast<double>(c.intermediate_size) * experts +
-      3.0 * h * static_cast<double>(c.dense_intermediate_size);
+      3.0 * h * static_cast<double>(c.dense_intermediate_size) +
+      3.0 * h * static_cast<double>(c.shared_expert_intermediate_size);
   const double total =
       static_cast<double>(c.num_hidden_layers) * per_layer +
       2.0 * h *

@@ -73,6 +73,10 @@ struct ModelConfig {
   // field leave them empty; a config built in code may set them.
   std::vector<int64_t> dense_layers;
   int64_t dense_intermediate_size = 0;
+  // The shared expert beside the routed ones in every MoE layer, always active (Qwen2-MoE's
+  // shared_expert_intermediate_size; DeepSeek's n_shared_experts x moe_intermediate_size): its
+  // MLP width, 0 when there is none.
+  int64_t shared_expert_intermediate_size = 0;
   bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
   // Dropout probabilities applied when a model is built for training (GPT-2's embd/attn/resid
   // pdrop; Llama-family attention_dropout).

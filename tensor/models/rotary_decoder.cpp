@@ -8,11 +8,14 @@
 //                                                   o [hidden, heads*hd]
 //   model.layers.N.post_attention_layernorm.weight  [hidden]
 //   model.layers.N.mlp.{gate,up,down}_proj.weight   gate/up [ffn, hidden], down [hidden, ffn]
-//   model.layers.N.block_sparse_moe.gate.weight     [experts, hidden]          (mixtral)
-//   model.layers.N.block_sparse_moe.experts.E.w{1,3}.weight [ffn, hidden], w2 [hidden, ffn]
+//   model.layers.N.mlp.gate.weight                  [experts, hidden]          (MoE layers)
+//   model.layers.N.mlp.experts.gate_up_proj         [experts, 2 ffn, hidden]   (MoeStyle: the
+//   model.layers.N.mlp.experts.down_proj            [experts, hidden, ffn]      order, names,
+//   model.layers.N.mlp.shared_expert.*_proj.weight  as the dense MLP's          layout)
 //   model.norm.weight, lm_head.weight (absent from the listing when tied)
 #include "tensor/models/rotary_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -96,60 +99,69 @@ class GatedMlp : public Module {
   std::string act_;
 };
 
-// One Mixtral expert: w2(act(w1(x)) * w3(x)).
-class Expert : public Module {
- public:
-  Expert(const ModelConfig& c, const TensorOptions& o)
-      : Module("MixtralBlockSparseTop2MLP"), act_(c.hidden_act) {
-    const int64_t h = c.hidden_size, f = c.intermediate_size;
-    register_module("w1", std::make_shared<Linear>(h, f, false, o));
-    register_module("w2", std::make_shared<Linear>(f, h, false, o));
-    register_module("w3", std::make_shared<Linear>(h, f, false, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    const Tensor g = activation(act_, child("w1")->call(x));
-    return child("w2")->call(mul(g, child("w3")->call(x)));
-  }
-
- private:
-  std::string act_;
-};
-
-// Note [Expected-load MoE] in models.h.
+// Note [Expected-load MoE] in models.h. The router, the routed experts (one GroupedExperts) and
+// the shared expert, registered in the family's order (MoeStyle).
 class SparseMoe : public Module {
  public:
-  SparseMoe(const ModelConfig& c, const TensorOptions& o)
-      : Module("MixtralSparseMoeBlock"),
+  SparseMoe(const ModelConfig& c, const MoeStyle& m, const std::string& prefix,
+            const TensorOptions& o)
+      : Module(prefix + "SparseMoeBlock"),
         experts_(c.num_local_experts),
-        top_k_(c.num_experts_per_tok) {
-    gate = register_module("gate", std::make_shared<Linear>(c.hidden_size, experts_, false, o));
-    experts = register_module("experts", std::make_shared<ModuleList>());
-    for (int64_t e = 0; e < experts_; ++e) experts->push_back(std::make_shared<Expert>(c, o));
+        top_k_(c.num_experts_per_tok),
+        sigmoid_router_(m.sigmoid_router) {
+    auto make_router = [&] {
+      router = register_module(std::string(m.router),
+                               std::make_shared<Linear>(c.hidden_size, experts_, m.router_bias, o));
+    };
+    if (m.router_first) make_router();
+    const std::string act = c.hidden_act;
+    experts = register_module(
+        "experts", std::make_shared<GroupedExperts>(
+                       prefix + "Experts", experts_, c.hidden_size, c.intermediate_size, m.layout,
+                       m.expert_bias, [act](const Tensor& x) { return activation(act, x); }, o));
+    if (!m.router_first) make_router();
+    if (c.shared_expert_intermediate_size > 0) {
+      shared = register_module(
+          std::string(m.shared_name),
+          std::make_shared<GatedMlp>(c, c.shared_expert_intermediate_size, prefix, o));
+      if (m.shared_gate) {
+        shared_gate = register_module(std::string(m.shared_name) + "_gate",
+                                      std::make_shared<Linear>(c.hidden_size, 1, false, o));
+      }
+    }
   }
   Tensor forward(const Tensor& x) override {
     const int64_t b = x.size(0), s = x.size(1), h = x.size(2), tokens = b * s;
     const Tensor flat = reshape(x, {tokens, h});
-    // Router in float32 (MixtralSparseMoeBlock: softmax(router_logits, dtype=torch.float)).
-    const Tensor probs = softmax(gate->call(flat), 1, DType::kFloat32);
+    // Router scores in float32 (softmax, or DeepSeek-V3's sigmoid), the top k of them normalized.
+    const Tensor logits = router->call(flat);
+    const Tensor probs = sigmoid_router_ ? sigmoid(to(logits, DType::kFloat32))
+                                         : softmax(logits, 1, DType::kFloat32);
     Tensor weights = narrow(probs, 1, 0, top_k_);  // stands in for topk's values
     weights = to(div(weights, sum(weights, {-1}, /*keepdim=*/true)), x.dtype());
-    // Each expert on its expected share of the tokens * k assignments, rounded up.
+    // Each expert on its expected share of the tokens * k assignments, rounded up: the permuted
+    // copy of the tokens the grouped GEMMs read (a buffer the backward keeps).
     const int64_t per_expert = (tokens * top_k_ + experts_ - 1) / experts_;
-    std::vector<Tensor> outs;
-    outs.reserve(static_cast<size_t>(experts_));
-    for (const auto& [name, expert] : experts->named_children()) {
-      outs.push_back(expert->call(narrow(flat, 0, 0, per_expert)));
-    }
+    const Tensor dispatched =
+        contiguous(expand(unsqueeze(narrow(flat, 0, 0, per_expert), 0), {experts_, per_expert, h}));
+    const Tensor out = reshape(experts->call(dispatched), {experts_ * per_expert, h});
     // The tokens * k expert outputs, weighted by their routing weight and summed per token.
-    const Tensor routed = view(narrow(cat(outs, 0), 0, 0, tokens * top_k_), {tokens, top_k_, h});
-    const Tensor combined = sum(mul(routed, unsqueeze(weights, -1)), {1});
+    const Tensor routed = view(narrow(out, 0, 0, tokens * top_k_), {tokens, top_k_, h});
+    Tensor combined = sum(mul(routed, unsqueeze(weights, -1)), {1});
+    if (shared) {
+      Tensor y = shared->call(flat);
+      if (shared_gate) y = mul(y, sigmoid(shared_gate->call(flat)));
+      combined = add(combined, y);
+    }
     return view(combined, {b, s, h});
   }
-  std::shared_ptr<Linear> gate;
-  std::shared_ptr<ModuleList> experts;
+  std::shared_ptr<Linear> router;
+  std::shared_ptr<GroupedExperts> experts;
+  ModulePtr shared, shared_gate;
 
  private:
   int64_t experts_, top_k_;
+  bool sigmoid_router_;
 };
 
 // Made empty and filled by build() once it sits in its ModuleList (Note [Filling repeated blocks
@@ -162,13 +174,14 @@ class DecoderLayer : public Module {
     self_attn =
         register_module("self_attn", std::make_shared<Attention>(c, s, prefix, o, training));
     if (layer_kind(c, index).ffn == FfnKind::kMoe) {
-      mlp = register_module("block_sparse_moe", std::make_shared<SparseMoe>(c, o));
+      mlp = register_module(std::string(s.ffn_name),
+                            std::make_shared<SparseMoe>(c, s.moe, prefix, o));
     } else {
       // A dense layer of an MoE model has its own width (ModelConfig::dense_intermediate_size).
       const int64_t f = c.num_local_experts > 0 && c.dense_intermediate_size > 0
                             ? c.dense_intermediate_size
                             : c.intermediate_size;
-      mlp = register_module("mlp", std::make_shared<GatedMlp>(c, f, prefix, o));
+      mlp = register_module(std::string(s.ffn_name), std::make_shared<GatedMlp>(c, f, prefix, o));
     }
     input_layernorm = register_module("input_layernorm", make_norm(c, o, s));
     post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c, o, s));
@@ -271,6 +284,62 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   c.rope_theta = f.number("rope_theta", d.rope_theta);
   if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
   c.attention_dropout = f.number("attention_dropout", 0.0);
+}
+
+void refuse_sliding_layers(const ConfigFields& f, const ModelConfig& c) {
+  if (f.boolean("use_sliding_window", false)) {
+    f.fail("use_sliding_window",
+           "true: sliding-window attention layers are not built yet, expected false");
+  }
+  if (!f.has("layer_types")) return;
+  const nlohmann::json& types = f.raw("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
+    f.fail("layer_types", "expected a list of num_hidden_layers = " +
+                              std::to_string(c.num_hidden_layers) + " layer types");
+  }
+  for (const nlohmann::json& t : types) {
+    if (!t.is_string() || t.get<std::string>() != "full_attention") {
+      f.fail("layer_types", t.dump() +
+                                " is not supported: only \"full_attention\" layers are built yet, "
+                                "expected every entry \"full_attention\"");
+    }
+  }
+}
+
+void parse_qwen_moe(const ConfigFields& f, ModelConfig& c) {
+  c.num_local_experts = f.integer("num_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  c.dense_intermediate_size = c.intermediate_size;
+  c.intermediate_size = f.integer("moe_intermediate_size");
+  const int64_t step = f.integer("decoder_sparse_step", 1);
+  if (step <= 0) f.fail("decoder_sparse_step", "must be positive, got " + std::to_string(step));
+  std::vector<int64_t> mlp_only;
+  if (f.has("mlp_only_layers")) {
+    const nlohmann::json& v = f.raw("mlp_only_layers");
+    if (!v.is_array()) f.fail("mlp_only_layers", "expected a list of layer indices");
+    for (const nlohmann::json& e : v) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
+          e.get<int64_t>() >= c.num_hidden_layers) {
+        f.fail("mlp_only_layers", e.dump() + " is not a layer, expected integers in 0.." +
+                                      std::to_string(c.num_hidden_layers - 1));
+      }
+      mlp_only.push_back(e.get<int64_t>());
+    }
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const bool listed = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+    if (listed || (i + 1) % step != 0) c.dense_layers.push_back(i);
+  }
+}
+
+void qwen_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["intermediate_size"] =
+      c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
+  j["moe_intermediate_size"] = c.intermediate_size;
+  j["num_experts"] = c.num_local_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = c.dense_layers;
 }
 
 void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j, const char* act_key) {

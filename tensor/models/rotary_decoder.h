@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
 
+#include "tensor/layers.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
 #include "tensor/models/model_config.h"
@@ -37,6 +38,23 @@ struct RotaryDecoderDefaults {
 // rope_theta, rope_scaling, attention_dropout. Biases, sliding window and experts are the
 // family's to read.
 void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDecoderDefaults& d);
+// Qwen's sliding-window switches (use_sliding_window true, "sliding_attention" in layer_types)
+// refused: no layer kind prices a window for these families yet (tensor/models/layer_kinds.h),
+// and pricing full attention silently would be a wrong answer.
+void refuse_sliding_layers(const ConfigFields& f, const ModelConfig& c);
+// The MoE fields of Qwen2-MoE and Qwen3-MoE: num_experts, num_experts_per_tok,
+// moe_intermediate_size (the experts' width; intermediate_size is then the dense layers'), and
+// which layers are sparse: layer i routes to experts unless it is in mlp_only_layers or
+// (i + 1) % decoder_sparse_step != 0 (Qwen3MoeDecoderLayer).
+void parse_qwen_moe(const ConfigFields& f, ModelConfig& c);
+void qwen_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j);
+// The renames of those families (errors name the file's keys).
+inline constexpr FieldRename kQwenMoeRenames[] = {{"norm_eps", "rms_norm_eps"},
+                                                  {"num_local_experts", "num_experts"},
+                                                  {"intermediate_size", "moe_intermediate_size"},
+                                                  {"dense_intermediate_size", "intermediate_size"},
+                                                  {"dense_layers", "mlp_only_layers"}};
+
 // What parse_rotary_decoder reads back, and sliding_window when set.
 void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j,
                                const char* act_key = "hidden_act");
@@ -44,14 +62,19 @@ void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j,
 // These families spell norm_eps rms_norm_eps (ModelFamily::renamed).
 inline constexpr FieldRename kRotaryDecoderRenames[] = {{"norm_eps", "rms_norm_eps"}};
 
-// LlamaPreTrainedModel._init_weights, shared by Mistral, Qwen2 and Mixtral (their own
+// LlamaPreTrainedModel._init_weights, shared by Mistral, Qwen2 and the MoE families (their own
 // _init_weights are the same): Linear weights and Embedding rows normal(0, initializer_range), the
 // padding_idx row (config.pad_token_id, when set) zero, Linear biases zero, RMSNorm weights one
-// (their constructor value; recent transformers fill them explicitly). Mixtral's router and
-// experts are Linear modules, so they follow the same rules.
+// (their constructor value; recent transformers fill them explicitly). The routers are Linear
+// modules; the fused experts' projections are normal(0, initializer_range) and their biases zero
+// (transformers 5's _init_weights for the *Experts modules).
 inline constexpr InitRule kRotaryDecoderInitRules[] = {
     {"Linear", "weight", InitFill::kNormal},
     {"Linear", "bias", InitFill::kZeros},
+    {"*", "gate_up_proj", InitFill::kNormal},
+    {"*", "down_proj", InitFill::kNormal},
+    {"*", "gate_up_proj_bias", InitFill::kZeros},
+    {"*", "down_proj_bias", InitFill::kZeros},
     {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
     {"RMSNorm", "weight", InitFill::kOnes}};
 
@@ -67,11 +90,13 @@ inline constexpr TensorParallelRule kRotaryDecoderTpPlan[] = {
     {"model.layers.*.mlp.up_proj", "colwise"},
     {"model.layers.*.mlp.down_proj", "rowwise"},
     {"lm_head", "colwise"}};
-// Mixtral: the same attention, and every expert split like a gated MLP (w1 and w3 column-parallel,
-// w2 row-parallel: Megatron-LM's expert tensor parallelism); the router stays replicated. A dense
+// The MoE families: the same attention, and every expert split like a gated MLP (the style
+// "experts": gate_up_proj split on its features, each half over the ranks, down_proj on its input
+// features: Megatron-LM's expert tensor parallelism); the shared expert as a dense MLP; the router
+// stays replicated. A dense
 // layer of a mixed stack (ModelConfig::dense_layers) splits its MLP as Llama's; the planner
 // applies the rules that match the model at hand (planner/cost/tensor_parallel.h).
-inline constexpr TensorParallelRule kMixtralTpPlan[] = {
+inline constexpr TensorParallelRule kMoeTpPlan[] = {
     {"model.embed_tokens", "rowwise"},
     {"model.layers.*.self_attn.q_proj", "colwise"},
     {"model.layers.*.self_attn.k_proj", "colwise"},
@@ -80,10 +105,24 @@ inline constexpr TensorParallelRule kMixtralTpPlan[] = {
     {"model.layers.*.mlp.gate_proj", "colwise"},
     {"model.layers.*.mlp.up_proj", "colwise"},
     {"model.layers.*.mlp.down_proj", "rowwise"},
-    {"model.layers.*.block_sparse_moe.experts.*.w1", "colwise"},
-    {"model.layers.*.block_sparse_moe.experts.*.w3", "colwise"},
-    {"model.layers.*.block_sparse_moe.experts.*.w2", "rowwise"},
+    {"model.layers.*.mlp.experts", "experts"},
+    {"model.layers.*.mlp.shared_expert.gate_proj", "colwise"},
+    {"model.layers.*.mlp.shared_expert.up_proj", "colwise"},
+    {"model.layers.*.mlp.shared_expert.down_proj", "rowwise"},
     {"lm_head", "colwise"}};
+
+// How a family lays out its MoE blocks (transformers 5): the router's name and bias and whether it
+// comes before the experts, the experts' layout and biases, the shared expert's name and gate.
+struct MoeStyle {
+  std::string_view router = "gate";
+  bool router_bias = false;
+  bool router_first = true;  // Mixtral, Qwen2-MoE; Qwen3-MoE and DeepSeek register experts first
+  GroupedExperts::Layout layout = GroupedExperts::Layout::kOutIn;
+  bool expert_bias = false;
+  bool sigmoid_router = false;                     // DeepSeek-V3: sigmoid scores instead of softmax
+  std::string_view shared_name = "shared_expert";  // DeepSeek: "shared_experts"
+  bool shared_gate = false;  // Qwen2-MoE: the shared expert's output times sigmoid(gate(x))
+};
 
 struct RotaryDecoderStyle {
   std::string_view prefix;  // "Llama": LlamaForCausalLM, LlamaDecoderLayer, LlamaAttention, ...
@@ -93,6 +132,8 @@ struct RotaryDecoderStyle {
   // RMSNorm over head_dim on each head of q and k before RoPE (Qwen3's q_norm and k_norm,
   // registered after o_proj as transformers does).
   bool qk_norm = false;
+  std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
+  MoeStyle moe = {};
 };
 
 // <prefix>ForCausalLM of `c` (tensor/models/rotary_decoder.cpp lists its parameter names). A

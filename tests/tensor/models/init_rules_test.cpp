@@ -67,8 +67,9 @@ TEST(InitRules, DecodersAndGemma) {
   padded.zero_row = 0;
   EXPECT_EQ(gemma.at("model.embed_tokens.weight"), padded);
   const std::map<std::string, ParameterInit> mixtral = inits_of("mixtral-8x7b");
-  EXPECT_EQ(mixtral.at("model.layers.0.block_sparse_moe.gate.weight"), normal(0.02));
-  EXPECT_EQ(mixtral.at("model.layers.0.block_sparse_moe.experts.7.w2.weight"), normal(0.02));
+  EXPECT_EQ(mixtral.at("model.layers.0.mlp.gate.weight"), normal(0.02));
+  EXPECT_EQ(mixtral.at("model.layers.0.mlp.experts.gate_up_proj"), normal(0.02));
+  EXPECT_EQ(mixtral.at("model.layers.31.mlp.experts.down_proj"), normal(0.02));
   const std::map<std::string, ParameterInit> neox = inits_of("pythia-160m");
   EXPECT_EQ(neox.at("gpt_neox.layers.0.attention.query_key_value.bias"), kZero);
   EXPECT_EQ(neox.at("gpt_neox.final_layer_norm.weight"), kOne);

@@ -68,9 +68,9 @@ TEST(LayerKinds, EachLayerIsBuiltAsItsKind) {
   }
   EXPECT_THAT(shapes.at("model.layers.0.mlp.gate_proj.weight"), ElementsAre(96, 16));
   EXPECT_THAT(shapes.at("model.layers.2.mlp.down_proj.weight"), ElementsAre(16, 96));
-  EXPECT_THAT(shapes.at("model.layers.1.block_sparse_moe.experts.3.w1.weight"),
-              ElementsAre(24, 16));
-  EXPECT_EQ(shapes.count("model.layers.0.block_sparse_moe.gate.weight"), 0U);
+  EXPECT_THAT(shapes.at("model.layers.1.mlp.experts.gate_up_proj"), ElementsAre(4, 48, 16));
+  EXPECT_THAT(shapes.at("model.layers.1.mlp.experts.down_proj"), ElementsAre(4, 16, 24));
+  EXPECT_EQ(shapes.count("model.layers.0.mlp.gate.weight"), 0U);
   // By hand: embedding and lm_head 2 x 100 x 16; per layer attention q, o 16 x 16 each and k, v
   // 8 x 16 each (2 heads of 4), two norms of 16; dense MLP 3 x 16 x 96; MoE router 4 x 16 and 4
   // experts of 3 x 16 x 24; final norm 16.

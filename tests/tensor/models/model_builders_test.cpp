@@ -251,14 +251,11 @@ TEST(ModelShapes, QwenGemmaMixtral) {
   for (const auto& p : gp) EXPECT_NE(p.name, "lm_head.weight");
 
   const ModulePtr m = build_model(find_model_config("mixtral-8x7b"));
-  EXPECT_EQ(shape(*m, "model.layers.0.block_sparse_moe.gate.weight"), (DimVector{8, 4096}));
-  EXPECT_EQ(shape(*m, "model.layers.31.block_sparse_moe.experts.7.w1.weight"),
-            (DimVector{14336, 4096}));
-  EXPECT_EQ(shape(*m, "model.layers.0.block_sparse_moe.experts.0.w2.weight"),
-            (DimVector{4096, 14336}));
-  EXPECT_EQ(shape(*m, "model.layers.0.block_sparse_moe.experts.3.w3.weight"),
-            (DimVector{14336, 4096}));
-  EXPECT_EQ(m->named_parameters().size(), 3u + 32 * (4 + 1 + 24 + 2));  // 995, as the HF index
+  // transformers 5's fused experts: gate and up of all 8 experts in one tensor, down in another.
+  EXPECT_EQ(shape(*m, "model.layers.0.mlp.gate.weight"), (DimVector{8, 4096}));
+  EXPECT_EQ(shape(*m, "model.layers.31.mlp.experts.gate_up_proj"), (DimVector{8, 2 * 14336, 4096}));
+  EXPECT_EQ(shape(*m, "model.layers.0.mlp.experts.down_proj"), (DimVector{8, 4096, 14336}));
+  EXPECT_EQ(m->named_parameters().size(), 3u + 32 * (4 + 1 + 2 + 2));
 }
 
 TEST(ModelShapes, Gpt2Conv1DIsInOut) {

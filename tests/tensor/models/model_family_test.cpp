@@ -49,11 +49,12 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"gemma",   "gpt2",    "gpt_neox", "llama",
-                                         "mistral", "mixtral", "qwen2",    "qwen3"};
+  const std::vector<std::string> want = {"gemma",   "gpt2",  "gpt_neox",  "llama", "mistral",
+                                         "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
-  EXPECT_EQ(model_types_list(), "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2, qwen3");
+  EXPECT_EQ(model_types_list(),
+            "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -95,12 +96,15 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"mistral", {"model.layers", "MistralForCausalLM"}},
       {"mixtral", {"model.layers", "MixtralForCausalLM"}},
       {"qwen2", {"model.layers", "Qwen2ForCausalLM"}},
+      {"qwen2_moe", {"model.layers", "Qwen2MoeForCausalLM"}},
       {"qwen3", {"model.layers", "Qwen3ForCausalLM"}},
+      {"qwen3_moe", {"model.layers", "Qwen3MoeForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {
-      {"gemma", "gemma-7b"},  {"gpt2", "gpt2"},          {"gpt_neox", "pythia-160m"},
-      {"llama", "llama3-8b"}, {"mistral", "mistral-7b"}, {"mixtral", "mixtral-8x7b"},
-      {"qwen2", "qwen2.5-7b"}, {"qwen3", "qwen3-8b"}};
+      {"gemma", "gemma-7b"},         {"gpt2", "gpt2"},          {"gpt_neox", "pythia-160m"},
+      {"llama", "llama3-8b"},        {"mistral", "mistral-7b"}, {"mixtral", "mixtral-8x7b"},
+      {"qwen2", "qwen2.5-7b"},       {"qwen3", "qwen3-8b"},     {"qwen2_moe", "qwen1.5-moe-a2.7b"},
+      {"qwen3_moe", "qwen3-30b-a3b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -127,12 +131,11 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary,
-            (std::set<std::string>{"gemma", "gpt_neox", "llama", "mistral", "mixtral", "qwen2",
-                                   "qwen3"}));
+  EXPECT_EQ(rotary, (std::set<std::string>{"gemma", "gpt_neox", "llama", "mistral", "mixtral",
+                                           "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"mixtral"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"mixtral", "qwen2_moe", "qwen3_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");

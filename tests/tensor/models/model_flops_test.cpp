@@ -73,16 +73,15 @@ TEST(ModelFlops, MixtralExpectedLoad) {
   const double T = 2 * 128, h = 4096, f = 14336, E = 8, k = 2;
   const OpGraph g = trace_model_forward(*m, 2, 128);
   const auto& per = g.module_totals();
-  // Each expert runs on T k / E = 64 tokens: 3 projections of 2 h f FLOPs per token.
-  EXPECT_EQ(per.at("model.layers.0.block_sparse_moe.experts.5").matmul_flops,
-            T * k / E * 3 * 2 * h * f);
+  // Each of the E experts runs on T k / E = 64 tokens: 3 projections of 2 h f FLOPs per token,
+  // as two grouped GEMMs (gate and up fused, then down).
+  EXPECT_EQ(per.at("model.layers.0.mlp.experts").matmul_flops, E * (T * k / E) * 3 * 2 * h * f);
   // The whole block: router on every token + all experts = T k tokens' worth of one expert.
-  EXPECT_EQ(per.at("model.layers.1.block_sparse_moe").matmul_flops,
-            2 * T * h * E + T * k * 3 * 2 * h * f);
-  // An uneven share rounds up: 3 tokens * 2 / 8 -> 1 token per expert.
+  EXPECT_EQ(per.at("model.layers.1.mlp").matmul_flops, 2 * T * h * E + T * k * 3 * 2 * h * f);
+  // An uneven share rounds up: 3 tokens * 2 / 8 -> 1 token per expert, 8 experts.
   const OpGraph small = trace_model_forward(*m, 1, 3);
-  EXPECT_EQ(small.module_totals().at("model.layers.0.block_sparse_moe.experts.0").matmul_flops,
-            1 * 3 * 2 * h * f);
+  EXPECT_EQ(small.module_totals().at("model.layers.0.mlp.experts").matmul_flops,
+            E * 1 * 3 * 2 * h * f);
 }
 
 TEST(ModelFlops, EveryFamilyTracesToLogits) {
