@@ -87,8 +87,12 @@ std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Mo
     // ranks, like a fused colwise projection), down_proj on its input features; its bias is added
     // after the reduction.
     const auto& e = dynamic_cast<const tensor::GroupedExperts&>(m);
-    if (name == "gate_up_proj") return Placement(StridedShard{e.gate_up_out_dim(), 2});
-    if (name == "gate_up_proj_bias") return Placement(StridedShard{1, 2});
+    const int64_t parts = e.interleaved() ? 1 : 2;  // alternating gate/up: a plain split
+    auto split = [&](int64_t dim) {
+      return parts > 1 ? Placement(StridedShard{dim, parts}) : Placement(Shard{dim});
+    };
+    if (name == "gate_up_proj") return split(e.gate_up_out_dim());
+    if (name == "gate_up_proj_bias") return split(1);
     if (name == "down_proj") return Placement(Shard{e.down_in_dim()});
     return std::nullopt;
   }

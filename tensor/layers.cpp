@@ -103,13 +103,14 @@ Module& ModuleList::operator[](size_t i) const {
 
 GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn,
                                Layout layout, bool bias, std::function<Tensor(const Tensor&)> act,
-                               const TensorOptions& opts)
+                               const TensorOptions& opts, bool interleaved)
     : Module(std::move(type_name)),
       experts_(experts),
       hidden_(hidden),
       ffn_(ffn),
       layout_(layout),
-      act_(std::move(act)) {
+      act_(std::move(act)),
+      interleaved_(interleaved) {
   check_nonnegative(experts, "GroupedExperts", "experts");
   check_nonnegative(hidden, "GroupedExperts", "hidden");
   check_nonnegative(ffn, "GroupedExperts", "ffn");
@@ -131,9 +132,10 @@ Tensor GroupedExperts::forward(const Tensor& x) {
   Tensor h = bmm(x, out_in ? transpose(w1, 1, 2) : w1);  // [E, n, 2F]
   const Tensor b1 = parameter("gate_up_proj_bias");
   if (b1.defined()) h = add(h, unsqueeze(b1, 1));
-  const Tensor g = act_(narrow(h, 2, 0, ffn_));
+  const Tensor gate = interleaved_ ? slice(h, 2, 0, 2 * ffn_, 2) : narrow(h, 2, 0, ffn_);
+  const Tensor up = interleaved_ ? slice(h, 2, 1, 2 * ffn_, 2) : narrow(h, 2, ffn_, ffn_);
   const Tensor w2 = parameter("down_proj");
-  Tensor y = bmm(mul(g, narrow(h, 2, ffn_, ffn_)), out_in ? transpose(w2, 1, 2) : w2);
+  Tensor y = bmm(mul(act_(gate), up), out_in ? transpose(w2, 1, 2) : w2);
   const Tensor b2 = parameter("down_proj_bias");
   if (b2.defined()) y = add(y, unsqueeze(b2, 1));
   return y;

@@ -186,11 +186,14 @@ Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor silu(const Tensor& x);
 Tensor dropout(const Tensor& x, double p, bool train);
 // q [.., Hq, L, E], k [.., Hkv, S, E], v [.., Hkv, S, Ev] -> [.., Hq, L, Ev]. enable_gqa lets Hq be
-// a multiple of Hkv (PyTorch 2.5+).
+// a multiple of Hkv (PyTorch 2.5+). `keys_per_query` (not PyTorch's: FlashAttention's window_size,
+// or an attention chunk) bounds the keys each query attends, so the counted work is
+// L x min(S, keys_per_query) per batch and head; shapes are unchanged.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0,
                                     bool is_causal = false, std::optional<double> scale = {},
-                                    bool enable_gqa = false);
+                                    bool enable_gqa = false,
+                                    std::optional<int64_t> keys_per_query = {});
 // reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                      std::string_view reduction = "mean", int64_t ignore_index = -100,

@@ -155,6 +155,8 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     t.score_bytes_forward = (cfg.attention_dropout > 0 ? 13.0 : 8.0) * per;
   }
   t.kv_bytes = 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
+  t.attention_window = kind.window;
+  t.sliding = kind.attention == tensor::AttentionType::kSliding;
   if (kind.ffn == tensor::FfnKind::kMoe) {
     t.moe_dispatch_bytes =
         key.micro_batch * key.seq * cfg.num_experts_per_tok * cfg.hidden_size * item;
@@ -172,11 +174,28 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   RankWork w;
   const ComputeModel attn = attention_compute(a);
   const int64_t item = tensor::itemsize(t.dtype);
+  // The fused attention of a windowed block attends min(window, keys) keys per query: under
+  // context parallelism the traced s / cp local keys grow to s, bounded by the window.
+  auto windowed = [&](const TrainingOp& op) {
+    return t.attention_window > 0 && op.op == "scaled_dot_product_attention";
+  };
+  auto bounded = [&](int64_t keys) {
+    return t.attention_window > 0 ? std::min(keys, t.attention_window) : keys;
+  };
   // The fraction of an op's traced work one rank does.
   auto share = [&](size_t i) {
     const bool split_op = t.split[i] != OpSplit::kReplicated;
     double f = split_op || sp ? inv_tp : 1.0;
-    if (t.score_op[i]) f *= static_cast<double>(split.cp);
+    if (t.score_op[i]) {
+      const TrainingOp& op = st.ops[i];
+      if (windowed(op) && op.inputs.size() >= 2) {
+        const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
+        const int64_t local = k.sizes[k.sizes.size() - 2];
+        f *= static_cast<double>(bounded(local * split.cp)) / static_cast<double>(bounded(local));
+      } else {
+        f *= static_cast<double>(split.cp);
+      }
+    }
     return f;
   };
   for (size_t i = 0; i < st.ops.size(); ++i) {
@@ -212,9 +231,13 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       // In the attention's own dtype (Note [FP8 GEMMs]).
       const StepTensor& q = st.tensors[static_cast<size_t>(op.inputs[0])];
       const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
-      const int64_t keys = k.sizes[k.sizes.size() - 2] * split.cp;
+      const int64_t all_keys = k.sizes[k.sizes.size() - 2] * split.cp;
+      const int64_t keys = windowed(op) ? bounded(all_keys) : all_keys;
+      // A window narrower than the sequence is a band the kernel computes as counted; a chunk or
+      // a wider window is a causal square whose masked half FlashAttention skips.
+      const bool band = t.sliding && keys < all_keys;
       eff = attention_efficiency(attn, g.batch, g.m, keys, q.sizes.back(), g.n,
-                                 t.attention == tensor::AttentionImpl::kFlash);
+                                 t.attention == tensor::AttentionImpl::kFlash && !band);
       s = op_seconds(attn, op, eff, share(i));
     } else {
       s = op_seconds(a, op, eff, share(i));

@@ -81,6 +81,9 @@ struct TracedModel {
   std::vector<int64_t> row_outputs[kParts];
   std::vector<int64_t> region_inputs[kParts];
   int64_t kv_bytes = 0;            // keys and values of one block's attention (full width)
+  // The keys a query of the block attends at most (the kind's sliding window or chunk), 0: all.
+  int64_t attention_window = 0;
+  bool sliding = false;            // a sliding window (a band), not a chunk (a causal square)
   int64_t moe_dispatch_bytes = 0;  // tokens x top-k x hidden of one block's routed experts
   int64_t hidden_size = 0;
   // Note [Math attention traffic]: bytes per score element the unfused attention moves.

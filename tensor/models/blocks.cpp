@@ -64,4 +64,15 @@ Tensor merge_heads(const Tensor& x) {
   return reshape(transpose(x, 1, 2), {x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
+OffsetRMSNorm::OffsetRMSNorm(std::string type_name, int64_t dim, double eps, const TensorOptions& o)
+    : Module(std::move(type_name)), dim_(dim), eps_(eps) {
+  register_parameter("weight", empty({dim}, o));
+}
+
+Tensor OffsetRMSNorm::forward(const Tensor& x) {
+  return rms_norm(x, {dim_}, add(parameter("weight"), 1.0), eps_);
+}
+
+void OffsetRMSNorm::reset_parameters(uint64_t /*seed*/) { init_member_constant("weight", 0.0); }
+
 }  // namespace shardplan::tensor::models

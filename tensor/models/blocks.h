@@ -41,6 +41,19 @@ inline int64_t rotary_dim(const ModelConfig& c) {
   return static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
 }
 
+// Gemma's RMSNorm (GemmaRMSNorm, Gemma2RMSNorm, Gemma3RMSNorm by `type_name`): it scales by
+// (1 + weight), its weight stored as the offset, so it starts at zero.
+class OffsetRMSNorm : public Module {
+ public:
+  OffsetRMSNorm(std::string type_name, int64_t dim, double eps, const TensorOptions& o);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters(uint64_t seed) override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+};
+
 // Position ids [1, seq] int64 on meta (Note [What the traced forward counts] in models.h).
 Tensor position_ids(int64_t seq);
 

@@ -13,25 +13,8 @@ extern const ModelFamily kGemmaFamily;  // listed in family_registry.cpp
 
 namespace {
 
-// Gemma's RMSNorm scales by (1 + weight) (GemmaRMSNorm), its weight stored as the offset.
-class GemmaRMSNorm : public Module {
- public:
-  GemmaRMSNorm(int64_t dim, double eps, const TensorOptions& o)
-      : Module("GemmaRMSNorm"), dim_(dim), eps_(eps) {
-    register_parameter("weight", empty({dim}, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    return rms_norm(x, {dim_}, add(parameter("weight"), 1.0), eps_);
-  }
-  void reset_parameters(uint64_t /*seed*/) override { init_member_constant("weight", 0.0); }
-
- private:
-  int64_t dim_;
-  double eps_;
-};
-
-ModulePtr make_norm(const ModelConfig& c, const TensorOptions& o) {
-  return std::make_shared<GemmaRMSNorm>(c.hidden_size, c.norm_eps, o);
+ModulePtr make_norm(int64_t dim, double eps, const TensorOptions& o) {
+  return std::make_shared<models::OffsetRMSNorm>("GemmaRMSNorm", dim, eps, o);
 }
 
 void parse(const ConfigFields& f, ModelConfig& c) {

@@ -8,7 +8,12 @@ namespace shardplan::tensor {
 
 std::string_view to_string(FfnKind k) { return k == FfnKind::kMoe ? "moe" : "dense"; }
 
-std::string describe(const LayerKind& k) { return std::string(to_string(k.ffn)); }
+std::string describe(const LayerKind& k) {
+  std::string s;
+  if (k.attention == AttentionType::kSliding) s = "sliding " + std::to_string(k.window) + " ";
+  if (k.attention == AttentionType::kChunked) s = "chunked " + std::to_string(k.window) + " ";
+  return s + std::string(to_string(k.ffn));
+}
 
 LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
   SP_CHECK(layer >= 0 && layer < c.num_hidden_layers, "layer ", layer, ", expected one of 0..",
@@ -17,6 +22,11 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
   if (c.num_local_experts > 0 &&
       !std::binary_search(c.dense_layers.begin(), c.dense_layers.end(), layer)) {
     k.ffn = FfnKind::kMoe;
+  }
+  if (!c.layer_types.empty()) {
+    k.attention = c.layer_types[static_cast<size_t>(layer)];
+    if (k.attention == AttentionType::kSliding) k.window = c.sliding_window.value_or(0);
+    if (k.attention == AttentionType::kChunked) k.window = c.attention_chunk_size;
   }
   return k;
 }
@@ -50,6 +60,8 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   if (c.num_local_experts > 0 && k.ffn == FfnKind::kDense) {
     for (int64_t i = 0; i < layers; ++i) one.dense_layers.push_back(i);
   }
+  one.layer_types.clear();
+  if (!c.layer_types.empty()) one.layer_types.assign(static_cast<size_t>(layers), k.attention);
   SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
   return one;
 }

@@ -7,9 +7,10 @@
 //   ModelConfig one = uniform_config(cfg, s.kinds[1]);     // a one-layer model of that kind
 //
 // Note [Layer kinds]
-// A kind names what changes a layer's work, parameters or collectives: today the feed-forward
-// part (a dense MLP, or routed experts). Attention variants (sliding window, chunked, latent)
-// join as fields here when a family builds them; the planner then prices them with no edit,
+// A kind names what changes a layer's work, parameters or collectives: the feed-forward part (a
+// dense MLP, or routed experts) and how the layer attends (every earlier position, a sliding
+// window, a chunk: ModelConfig::layer_types). Other variants join as fields here when a family
+// builds them; the planner then prices them with no edit,
 // because it asks only for the kinds, their order and one traced layer of each. Two layers of
 // the same kind are interchangeable for the cost model (equal shapes, equal traced work).
 #pragma once
@@ -28,13 +29,17 @@ std::string_view to_string(FfnKind k);
 
 struct LayerKind {
   FfnKind ffn = FfnKind::kDense;
+  AttentionType attention = AttentionType::kFull;
+  // The keys a query attends at most: the sliding window or the chunk; 0 for full attention.
+  int64_t window = 0;
   bool operator==(const LayerKind&) const = default;
 };
-// "dense", "moe": how bills and reports name a kind.
+// "dense", "moe", "sliding 4096 dense", "chunked 8192 moe": how bills and reports name a kind.
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an
-// MoE model's layers route to experts except those listed in c.dense_layers.
+// MoE model's layers route to experts except those listed in c.dense_layers; the attention is
+// c.layer_types[layer] (full when the list is empty).
 LayerKind layer_kind(const ModelConfig& c, int64_t layer);
 
 struct LayerStack {

@@ -135,6 +135,23 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   if (c.sliding_window && *c.sliding_window <= 0) {
     fail("sliding_window", "must be positive, got ", *c.sliding_window);
   }
+  if (c.attention_chunk_size < 0) {
+    fail("attention_chunk_size", "must be positive, got ", c.attention_chunk_size);
+  }
+  if (!c.layer_types.empty()) {
+    if (static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
+      fail("layer_types", c.layer_types.size(), " entries, expected one per layer (",
+           c.num_hidden_layers, ")");
+    }
+    for (const AttentionType t : c.layer_types) {
+      if (t == AttentionType::kSliding && !c.sliding_window) {
+        fail("sliding_window", "is not set, but layer_types has sliding_attention layers");
+      }
+      if (t == AttentionType::kChunked && c.attention_chunk_size <= 0) {
+        fail("attention_chunk_size", "is not set, but layer_types has chunked_attention layers");
+      }
+    }
+  }
   if (!is_floating(c.torch_dtype))
     fail("torch_dtype", "must be a floating dtype, got ", c.torch_dtype);
   // The parameter count must fit int64 with room to spare: bound it in floating point first.
@@ -265,6 +282,18 @@ json to_hf_json(const ModelConfig& c, const ModelFamily& family) {
   if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
   family.to_hf_json(c, j);
   return j;
+}
+
+std::string_view to_string(AttentionType t) {
+  switch (t) {
+    case AttentionType::kSliding:
+      return "sliding_attention";
+    case AttentionType::kChunked:
+      return "chunked_attention";
+    case AttentionType::kFull:
+      break;
+  }
+  return "full_attention";
 }
 
 std::ostream& operator<<(std::ostream& os, const ModelConfig& c) {

@@ -45,6 +45,13 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
+// How a decoder layer attends (transformers' layer_types): to every earlier position, to the last
+// sliding_window positions (itself included), or to the positions of its own
+// attention_chunk_size chunk (Llama 4).
+enum class AttentionType : uint8_t { kFull, kSliding, kChunked };
+// "full_attention", "sliding_attention", "chunked_attention": transformers' spelling.
+std::string_view to_string(AttentionType t);
+
 struct ModelConfig {
   std::string model_type;  // one of supported_model_types()
   int64_t vocab_size = 0;
@@ -64,7 +71,13 @@ struct ModelConfig {
   double rope_theta = 10000;  // rotary base (GPT-NeoX: rotary_emb_base)
   double partial_rotary_factor = 1;  // fraction of head_dim rotated (GPT-NeoX rotary_pct)
   std::optional<RopeScaling> rope_scaling;
-  std::optional<int64_t> sliding_window;  // Mistral; attention cost is counted in full regardless
+  std::optional<int64_t> sliding_window;  // the window of kSliding layers
+  // Per layer, how it attends; empty: every layer full attention. Families fill it from
+  // layer_types or their own rule (Mistral: every layer sliding when sliding_window is set).
+  std::vector<AttentionType> layer_types;
+  int64_t attention_chunk_size = 0;  // the chunk of kChunked layers (Llama 4)
+  // Gemma 2: logits = cap * tanh(logits / cap) (final_logit_softcapping); 0: none.
+  double final_logit_softcapping = 0;
   int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
   int64_t num_experts_per_tok = 0;        // top-k of the router
   // MoE models whose stack mixes layer kinds (tensor/models/layer_kinds.h): the layers, sorted,

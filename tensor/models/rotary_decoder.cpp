@@ -19,6 +19,7 @@
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "base/error.h"
@@ -31,72 +32,120 @@ namespace {
 
 // LlamaRMSNorm is nn.RMSNorm's computation (the fp32 upcast inside changes no shape or count),
 // unless the family brings its own (RotaryDecoderStyle::make_norm).
-ModulePtr make_norm(const ModelConfig& c, const TensorOptions& o, const RotaryDecoderStyle& s) {
-  if (s.make_norm) return s.make_norm(c, o);
-  return std::make_shared<RMSNorm>(DimVector{c.hidden_size}, c.norm_eps, true, o);
+ModulePtr make_norm(int64_t dim, const ModelConfig& c, const TensorOptions& o,
+                    const RotaryDecoderStyle& s) {
+  if (s.make_norm) return s.make_norm(dim, c.norm_eps, o);
+  return std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
 }
 
 class Attention : public Module {
  public:
-  Attention(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
-            const TensorOptions& o, bool training)
+  Attention(const ModelConfig& c, const LayerKind& kind, const RotaryDecoderStyle& s,
+            const std::string& prefix, const TensorOptions& o, bool training)
       : Module(prefix + "Attention"),
         heads_(c.num_attention_heads),
         kv_heads_(c.num_key_value_heads),
         head_dim_(c.head_dim),
-        dropout_(training ? c.attention_dropout : 0.0) {
-    const int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
-    q_proj = register_module("q_proj", std::make_shared<Linear>(c.hidden_size, q, c.qkv_bias, o));
-    k_proj = register_module("k_proj", std::make_shared<Linear>(c.hidden_size, kv, c.qkv_bias, o));
-    v_proj = register_module("v_proj", std::make_shared<Linear>(c.hidden_size, kv, c.qkv_bias, o));
-    o_proj = register_module("o_proj", std::make_shared<Linear>(q, c.hidden_size, c.o_bias, o));
-    if (s.qk_norm) {
-      q_norm = register_module(
-          "q_norm", std::make_shared<RMSNorm>(DimVector{head_dim_}, c.norm_eps, true, o));
-      k_norm = register_module(
-          "k_norm", std::make_shared<RMSNorm>(DimVector{head_dim_}, c.norm_eps, true, o));
+        dropout_(training ? c.attention_dropout : 0.0),
+        eps_(c.norm_eps),
+        full_width_norm_(s.qk_norm_full_width) {
+    if (kind.window > 0) window_ = kind.window;
+    // Llama 4: full-attention layers take no RoPE (NoPE); the RoPE layers L2-normalize q and k.
+    rope_ = !(s.nope_full_layers && kind.attention == AttentionType::kFull);
+    l2_norm_ = s.nope_full_layers && rope_;
+    const int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_, h = c.hidden_size;
+    if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
+      o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
+      qkv_proj =
+          register_module("qkv_proj", std::make_shared<Linear>(h, q + 2 * kv, c.qkv_bias, o));
+    } else {
+      q_proj = register_module("q_proj", std::make_shared<Linear>(h, q, c.qkv_bias, o));
+      k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+      v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+      o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
     }
+    if (s.qk_norm) {
+      q_norm = register_module("q_norm", make_norm(head_dim_, c, o, s));
+      k_norm = register_module("k_norm", make_norm(head_dim_, c, o, s));
+    } else if (s.qk_norm_full_width) {  // OLMo 2: over every head's width at once
+      q_norm = register_module("q_norm", make_norm(q, c, o, s));
+      k_norm = register_module("k_norm", make_norm(kv, c, o, s));
+    }
+    // GPT-OSS: one learned logit per head joins each softmax (no product; a per-head add).
+    if (s.attention_sinks) register_parameter("sinks", empty({heads_}, o));
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
-    // q, then k, each split into heads, normed per head (Qwen3) and rotated: the op order of
-    // the trace.
-    Tensor q = split_heads(q_proj->call(x), heads_, head_dim_);
-    if (q_norm) q = q_norm->call(q);  // per head, over head_dim
-    q = apply_rotary(q, cos_t, sin_t);
-    Tensor k = split_heads(k_proj->call(x), kv_heads_, head_dim_);
-    if (k_norm) k = k_norm->call(k);
-    k = apply_rotary(k, cos_t, sin_t);
-    const Tensor v = split_heads(v_proj->call(x), kv_heads_, head_dim_);
-    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true,
-                                                    {}, /*enable_gqa=*/kv_heads_ != heads_);
+    Tensor qx, kx, vx;
+    if (qkv_proj) {
+      const Tensor qkv = qkv_proj->call(x);
+      const int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+      qx = narrow(qkv, -1, 0, q);
+      kx = narrow(qkv, -1, q, kv);
+      vx = narrow(qkv, -1, q + kv, kv);
+    }
+    // q, then k, each split into heads, normed per head (Qwen3, Gemma 3) or over the whole width
+    // (OLMo 2) and rotated: the op order of the trace.
+    if (!qkv_proj) qx = q_proj->call(x);
+    if (full_width_norm_) qx = q_norm->call(qx);
+    Tensor q = split_heads(qx, heads_, head_dim_);
+    if (q_norm && !full_width_norm_) q = q_norm->call(q);  // per head, over head_dim
+    if (rope_) q = apply_rotary(q, cos_t, sin_t);
+    if (l2_norm_) q = rms_norm(q, {head_dim_}, Tensor(), eps_);
+    if (!qkv_proj) kx = k_proj->call(x);
+    if (full_width_norm_) kx = k_norm->call(kx);
+    Tensor k = split_heads(kx, kv_heads_, head_dim_);
+    if (k_norm && !full_width_norm_) k = k_norm->call(k);
+    if (rope_) k = apply_rotary(k, cos_t, sin_t);
+    if (l2_norm_) k = rms_norm(k, {head_dim_}, Tensor(), eps_);
+    const Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, head_dim_);
+    // A sliding window or chunk bounds the keys of each query (the layer's kind).
+    const Tensor out =
+        scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true, {},
+                                     /*enable_gqa=*/kv_heads_ != heads_, window_);
     return o_proj->call(merge_heads(out));
   }
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
-  ModulePtr q_norm, k_norm;  // with RotaryDecoderStyle::qk_norm
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, qkv_proj;
+  ModulePtr q_norm, k_norm;  // with RotaryDecoderStyle::qk_norm or qk_norm_full_width
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
-  double dropout_;
+  double dropout_, eps_;
+  bool full_width_norm_;
+  bool rope_ = true, l2_norm_ = false;
+  std::optional<int64_t> window_;
 };
 
-// down(act(gate(x)) * up(x)): SwiGLU (silu) or GeGLU (Gemma's tanh gelu).
+// down(act(gate(x)) * up(x)): SwiGLU (silu) or GeGLU (Gemma's tanh gelu); Phi-3 fuses gate and up
+// into one gate_up_proj whose first half is the gate.
 class GatedMlp : public Module {
  public:
-  GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o)
-      : Module(prefix + "MLP"), act_(c.hidden_act) {
+  GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o,
+           bool fused = false)
+      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused) {
     const int64_t h = c.hidden_size;
-    register_module("gate_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
-    register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
+    if (fused) {
+      register_module("gate_up_proj", std::make_shared<Linear>(h, 2 * f, c.mlp_bias, o));
+    } else {
+      register_module("gate_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
+      register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
+    }
     register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
   }
   Tensor forward(const Tensor& x) override {
+    if (fused_) {
+      const Tensor gu = child("gate_up_proj")->call(x);
+      const Tensor g = activation(act_, narrow(gu, -1, 0, ffn_));
+      return child("down_proj")->call(mul(g, narrow(gu, -1, ffn_, ffn_)));
+    }
     const Tensor g = activation(act_, child("gate_proj")->call(x));
     return child("down_proj")->call(mul(g, child("up_proj")->call(x)));
   }
 
  private:
   std::string act_;
+  int64_t ffn_;
+  bool fused_;
 };
 
 // Note [Expected-load MoE] in models.h. The router, the routed experts (one GroupedExperts) and
@@ -118,7 +167,8 @@ class SparseMoe : public Module {
     experts = register_module(
         "experts", std::make_shared<GroupedExperts>(
                        prefix + "Experts", experts_, c.hidden_size, c.intermediate_size, m.layout,
-                       m.expert_bias, [act](const Tensor& x) { return activation(act, x); }, o));
+                       m.expert_bias, [act](const Tensor& x) { return activation(act, x); }, o,
+                       m.interleaved_gate_up));
     if (!m.router_first) make_router();
     if (c.shared_expert_intermediate_size > 0) {
       shared = register_module(
@@ -171,9 +221,11 @@ class DecoderLayer : public Module {
   explicit DecoderLayer(const std::string& prefix) : Module(prefix + "DecoderLayer") {}
   void build(const ModelConfig& c, int64_t index, const RotaryDecoderStyle& s,
              const std::string& prefix, const TensorOptions& o, bool training) {
+    const LayerKind kind = layer_kind(c, index);
+    placement_ = s.norms;
     self_attn =
-        register_module("self_attn", std::make_shared<Attention>(c, s, prefix, o, training));
-    if (layer_kind(c, index).ffn == FfnKind::kMoe) {
+        register_module("self_attn", std::make_shared<Attention>(c, kind, s, prefix, o, training));
+    if (kind.ffn == FfnKind::kMoe) {
       mlp = register_module(std::string(s.ffn_name),
                             std::make_shared<SparseMoe>(c, s.moe, prefix, o));
     } else {
@@ -181,18 +233,48 @@ class DecoderLayer : public Module {
       const int64_t f = c.num_local_experts > 0 && c.dense_intermediate_size > 0
                             ? c.dense_intermediate_size
                             : c.intermediate_size;
-      mlp = register_module(std::string(s.ffn_name), std::make_shared<GatedMlp>(c, f, prefix, o));
+      mlp = register_module(std::string(s.ffn_name),
+                            std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections));
     }
-    input_layernorm = register_module("input_layernorm", make_norm(c, o, s));
-    post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c, o, s));
+    const int64_t h = c.hidden_size;
+    if (placement_ != NormPlacement::kPost) {
+      input_layernorm = register_module("input_layernorm", make_norm(h, c, o, s));
+    }
+    post_attention_layernorm = register_module("post_attention_layernorm", make_norm(h, c, o, s));
+    if (placement_ == NormPlacement::kSandwich) {
+      pre_feedforward_layernorm =
+          register_module("pre_feedforward_layernorm", make_norm(h, c, o, s));
+    }
+    if (placement_ != NormPlacement::kPre) {
+      post_feedforward_layernorm =
+          register_module("post_feedforward_layernorm", make_norm(h, c, o, s));
+    }
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
+    switch (placement_) {
+      case NormPlacement::kSandwich: {  // Gemma 2/3: normed in and out of each half
+        const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
+        const Tensor h = add(x, post_attention_layernorm->call(a));
+        const Tensor m = mlp->call(pre_feedforward_layernorm->call(h));
+        return add(h, post_feedforward_layernorm->call(m));
+      }
+      case NormPlacement::kPost: {  // OLMo 2: each half normed on its way out only
+        const Tensor h = add(x, post_attention_layernorm->call(self_attn->run(x, cos_t, sin_t)));
+        return add(h, post_feedforward_layernorm->call(mlp->call(h)));
+      }
+      case NormPlacement::kPre:
+        break;
+    }
     const Tensor h = add(x, self_attn->run(input_layernorm->call(x), cos_t, sin_t));
     return add(h, mlp->call(post_attention_layernorm->call(h)));
   }
   std::shared_ptr<Attention> self_attn;
-  ModulePtr mlp, input_layernorm, post_attention_layernorm;
+  ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+      post_feedforward_layernorm;
+
+ private:
+  NormPlacement placement_ = NormPlacement::kPre;
 };
 
 // Empty until build(), like DecoderLayer.
@@ -209,7 +291,7 @@ class DecoderModel : public Module {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>(prefix)));
     }
-    norm = register_module("norm", make_norm(c, o, s));
+    norm = register_module("norm", make_norm(c.hidden_size, c, o, s));
     rotary_emb = register_module(
         "rotary_emb",
         std::make_shared<RotaryEmbedding>(prefix + "RotaryEmbedding", rotary_dim(c), c.rope_theta));
@@ -247,11 +329,20 @@ class ForCausalLM : public Module {
     lm_head =
         register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
     model->build(c, s, prefix, o, training);  // under its final name: no renaming of the full tree
+    softcap_ = c.final_logit_softcapping;
     if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
   }
-  Tensor forward(const Tensor& ids) override { return lm_head->call(model->call(ids)); }
+  Tensor forward(const Tensor& ids) override {
+    const Tensor logits = lm_head->call(model->call(ids));
+    if (softcap_ <= 0) return logits;
+    // Gemma 2's final_logit_softcapping: cap * tanh(logits / cap).
+    return mul(tanh(div(logits, softcap_)), softcap_);
+  }
   std::shared_ptr<DecoderModel> model;
   std::shared_ptr<Linear> lm_head;
+
+ private:
+  double softcap_ = 0;
 };
 
 }  // namespace
@@ -284,6 +375,43 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   c.rope_theta = f.number("rope_theta", d.rope_theta);
   if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
   c.attention_dropout = f.number("attention_dropout", 0.0);
+}
+
+std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t layers,
+                                             AttentionType (*rule)(const ModelConfig&, int64_t),
+                                             const ModelConfig& c) {
+  std::vector<AttentionType> out;
+  if (!f.has("layer_types")) {
+    for (int64_t i = 0; i < layers; ++i) out.push_back(rule(c, i));
+    return out;
+  }
+  const nlohmann::json& types = f.raw("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+    f.fail("layer_types",
+           "expected a list of num_hidden_layers = " + std::to_string(layers) + " layer types");
+  }
+  for (const nlohmann::json& t : types) {
+    bool known = false;
+    for (const AttentionType a :
+         {AttentionType::kFull, AttentionType::kSliding, AttentionType::kChunked}) {
+      if (t.is_string() && t.get<std::string>() == to_string(a)) {
+        out.push_back(a);
+        known = true;
+      }
+    }
+    if (!known) {
+      f.fail("layer_types", t.dump().substr(0, 60) +
+                                " is not a layer type; expected \"full_attention\", "
+                                "\"sliding_attention\" or \"chunked_attention\"");
+    }
+  }
+  return out;
+}
+
+nlohmann::json layer_types_json(const ModelConfig& c) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const AttentionType t : c.layer_types) j.push_back(std::string(to_string(t)));
+  return j;
 }
 
 void refuse_sliding_layers(const ConfigFields& f, const ModelConfig& c) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
+#include <vector>
 
 #include "tensor/layers.h"
 #include "tensor/models/config_fields.h"
@@ -54,6 +55,13 @@ inline constexpr FieldRename kQwenMoeRenames[] = {{"norm_eps", "rms_norm_eps"},
                                                   {"intermediate_size", "moe_intermediate_size"},
                                                   {"dense_intermediate_size", "intermediate_size"},
                                                   {"dense_layers", "mlp_only_layers"}};
+
+// transformers' layer_types when the file has one (each "full_attention", "sliding_attention" or
+// "chunked_attention", one per layer), else `rule(i)` for each layer i (the family's default).
+std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t layers,
+                                             AttentionType (*rule)(const ModelConfig&, int64_t),
+                                             const ModelConfig& c);
+nlohmann::json layer_types_json(const ModelConfig& c);
 
 // What parse_rotary_decoder reads back, and sliding_window when set.
 void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j,
@@ -119,19 +127,35 @@ struct MoeStyle {
   bool router_first = true;  // Mixtral, Qwen2-MoE; Qwen3-MoE and DeepSeek register experts first
   GroupedExperts::Layout layout = GroupedExperts::Layout::kOutIn;
   bool expert_bias = false;
+  bool interleaved_gate_up = false;                // GPT-OSS: gate and up in alternating columns
   bool sigmoid_router = false;                     // DeepSeek-V3: sigmoid scores instead of softmax
   std::string_view shared_name = "shared_expert";  // DeepSeek: "shared_experts"
   bool shared_gate = false;  // Qwen2-MoE: the shared expert's output times sigmoid(gate(x))
 };
 
+// Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
+// input, post_attention, pre_feedforward and post_feedforward norms), or after each half only
+// (OLMo 2: post_attention and post_feedforward norms, no input norm).
+enum class NormPlacement : uint8_t { kPre, kSandwich, kPost };
+
 struct RotaryDecoderStyle {
   std::string_view prefix;  // "Llama": LlamaForCausalLM, LlamaDecoderLayer, LlamaAttention, ...
-  // The layer and final norms; unset: RMSNorm with a weight (LlamaRMSNorm).
-  ModulePtr (*make_norm)(const ModelConfig& c, const TensorOptions& o) = nullptr;
+  // The norms of width `dim` (layer, final and q/k norms); unset: RMSNorm with a weight
+  // (LlamaRMSNorm).
+  ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o) = nullptr;
   bool scale_embeddings = false;  // embeddings * sqrt(hidden) (Gemma's normalizer)
-  // RMSNorm over head_dim on each head of q and k before RoPE (Qwen3's q_norm and k_norm,
-  // registered after o_proj as transformers does).
+  // A norm over head_dim on each head of q and k before RoPE (Qwen3's and Gemma 3's q_norm and
+  // k_norm, registered after o_proj as transformers does).
   bool qk_norm = false;
+  // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
+  bool qk_norm_full_width = false;
+  NormPlacement norms = NormPlacement::kPre;
+  // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
+  bool fused_projections = false;
+  bool attention_sinks = false;  // GPT-OSS: a learned logit per head, `sinks` [heads]
+  // Llama 4: full-attention layers take no RoPE; the RoPE (chunked) layers L2-normalize q and k
+  // per head after rotating them (Llama4TextL2Norm, no weight).
+  bool nope_full_layers = false;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
   MoeStyle moe = {};
 };

@@ -1,5 +1,7 @@
 // Neural-network ops. FLOPs per element of the non-matmul ops are named constants below (an
 // operation count of the usual formulation; only the matmul part enters Megatron-style formulas).
+#include <algorithm>
+
 #include "tensor/ops/common.h"
 #include "tensor/ops/tensor_iterator.h"
 
@@ -175,9 +177,12 @@ Tensor dropout(const Tensor& x, double p, bool train) {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale, bool enable_gqa) {
+                                    std::optional<double> scale, bool enable_gqa,
+                                    std::optional<int64_t> keys_per_query) {
   (void)scale;
   const char* op = "scaled_dot_product_attention";
+  SP_CHECK(!keys_per_query || *keys_per_query > 0, op, ": keys_per_query must be positive, got ",
+           keys_per_query.value_or(0));
   SP_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op,
            ": query, key and value must be at "
            "least 2-D, got ",
@@ -232,10 +237,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   detail::propagate_grad(out, {&q, &k, &v});
   if (active_trace_sink() != nullptr) {
     // QK^T and PV are 2·L·S·E and 2·L·S·Ev per batch·head; a causal mask skips no work in the
-    // count (PyTorch's FLOP counter counts the full product too).
+    // count (PyTorch's FLOP counter counts the full product too). A window or chunk bounds S.
     const double bh = static_cast<double>(checked_numel(batch, op));
-    const double mm = 2.0 * bh * L * S * (E + Ev);
-    const double soft = kSoftmaxFlopsPerElement * bh * L * S;
+    const double keys = static_cast<double>(keys_per_query ? std::min(S, *keys_per_query) : S);
+    const double mm = 2.0 * bh * L * keys * (E + Ev);
+    const double soft = kSoftmaxFlopsPerElement * bh * L * keys;
     std::vector<Tensor> ins{q, k, v};
     if (attn_mask.defined()) ins.push_back(attn_mask);
     detail::emit_op(op, ins, {&out, 1}, mm + soft, mm, false);
