@@ -63,6 +63,17 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
   const auto params = r["parameters"].get<int64_t>();
   std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f billion)", params / 1e9)
             << '\n';
+  if (r.contains("parameters_with_router_bias")) {
+    const auto n = r["parameters_with_router_bias"].get<int64_t>();
+    std::cout << "  + bias     " << with_commas(n) << fmt(" (%.2f billion)", n / 1e9)
+              << " with the routers' e_score_correction_bias (a buffer in transformers)\n";
+  }
+  if (r.contains("mtp_parameters")) {
+    const auto n = r["mtp_parameters"].get<int64_t>();
+    std::cout << "  mtp        " << with_commas(n) << fmt(" (%.2f billion)", n / 1e9)
+              << " in the multi-token prediction modules (not in the model above; embedding and "
+                 "head shared)\n";
+  }
   const auto active = r["active_parameters"].get<int64_t>();
   if (active != params) {
     std::cout << "active       " << with_commas(active) << fmt(" (%.2f billion)", active / 1e9)

@@ -106,6 +106,14 @@ ordered_json model_report(const ModelReportOptions& opts) {
   r["parameters_by_kind"] = kinds;
   r["embedding_parameters"] = kinds.count("embedding") ? kinds.at("embedding") : 0;
   r["active_parameters"] = active_parameters(*model, cfg);  // per token: top-k of the experts
+  // Beside transformers' count: the routers' score-bias buffers and the multi-token prediction
+  // modules, each reported on its own (the published totals name them: DeepSeek-V3's 671 B
+  // counts the buffers, its 685 B adds the MTP module with its own copies of embedding and head).
+  const ParametersBeyondModel beyond = parameters_beyond_model(cfg);
+  if (beyond.router_bias > 0) {
+    r["parameters_with_router_bias"] = model->parameters_numel() + beyond.router_bias;
+  }
+  if (beyond.mtp > 0) r["mtp_parameters"] = beyond.mtp;
   // The decoder layers as a stack of kinds (tensor/models/layer_kinds.h), in order of first
   // appearance: what the planner traces one layer of each.
   const LayerStack stack = layer_stack(cfg);
@@ -157,7 +165,9 @@ ordered_json model_report(const ModelReportOptions& opts) {
   notes.push_back(
       "flops_per_token: traced forward only, all ops; forward_backward_3x is the 3x "
       "convention; training_model_flops is the traced training step (fwd + bwd + loss)");
-  notes.push_back("attention counted in full (s^2), causal mask and sliding window ignored");
+  notes.push_back(
+      "attention counted in full (s^2, the causal mask skips no counted work); sliding-window and "
+      "chunked layers count their window of keys per query");
   notes.push_back(
       "activation_bytes: saved for backward in one training step of batch x seq, "
       "flash attention, config dropout, " +

@@ -271,8 +271,8 @@ struct Planner::Impl {
     // parallelizing a 126-layer model per TP degree cost more than the whole search.
     const int64_t layers = model.num_hidden_layers;
     if (!stack.uniform()) return params.emplace(tp, stack_parameters(tp)).first->second;
-    tensor::ModelConfig small = model;
-    small.num_hidden_layers = std::min<int64_t>(layers, 3);
+    const tensor::ModelConfig small =
+        tensor::uniform_config(model, stack.kinds.front(), std::min<int64_t>(layers, 3));
     const std::vector<int64_t> few = stage_parameters(small, tp, small.num_hidden_layers, 0);
     LayerParameters lp;
     if (layers <= 3) {

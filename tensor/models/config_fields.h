@@ -32,6 +32,11 @@ class ConfigFields {
     return j_.contains(f) && !j_.at(f).is_null();
   }
   bool was_read(const std::string& f) const { return read_.count(f) > 0; }
+  // Present with the value null (transformers' None, which may differ from the key's absence).
+  bool is_null(const char* f) const {
+    read_.insert(f);
+    return j_.contains(f) && j_.at(f).is_null();
+  }
 
   // An integer (4096.0 is accepted, as some exporters write floats; 4096.5 and "4096" are not);
   // the first form is required.

@@ -95,6 +95,9 @@ struct ModelFamily {
   // The module type of one routed expert ("MixtralBlockSparseTop2MLP"): parameter reports count
   // its parameters as experts rather than as a dense MLP. Empty for dense families.
   std::string_view experts_class = {};
+  // The router keeps a per-expert e_score_correction_bias (DeepSeek-V3, GLM-4.5): a buffer in
+  // transformers, so not in its parameter count, but a tensor of the checkpoint.
+  bool router_score_bias = false;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

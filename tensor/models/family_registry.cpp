@@ -9,12 +9,21 @@
 namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kGemmaFamily;
+extern const ModelFamily kGemma2Family;
+extern const ModelFamily kGemma3TextFamily;
+extern const ModelFamily kGlm4MoeFamily;
 extern const ModelFamily kGpt2Family;
+extern const ModelFamily kGptOssFamily;
 extern const ModelFamily kGptNeoxFamily;
+extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLlamaFamily;
+extern const ModelFamily kLlama4TextFamily;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
+extern const ModelFamily kOlmo2Family;
+extern const ModelFamily kPhi3Family;
 extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen2MoeFamily;
 extern const ModelFamily kQwen3Family;
@@ -23,8 +32,10 @@ extern const ModelFamily kQwen3MoeFamily;
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kGemmaFamily,   &kGpt2Family,  &kGptNeoxFamily,  &kLlamaFamily, &kMistralFamily,
-    &kMixtralFamily, &kQwen2Family, &kQwen2MoeFamily, &kQwen3Family, &kQwen3MoeFamily,
+    &kDeepseekV3Family, &kGemmaFamily,    &kGemma2Family,  &kGemma3TextFamily, &kGlm4MoeFamily,
+    &kGpt2Family,       &kGptOssFamily,   &kGptNeoxFamily, &kKimiK2Family,     &kLlamaFamily,
+    &kLlama4TextFamily, &kMistralFamily,  &kMixtralFamily, &kOlmo2Family,      &kPhi3Family,
+    &kQwen2Family,      &kQwen2MoeFamily, &kQwen3Family,   &kQwen3MoeFamily,
 };
 
 }  // namespace

@@ -66,4 +66,14 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   return one;
 }
 
+ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
+  SP_CHECK(layers >= 1 && layers <= c.num_hidden_layers, "the first ", layers, " layers of ",
+           c.num_hidden_layers, ", expected between 1 and ", c.num_hidden_layers);
+  ModelConfig out = c;
+  out.num_hidden_layers = layers;
+  std::erase_if(out.dense_layers, [&](int64_t l) { return l >= layers; });
+  if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
+  return out;
+}
+
 }  // namespace shardplan::tensor

@@ -56,5 +56,8 @@ LayerStack layer_stack(const ModelConfig& c);
 // A model of `layers` layers all of kind `k` (one of layer_stack(c).kinds), the embedding, final
 // norm and output layer c's: what the planner traces (one layer) and counts (three) per kind.
 ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t layers = 1);
+// The first `layers` layers of c (1 <= layers <= c.num_hidden_layers), its per-layer lists
+// (dense_layers, layer_types) cut to match: a smaller variant of the same stack.
+ModelConfig first_layers(const ModelConfig& c, int64_t layers);
 
 }  // namespace shardplan::tensor

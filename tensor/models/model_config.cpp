@@ -103,7 +103,8 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     if (c.num_local_experts > kMaxExpertMlps / c.num_hidden_layers) {
       fail("num_local_experts", c.num_local_experts, " experts in each of ", c.num_hidden_layers,
            " layers, expected at most ", kMaxExpertMlps,
-           " expert MLPs in the model (the most shardplan builds; docs/user-guide.md \"Limits\")");
+           " routed experts in the model (the most shardplan builds; docs/user-guide.md "
+           "\"Limits\")");
     }
   }
   if (!c.dense_layers.empty() || c.dense_intermediate_size != 0) {

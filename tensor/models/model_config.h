@@ -90,6 +90,21 @@ struct ModelConfig {
   // shared_expert_intermediate_size; DeepSeek's n_shared_experts x moe_intermediate_size): its
   // MLP width, 0 when there is none.
   int64_t shared_expert_intermediate_size = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3; tensor/models/latent_attention.h): the ranks of
+  // the query and key-value latents (q_lora_rank 0: queries projected directly), the unrotated
+  // and rotated query/key widths per head and the value width per head. kv_lora_rank 0: none.
+  // head_dim is then the rotated width, as transformers sets it.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  // DeepSeek-V3's multi-token prediction modules (num_nextn_predict_layers): trained beside the
+  // model, dropped by transformers (not in the parameter total).
+  int64_t mtp_layers = 0;
+  // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
+  // use_qk_norm); families that always have one say so in their builder.
+  bool qk_norm_per_head = false;
   bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
   // Dropout probabilities applied when a model is built for training (GPT-2's embd/attn/resid
   // pdrop; Llama-family attention_dropout).

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "tensor/models/family.h"
+#include "tensor/models/layer_kinds.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -103,5 +104,29 @@ int64_t active_parameters(const Module& root, const ModelConfig& cfg) {
 }
 
 std::string layers_path(const ModelConfig& cfg) { return std::string(family_of(cfg).layers_path); }
+
+ParametersBeyondModel parameters_beyond_model(const ModelConfig& cfg) {
+  ParametersBeyondModel out;
+  const ModelFamily& family = family_of(cfg);
+  const LayerStack stack = layer_stack(cfg);
+  int64_t moe_layers = 0;
+  for (size_t k = 0; k < stack.kinds.size(); ++k) {
+    if (stack.kinds[k].ffn == FfnKind::kMoe) moe_layers += stack.count(static_cast<int32_t>(k));
+  }
+  const int64_t bias_per_layer = family.router_score_bias ? cfg.num_local_experts : 0;
+  out.router_bias = bias_per_layer * moe_layers;
+  if (cfg.mtp_layers > 0 && cfg.num_local_experts > 0) {
+    // One MoE layer as the model builds it: its parameters under layers_path + ".0.".
+    const ModelConfig one = uniform_config(cfg, {.ffn = FfnKind::kMoe});
+    const std::string prefix = std::string(family.layers_path) + ".0.";
+    int64_t layer = 0;
+    for (const NamedTensor& p : build_model(one)->named_parameters()) {
+      if (p.name.starts_with(prefix)) layer += p.tensor.numel();
+    }
+    const int64_t h = cfg.hidden_size;
+    out.mtp = cfg.mtp_layers * (layer + 2 * h * h + 3 * h + bias_per_layer);
+  }
+  return out;
+}
 
 }  // namespace shardplan::tensor

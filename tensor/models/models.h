@@ -70,6 +70,17 @@ std::map<std::string, int64_t> parameters_by_kind(const Module& root);
 // num_experts_per_tok). `root` is the model `cfg` builds. Equals the total for a dense model.
 int64_t active_parameters(const Module& root, const ModelConfig& cfg);
 
+// What a checkpoint holds beside the parameters transformers counts: the routers' per-expert
+// e_score_correction_bias buffers (ModelFamily::router_score_bias: E per MoE layer), and the
+// multi-token prediction modules (ModelConfig::mtp_layers; DeepSeek-AI 2024, "DeepSeek-V3" §2.2):
+// each one MoE decoder layer, a projection eh_proj [h, 2h], the norms enorm, hnorm and
+// shared_head.norm, and its router's bias; the embedding and output head are the model's, shared.
+struct ParametersBeyondModel {
+  int64_t router_bias = 0;
+  int64_t mtp = 0;
+};
+ParametersBeyondModel parameters_beyond_model(const ModelConfig& cfg);
+
 // The FQN of the ModuleList holding the repeated blocks, the family's ModelFamily::layers_path
 // ("model.layers", "transformer.h", "gpt_neox.layers"): the planner's repeated block. Throws for
 // an unsupported model_type.

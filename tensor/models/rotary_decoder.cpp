@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
+#include "tensor/models/latent_attention.h"
 #include "tensor/models/layer_kinds.h"
 
 namespace shardplan::tensor::models {
@@ -38,11 +39,11 @@ ModulePtr make_norm(int64_t dim, const ModelConfig& c, const TensorOptions& o,
   return std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
 }
 
-class Attention : public Module {
+class Attention : public AttentionBlock {
  public:
   Attention(const ModelConfig& c, const LayerKind& kind, const RotaryDecoderStyle& s,
             const std::string& prefix, const TensorOptions& o, bool training)
-      : Module(prefix + "Attention"),
+      : AttentionBlock(prefix + "Attention"),
         heads_(c.num_attention_heads),
         kv_heads_(c.num_key_value_heads),
         head_dim_(c.head_dim),
@@ -52,7 +53,7 @@ class Attention : public Module {
     if (kind.window > 0) window_ = kind.window;
     // Llama 4: full-attention layers take no RoPE (NoPE); the RoPE layers L2-normalize q and k.
     rope_ = !(s.nope_full_layers && kind.attention == AttentionType::kFull);
-    l2_norm_ = s.nope_full_layers && rope_;
+    l2_norm_ = s.nope_full_layers && rope_ && c.qk_norm_per_head;
     const int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_, h = c.hidden_size;
     if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
       o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
@@ -74,7 +75,7 @@ class Attention : public Module {
     // GPT-OSS: one learned logit per head joins each softmax (no product; a per-head add).
     if (s.attention_sinks) register_parameter("sinks", empty({heads_}, o));
   }
-  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
     CallScope scope(*this);
     Tensor qx, kx, vx;
     if (qkv_proj) {
@@ -223,8 +224,13 @@ class DecoderLayer : public Module {
              const std::string& prefix, const TensorOptions& o, bool training) {
     const LayerKind kind = layer_kind(c, index);
     placement_ = s.norms;
-    self_attn =
-        register_module("self_attn", std::make_shared<Attention>(c, kind, s, prefix, o, training));
+    if (s.latent_attention) {
+      self_attn =
+          register_module("self_attn", make_latent_attention(c, prefix, o, training, s.make_norm));
+    } else {
+      self_attn = register_module("self_attn",
+                                  std::make_shared<Attention>(c, kind, s, prefix, o, training));
+    }
     if (kind.ffn == FfnKind::kMoe) {
       mlp = register_module(std::string(s.ffn_name),
                             std::make_shared<SparseMoe>(c, s.moe, prefix, o));
@@ -269,7 +275,7 @@ class DecoderLayer : public Module {
     const Tensor h = add(x, self_attn->run(input_layernorm->call(x), cos_t, sin_t));
     return add(h, mlp->call(post_attention_layernorm->call(h)));
   }
-  std::shared_ptr<Attention> self_attn;
+  std::shared_ptr<AttentionBlock> self_attn;
   ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
       post_feedforward_layernorm;
 
@@ -359,15 +365,15 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   c.num_hidden_layers = f.integer("num_hidden_layers");
   c.num_attention_heads = f.integer("num_attention_heads");
   c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
-  if (!f.has("head_dim")) {
+  if (!f.has("head_dim") && d.head_dim == 0) {
     if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
       f.fail("num_attention_heads",
              std::to_string(c.num_attention_heads) + " does not divide hidden_size " +
                  std::to_string(c.hidden_size) + " (and no head_dim is given)");
     }
   }
-  c.head_dim =
-      f.integer("head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0);
+  const int64_t even_split = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  c.head_dim = f.integer("head_dim", d.head_dim > 0 ? d.head_dim : even_split);
   c.max_position_embeddings = f.integer("max_position_embeddings", d.max_position_embeddings);
   c.hidden_act = f.string(d.act_key, d.hidden_act);
   c.norm_eps = f.number("rms_norm_eps", d.rms_norm_eps);
@@ -458,6 +464,51 @@ void parse_qwen_moe(const ConfigFields& f, ModelConfig& c) {
     const bool listed = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
     if (listed || (i + 1) % step != 0) c.dense_layers.push_back(i);
   }
+}
+
+void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d) {
+  c.num_local_experts = f.integer("n_routed_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  c.dense_intermediate_size = c.intermediate_size;
+  c.intermediate_size = f.integer("moe_intermediate_size");
+  const int64_t dense = f.integer("first_k_dense_replace", d.first_k_dense_replace);
+  if (dense < 0 || dense > c.num_hidden_layers) {
+    f.fail("first_k_dense_replace", std::to_string(dense) + ", expected 0.." +
+                                        std::to_string(c.num_hidden_layers) + " dense layers");
+  }
+  for (int64_t i = 0; i < dense; ++i) c.dense_layers.push_back(i);
+  const int64_t shared = f.integer("n_shared_experts", d.n_shared_experts);
+  if (shared < 0) f.fail("n_shared_experts", "must be >= 0, got " + std::to_string(shared));
+  c.shared_expert_intermediate_size = shared * c.intermediate_size;
+  // DeepSeek-V2's moe_layer_freq: DeepSeek-V3 files carry 1 (every layer past the dense ones).
+  if (f.integer("moe_layer_freq", 1) != 1) {
+    f.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is built, got " +
+                                 f.raw("moe_layer_freq").dump());
+  }
+  const int64_t groups = f.integer("n_group", 1), topk_groups = f.integer("topk_group", 1);
+  if (groups <= 0 || c.num_local_experts % groups != 0 || topk_groups <= 0 ||
+      topk_groups > groups) {
+    f.fail("n_group", std::to_string(groups) + " groups with topk_group " +
+                          std::to_string(topk_groups) + ", expected groups dividing " +
+                          std::to_string(c.num_local_experts) +
+                          " experts and 1 <= topk_group <= n_group");
+  }
+  f.number("routed_scaling_factor", 1.0);
+  f.boolean("norm_topk_prob", true);
+  c.mtp_layers = f.integer("num_nextn_predict_layers", 0);
+  if (c.mtp_layers < 0) f.fail("num_nextn_predict_layers", "must be >= 0");
+}
+
+void deepseek_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["intermediate_size"] =
+      c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
+  j["moe_intermediate_size"] = c.intermediate_size;
+  j["n_routed_experts"] = c.num_local_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["first_k_dense_replace"] = c.dense_layers.size();
+  j["n_shared_experts"] =
+      c.intermediate_size > 0 ? c.shared_expert_intermediate_size / c.intermediate_size : 0;
+  j["num_nextn_predict_layers"] = c.mtp_layers;
 }
 
 void qwen_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j) {

@@ -32,6 +32,7 @@ struct RotaryDecoderDefaults {
   bool tie_word_embeddings = false;
   const char* act_key = "hidden_act";  // Gemma: hidden_activation
   const char* hidden_act = "silu";
+  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads (Gemma 2 and 3: 256)
 };
 
 // The fields every such family reads: sizes, heads (num_key_value_heads defaults to heads,
@@ -55,6 +56,26 @@ inline constexpr FieldRename kQwenMoeRenames[] = {{"norm_eps", "rms_norm_eps"},
                                                   {"intermediate_size", "moe_intermediate_size"},
                                                   {"dense_intermediate_size", "intermediate_size"},
                                                   {"dense_layers", "mlp_only_layers"}};
+
+// The MoE fields of DeepSeek-V3 and GLM-4.5 (DeepseekV3Config, Glm4MoeConfig): n_routed_experts,
+// num_experts_per_tok, moe_intermediate_size (the experts' width; intermediate_size is then the
+// dense layers'), n_shared_experts shared experts of that width (one MLP of their summed width),
+// the first first_k_dense_replace layers dense; the grouped top-k routing (n_group, topk_group,
+// routed_scaling_factor, norm_topk_prob) is read and changes no shape. `d` holds the config
+// class's defaults for first_k_dense_replace and n_shared_experts.
+struct DeepseekMoeDefaults {
+  int64_t first_k_dense_replace = 3;
+  int64_t n_shared_experts = 1;
+};
+void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d);
+void deepseek_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j);
+inline constexpr FieldRename kDeepseekMoeRenames[] = {
+    {"norm_eps", "rms_norm_eps"},
+    {"num_local_experts", "n_routed_experts"},
+    {"intermediate_size", "moe_intermediate_size"},
+    {"dense_intermediate_size", "intermediate_size"},
+    {"dense_layers", "first_k_dense_replace"},
+    {"shared_expert_intermediate_size", "n_shared_experts"}};
 
 // transformers' layer_types when the file has one (each "full_attention", "sliding_attention" or
 // "chunked_attention", one per layer), else `rule(i)` for each layer i (the family's default).
@@ -117,6 +138,9 @@ inline constexpr TensorParallelRule kMoeTpPlan[] = {
     {"model.layers.*.mlp.shared_expert.gate_proj", "colwise"},
     {"model.layers.*.mlp.shared_expert.up_proj", "colwise"},
     {"model.layers.*.mlp.shared_expert.down_proj", "rowwise"},
+    {"model.layers.*.mlp.shared_experts.gate_proj", "colwise"},
+    {"model.layers.*.mlp.shared_experts.up_proj", "colwise"},
+    {"model.layers.*.mlp.shared_experts.down_proj", "rowwise"},
     {"lm_head", "colwise"}};
 
 // How a family lays out its MoE blocks (transformers 5): the router's name and bias and whether it
@@ -153,9 +177,13 @@ struct RotaryDecoderStyle {
   // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
   bool fused_projections = false;
   bool attention_sinks = false;  // GPT-OSS: a learned logit per head, `sinks` [heads]
-  // Llama 4: full-attention layers take no RoPE; the RoPE (chunked) layers L2-normalize q and k
-  // per head after rotating them (Llama4TextL2Norm, no weight).
+  // Llama 4: full-attention layers take no RoPE; with ModelConfig::qk_norm_per_head the RoPE
+  // (chunked) layers L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no
+  // weight).
   bool nope_full_layers = false;
+  // DeepSeek-V3: multi-head latent attention (tensor/models/latent_attention.h) instead of q, k,
+  // v and o projections.
+  bool latent_attention = false;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
   MoeStyle moe = {};
 };

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/models.h"
 #include "tensor/models/rotary_decoder.h"
 
@@ -49,12 +50,16 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"gemma",   "gpt2",  "gpt_neox",  "llama", "mistral",
-                                         "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
+  const std::vector<std::string> want = {
+      "deepseek_v3", "gemma",   "gemma2",    "gemma3_text", "glm4_moe", "gpt2",    "gpt_neox",
+      "gpt_oss",     "kimi_k2", "llama",     "llama4_text", "mistral",  "mixtral", "olmo2",
+      "phi3",        "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
-            "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
+            "deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox, gpt_oss, kimi_k2, "
+            "llama, llama4_text, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, "
+            "qwen3_moe");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -97,14 +102,37 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"mixtral", {"model.layers", "MixtralForCausalLM"}},
       {"qwen2", {"model.layers", "Qwen2ForCausalLM"}},
       {"qwen2_moe", {"model.layers", "Qwen2MoeForCausalLM"}},
+      {"deepseek_v3", {"model.layers", "DeepseekV3ForCausalLM"}},
+      {"kimi_k2", {"model.layers", "DeepseekV3ForCausalLM"}},
+      {"gemma2", {"model.layers", "Gemma2ForCausalLM"}},
+      {"gemma3_text", {"model.layers", "Gemma3ForCausalLM"}},
+      {"glm4_moe", {"model.layers", "Glm4MoeForCausalLM"}},
+      {"gpt_oss", {"model.layers", "GptOssForCausalLM"}},
+      {"llama4_text", {"model.layers", "Llama4ForCausalLM"}},
+      {"olmo2", {"model.layers", "Olmo2ForCausalLM"}},
+      {"phi3", {"model.layers", "Phi3ForCausalLM"}},
       {"qwen3", {"model.layers", "Qwen3ForCausalLM"}},
       {"qwen3_moe", {"model.layers", "Qwen3MoeForCausalLM"}},
   };
-  const std::map<std::string, std::string> config_of = {
-      {"gemma", "gemma-7b"},         {"gpt2", "gpt2"},          {"gpt_neox", "pythia-160m"},
-      {"llama", "llama3-8b"},        {"mistral", "mistral-7b"}, {"mixtral", "mixtral-8x7b"},
-      {"qwen2", "qwen2.5-7b"},       {"qwen3", "qwen3-8b"},     {"qwen2_moe", "qwen1.5-moe-a2.7b"},
-      {"qwen3_moe", "qwen3-30b-a3b"}};
+  const std::map<std::string, std::string> config_of = {{"gemma", "gemma-7b"},
+                                                        {"gpt2", "gpt2"},
+                                                        {"gpt_neox", "pythia-160m"},
+                                                        {"llama", "llama3-8b"},
+                                                        {"mistral", "mistral-7b"},
+                                                        {"mixtral", "mixtral-8x7b"},
+                                                        {"qwen2", "qwen2.5-7b"},
+                                                        {"qwen3", "qwen3-8b"},
+                                                        {"qwen2_moe", "qwen1.5-moe-a2.7b"},
+                                                        {"qwen3_moe", "qwen3-30b-a3b"},
+                                                        {"deepseek_v3", "deepseek-v3"},
+                                                        {"kimi_k2", "kimi-k2"},
+                                                        {"gemma2", "gemma-2-9b"},
+                                                        {"gemma3_text", "gemma-3-1b"},
+                                                        {"glm4_moe", "glm-4.5-air"},
+                                                        {"gpt_oss", "gpt-oss-20b"},
+                                                        {"llama4_text", "llama4-scout"},
+                                                        {"olmo2", "olmo-2-7b"},
+                                                        {"phi3", "phi-3-mini"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -112,9 +140,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
     const auto& [path, root_type] = want.at(type);
     EXPECT_EQ(f->layers_path, path);
     EXPECT_EQ(root_type.rfind(f->hf_class_prefix, 0), 0u) << f->hf_class_prefix;
-    ModelConfig c = find_model_config(config_of.at(type));
-    ASSERT_EQ(c.model_type, type);
-    c.num_hidden_layers = 2;  // the names, not the size
+    const ModelConfig full = find_model_config(config_of.at(type));
+    ASSERT_EQ(full.model_type, type);
+    const ModelConfig c = first_layers(full, 2);  // the names, not the size
     EXPECT_EQ(layers_path(c), path);
     const ModulePtr m = build_model(c);
     EXPECT_EQ(m->type_name(), root_type);
@@ -131,11 +159,14 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"gemma", "gpt_neox", "llama", "mistral", "mixtral",
+  EXPECT_EQ(rotary, (std::set<std::string>{"deepseek_v3", "gemma", "gemma2", "gemma3_text",
+                                           "glm4_moe", "gpt_neox", "gpt_oss", "kimi_k2", "llama",
+                                           "llama4_text", "mistral", "mixtral", "olmo2", "phi3",
                                            "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"mixtral", "qwen2_moe", "qwen3_moe"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v3", "glm4_moe", "gpt_oss", "kimi_k2",
+                                        "llama4_text", "mixtral", "qwen2_moe", "qwen3_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -144,7 +175,7 @@ TEST(ModelFamily, FlagsPerFamily) {
 }
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
-  const std::string all = "gemma, gpt2, gpt_neox, llama, mistral, mixtral, qwen2";
+  const std::string all = "deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
               AllOf(HasSubstr("falcon.json: field 'model_type': 'falcon' is not supported"),

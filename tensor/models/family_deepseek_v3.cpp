@@ -1,0 +1,120 @@
+// deepseek_v3 (DeepSeek-V3, DeepSeek-R1, Kimi K2, and the DeepSeek-V2-Lite shape with q_lora_rank
+// null): transformers' DeepseekV3Config (vocab 129280, max positions 4096, rms_norm_eps 1e-6,
+// q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128,
+// the first 3 layers dense, 256 routed experts and one shared expert) and
+// modeling_deepseek_v3.py: multi-head latent attention (tensor/models/latent_attention.h) and
+// DeepSeek's MoE block: the fused routed experts, the sigmoid router "gate" with grouped top-k (its
+// e_score_correction_bias is a buffer in transformers: not counted, see docs/models.md), and the
+// shared experts. The multi-token prediction modules (num_nextn_predict_layers) are not part of
+// the transformers model; they are read into ModelConfig::mtp_layers.
+#include <nlohmann/json.hpp>
+
+#include "tensor/models/rotary_decoder.h"
+
+namespace shardplan::tensor {
+
+extern const ModelFamily kDeepseekV3Family;  // listed in family_registry.cpp
+extern const ModelFamily kKimiK2Family;      // listed in family_registry.cpp
+
+namespace {
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
+  c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
+  c.q_lora_rank = f.is_null("q_lora_rank") ? 0 : f.integer("q_lora_rank", 1536);
+  c.kv_lora_rank = f.integer("kv_lora_rank", 512);
+  c.qk_nope_head_dim = f.integer("qk_nope_head_dim", 128);
+  c.qk_rope_head_dim = f.integer("qk_rope_head_dim", 64);
+  c.v_head_dim = f.integer("v_head_dim", 128);
+  const std::pair<const char*, int64_t> sizes[] = {{"kv_lora_rank", c.kv_lora_rank},
+                                                   {"qk_nope_head_dim", c.qk_nope_head_dim},
+                                                   {"qk_rope_head_dim", c.qk_rope_head_dim},
+                                                   {"v_head_dim", c.v_head_dim}};
+  for (const auto& [key, v] : sizes) {
+    if (v <= 0) f.fail(key, "must be a positive integer, got " + std::to_string(v));
+  }
+  if (c.q_lora_rank < 0) f.fail("q_lora_rank", "must be positive (or null: no query latent)");
+  c.head_dim = c.qk_rope_head_dim;  // the rotary tables' width, as DeepseekV3Config sets head_dim
+  f.boolean("rope_interleave", true);  // a permutation of the rotated channels: no count changes
+  models::parse_deepseek_moe(f, c, {.first_k_dense_replace = 3, .n_shared_experts = 1});
+  // DeepSeek's own config.json names what transformers infers: accept its values.
+  if (f.has("scoring_func") && f.string("scoring_func", "sigmoid") != "sigmoid") {
+    f.fail("scoring_func", "only sigmoid routing (DeepSeek-V3) is built, expected \"sigmoid\"");
+  }
+  f.string("topk_method", "noaux_tc");
+}
+
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  models::rotary_decoder_to_hf_json(c, j);
+  models::deepseek_moe_to_hf_json(c, j);
+  j.erase("head_dim");  // derived from qk_rope_head_dim
+  j["attention_bias"] = c.qkv_bias;
+  j["q_lora_rank"] = c.q_lora_rank > 0 ? nlohmann::json(c.q_lora_rank) : nlohmann::json();
+  j["kv_lora_rank"] = c.kv_lora_rank;
+  j["qk_nope_head_dim"] = c.qk_nope_head_dim;
+  j["qk_rope_head_dim"] = c.qk_rope_head_dim;
+  j["v_head_dim"] = c.v_head_dim;
+}
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
+  // Kimi K2's files name their own model_type, its classes are DeepSeek-V3's.
+  return models::build_rotary_decoder(
+      c, o, training,
+      {.prefix = "DeepseekV3",
+       .latent_attention = true,
+       .moe = {.router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"}});
+}
+
+// Megatron-LM's split of latent attention: the down projections (q_a_proj, kv_a_proj_with_mqa)
+// and their norms replicated, the up projections column-parallel by heads, o_proj row-parallel;
+// the MoE block as the other MoE families.
+constexpr TensorParallelRule kDeepseekV3TpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.q_b_proj", "colwise"},
+    {"model.layers.*.self_attn.kv_b_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.mlp.gate_proj", "colwise"},
+    {"model.layers.*.mlp.up_proj", "colwise"},
+    {"model.layers.*.mlp.down_proj", "rowwise"},
+    {"model.layers.*.mlp.experts", "experts"},
+    {"model.layers.*.mlp.shared_experts.gate_proj", "colwise"},
+    {"model.layers.*.mlp.shared_experts.up_proj", "colwise"},
+    {"model.layers.*.mlp.shared_experts.down_proj", "rowwise"},
+    {"lm_head", "colwise"}};
+
+}  // namespace
+
+const ModelFamily kDeepseekV3Family{
+    .model_type = "deepseek_v3",
+    .hf_class_prefix = "DeepseekV3",
+    .layers_path = "model.layers",
+    .parse = parse,
+    .to_hf_json = to_hf_json,
+    .build = build,
+    .renamed = models::kDeepseekMoeRenames,
+    .moe = true,
+    .experts_class = "DeepseekV3Experts",
+    .router_score_bias = true,
+    .tp_plan = kDeepseekV3TpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
+};
+
+// Kimi K2 (moonshotai/Kimi-K2-*): its config.json says model_type "kimi_k2" and names
+// DeepseekV3ForCausalLM as its architecture; the model is DeepSeek-V3's with its own sizes.
+const ModelFamily kKimiK2Family{
+    .model_type = "kimi_k2",
+    .hf_class_prefix = "DeepseekV3",
+    .layers_path = "model.layers",
+    .parse = parse,
+    .to_hf_json = to_hf_json,
+    .build = build,
+    .renamed = models::kDeepseekMoeRenames,
+    .moe = true,
+    .experts_class = "DeepseekV3Experts",
+    .router_score_bias = true,
+    .tp_plan = kDeepseekV3TpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
+};
+
+}  // namespace shardplan::tensor

@@ -1,0 +1,87 @@
+#include "tensor/models/latent_attention.h"
+
+#include <optional>
+
+#include "tensor/layers.h"
+#include "tensor/models/blocks.h"
+
+namespace shardplan::tensor::models {
+namespace {
+
+class LatentAttention : public AttentionBlock {
+ public:
+  LatentAttention(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
+                  bool training, ModulePtr (*make_norm)(int64_t, double, const TensorOptions&))
+      : AttentionBlock(prefix + "Attention"),
+        heads_(c.num_attention_heads),
+        nope_(c.qk_nope_head_dim),
+        rope_(c.qk_rope_head_dim),
+        v_(c.v_head_dim),
+        kv_lora_(c.kv_lora_rank),
+        dropout_(training ? c.attention_dropout : 0.0) {
+    const int64_t h = c.hidden_size, qk = nope_ + rope_;
+    auto norm = [&](int64_t dim) {
+      return make_norm ? make_norm(dim, c.norm_eps, o)
+                       : std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
+    };
+    if (c.q_lora_rank > 0) {
+      register_module("q_a_proj", std::make_shared<Linear>(h, c.q_lora_rank, c.qkv_bias, o));
+      register_module("q_a_layernorm", norm(c.q_lora_rank));
+      register_module("q_b_proj", std::make_shared<Linear>(c.q_lora_rank, heads_ * qk, false, o));
+    } else {
+      register_module("q_proj", std::make_shared<Linear>(h, heads_ * qk, false, o));
+    }
+    register_module("kv_a_proj_with_mqa",
+                    std::make_shared<Linear>(h, kv_lora_ + rope_, c.qkv_bias, o));
+    register_module("kv_a_layernorm", norm(kv_lora_));
+    register_module("kv_b_proj",
+                    std::make_shared<Linear>(kv_lora_, heads_ * (nope_ + v_), false, o));
+    register_module("o_proj", std::make_shared<Linear>(heads_ * v_, h, c.o_bias, o));
+  }
+
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
+    CallScope scope(*this);
+    // Queries: through the q latent (or directly), [B, n, S, d + r], split into the unrotated
+    // and rotated parts.
+    const Tensor qx =
+        has_child("q_proj")
+            ? child("q_proj")->call(x)
+            : child("q_b_proj")->call(child("q_a_layernorm")->call(child("q_a_proj")->call(x)));
+    const Tensor q = split_heads(qx, heads_, nope_ + rope_);
+    const Tensor q_rot = apply_rotary(narrow(q, -1, nope_, rope_), cos_t, sin_t);
+    // Keys and values: one latent of kv_lora_rank per token plus one rotated key slice shared by
+    // every head, the latent expanded to n heads of d key and v value channels.
+    const Tensor kv_a = child("kv_a_proj_with_mqa")->call(x);
+    const Tensor latent = child("kv_a_layernorm")->call(narrow(kv_a, -1, 0, kv_lora_));
+    const Tensor k_rot =
+        apply_rotary(split_heads(narrow(kv_a, -1, kv_lora_, rope_), 1, rope_), cos_t, sin_t);
+    const Tensor kv = split_heads(child("kv_b_proj")->call(latent), heads_, nope_ + v_);
+    const Tensor v = narrow(kv, -1, nope_, v_);
+    const Tensor q_all = cat({narrow(q, -1, 0, nope_), q_rot}, -1);
+    const DimVector shared = {k_rot.size(0), heads_, k_rot.size(2), rope_};
+    const Tensor k_all = cat({narrow(kv, -1, 0, nope_), expand(k_rot, shared)}, -1);
+    const Tensor out =
+        scaled_dot_product_attention(q_all, k_all, v, Tensor(), dropout_, /*is_causal=*/true);
+    return child("o_proj")->call(merge_heads(out));
+  }
+
+ private:
+  bool has_child(const char* name) const {
+    for (const auto& [n, m] : named_children()) {
+      if (n == name) return true;
+    }
+    return false;
+  }
+  int64_t heads_, nope_, rope_, v_, kv_lora_;
+  double dropout_;
+};
+
+}  // namespace
+
+std::shared_ptr<AttentionBlock> make_latent_attention(
+    const ModelConfig& c, const std::string& prefix, const TensorOptions& o, bool training,
+    ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o)) {
+  return std::make_shared<LatentAttention>(c, prefix, o, training, make_norm);
+}
+
+}  // namespace shardplan::tensor::models
