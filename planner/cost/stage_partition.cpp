@@ -124,20 +124,23 @@ StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t sta
                                              first_extra_s, last_extra_s, lo);
   if (p == 1 || !(total > 0) || !std::isfinite(total)) return guess;
   const double e = std::max(0.0, first_extra_s), h = std::max(0.0, last_extra_s);
-  // The slowest stage of the partition with these ends.
-  auto slowest = [&](const StageEnds& ends) {
-    double worst = 0;
-    for (int64_t s = 0; s < p; ++s) {
+  // The slowest stage of the partition with these ends, or any value above `bound` as soon as
+  // one stage exceeds it (such ends lose to the best so far whatever the other stages hold). The
+  // two ends first: they differ between the candidates, the middle stages mostly do not.
+  auto slowest = [&](const StageEnds& ends, double bound) {
+    auto stage_s = [&](int64_t s) {
       const int64_t b = stage_begin(L, p, ends, s), end = stage_begin(L, p, ends, s + 1);
       double t = layer_prefix_s[static_cast<size_t>(end)] - layer_prefix_s[static_cast<size_t>(b)];
       if (s == 0) t += e;
       if (s == p - 1) t += h;
-      worst = std::max(worst, t);
-    }
+      return t;
+    };
+    double worst = std::max(stage_s(0), stage_s(p - 1));
+    for (int64_t s = 1; s < p - 1 && worst <= bound; ++s) worst = std::max(worst, stage_s(s));
     return worst;
   };
   StageEnds best = guess;
-  double best_t = slowest(guess);
+  double best_t = slowest(guess, std::numeric_limits<double>::infinity());
   const int64_t middle = p - 2;
   for (int64_t first = std::max(lo, guess.first - kStackEndsReach);
        first <= guess.first + kStackEndsReach; ++first) {
@@ -148,7 +151,7 @@ StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t sta
       const StageEnds ends{first, last, middle > 0 ? (rest + middle - 1) / middle : 0};
       // The even split of the rest must leave each middle stage `lo` layers.
       if (middle > 0 && rest / middle < lo) continue;
-      const double t = slowest(ends);
+      const double t = slowest(ends, best_t);
       if (t < best_t ||
           (t == best_t && (last > best.last || (last == best.last && first < best.first)))) {
         best = ends;
