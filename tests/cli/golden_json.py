@@ -73,6 +73,10 @@ CORPUS = [
     ("redistribute-min-cost", ["redistribute", "--shape", "8192,4096", "--dtype", "bf16", "--mesh", "4x8", "--from", "S0,S1", "--to", "S1,R", "--planner", "min-cost", "--cluster", "dgx-h100"]),
     ("inspect-llama3-8b", ["inspect", "--model", "llama3-8b", "--seq", "4096"]),
     ("inspect-mixtral", ["inspect", "--model", "mixtral-8x7b", "--seq", "2048", "--batch", "2"]),
+    ("inspect-deepseek-v3", ["inspect", "--model", "deepseek-v3", "--seq", "4096"]),
+    ("inspect-gpt-oss-120b", ["inspect", "--model", "gpt-oss-120b", "--seq", "4096"]),
+    ("estimate-gpt-oss-120b-ep8", ["estimate", "--model", "gpt-oss-120b"] + H100_64 + ["--ep", "8", "--tp", "1", "--pp", "1"]),
+    ("estimate-gemma2-9b-cp2", ["estimate", "--model", "gemma-2-9b", "--cluster", "dgx-h100", "--gpus", "64", "--seq", "8192", "--global-batch", "128", "--cp", "2", "--tp", "2", "--pp", "1"]),
     ("inspect-gpt2", ["inspect", "--model", "gpt2"]),
 ]
 
