@@ -41,6 +41,9 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   planner::PlannerOptions o;
   o.precision = planner::parse_precision(precision);
   o.attention = tensor::parse_attention_impl(attention_for(cfg));
+  SP_CHECK(moe_imbalance == 1 || cfg.num_local_experts > 0, "--moe-imbalance ", moe_imbalance, ": ",
+           model, " has no routed experts, expected 1 or an MoE model");
+  o.moe_imbalance = moe_imbalance;
   // A progress line on a terminal once the search has run a second; never in a pipe or a file.
   if (isatty(STDERR_FILENO) != 0) {
     auto drawn = std::make_shared<bool>(false);
@@ -116,16 +119,25 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
                  "Attention kernels: flash or math (scores materialized); default: the model "
                  "config's attn_implementation (eager: math), else flash")
       ->type_name("flash|math");
+  cmd.add_option("--moe-imbalance", a.moe_imbalance,
+                 "MoE routing imbalance: the busiest expert's tokens over the balanced load "
+                 "(scales its GEMMs and the all-to-all); default 1, the force-balanced routing "
+                 "of published benchmarks")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->type_name("F");
 }
 
 nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) {
-  return {{"model", a.model},
-          {"cluster", a.where.cluster},
-          {"gpus", a.where.gpus},
-          {"seq", a.seq},
-          {"global_batch", a.global_batch},
-          {"precision", a.precision},
-          {"attention", tensor::to_string(p.options().attention)}};
+  nlohmann::ordered_json j = {{"model", a.model},
+                              {"cluster", a.where.cluster},
+                              {"gpus", a.where.gpus},
+                              {"seq", a.seq},
+                              {"global_batch", a.global_batch},
+                              {"precision", a.precision},
+                              {"attention", tensor::to_string(p.options().attention)}};
+  // Only when asked for: balanced routing is the default every other output assumes.
+  if (p.options().moe_imbalance != 1) j["moe_imbalance"] = p.options().moe_imbalance;
+  return j;
 }
 
 }  // namespace shardplan::cli

@@ -29,6 +29,7 @@ struct PlanArgs {
   int64_t recompute_layers = 0;  // 0: not pinned
   int zero = -1;
   std::string recompute, sequence_parallel, precision = "bf16", attention;
+  double moe_imbalance = 1;  // --moe-imbalance
 
   planner::Pins pins() const;
   // --attention, or what the model's config states (attn_implementation "eager": math), else

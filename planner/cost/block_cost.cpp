@@ -1,6 +1,7 @@
 #include "planner/cost/block_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <unordered_set>
 
@@ -74,7 +75,17 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   t.part.assign(n, Part::kEmbedding);
   t.split.assign(n, OpSplit::kReplicated);
   t.score_op.assign(n, false);
-  const std::vector<Style> styles = call_styles(st, tensor::family_of(cfg));
+  const tensor::ModelFamily& family = tensor::family_of(cfg);
+  const std::vector<Style> styles = call_styles(st, family);
+  // The calls inside a routed-experts module (its type is the family's experts_class).
+  std::vector<bool> in_experts(st.calls.size(), false);
+  for (size_t c = 0; c < st.calls.size(); ++c) {
+    const tensor::StepCall& call = st.calls[c];
+    in_experts[c] = (!family.experts_class.empty() && call.type == family.experts_class) ||
+                    (call.parent >= 0 && in_experts[static_cast<size_t>(call.parent)]);
+  }
+  t.expert_op.assign(n, false);
+  t.moe_imbalance = key.moe_imbalance;
   std::vector<bool> sharded(st.tensors.size(), false);
   std::unordered_set<int64_t> region_seen;  // buffers already counted as region inputs
   bool seen_block = false;
@@ -84,6 +95,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     const Part part = op.block >= 0 ? Part::kBlock : seen_block ? Part::kHead : Part::kEmbedding;
     t.part[i] = part;
     t.score_op[i] = is_score_op(st, op, key.seq);
+    t.expert_op[i] = op.call >= 0 && in_experts[static_cast<size_t>(op.call)];
     Style style = op.call >= 0 ? styles[static_cast<size_t>(op.call)] : Style::kNone;
     if (style == Style::kExperts) {
       // Grouped experts hold both halves of an MLP: the GEMM on the replicated tokens is the
@@ -158,8 +170,9 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   t.attention_window = kind.window;
   t.sliding = kind.attention == tensor::AttentionType::kSliding;
   if (kind.ffn == tensor::FfnKind::kMoe) {
-    t.moe_dispatch_bytes =
-        key.micro_batch * key.seq * cfg.num_experts_per_tok * cfg.hidden_size * item;
+    t.moe_dispatch_bytes = static_cast<int64_t>(std::ceil(
+        key.moe_imbalance * static_cast<double>(key.micro_batch * key.seq *
+                                                cfg.num_experts_per_tok * cfg.hidden_size * item)));
   }
   return t;
 }
@@ -186,6 +199,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   auto share = [&](size_t i) {
     const bool split_op = t.split[i] != OpSplit::kReplicated;
     double f = split_op || sp ? inv_tp : 1.0;
+    if (t.expert_op[i]) f *= t.moe_imbalance;
     if (t.score_op[i]) {
       const TrainingOp& op = st.ops[i];
       if (windowed(op) && op.inputs.size() >= 2) {

@@ -56,6 +56,10 @@ struct TraceKey {
   tensor::RecomputePolicy recompute = tensor::RecomputePolicy::kNone;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
   tensor::DType dtype = tensor::DType::kBFloat16;  // weights and activations
+  // Routing imbalance (--moe-imbalance): the busiest expert's tokens over the balanced load.
+  // The routed experts' GEMMs and the token all-to-all of the rank holding it scale by it, and
+  // the step waits for that rank (1: the force-balanced routing of published benchmarks).
+  double moe_imbalance = 1;
   bool operator==(const TraceKey&) const = default;
 };
 
@@ -76,6 +80,8 @@ struct TracedModel {
   std::vector<Part> part;      // per op
   std::vector<OpSplit> split;  // per op
   std::vector<bool> score_op;  // per op: attention core work, scaled by cp
+  std::vector<bool> expert_op;  // per op: the routed experts' work, scaled by moe_imbalance
+  double moe_imbalance = 1;
   // Tensors crossing TP boundaries, per part: outputs of row-parallel modules, and the distinct
   // inputs of column-parallel regions.
   std::vector<int64_t> row_outputs[kParts];

@@ -205,13 +205,14 @@ struct Planner::Impl {
   const TracedModel& trace(int kind, int64_t mb, int64_t seq_local, RecomputePolicy rc) {
     auto& slot = traces[{kind, mb, seq_local, static_cast<int>(rc)}];
     if (!slot) {
-      slot = std::make_unique<TracedModel>(trace_one_block(model,
-                                                           stack.kinds[static_cast<size_t>(kind)],
-                                                           {.micro_batch = mb,
-                                                            .seq = seq_local,
-                                                            .recompute = rc,
-                                                            .attention = options.attention,
-                                                            .dtype = dtype}));
+      slot = std::make_unique<TracedModel>(
+          trace_one_block(model, stack.kinds[static_cast<size_t>(kind)],
+                          {.micro_batch = mb,
+                           .seq = seq_local,
+                           .recompute = rc,
+                           .attention = options.attention,
+                           .dtype = dtype,
+                           .moe_imbalance = options.moe_imbalance}));
     }
     return *slot;
   }

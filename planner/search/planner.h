@@ -41,6 +41,8 @@ namespace shardplan::planner {
 struct PlannerOptions {
   Precision precision = Precision::kBf16;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
+  // The busiest expert's tokens over the balanced load (TraceKey::moe_imbalance), >= 1.
+  double moe_imbalance = 1;
   // Called every 4096 evaluated candidates with the count and the seconds since the search
   // began, and once at the end with evaluated = -1 (the CLI draws a progress line on a terminal
   // when a search takes over a second, and clears it).

@@ -13,6 +13,8 @@
 #include <string>
 
 #include "collectives/cluster.h"
+#include "planner/cost/block_cost.h"
+#include "planner/cost/compute_cost.h"
 #include "planner/search/planner.h"
 
 namespace shardplan::planner {
@@ -85,6 +87,51 @@ TEST(MoePricing, ExpertStatesShardOverTheExpertDataParallelGroup) {
   EXPECT_EQ(p.rows.at("dp reduce_scatter (dense gradients)").bytes, dense * 2);
   EXPECT_EQ(p.rows.at("dp reduce_scatter (expert gradients)").group_size, 2);
   EXPECT_EQ(p.rows.at("dp reduce_scatter (expert gradients)").bytes, experts * 2);
+}
+
+// --moe-imbalance F: the busiest expert's tokens are F times the balanced load, so the routed
+// experts' GEMMs (their forward seconds) and the all-to-all bytes scale by F, and nothing else
+// moves: attention, norms and router price as before. One Mixtral layer, 4,096 tokens, tp 1.
+TEST(MoePricing, ImbalanceScalesTheExpertsAndTheAllToAllOnly) {
+  const tensor::ModelConfig c = tensor::find_model_config("mixtral-8x7b");
+  const tensor::LayerKind moe{.ffn = tensor::FfnKind::kMoe};
+  const TracedModel even = trace_one_block(c, moe, {.micro_batch = 1, .seq = 4096});
+  const TracedModel hot =
+      trace_one_block(c, moe, {.micro_batch = 1, .seq = 4096, .moe_imbalance = 1.5});
+  // 4,096 tokens x top-2 x 4,096 x 2 bytes = 64 MiB balanced, 96 MiB at 1.5.
+  EXPECT_EQ(even.moe_dispatch_bytes, int64_t{64} << 20);
+  EXPECT_EQ(hot.moe_dispatch_bytes, int64_t{96} << 20);
+  const ComputeModel a = compute_model(
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100")), Precision::kBf16);
+  int expert_ops = 0;
+  for (size_t i = 0; i < even.step.ops.size(); ++i) {
+    if (even.step.ops[i].is_view || even.part[i] != Part::kBlock) continue;
+    // One op priced alone: its seconds at the imbalance over its seconds balanced.
+    const double scale = hot.expert_op[i] ? 1.5 : 1.0;
+    expert_ops += even.expert_op[i] ? 1 : 0;
+    EXPECT_EQ(even.expert_op[i], hot.expert_op[i]);
+    const OpSeconds e = op_seconds(a, even.step.ops[i], 1.0, 1.0);
+    const OpSeconds h = op_seconds(a, hot.step.ops[i], 1.0, scale);
+    EXPECT_NEAR(h.forward, scale * e.forward, 1e-12) << even.step.ops[i].op;
+  }
+  EXPECT_GE(expert_ops, 4);  // two grouped GEMMs, the activation and the product at least
+  const RankWork w_even = rank_work(even, a, {}), w_hot = rank_work(hot, a, {});
+  const double experts_s = [&] {
+    double s = 0;
+    for (size_t i = 0; i < even.step.ops.size(); ++i) {
+      if (even.expert_op[i] && !even.step.ops[i].is_view && even.part[i] == Part::kBlock) {
+        s += op_seconds(a, even.step.ops[i],
+                        gemm_efficiency(a, gemm_shape(even.step, even.step.ops[i])))
+                 .forward;
+      }
+    }
+    return s;
+  }();
+  EXPECT_GT(experts_s, 0);
+  // The block's forward grows by half the experts' forward, nothing more.
+  EXPECT_NEAR(w_hot.block().forward_s - w_even.block().forward_s, 0.5 * experts_s,
+              1e-9 * w_even.block().forward_s);
+  EXPECT_EQ(w_hot.ep_dispatch_bytes, int64_t{96} << 20);
 }
 
 }  // namespace
