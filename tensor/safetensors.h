@@ -204,6 +204,11 @@ struct CheckpointReport {
   // A prefix the model has and the checkpoint lacks ("transformer." for GPT-2's base-model
   // checkpoints), stripped from model names before matching; "" when none was needed.
   std::string stripped_prefix;
+  // Fused expert tensors (mlp.experts.gate_up_proj, down_proj: transformers 5's layout) that the
+  // checkpoint stores one expert at a time, as the Hub's Mixtral, Qwen-MoE and DeepSeek files do
+  // (Note [Experts stored one by one] in tensor/safetensors_check.cpp): present, every slice of
+  // the right shape. materialize cannot load these yet.
+  std::vector<std::string> stacked_experts;
   int64_t matched = 0;  // checkpoint tensors with the right name and shape
 
   // No missing, unexpected or mis-shaped tensors (dtype differences allowed).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +25,53 @@ namespace shardplan::tensor {
 using json = nlohmann::json;
 
 // ---- Checkpoint vs model ----
+
+namespace {
+
+// Note [Experts stored one by one]
+// transformers 5 builds a layer's routed experts as two fused tensors, mlp.experts.gate_up_proj
+// [E, 2F, H] (each expert's gate rows, then its up rows) and mlp.experts.down_proj [E, H, F], and
+// stacks the Hub's per-expert tensors into them when it loads a checkpoint: Qwen-MoE and
+// DeepSeek's mlp.experts.<e>.{gate,up,down}_proj.weight, and Mixtral's older
+// block_sparse_moe.experts.<e>.{w1,w3,w2}.weight beside block_sparse_moe.gate.weight. A
+// checkpoint in either layout fits the model when every expert's slice is there with its shape.
+struct ExpertSlice {
+  std::string fused;   // the model's name: "<layer>.mlp.experts.gate_up_proj"
+  int64_t expert = 0;  // e
+  int part = 0;        // 0: gate (first F rows), 1: up (next F rows), 2: down
+};
+
+// "model.layers.3.block_sparse_moe" -> "model.layers.3.mlp" (Mixtral's transformers-4 names).
+std::string fused_module_name(std::string_view module) {
+  std::string out(module);
+  const std::string old = ".block_sparse_moe";
+  if (out.ends_with(old)) out.replace(out.size() - old.size(), old.size(), ".mlp");
+  return out;
+}
+
+std::optional<ExpertSlice> expert_slice(std::string_view name) {
+  const size_t at = name.rfind(".experts.");
+  if (at == std::string_view::npos || !name.ends_with(".weight")) return std::nullopt;
+  std::string_view rest = name.substr(at + 9);  // "<e>.<proj>.weight"
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return std::nullopt;
+  int64_t e = 0;
+  for (const char ch : rest.substr(0, dot)) {
+    if (ch < '0' || ch > '9' || e > (int64_t{1} << 40)) return std::nullopt;
+    e = e * 10 + (ch - '0');
+  }
+  const std::string_view proj = rest.substr(dot + 1, rest.size() - dot - 1 - 7);
+  int part = -1;
+  if (proj == "gate_proj" || proj == "w1") part = 0;
+  if (proj == "up_proj" || proj == "w3") part = 1;
+  if (proj == "down_proj" || proj == "w2") part = 2;
+  if (part < 0) return std::nullopt;
+  const std::string module = fused_module_name(name.substr(0, at));
+  return ExpertSlice{module + (part == 2 ? ".experts.down_proj" : ".experts.gate_up_proj"), e,
+                     part};
+}
+
+}  // namespace
 
 CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
   // state_dict's names: every name of a tied tensor, persistent buffers only.
@@ -69,6 +117,24 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
     by_name.emplace(ck_name(e.name), &e);
     ties[e.tensor.impl()].push_back(&e);
   }
+  // Note [Experts stored one by one]: the slices each fused expert tensor receives, and the
+  // Mixtral router renamed; a fused tensor is present once every slice is.
+  std::unordered_map<std::string, int64_t> slices;       // fused model name -> slices held
+  std::unordered_map<std::string, std::string> renamed;  // checkpoint name -> model name
+  for (const CheckpointTensor& t : ck.tensors) {
+    if (by_name.count(t.name)) continue;
+    if (const std::optional<ExpertSlice> x = expert_slice(t.name); x && by_name.count(x->fused)) {
+      renamed.emplace(t.name, x->fused);
+      continue;
+    }
+    const size_t at = t.name.find(".block_sparse_moe.");
+    if (at != std::string::npos) {
+      const std::string name =
+          fused_module_name(t.name.substr(0, at + 17)) + t.name.substr(at + 17);
+      if (by_name.count(name)) renamed.emplace(t.name, name);
+    }
+  }
+  std::unordered_set<std::string> present;  // model names a renamed or stacked tensor covers
   for (const auto& [impl, names] : ties) {
     const bool any_present = std::any_of(names.begin(), names.end(), [&](const NamedTensor* e) {
       return ck.find(ck_name(e->name)) != nullptr;
@@ -82,7 +148,38 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
   for (const CheckpointTensor& t : ck.tensors) {
     auto it = by_name.find(t.name);
     if (it == by_name.end()) {
-      r.unexpected.push_back(t.name);
+      const auto rn = renamed.find(t.name);
+      if (rn == renamed.end()) {
+        r.unexpected.push_back(t.name);
+        continue;
+      }
+      const Tensor& fused = by_name.at(rn->second)->tensor;
+      const std::optional<ExpertSlice> x = expert_slice(t.name);
+      if (!x) {  // a renamed whole tensor (Mixtral's router)
+        CheckpointReport::Mismatch m{t.name, fused.sizes(), t.shape, fused.dtype(), t.dtype};
+        if (fused.sizes() != t.shape) {
+          r.shape_mismatches.push_back(std::move(m));
+          continue;
+        }
+        present.insert(rn->second);
+        ++r.matched;
+        if (fused.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
+        continue;
+      }
+      // One expert's slice: [F, H] of gate_up_proj [E, 2F, H], [H, F] of down_proj [E, H, F].
+      DimVector want;
+      if (fused.dim() == 3 && x->expert < fused.size(0)) {
+        want = x->part == 2 ? DimVector{fused.size(1), fused.size(2)}
+                            : DimVector{fused.size(1) / 2, fused.size(2)};
+      }
+      CheckpointReport::Mismatch m{t.name, want, t.shape, fused.dtype(), t.dtype};
+      if (want.empty() || want != t.shape) {
+        r.shape_mismatches.push_back(std::move(m));
+        continue;
+      }
+      ++slices[rn->second];
+      ++r.matched;
+      if (fused.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
       continue;
     }
     const Tensor& want = it->second->tensor;
@@ -94,8 +191,18 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
     ++r.matched;
     if (want.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
   }
+  for (const auto& [name, n] : slices) {
+    const Tensor& fused = by_name.at(name)->tensor;
+    const bool gate_up = name.ends_with("gate_up_proj");
+    if (n == fused.size(0) * (gate_up ? 2 : 1)) {
+      present.insert(name);
+      r.stacked_experts.push_back(name);
+    }
+  }
+  std::erase_if(r.missing, [&](const std::string& m) { return present.count(ck_name(m)) > 0; });
   std::sort(r.missing.begin(), r.missing.end());
   std::sort(r.tied_omitted.begin(), r.tied_omitted.end());
+  std::sort(r.stacked_experts.begin(), r.stacked_experts.end());
   return r;  // unexpected and mismatches follow ck.tensors: sorted already
 }
 
@@ -120,7 +227,8 @@ void to_json(json& j, const CheckpointReport& r) {
            {"shape_mismatches", mismatches(r.shape_mismatches)},
            {"dtype_mismatches", mismatches(r.dtype_mismatches)},
            {"tied_omitted", r.tied_omitted},
-           {"stripped_prefix", r.stripped_prefix}};
+           {"stripped_prefix", r.stripped_prefix},
+           {"stacked_experts", r.stacked_experts}};
 }
 
 void from_json(const json& j, CheckpointReport& r) {
@@ -150,6 +258,7 @@ void from_json(const json& j, CheckpointReport& r) {
   out.dtype_mismatches = mismatches("dtype_mismatches");
   out.tied_omitted = f.strings("tied_omitted");
   out.stripped_prefix = f.str("stripped_prefix");
+  if (f.has("stacked_experts")) out.stacked_experts = f.strings("stacked_experts");
   // Derived from the lists: checked, not stored.
   const bool loadable = f.boolean("loadable");
   if (loadable != out.loadable()) {

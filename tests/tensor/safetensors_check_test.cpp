@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "tensor/layers.h"
+#include "tensor/models/model_config.h"
+#include "tensor/models/models.h"
 #include "tensor/module.h"
 #include "tensor/safetensors.h"
 #include "tests/tensor/safetensors_test_support.h"
@@ -136,6 +138,84 @@ TEST_F(CheckCheckpointTest, BaseModelPrefixIsStripped) {
       check_checkpoint(checkpoint(tiny_lm_entries("transformer.")), *root);
   EXPECT_EQ(full.stripped_prefix, "");
   EXPECT_TRUE(full.loadable());
+}
+
+// Note [Experts stored one by one]: a Mixtral-shaped model (2 layers, 4 experts of 96, hidden 64)
+// against the Hub's per-expert layouts. The model's fused tensors are gate_up_proj [4, 192, 64]
+// and down_proj [4, 64, 96] per layer; a checkpoint holding every expert's w1/w3 [96, 64] and w2
+// [64, 96] (Mixtral's names, with block_sparse_moe.gate) or gate_proj/up_proj/down_proj (Qwen's
+// names under mlp) fits it.
+ModelConfig tiny_mixtral() {
+  return parse_model_config(nlohmann::json::parse(R"({
+    "model_type": "mixtral", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 256, "num_local_experts": 4, "num_experts_per_tok": 2,
+    "torch_dtype": "bfloat16"})"),
+                            "tiny mixtral");
+}
+
+std::vector<StEntry> per_expert_entries(bool mixtral_names, int64_t experts = 4) {
+  std::vector<StEntry> e = {{"model.embed_tokens.weight", "BF16", {100, 64}},
+                            {"model.norm.weight", "BF16", {64}},
+                            {"lm_head.weight", "BF16", {100, 64}}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const auto& [n, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"self_attn.q_proj.weight", {64, 64}},
+             {"self_attn.k_proj.weight", {32, 64}},
+             {"self_attn.v_proj.weight", {32, 64}},
+             {"self_attn.o_proj.weight", {64, 64}},
+             {"input_layernorm.weight", {64}},
+             {"post_attention_layernorm.weight", {64}}}) {
+      e.push_back({p + n, "BF16", shape});
+    }
+    const std::string moe = p + (mixtral_names ? "block_sparse_moe." : "mlp.");
+    e.push_back({moe + "gate.weight", "BF16", {4, 64}});
+    for (int64_t x = 0; x < experts; ++x) {
+      const std::string ex = moe + "experts." + std::to_string(x) + ".";
+      e.push_back({ex + (mixtral_names ? "w1" : "gate_proj") + ".weight", "BF16", {96, 64}});
+      e.push_back({ex + (mixtral_names ? "w3" : "up_proj") + ".weight", "BF16", {96, 64}});
+      e.push_back({ex + (mixtral_names ? "w2" : "down_proj") + ".weight", "BF16", {64, 96}});
+    }
+  }
+  return e;
+}
+
+TEST_F(CheckCheckpointTest, ExpertsStoredOneByOneFitTheFusedTensors) {
+  const ModulePtr model = build_model(tiny_mixtral());
+  const Names stacked = {
+      "model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.experts.gate_up_proj",
+      "model.layers.1.mlp.experts.down_proj", "model.layers.1.mlp.experts.gate_up_proj"};
+  for (const bool mixtral_names : {true, false}) {
+    SCOPED_TRACE(mixtral_names ? "w1/w3/w2" : "gate/up/down_proj");
+    const CheckpointReport r =
+        check_checkpoint(checkpoint(per_expert_entries(mixtral_names)), *model);
+    EXPECT_TRUE(r.loadable()) << (r.missing.empty() ? "" : r.missing[0])
+                              << (r.unexpected.empty() ? "" : r.unexpected[0]);
+    EXPECT_EQ(r.stacked_experts, stacked);
+    // 3 + 2 x (6 + router + 4 experts x 3 slices) tensors, every one matched.
+    EXPECT_EQ(r.matched, 3 + 2 * (6 + 1 + 12));
+    const nlohmann::json j = r;
+    EXPECT_EQ(j.get<CheckpointReport>(), r);
+  }
+  // One expert short: its layer's fused tensors are missing, none stacked there.
+  std::vector<StEntry> short_one = per_expert_entries(true);
+  std::erase_if(short_one, [](const StEntry& e) {
+    return e.name.starts_with("model.layers.1.block_sparse_moe.experts.3.");
+  });
+  const CheckpointReport r = check_checkpoint(checkpoint(short_one), *model);
+  EXPECT_FALSE(r.loadable());
+  EXPECT_EQ(r.missing, (Names{"model.layers.1.mlp.experts.down_proj",
+                              "model.layers.1.mlp.experts.gate_up_proj"}));
+  // A slice of the wrong width is a shape mismatch naming the checkpoint's tensor.
+  std::vector<StEntry> wide = per_expert_entries(false);
+  for (StEntry& e : wide) {
+    if (e.name == "model.layers.0.mlp.experts.2.up_proj.weight") e.shape = {128, 64};
+  }
+  const CheckpointReport w = check_checkpoint(checkpoint(wide), *model);
+  ASSERT_EQ(w.shape_mismatches.size(), 1U);
+  EXPECT_EQ(w.shape_mismatches[0].name, "model.layers.0.mlp.experts.2.up_proj.weight");
+  EXPECT_EQ(w.shape_mismatches[0].expected_shape, (DimVector{96, 64}));
 }
 
 }  // namespace
