@@ -101,20 +101,12 @@ const ModelFamily kDeepseekV3Family{
 };
 
 // Kimi K2 (moonshotai/Kimi-K2-*): its config.json says model_type "kimi_k2" and names
-// DeepseekV3ForCausalLM as its architecture; the model is DeepSeek-V3's with its own sizes.
-const ModelFamily kKimiK2Family{
-    .model_type = "kimi_k2",
-    .hf_class_prefix = "DeepseekV3",
-    .layers_path = "model.layers",
-    .parse = parse,
-    .to_hf_json = to_hf_json,
-    .build = build,
-    .renamed = models::kDeepseekMoeRenames,
-    .moe = true,
-    .experts_class = "DeepseekV3Experts",
-    .router_score_bias = true,
-    .tp_plan = kDeepseekV3TpPlan,
-    .init_rules = models::kRotaryDecoderInitRules,
-};
+// DeepseekV3ForCausalLM as its architecture; the model is DeepSeek-V3's with its own sizes, so
+// the entry is DeepSeek-V3's under the other model_type (defined after it in this file).
+const ModelFamily kKimiK2Family = [] {
+  ModelFamily f = kDeepseekV3Family;
+  f.model_type = "kimi_k2";
+  return f;
+}();
 
 }  // namespace shardplan::tensor
