@@ -242,6 +242,33 @@ bool fqn_matches(std::string_view pattern, std::string_view fqn) {
   return true;
 }
 
+namespace {
+
+// The dim FSDP shards: dim 0, as fully_shard does; for a routed expert whose expert dim the ep
+// dims already split too finely for the FSDP ranks to share evenly (8 experts over ep 8 leave
+// each rank one, which 2 FSDP ranks cannot split), the first dim no mesh dim splits, as
+// torchtitan shards such experts on dim 1 (docs/semantics.md §5.6).
+template <typename Over>
+int64_t fsdp_dim(const ShardSpec& spec, bool expert, const std::vector<int64_t>& ep,
+                 const std::vector<int64_t>& fsdp, Over&& over) {
+  if (!expert) return 0;
+  int64_t local = spec.shape[0], ranks = 1;
+  for (int64_t md : ep) local /= std::max<int64_t>(1, spec.mesh.size(md));
+  for (int64_t md : fsdp) {
+    if (over(md)) ranks *= spec.mesh.size(md);
+  }
+  if (ranks <= 1 || local % ranks == 0) return 0;
+  for (int64_t d = 1; d < spec.ndim(); ++d) {
+    const bool split =
+        std::any_of(spec.placements.begin(), spec.placements.end(),
+                    [&](const Placement& p) { return p.is_any_shard() && p.shard_dim() == d; });
+    if (!split) return d;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
                                                   const DeviceMesh& mesh,
                                                   const std::vector<StyleRule>& rules,
@@ -263,7 +290,17 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
            " style rules but no TP mesh dim (set tp_dim)");
   std::vector<int64_t> fsdp;
   for (const std::string& name : config.fsdp_dims) fsdp.push_back(take_dim(name, "FSDP"));
-  const int64_t ep = config.ep_dim.empty() ? -1 : take_dim(config.ep_dim, "expert-parallel");
+  // Expert dims may repeat the TP or FSDP dims (their tensors differ), not one another.
+  std::vector<int64_t> ep;
+  for (const std::string& name : config.ep_dims) {
+    SP_CHECK(mesh.has_dim_names(), "parallelize: the mesh has no dim names, so the ",
+             "expert-parallel dim '", name, "' cannot be found (give --mesh-names)");
+    const int64_t md = mesh.dim_index(name);
+    SP_CHECK(std::find(ep.begin(), ep.end(), md) == ep.end(), "parallelize: mesh dim '", name,
+             "' is given twice as an expert-parallel dim");
+    ep.push_back(md);
+  }
+  std::vector<bool> expert;  // per parameter: a routed expert's (set below)
 
   // Parameters once each (tied ones under their first name), keyed by tensor identity so a style
   // on a module reaching a tied parameter through another name still lands on it.
@@ -302,26 +339,43 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
   }
 
   // Expert parallelism: the routed experts (dim 0 of every grouped-experts parameter) split.
-  if (ep >= 0) {
+  expert.assign(out.size(), false);
+  if (!ep.empty()) {
     for (const auto& nm : root.named_modules()) {
       if (dynamic_cast<const tensor::GroupedExperts*>(nm.module) == nullptr) continue;
       for (const auto& nt : nm.module->named_parameters({.recurse = false})) {
-        out[index_of.at(nt.tensor.impl())].spec.placements[static_cast<size_t>(ep)] = Shard{0};
+        const size_t i = index_of.at(nt.tensor.impl());
+        expert[i] = true;
+        for (int64_t md : ep) {
+          Placement& pl = out[i].spec.placements[static_cast<size_t>(md)];
+          SP_CHECK(pl.is_replicate(), "parallelize: parameter '", out[i].fqn,
+                   "' is split by its style (", to_string(pl), ") on mesh dim '",
+                   mesh.dim_names()[static_cast<size_t>(md)],
+                   "', which also splits the experts; expected no experts style there");
+          pl = Shard{0};
+        }
       }
     }
   }
 
   // FSDP: Shard(0) over each data-parallel dim. If a mesh dim to the right already shards dim 0,
   // left-to-right nesting would split FSDP first; _StridedShard keeps TP's split outermost.
-  for (ParameterSharding& ps : out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    ParameterSharding& ps = out[i];
     if (ps.spec.ndim() == 0) continue;  // a scalar parameter stays replicated
+    // An expert's replicas are the data-parallel ranks outside its expert dims.
+    auto fsdp_over = [&](int64_t md) {
+      return !expert[i] || std::find(ep.begin(), ep.end(), md) == ep.end();
+    };
+    const int64_t dim = fsdp_dim(ps.spec, expert[i], ep, fsdp, fsdp_over);
     for (int64_t md : fsdp) {
+      if (!fsdp_over(md)) continue;
       int64_t later = 1;
       for (int64_t k = md + 1; k < mesh.ndim(); ++k) {
-        if (ps.spec.placements[static_cast<size_t>(k)].is_shard(0)) later *= mesh.size(k);
+        if (ps.spec.placements[static_cast<size_t>(k)].is_shard(dim)) later *= mesh.size(k);
       }
       ps.spec.placements[static_cast<size_t>(md)] =
-          later > 1 ? Placement(StridedShard{0, later}) : Placement(Shard{0});
+          later > 1 ? Placement(StridedShard{dim, later}) : Placement(Shard{dim});
     }
     // Re-validate through make_shard_spec (normalisation and dims the tensor lacks).
     ps.spec = make_shard_spec(ps.spec.shape, ps.spec.strides, ps.spec.dtype, ps.spec.mesh,

@@ -118,10 +118,12 @@ struct ParallelizeConfig {
   // dim that already shards dim 0 (colwise TP) gets _StridedShard(0, product of those later dims'
   // sizes): TP's split happens first, FSDP's second (Note in placement.h, docs/semantics.md §2.5).
   std::vector<std::string> fsdp_dims;
-  // Mesh dim (by name) expert parallelism splits the routed experts over: Shard(0) for every
-  // parameter of a GroupedExperts module (its expert dim), before FSDP nests inside it. Empty:
-  // none.
-  std::string ep_dim;
+  // Mesh dims (by name, outermost split first) expert parallelism splits the routed experts over:
+  // Shard(0) on each for every parameter of a GroupedExperts module (its expert dim), before FSDP
+  // nests inside them. They may also be FSDP dims (dense weights shard over them, experts do not)
+  // or the TP dim (whole experts over the TP ranks, with no experts style on that module).
+  // Empty: none.
+  std::vector<std::string> ep_dims;
 };
 
 struct ParameterSharding {

@@ -87,12 +87,10 @@ void check_parallel_config(const tensor::ModelConfig& model, const TrainingSetup
     const std::string why = d.refuses(model, setup, c.*d.degree);
     SP_CHECK(why.empty(), why);
   }
-  for (const ParallelDim& d : parallel_dims()) {
-    if (!d.carved_from) continue;
-    const ParallelDim& whole = dim(*d.carved_from);
-    SP_CHECK(c.*whole.degree % c.*d.degree == 0, d.flag, " ", c.*d.degree, " does not divide ",
-             whole.flag, " ", c.*whole.degree, ", expected ", d.carved_why);
-  }
+  // Expert parallelism is carved out of dp (and tp): Note [Expert fold].
+  SP_CHECK(c.etp >= 0, "--etp ", c.etp, ", expected a positive number");
+  const std::string fold = expert_fold_refuses(model, c);
+  SP_CHECK(fold.empty(), fold);
   int64_t chunks = 0;
   SP_CHECK(mul_into(c.pp, c.virtual_stages, chunks) && chunks <= model.num_hidden_layers, "--pp ",
            c.pp, " x --virtual-stages ", c.virtual_stages, " model chunks for ",

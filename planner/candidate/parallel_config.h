@@ -36,7 +36,10 @@ struct ParallelConfig {
   int64_t pp = 1;  // pipeline stages
   int64_t dp = 1;  // data parallel (ZeRO shards over it)
   int64_t cp = 1;  // context parallel (the sequence split, ring attention)
-  int64_t ep = 1;  // expert parallel, within dp (MoE only)
+  int64_t ep = 1;  // expert parallel (MoE only): within dp, or across tp and dp with etp = 1
+  // Expert tensor parallelism (MoE only): the ranks that split each routed expert's weights, 1 or
+  // tp; 0 follows tp (Megatron-Core's default). Note [Expert fold] in parallel_dims.h.
+  int64_t etp = 0;
   int zero = 0;    // ZeRO stage 0-3 over dp (3 = FSDP)
   int64_t micro_batch = 1;
   tensor::RecomputePolicy recompute = tensor::RecomputePolicy::kNone;
@@ -53,7 +56,7 @@ struct ParallelConfig {
 // What the user fixed of a configuration; the search varies the rest (search/planner.h).
 struct Pins {
   // recompute_layers: partial recomputation (implies full; ParallelConfig::recompute_layers).
-  std::optional<int64_t> tp, pp, dp, cp, ep, micro_batch, virtual_stages, recompute_layers;
+  std::optional<int64_t> tp, pp, dp, cp, ep, etp, micro_batch, virtual_stages, recompute_layers;
   std::optional<int> zero;
   std::optional<tensor::RecomputePolicy> recompute;
   std::optional<bool> sequence_parallel;
@@ -76,7 +79,8 @@ void check_training_setup(const tensor::ModelConfig& model, const TrainingSetup&
 //   degrees: tp * pp * dp * cp == gpus; tp divides the attention heads, and the key/value heads
 //   or is a multiple of them (KV heads are then replicated); pp * virtual_stages at most the
 //   layers; seq divisible by 2 * cp (causal load balancing gives each rank two chunks); ep > 1
-//   only for a MoE model, dividing its experts and dp;
+//   only for a MoE model, dividing its experts; etp 1 or tp, and ep inside dp (etp = tp) or made
+//   of whole tp groups and part of dp (etp = 1, cp = 1) (Note [Expert fold]);
 //   batch: dp * micro_batch divides the global batch; the interleaved schedule's micro-batch count
 //   a multiple of pp;
 //   options: zero in 0..3; sequence parallelism only with tp > 1; recompute_layers in 0..layers,

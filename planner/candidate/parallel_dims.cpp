@@ -57,19 +57,59 @@ std::string ep_refuses(const ModelConfig& m, const TrainingSetup&, int64_t ep) {
   return "";
 }
 
+}  // namespace
+
+int64_t expert_tp(const ParallelConfig& c) { return c.etp > 0 ? c.etp : c.tp; }
+
+int64_t ep_from_dp(const ParallelConfig& c) {
+  const int64_t etp = expert_tp(c);
+  return etp == c.tp || etp <= 0 || c.ep % c.tp != 0 ? c.ep : c.ep / c.tp;
+}
+
+std::string expert_fold_refuses(const tensor::ModelConfig& m, const ParallelConfig& c) {
+  const int64_t etp = expert_tp(c);
+  const std::string tp = std::to_string(c.tp), ep = std::to_string(c.ep);
+  if (etp == c.tp) {
+    if (c.ep >= 1 && c.dp % c.ep == 0) return "";
+    return "--ep " + ep + " does not divide --dp " + std::to_string(c.dp) +
+           ", expected expert parallelism within data parallelism" +
+           (c.tp > 1 ? " (or --etp 1: ep groups of whole tensor-parallel groups)" : "");
+  }
+  if (m.num_local_experts <= 0) {
+    return "--etp " + std::to_string(etp) + " on a dense model (" + m.model_type +
+           "), expected no --etp (it splits the experts of a MoE model)";
+  }
+  if (etp != 1) {
+    return "--etp " + std::to_string(etp) + " with --tp " + tp +
+           ", expected 1 (whole experts) or " + tp + " (experts split like the dense layers)";
+  }
+  if (c.cp > 1) {
+    return "--etp 1 with --cp " + std::to_string(c.cp) + ", expected --cp 1 or --etp " + tp +
+           " (expert groups across tensor- and data-parallel ranks skip no context ranks)";
+  }
+  if (c.ep < c.tp || c.ep % c.tp != 0 || c.dp % (c.ep / c.tp) != 0) {
+    return "--ep " + ep + " with --etp 1 and --tp " + tp + ", expected a multiple of --tp " + tp +
+           " dividing --tp x --dp = " + std::to_string(c.tp * c.dp) +
+           " (each expert group holds whole tensor-parallel groups)";
+  }
+  return "";
+}
+
+namespace {
+
 // tp: Megatron's column/row split of attention and MLP; pp: pipeline stages; dp: data parallel
 // (ZeRO shards over it); cp: the sequence split (ring attention); ep: experts over dp's ranks.
 constexpr ParallelDim kDims[] = {
     {kTpDim, "tp", "--tp", "Pin tensor parallelism", "ranks", &ParallelConfig::tp, &Pins::tp,
-     std::nullopt, "", 0, tp_refuses},
+     std::nullopt, "", nullptr, 0, tp_refuses},
     {kPpDim, "pp", "--pp", "Pin pipeline stages", "stages", &ParallelConfig::pp, &Pins::pp,
-     std::nullopt, "", 2, pp_refuses},
+     std::nullopt, "", nullptr, 2, pp_refuses},
     {kDpDim, "dp", "--dp", "Pin data parallelism", "ranks", &ParallelConfig::dp, &Pins::dp,
-     std::nullopt, "", 3, dp_refuses},
+     std::nullopt, "", nullptr, 3, dp_refuses},
     {kCpDim, "cp", "--cp", "Pin context parallelism", "ranks", &ParallelConfig::cp, &Pins::cp,
-     std::nullopt, "", 1, cp_refuses},
+     std::nullopt, "", nullptr, 1, cp_refuses},
     {kEpDim, "ep", "--ep", "Pin expert parallelism (MoE)", "ranks", &ParallelConfig::ep, &Pins::ep,
-     kDpDim, "expert parallelism within data parallelism", 4, ep_refuses},
+     kDpDim, "expert parallelism within data parallelism", ep_from_dp, 4, ep_refuses},
 };
 
 }  // namespace
@@ -89,7 +129,11 @@ std::array<int64_t, kMeshDims> mesh_shape(const ParallelConfig& c) {
   std::array<int64_t, kMeshDims> shape{};
   for (const ParallelDim& row : kDims) shape[row.mesh_dim] = c.*row.degree;
   for (const ParallelDim& row : kDims) {
-    if (row.carved_from) shape[*row.carved_from] /= std::max<int64_t>(1, c.*row.degree);
+    if (!row.carved_from) continue;
+    const int64_t taken =
+        std::max<int64_t>(1, row.carved_ranks ? row.carved_ranks(c) : c.*row.degree);
+    shape[row.mesh_dim] = taken;
+    shape[*row.carved_from] /= taken;
   }
   return shape;
 }

@@ -4,16 +4,32 @@
 // dimension's groups cross (indexed by ParallelDim), pins, checks, the search's candidate values,
 // plan.json's config and mesh, and the bill's rows are all read from it.
 //   for (const ParallelDim& d : parallel_dims()) std::cout << d.flag << " " << c.*d.degree;
-//   mesh_shape(c);                    // {pp, dp / ep, ep, cp, tp}
+//   mesh_shape(c);                    // {pp, dp / ep, ep, cp, tp} (etp = tp)
 //   dim_name(kTpDim);                 // "tp"
 //   refusal(dim(kCpDim), model, setup, 3);  // "--cp 3: --seq 4096 is not divisible by ..."
 //
 // Note [Parallel dimensions]
 // Rows are in the order users read them (flags, plan.json's "config", messages): tp, pp, dp, cp,
-// ep. The mesh is [pp, dp / ep, ep, cp, tp] (ParallelDim, Note [Candidate mesh dims]): expert
-// parallelism is carved out of data parallelism, so the dp mesh dim holds dp / ep ranks. Adding a
+// ep. The mesh is [pp, dp / e, e, cp, tp] (ParallelDim, Note [Candidate mesh dims]): expert
+// parallelism is carved out of data parallelism (and of tp with etp = 1, Note [Expert fold]), so
+// the ep mesh dim holds the e ranks it takes from dp and the dp mesh dim the rest. Adding a
 // dimension is a row here, a ParallelConfig field and a Pins field, and its cost terms in
 // cost/step_model.cpp (docs/architecture.md "Where to make a change").
+//
+// Note [Expert fold]
+// A MoE layer regroups the tp x dp ranks of a pipeline stage as etp x ep x edp, etp fastest, in
+// the order the dense layers number them (tp fastest, then dp): Megatron-Core's MoE parallel
+// folding (Liu et al. 2025, "MoE Parallel Folding", arXiv:2504.14960), docs/cost-model.md §8.4.
+// Context-parallel ranks stay replicas of the experts, as they are of every weight. The plan's five
+// mesh dims express two folds:
+//   etp = tp  every expert is split over the tp group like a dense MLP and ep takes ep of the dp
+//             ranks: the ep mesh dim holds ep, the dp one dp / ep (the only fold before etp);
+//   etp = 1   experts whole, tokens split over the tp group; ep takes all tp ranks and ep / tp of
+//             the dp ranks: the ep mesh dim holds ep / tp, and the experts' dim 0 is split over the
+//             ep mesh dim then the tp one (so ep may exceed dp, up to tp x dp).
+// Either way the replicas of an expert shard are the dp mesh dim (edp = tp x dp / (ep x etp)).
+// Other etp values, an ep group inside one tp group, and etp = 1 with cp > 1 would need more
+// mesh dims than five and are refused (expert_fold_refuses).
 #pragma once
 
 #include <array>
@@ -44,6 +60,8 @@ struct ParallelDim {
   // degree that does not divide it breaks.
   std::optional<MeshDim> carved_from;
   std::string_view carved_why;
+  // The ranks it takes from carved_from (its mesh dim's size); null: its degree.
+  int64_t (*carved_ranks)(const ParallelConfig& c);
   int family_rank;  // position in a strategy family's name ("tp+cp+pp+dp+ep")
   // Why `degree` cannot split this model and job: one line naming the flag and what was
   // expected, or "" when it can. The rules of one dimension alone; products are the caller's.
@@ -51,11 +69,18 @@ struct ParallelDim {
                          int64_t degree);
 };
 
+// Note [Expert fold]: the expert tensor-parallel degree (etp, or tp when 0), the ranks ep takes
+// from dp (ep with etp = tp, ep / tp with etp = 1), and why `c` cannot fold its experts onto the
+// mesh ("" when it can; one line naming the flags and what was expected).
+int64_t expert_tp(const ParallelConfig& c);
+int64_t ep_from_dp(const ParallelConfig& c);
+std::string expert_fold_refuses(const tensor::ModelConfig& model, const ParallelConfig& c);
+
 // Every dimension, tp, pp, dp, cp, ep.
 std::span<const ParallelDim> parallel_dims();
 const ParallelDim& dim(MeshDim d);
 std::string dim_name(MeshDim d);
-// The plan's mesh: [pp, dp / ep, ep, cp, tp] for `c`, and its names.
+// The plan's mesh: [pp, dp / e, e, cp, tp] for `c` (e = ep_from_dp(c)), and its names.
 std::array<int64_t, kMeshDims> mesh_shape(const ParallelConfig& c);
 std::vector<int64_t> mesh_shape_vector(const ParallelConfig& c);
 const std::vector<std::string>& mesh_names();

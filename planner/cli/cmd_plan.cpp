@@ -42,6 +42,7 @@ std::string config_text(const planner::ParallelConfig& c) {
   std::ostringstream os;
   os << "tp " << c.tp << " pp " << c.pp << " dp " << c.dp << " cp " << c.cp;
   if (c.ep > 1) os << " ep " << c.ep;
+  if (c.etp > 0 && c.etp != c.tp) os << " etp " << c.etp;
   os << " zero " << c.zero << " mb " << c.micro_batch << " recompute "
      << tensor::to_string(c.recompute);
   os << recompute_layers_text(c.recompute_layers);
@@ -408,8 +409,10 @@ void register_compare(CLI::App& app, CliContext& ctx) {
                   << human_bytes(static_cast<double>(row["memory_per_gpu_bytes"].get<int64_t>()))
                   << "/GPU  tp " << row["tp"] << " pp " << row["pp"] << " dp " << row["dp"];
         // The dimensions that split further only where they do.
-        for (const char* d : {"cp", "ep"}) {
-          if (row.contains(d) && row[d].get<int64_t>() > 1) std::cout << " " << d << " " << row[d];
+        // etp only where it differs from tp (whole experts, etp 1).
+        for (const std::string d : {"cp", "ep", "etp"}) {
+          if (row.contains(d) && (d == "etp" || row[d].get<int64_t>() > 1))
+            std::cout << " " << d << " " << row[d];
         }
         std::cout << " zero " << row["zero"] << " mb " << row["micro_batch"] << " "
                   << row["recompute"].get<std::string>();

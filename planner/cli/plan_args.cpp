@@ -21,6 +21,7 @@ planner::Pins PlanArgs::pins() const {
   planner::Pins p;
   const auto dims = planner::parallel_dims();
   for (size_t i = 0; i < dims.size(); ++i) p.*dims[i].pin = pin(degrees[i]);
+  p.etp = pin(etp);
   p.micro_batch = pin(micro_batch);
   p.virtual_stages = pin(virtual_stages);
   p.recompute_layers = pin(recompute_layers);
@@ -93,6 +94,11 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
         ->check(positive_count(std::string(dims[i].unit)))
         ->type_name("N");
   }
+  cmd.add_option("--etp", a.etp,
+                 "Pin expert tensor parallelism (MoE): 1 keeps experts whole (ep may then span "
+                 "tp x dp ranks), or --tp to split them like the dense layers")
+      ->check(positive_count("ranks"))
+      ->type_name("N");
   cmd.add_option("--zero", a.zero, "Pin the ZeRO stage over dp: 0, 1, 2 or 3 (FSDP)")
       ->check(count_in(0, 3, "the ZeRO stage"))
       ->type_name("0|1|2|3");

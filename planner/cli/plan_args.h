@@ -26,6 +26,7 @@ struct PlanArgs {
   // Pins as given (0 / "" = searched); degrees[i] pins planner::parallel_dims()[i].
   std::array<int64_t, planner::kMeshDims> degrees{};
   int64_t micro_batch = 0, virtual_stages = 0;
+  int64_t etp = 0;               // --etp: expert tensor parallelism, 1 or tp (0: searched)
   int64_t recompute_layers = 0;  // 0: not pinned
   int zero = -1;
   std::string recompute, sequence_parallel, precision = "bf16", attention;

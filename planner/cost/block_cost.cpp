@@ -87,6 +87,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   t.expert_op.assign(n, false);
   t.moe_imbalance = key.moe_imbalance;
   std::vector<bool> sharded(st.tensors.size(), false);
+  t.expert_boundary.assign(st.tensors.size(), false);
   std::unordered_set<int64_t> region_seen;  // buffers already counted as region inputs
   bool seen_block = false;
   for (size_t i = 0; i < n; ++i) {
@@ -109,8 +110,10 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
         });
         if (reads_sharded) {
           t.split[i] = OpSplit::kRow;
-          if (!op.outputs.empty())
+          if (!op.outputs.empty()) {
             t.row_outputs[static_cast<int>(part)].push_back(op.outputs.front());
+            t.expert_boundary[static_cast<size_t>(op.outputs.front())] = true;
+          }
           continue;  // its outputs are full width (sharded stays false)
         }
         style = Style::kColwise;
@@ -137,6 +140,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
           if (x.role == tensor::TensorRole::kParameter) continue;
           if (region_seen.insert(x.buffer).second) {
             t.region_inputs[static_cast<int>(part)].push_back(in);
+            if (t.expert_op[i]) t.expert_boundary[static_cast<size_t>(in)] = true;
           }
           break;
         }
@@ -218,23 +222,28 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
     GemmShape g;
     if (op.matmul_flops > 0) {
       g = gemm_shape(st, op);
-      switch (t.split[i]) {
-        case OpSplit::kColumn:
-          g.n = ceil_div(g.n, tp);
-          break;
-        case OpSplit::kRow:
-          g.k = ceil_div(g.k, tp);
-          break;
-        case OpSplit::kSharded:
-          if (g.batch >= tp) {
-            g.batch = ceil_div(g.batch, tp);
-          } else {
-            g.m = ceil_div(g.m, tp);
-          }
-          break;
-        case OpSplit::kReplicated:
-          if (sp) g.m = ceil_div(g.m, tp);
-          break;
+      if (split.whole_experts && t.expert_op[i] && t.split[i] != OpSplit::kReplicated) {
+        // Whole experts on 1 / tp of the tokens: the same work, in shorter, full-width GEMMs.
+        g.m = ceil_div(g.m, tp);
+      } else {
+        switch (t.split[i]) {
+          case OpSplit::kColumn:
+            g.n = ceil_div(g.n, tp);
+            break;
+          case OpSplit::kRow:
+            g.k = ceil_div(g.k, tp);
+            break;
+          case OpSplit::kSharded:
+            if (g.batch >= tp) {
+              g.batch = ceil_div(g.batch, tp);
+            } else {
+              g.m = ceil_div(g.m, tp);
+            }
+            break;
+          case OpSplit::kReplicated:
+            if (sp) g.m = ceil_div(g.m, tp);
+            break;
+        }
       }
       if (t.score_op[i]) g.k *= split.cp;
     }
@@ -298,13 +307,19 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
     using collectives::CollectiveKind;
     for (int part = 0; part < kParts; ++part) {
       PartWork& p = w.parts[part];
+      // Whole experts have no tensor-parallel collectives of their own.
+      auto skipped = [&](int64_t id) {
+        return split.whole_experts && t.expert_boundary[static_cast<size_t>(id)];
+      };
       for (int64_t id : t.row_outputs[part]) {
+        if (skipped(id)) continue;
         const int64_t bytes = st.tensors[static_cast<size_t>(id)].nbytes;
         p.tp_forward.push_back(
             {sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes});
         if (sp) p.tp_backward.push_back({CollectiveKind::kAllGather, bytes});
       }
       for (int64_t id : t.region_inputs[part]) {
+        if (skipped(id)) continue;
         const int64_t bytes = st.tensors[static_cast<size_t>(id)].nbytes;
         if (sp) p.tp_forward.push_back({CollectiveKind::kAllGather, bytes});
         p.tp_backward.push_back(
@@ -319,7 +334,10 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   // The ring passes every rank's keys and values to every other rank: an all-gather of cp chunks
   // of this rank's heads (1 / tp of them).
   w.cp_kv_bytes = split.cp > 1 ? ceil_div(t.kv_bytes, tp) * split.cp : 0;
-  w.ep_dispatch_bytes = sp ? ceil_div(t.moe_dispatch_bytes, tp) : t.moe_dispatch_bytes;
+  // A rank dispatches its sequence shard's tokens under sequence parallelism, and its 1 / tp of
+  // them with whole experts (the tp ranks split the tokens between them).
+  w.ep_dispatch_bytes =
+      sp || split.whole_experts ? ceil_div(t.moe_dispatch_bytes, tp) : t.moe_dispatch_bytes;
   return w;
 }
 

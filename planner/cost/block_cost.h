@@ -86,6 +86,8 @@ struct TracedModel {
   // inputs of column-parallel regions.
   std::vector<int64_t> row_outputs[kParts];
   std::vector<int64_t> region_inputs[kParts];
+  // Per step tensor: a row output or region input of the routed experts (their TP collectives).
+  std::vector<bool> expert_boundary;
   int64_t kv_bytes = 0;            // keys and values of one block's attention (full width)
   // The keys a query of the block attends at most (the kind's sliding window or chunk), 0: all.
   int64_t attention_window = 0;
@@ -109,6 +111,10 @@ struct RankSplit {
   int64_t tp = 1;
   bool sequence_parallel = false;
   int64_t cp = 1;
+  // Whole experts (etp = 1 < tp, Note [Expert fold] in parallel_dims.h): the tp ranks split the
+  // routed experts' tokens, not their weights, so the experts' GEMMs keep their full width, their
+  // tensor-parallel collectives vanish, and each rank dispatches 1 / tp of the tokens.
+  bool whole_experts = false;
 };
 
 // One collective a part issues per micro-batch: S bytes as nccl-tests counts them.

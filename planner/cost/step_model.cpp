@@ -222,13 +222,25 @@ struct LayerPrices {
   }
 };
 
+// Of a layer's routed-expert parameters counted on one tp rank (`experts`, 1 / tp of them), the
+// ones this rank holds: 1 / ep of the experts, each split over etp (Note [Expert fold] in
+// parallel_dims.h): experts / ep with etp = tp, experts x tp / ep with whole experts.
+int64_t local_experts(int64_t experts, const ParallelConfig& c) {
+  const __int128 n = static_cast<__int128>(experts) * c.tp / (c.ep * expert_tp(c));
+  return static_cast<int64_t>(n);
+}
+// The ranks holding the same expert shard: the dp mesh dim, tp x dp / (ep x etp) ranks.
+int64_t expert_replicas(const ParallelConfig& c) {
+  return std::max<int64_t>(1, c.dp / ep_from_dp(c));
+}
+
 // Fills the calling thread's one LayerPrices (made once: building four kinds' zeroed prices per
 // candidate cost the search about 2 % of its time) and returns it.
 const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
                                 std::span<const KindWork> kinds, const DimLinks& links,
                                 const LayerParameters& params) {
   const collectives::GroupLinks& dp_l = links[kDpDim];
-  const collectives::GroupLinks& ep_l = links[kEpDim];
+  const collectives::GroupLinks& ep_l = links[kEpGroup];
   const collectives::GroupLinks& cp_l = links[kCpDim];
   const collectives::GroupLinks& tp_l = links[kTpDim];
   const bool full = c.recompute == tensor::RecomputePolicy::kFull;
@@ -258,7 +270,7 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
     kp.dense_params = kp.layer_params;
     if (c.ep > 1 && experts > 0) {
       kp.dense_params = kp.layer_params - experts;
-      kp.expert_params = experts / c.ep;
+      kp.expert_params = local_experts(experts, c);
     }
     double fsdp_scatter_s = 0;
     if (c.zero == 3 && c.dp > 1 && kp.expert_params == 0) {
@@ -470,7 +482,7 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
       for (int k = 0; k < ctx.stack.kinds; ++k) {
         experts += load.of[static_cast<size_t>(k)] * params.kind_experts[static_cast<size_t>(k)];
       }
-      const int64_t removed = c.ep > 1 ? experts * (c.ep - 1) / c.ep : 0;
+      const int64_t removed = c.ep > 1 ? experts - local_experts(experts, c) : 0;
       int64_t n = stage_params(s) - removed;
       if (pp == 1) n -= params.tied_twice;
       if (n > best) {
@@ -495,8 +507,8 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
   }
   if (pp == 1) most -= params.tied_twice;
   // Expert parameters are split over ep more: ep ranks hold different experts.
-  const int64_t expert_local =
-      c.ep > 1 ? params.experts_per_layer * out.layers_max * (c.ep - 1) / c.ep : 0;
+  const int64_t stage_experts = params.experts_per_layer * out.layers_max;
+  const int64_t expert_local = c.ep > 1 ? stage_experts - local_experts(stage_experts, c) : 0;
   out.params = static_cast<uint64_t>(std::max<int64_t>(0, most - expert_local));
   if (c.ep > 1) {
     out.expert_params = std::min<uint64_t>(
@@ -512,16 +524,18 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
 // forward except one layer's worth; under ZeRO-3 only the step's first gather has nothing to
 // hide behind. Returns the exposed seconds.
 // Note [Expert and dense data parallelism]
-// Expert parallelism splits the data-parallel ranks: the ep ranks of a group hold different routed
-// experts, so a routed expert's replicas are the dp / ep ranks of the expert-data-parallel group
-// (Megatron-Core's expert-data-parallel group, dp x cp x tp / (ep x etp) ranks there; here the
-// experts see cp = etp = 1 and their tp is carved as the dense layers'). Dense weights (attention,
-// norms, the router, dense MLPs) are replicated over the whole data-parallel group. So with
-// ep > 1: dense gradients are reduced over dp ranks and the experts' over dp / ep; ZeRO shards
-// dense states over dp and expert states over dp / ep; under ZeRO-3 a layer gathers its dense
-// weights over dp and only this rank's experts (1 / ep of them) over dp / ep. The token
-// all-to-all moves, per rank and per dispatch or combine, its own tokens x top-k x hidden, what
-// each rank sends whatever ep is (nccl-tests' S of an all-to-all is the bytes each rank sends).
+// Expert parallelism regroups the data-parallel ranks (and with whole experts the tp ranks, Note
+// [Expert fold] in parallel_dims.h): the ranks of an ep group hold different routed experts, so
+// a routed expert's replicas are the edp = tp x dp / (ep x etp) ranks of the dp mesh dim
+// (Megatron-Core's expert-data-parallel group, dp x cp x tp / (ep x etp) ranks there; here
+// context-parallel ranks are replicas of every weight and are not folded). Dense weights
+// (attention, norms, the router, dense MLPs) are replicated over the whole data-parallel group.
+// So with ep > 1: dense gradients are reduced over dp ranks and the experts' over edp; ZeRO shards
+// dense states over dp and expert states over edp; under ZeRO-3 a layer gathers its dense weights
+// over dp and only this rank's experts (1 / ep of them, 1 / etp of each) over edp. The token
+// all-to-all moves, per rank and per dispatch or combine, its own tokens x top-k x hidden (1 / tp
+// of them under sequence parallelism or with whole experts), what each rank sends whatever ep is
+// (nccl-tests' S of an all-to-all is the bytes each rank sends), over the ep group.
 
 // The gradient reduction and ZeRO-1/2 gather with ep > 1: the dense part over the whole data-
 // parallel group, the experts' over the expert-data-parallel one, one after the other in the same
@@ -631,11 +645,11 @@ double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
   int64_t updated = c.zero >= 1 ? static_cast<int64_t>((states.params + dp - 1) / dp)
                                 : static_cast<int64_t>(states.params);
   if (c.zero >= 1 && states.expert_params > 0) {
-    // Dense states over dp ranks, expert states over dp / ep (Note [Expert and dense data
+    // Dense states over dp ranks, expert states over edp (Note [Expert and dense data
     // parallelism]).
     const auto expert = static_cast<int64_t>(states.expert_params);
     const int64_t dense = static_cast<int64_t>(states.params) - expert;
-    const int64_t edp = std::max<int64_t>(1, dp / c.ep);
+    const int64_t edp = expert_replicas(c);
     updated = (dense + dp - 1) / dp + (expert + edp - 1) / edp;
   }
   const double opt_bytes =
@@ -658,8 +672,8 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
     // dp / ep.
     const ModelStateMemory dense =
         model_state_memory(states.params - states.expert_params, ctx.recipe, c.zero, dp);
-    const ModelStateMemory expert = model_state_memory(states.expert_params, ctx.recipe, c.zero,
-                                                       std::max<int64_t>(1, dp / c.ep));
+    const ModelStateMemory expert =
+        model_state_memory(states.expert_params, ctx.recipe, c.zero, expert_replicas(c));
     model_states.param_bytes = dense.param_bytes + expert.param_bytes;
     model_states.grad_bytes = dense.grad_bytes + expert.grad_bytes;
     model_states.optimizer_bytes = dense.optimizer_bytes + expert.optimizer_bytes;
@@ -808,7 +822,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
                      layer.fsdp_scatter_exposed_s * kind_calls);
         continue;
       }
-      // Dense weights over the whole data-parallel group, this rank's experts over dp / ep; the
+      // Dense weights over the whole data-parallel group, this rank's experts over edp; the
       // exposed time shared between them by their seconds.
       const double ag = kp.fsdp_dense_gather_s + kp.fsdp_expert_gather_s;
       const double rs = kp.fsdp_dense_scatter_s + kp.fsdp_expert_scatter_s;
@@ -862,7 +876,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
     }
     if (ep_s > 0) {
       rec.add("all_to_all (token dispatch and combine)", CollectiveKind::kAllToAll, kEpDim,
-              links[kEpDim], bytes, std::llround(moe_calls * (4 + 2 * again)), ep_s, ep_s);
+              links[kEpGroup], bytes, std::llround(moe_calls * (4 + 2 * again)), ep_s, ep_s);
     }
   }
   if (pp > 1) {

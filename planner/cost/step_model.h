@@ -165,7 +165,10 @@ struct StepResult {
 // weights synchronize over it, routed experts over the dp mesh dim alone (the expert-data-parallel
 // group, Note [Expert and dense data parallelism] in step_model.cpp). With ep = 1 the two are one.
 inline constexpr size_t kDataGroup = kMeshDims;
-using DimLinks = std::array<collectives::GroupLinks, kMeshDims + 1>;
+// kEpGroup: those of an expert-parallel group, the ranks a token all-to-all spans: the ep mesh
+// dim, or with whole experts (etp = 1) the ep and tp mesh dims together (Note [Expert fold]).
+inline constexpr size_t kEpGroup = kMeshDims + 1;
+using DimLinks = std::array<collectives::GroupLinks, kMeshDims + 2>;
 
 // Prices `c` with the work of one micro-batch `w` and the links `links`; fills `bill` when given.
 // Seconds of the tensor-parallel collectives of one part for one micro-batch, forward and

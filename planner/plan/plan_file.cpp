@@ -26,12 +26,28 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   const mesh::DeviceMesh dm(mesh_shape_vector(c), mesh_names());
   mesh::ParallelizeConfig pc;
   std::vector<mesh::StyleRule> rules;
+  const bool whole_experts = expert_tp(c) != c.tp;  // etp = 1 < tp (Note [Expert fold])
   if (c.tp > 1) {
     rules = tensor_parallel_rules(tensor::family_of(model), *m);
+    if (whole_experts) {
+      std::erase_if(
+          rules, [](const mesh::StyleRule& r) { return r.style == mesh::ParallelStyle::kExperts; });
+    }
     pc.tp_dim = dim_name(kTpDim);
   }
-  if (c.zero == 3 && mesh_shape(c)[kDpDim] > 1) pc.fsdp_dims = {dim_name(kDpDim)};
-  if (c.ep > 1) pc.ep_dim = dim_name(kEpDim);  // the routed experts' dim 0
+  const std::array<int64_t, kMeshDims> shape = mesh_shape(c);
+  // ZeRO-3 shards a dense weight over the whole data-parallel group (the dp and ep mesh dims) and
+  // an expert over its replicas (the dp mesh dim; Note [Expert and dense data parallelism]).
+  if (c.zero == 3) {
+    for (MeshDim d : {kDpDim, kEpDim}) {
+      if (shape[d] > 1) pc.fsdp_dims.push_back(dim_name(d));
+    }
+  }
+  // The routed experts' dim 0: over the ep mesh dim, then the tp one when experts are whole.
+  if (c.ep > 1) {
+    pc.ep_dims = {dim_name(kEpDim)};
+    if (whole_experts) pc.ep_dims.push_back(dim_name(kTpDim));
+  }
   const std::vector<mesh::ParameterSharding> shardings =
       mesh::parallelize_module(*m, dm, rules, pc);
   ParameterStage stage_of(model, StagePartition::from_counts(stage_layers, c.virtual_stages));
@@ -83,6 +99,8 @@ DimOrder parse_dim_order(std::string_view s) {
 nlohmann::ordered_json config_json(const ParallelConfig& c) {
   nlohmann::ordered_json j;
   for (const ParallelDim& d : parallel_dims()) j[std::string(d.name)] = c.*d.degree;
+  // Expert tensor parallelism only where it differs from tp (Note [Expert fold]).
+  if (c.etp > 0 && c.etp != c.tp) j["etp"] = c.etp;
   nlohmann::ordered_json rest = {{"zero", c.zero},
                                  {"micro_batch", c.micro_batch},
                                  {"recompute", tensor::to_string(c.recompute)},
@@ -226,6 +244,10 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     JsonFields c = doc.object("config");
     ParallelConfig& p = f.config;
     for (const ParallelDim& d : parallel_dims()) p.*d.degree = c.integer(std::string(d.name), 1);
+    if (c.has("etp")) {
+      p.etp = c.integer("etp", 1);
+      if (p.etp == p.tp) p.etp = 0;  // written only where it differs from tp
+    }
     p.zero = static_cast<int>(c.integer("zero", 0, 3));
     p.micro_batch = c.integer("micro_batch", 1);
     p.recompute = c.parsed("recompute", tensor::parse_recompute_policy);
@@ -234,14 +256,6 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     p.sequence_parallel = c.boolean("sequence_parallel");
     p.precision = c.parsed("precision", parse_precision);
     c.done();
-    for (const ParallelDim& d : parallel_dims()) {
-      if (!d.carved_from) continue;
-      const int64_t whole = p.*dim(*d.carved_from).degree;
-      if (whole % (p.*d.degree) != 0) {
-        c.fail(std::string(d.name),
-               "does not divide " + dim_name(*d.carved_from) + " " + std::to_string(whole));
-      }
-    }
     try {
       check_parallel_config(f.model, f.setup, p);
     } catch (const Error& e) {
@@ -252,8 +266,10 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     JsonFields m = doc.object("mesh");
     const std::vector<int64_t> shape = m.integers("shape", 1);
     if (shape != f.mesh_shape()) {
-      m.fail("shape", "expected [pp, dp / ep, ep, cp, tp] of the config, " +
-                          nlohmann::json(f.mesh_shape()).dump());
+      m.fail("shape",
+             "expected [pp, dp / e, e, cp, tp] of the config (e the ranks ep takes "
+             "from dp), " +
+                 nlohmann::json(f.mesh_shape()).dump());
     }
     if (m.strings("names") != mesh_names()) {
       std::string names;

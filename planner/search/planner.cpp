@@ -53,7 +53,7 @@ constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
     "tp x cp x pp does not divide the GPUs",
     "dp (the GPUs left by tp x cp x pp) is not the pinned --dp",
     "dp does not divide the global batch",
-    "ep does not divide dp",
+    "the experts do not fold onto the mesh (ep within dp, or whole tp groups with etp 1)",
     "dp x micro-batch does not divide the global batch",
     "sequence parallelism needs tp > 1",
     "ZeRO 1-3 shard over dp and need dp > 1",
@@ -101,7 +101,7 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
 // deterministic order).
 auto plan_key(const PlanResult& p) {
   const ParallelConfig& c = p.config;
-  return std::make_tuple(p.step_time_s, p.memory_bytes, c.tp, c.pp, c.cp, c.ep, c.zero,
+  return std::make_tuple(p.step_time_s, p.memory_bytes, c.tp, c.pp, c.cp, c.ep, c.etp, c.zero,
                          c.micro_batch, static_cast<int>(c.recompute), c.virtual_stages,
                          c.sequence_parallel, static_cast<int>(p.order));
 }
@@ -195,9 +195,10 @@ struct Planner::Impl {
     // TP seconds per part, for the tp links seen so far (few distinct ones).
     std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
   };
-  std::map<std::tuple<int, int64_t, bool, int64_t, int64_t, int>, std::unique_ptr<WorkEntry>> work;
+  std::map<std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool>, std::unique_ptr<WorkEntry>>
+      work;
   std::map<int64_t, LayerParameters> params;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
   collectives::RankPlacement placement;
   std::unique_ptr<collectives::Topology> topology;
   std::map<std::pair<int64_t, int64_t>, collectives::GroupLinks> strided;  // (size, stride)
@@ -218,12 +219,17 @@ struct Planner::Impl {
   }
 
   WorkEntry& work_for(int kind, const ParallelConfig& c) {
-    auto& slot =
-        work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch, static_cast<int>(c.recompute)}];
+    // Whole experts (etp = 1 < tp) split the tokens of the routed experts, not their weights.
+    const bool whole_experts = expert_tp(c) != c.tp;
+    auto& slot = work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch,
+                       static_cast<int>(c.recompute), whole_experts}];
     if (!slot) {
       slot = std::make_unique<WorkEntry>();
       slot->work = rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
-                             {.tp = c.tp, .sequence_parallel = c.sequence_parallel, .cp = c.cp});
+                             {.tp = c.tp,
+                              .sequence_parallel = c.sequence_parallel,
+                              .cp = c.cp,
+                              .whole_experts = whole_experts});
     }
     return *slot;
   }
@@ -321,7 +327,8 @@ struct Planner::Impl {
   }
 
   const DimLinks& links_for(const ParallelConfig& c, DimOrder order) {
-    const auto key = std::make_tuple(c.pp, c.dp, c.ep, c.cp, c.tp, static_cast<int>(order));
+    const auto key =
+        std::make_tuple(c.pp, c.dp, c.ep, c.cp, c.tp, expert_tp(c), static_cast<int>(order));
     auto it = links.find(key);
     if (it != links.end()) return it->second;
     // The same launch-rank placement and topology for every candidate (built once). A mesh dim's
@@ -349,17 +356,25 @@ struct Planner::Impl {
       }
       return it->second;
     };
-    int64_t stride = 1, ep_stride = 1;
+    int64_t stride = 1, ep_stride = 1, tp_stride = 1;
     for (size_t i = o.size(); i-- > 0;) {
       const auto d = static_cast<size_t>(o[i]);
       SP_ASSERT(d != kDpDim || (i + 1 < o.size() && o[i + 1] == kEpDim),
                 "the ep mesh dim sits just inside the dp one (Note [Candidate mesh dims])");
       if (d == kEpDim) ep_stride = stride;
+      if (d == kTpDim) tp_stride = stride;
       l[d] = group(shape[d], stride);
       stride *= shape[d];
     }
     // The whole data-parallel group: the dp / ep and ep dims together.
-    l[kDataGroup] = c.ep > 1 ? group(c.dp, ep_stride) : l[kDpDim];
+    l[kDataGroup] = shape[kEpDim] > 1 ? group(c.dp, ep_stride) : l[kDpDim];
+    // An expert group: the ep mesh dim, or with whole experts the ep and tp dims, adjacent when
+    // cp = 1 (Note [Expert fold]).
+    l[kEpGroup] = l[kEpDim];
+    if (c.ep > 1 && expert_tp(c) != c.tp) {
+      SP_ASSERT(ep_stride == tp_stride * c.tp, "whole experts span adjacent ep and tp mesh dims");
+      l[kEpGroup] = group(c.ep, tp_stride);
+    }
     return links.emplace(key, l).first->second;
   }
 
@@ -453,6 +468,16 @@ void Planner::Impl::check_pins(const Pins& pins) const {
     const std::string why = d.refuses(model, setup, *v);
     SP_CHECK(why.empty(), why);
   }
+  if (pins.etp) {
+    // Note [Expert fold]: whole experts (1) or split like the dense layers (tp).
+    const int64_t e = *pins.etp;
+    SP_CHECK(e >= 1, "--etp ", e, ", expected a positive degree");
+    SP_CHECK(model.num_local_experts > 0, "--etp ", e, " on a dense model (", model.model_type,
+             "), expected no --etp (it splits the experts of a MoE model)");
+    SP_CHECK(e == 1 || !pins.tp || e == *pins.tp, "--etp ", e, " with --tp ", *pins.tp,
+             ", expected 1 (whole experts) or ", *pins.tp,
+             " (experts split like the dense layers)");
+  }
   if (pins.virtual_stages && *pins.virtual_stages > 1) {
     const int64_t v = *pins.virtual_stages;
     SP_CHECK(!pins.pp || *pins.pp > 1, "--virtual-stages ", v,
@@ -516,16 +541,34 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
           pruned.add(kBatchByDp, {.tp = tp, .pp = pp, .dp = dp, .cp = cp});
           continue;
         }
-        std::vector<int64_t> eps = {1};
+        // (ep, etp) pairs (Note [Expert fold]): experts split like the dense layers (etp 0,
+        // following tp) with ep within dp, or whole experts (etp 1 < tp, cp 1) with ep whole tp
+        // groups times a divisor of dp.
+        std::vector<std::pair<int64_t, int64_t>> eps = {{pins.ep.value_or(1), 0}};
         if (model.num_local_experts > 0) {
           eps.clear();
           // The dimension's rule, and the search's own bound: each rank keeps at least top-k
           // experts (fewer would send every token away).
+          auto usable = [&](int64_t e) {
+            return ep_dim.refuses(model, setup, e).empty() &&
+                   model.num_local_experts / e >= model.num_experts_per_tok;
+          };
           for (int64_t e : divisors(dp, model.num_local_experts)) {
-            if (ep_dim.refuses(model, setup, e).empty() &&
-                model.num_local_experts / e >= model.num_experts_per_tok) {
-              eps.push_back(e);
+            if (usable(e)) eps.emplace_back(e, 0);
+          }
+          if (tp > 1 && cp == 1) {
+            for (int64_t d : divisors(dp, model.num_local_experts / tp)) {
+              if (usable(tp * d)) eps.emplace_back(tp * d, 1);
             }
+          }
+          if (pins.ep) {
+            // A pinned ep skips the search's own bound; the fold decides below.
+            eps = {{*pins.ep, 0}};
+            if (tp > 1) eps.emplace_back(*pins.ep, 1);
+          }
+          if (pins.etp) {
+            const int64_t want = *pins.etp == tp ? 0 : *pins.etp;
+            std::erase_if(eps, [&](const auto& e) { return e.second != want; });
           }
         }
         std::vector<int64_t> mbs;
@@ -535,10 +578,13 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
         std::vector<int> zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
         std::vector<DimOrder> orders = {DimOrder::kTpInner};
         if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
-        for (int64_t ep : pinned_or(pins.ep, eps)) {
-          if (dp % ep != 0) {
-            pruned.add(kEpByDp, {.tp = tp, .pp = pp, .dp = dp, .cp = cp, .ep = ep});
-            continue;
+        for (const auto& [ep, etp] : eps) {
+          {
+            const ParallelConfig fold{.tp = tp, .pp = pp, .dp = dp, .cp = cp, .ep = ep, .etp = etp};
+            if (!expert_fold_refuses(model, fold).empty()) {
+              pruned.add(kEpByDp, fold);
+              continue;
+            }
           }
           for (DimOrder order : orders) {
             for (int zero : pinned_or(pins.zero, zeros)) {
@@ -549,6 +595,7 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
                                                   .dp = dp,
                                                   .cp = cp,
                                                   .ep = ep,
+                                                  .etp = etp,
                                                   .zero = zero,
                                                   .micro_batch = mb});
                   continue;
@@ -574,6 +621,7 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
                                        .dp = dp,
                                        .cp = cp,
                                        .ep = ep,
+                                       .etp = etp,
                                        .zero = zero,
                                        .micro_batch = mb,
                                        .recompute = rc,

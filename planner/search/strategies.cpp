@@ -78,6 +78,8 @@ ParallelConfig default_config(const TrainingSetup& setup, const Pins& pins, Prec
   c.pp = pins.pp.value_or(1);
   c.cp = pins.cp.value_or(1);
   c.ep = pins.ep.value_or(1);
+  // etp only where it differs from tp (Note [Expert fold]).
+  c.etp = pins.etp && *pins.etp != c.tp ? *pins.etp : 0;
   const int64_t others = c.tp * c.pp * c.cp;
   SP_CHECK(others >= 1 && setup.gpus % others == 0, "--tp ", c.tp, " x --pp ", c.pp, " x --cp ",
            c.cp, " = ", others, " does not divide --gpus ", setup.gpus,

@@ -50,6 +50,38 @@ TEST(ParallelDims, MeshShapeCarvesExpertsOutOfDataParallelism) {
   EXPECT_EQ(c.*dim(kEpDim).degree, 4);
 }
 
+// Note [Expert fold]: whole experts (etp 1) on tp 4 x dp 4 with ep 8 take the 4 tp ranks and 2 of
+// the 4 dp ranks: [1, 4 / 2, 8 / 4, 1, 4]; an expert shard's replicas are the remaining 2.
+TEST(ParallelDims, WholeExpertsTakeTensorParallelRanksBeforeDataParallelOnes) {
+  const ParallelConfig c{.tp = 4, .dp = 4, .ep = 8, .etp = 1};
+  EXPECT_EQ(expert_tp(c), 1);
+  EXPECT_EQ(ep_from_dp(c), 2);
+  EXPECT_THAT(mesh_shape(c), ElementsAre(1, 2, 2, 1, 4));
+  const tensor::ModelConfig moe = tensor::find_model_config("mixtral-8x7b");
+  EXPECT_EQ(expert_fold_refuses(moe, c), "");
+  // etp 0 follows tp: the fold of before, ep inside dp.
+  const ParallelConfig split{.tp = 4, .dp = 4, .ep = 4};
+  EXPECT_EQ(expert_tp(split), 4);
+  EXPECT_THAT(mesh_shape(split), ElementsAre(1, 1, 4, 1, 4));
+  EXPECT_EQ(expert_fold_refuses(moe, split), "");
+  // What five mesh dims cannot hold, each refused naming the flags.
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 4, .ep = 8}),
+            "--ep 8 does not divide --dp 4, expected expert parallelism within data parallelism "
+            "(or --etp 1: ep groups of whole tensor-parallel groups)");
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 4, .ep = 8, .etp = 2}),
+            "--etp 2 with --tp 4, expected 1 (whole experts) or 4 (experts split like the dense "
+            "layers)");
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 4, .ep = 2, .etp = 1}),
+            "--ep 2 with --etp 1 and --tp 4, expected a multiple of --tp 4 dividing --tp x --dp = "
+            "16 (each expert group holds whole tensor-parallel groups)");
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 2, .cp = 2, .ep = 8, .etp = 1}),
+            "--etp 1 with --cp 2, expected --cp 1 or --etp 4 (expert groups across tensor- and "
+            "data-parallel ranks skip no context ranks)");
+  EXPECT_EQ(expert_fold_refuses(tensor::find_model_config("llama3-8b"), {.tp = 4, .etp = 1}),
+            "--etp 1 on a dense model (llama), expected no --etp (it splits the experts of a MoE "
+            "model)");
+}
+
 TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
   // Llama-3-8B: 32 heads, 8 KV heads, 32 layers; a dense model.
   const tensor::ModelConfig m = tensor::find_model_config("llama3-8b");
@@ -83,7 +115,7 @@ TEST(ParallelDims, ConfigCheckReadsTheTable) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
                  "--ep 4 does not divide --dp 2, expected expert parallelism within data "
-                 "parallelism");
+                 "parallelism (or --etp 1: ep groups of whole tensor-parallel groups)");
   }
   // The world's product names the four factors.
   try {

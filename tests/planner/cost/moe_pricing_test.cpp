@@ -31,13 +31,15 @@ struct Priced {
   std::map<std::string, BillCollective> rows;  // by what
 };
 
-Priced price(int64_t ep, int zero) {
+Priced price(int64_t ep, int zero, int64_t tp = 1, int64_t etp = 0) {
   Planner p(tensor::find_model_config("mixtral-8x7b"),
             collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
             {.gpus = 16, .seq = 4096, .global_batch = 64}, {});
   ParallelConfig c;
-  c.dp = 16;
+  c.tp = tp;
+  c.dp = 16 / tp;
   c.ep = ep;
+  c.etp = etp;
   c.zero = zero;
   c.micro_batch = 1;
   c.recompute = tensor::RecomputePolicy::kFull;
@@ -87,6 +89,42 @@ TEST(MoePricing, ExpertStatesShardOverTheExpertDataParallelGroup) {
   EXPECT_EQ(p.rows.at("dp reduce_scatter (dense gradients)").bytes, dense * 2);
   EXPECT_EQ(p.rows.at("dp reduce_scatter (expert gradients)").group_size, 2);
   EXPECT_EQ(p.rows.at("dp reduce_scatter (expert gradients)").bytes, experts * 2);
+}
+
+// Whole experts (etp 1) on tp 4 x dp 4 with ep 8 (Note [Expert fold] in parallel_dims.h): the
+// 16 ranks regroup as ep 8 x edp 2, so ep exceeds dp. Each rank holds one whole expert of each
+// layer (8 / 8), sends its quarter of the tensor-parallel group's tokens (4096 x top-2 x 4096 x 2
+// bytes / 4 = 16 MiB), and the experts add no tensor-parallel collective: the block's traffic is
+// the dense layers' alone, as with the same tp 4 on a dense layer.
+TEST(MoePricing, WholeExpertsLetEpSpanTensorAndDataParallelRanks) {
+  const Priced whole = price(8, 1, 4, 1);
+  const BillCollective& a2a = whole.rows.at("ep all_to_all (token dispatch and combine)");
+  EXPECT_EQ(a2a.bytes, 4096 * 2 * 4096 * 2 / 4);
+  EXPECT_EQ(a2a.group_size, 8);
+  // Dense weights 1 / tp each (the row-parallel biases and norms are whole, none here but
+  // norms and the router: 8,192 + 32,768 of a layer's 41,984,000 stay whole).
+  const int64_t dense_layer = (kDenseLayer - 8'192 - 32'768) / 4 + 8'192 + 32'768;
+  const int64_t experts = kLayers * kExpertsLayer / 8;
+  const int64_t dense = kLayers * dense_layer + kEnds / 4 + 4'096 - 4'096 / 4;
+  EXPECT_EQ(whole.rows.at("dp reduce_scatter (expert gradients)").bytes, experts * 2);
+  EXPECT_EQ(whole.rows.at("dp reduce_scatter (expert gradients)").group_size, 2);  // 16 / 8
+  EXPECT_EQ(whole.rows.at("dp reduce_scatter (dense gradients)").group_size, 4);
+  EXPECT_EQ(whole.bill.parameter_bytes, (dense + experts) * 2);
+  // The experts split like the dense layers (etp 4) over ep 4 = dp: 1 / 4 of each of 2 experts
+  // per rank, 1 / 16 of the expert weights, and 64 MiB sent per rank (the whole replicated
+  // micro-batch: every tp rank needs every token for its slice of each expert).
+  const Priced split = price(4, 1, 4);
+  EXPECT_EQ(split.rows.at("ep all_to_all (token dispatch and combine)").bytes, 4096 * 2 * 4096 * 2);
+  EXPECT_EQ(split.bill.parameter_bytes, (dense + experts / 2) * 2);
+  // Tensor-parallel traffic per step: the split experts add their own all-reduces.
+  auto tp_bytes = [](const Priced& p) {
+    int64_t b = 0;
+    for (const BillCollective& c : p.bill.collectives) {
+      if (c.what.rfind("tp ", 0) == 0) b += c.bytes * c.calls;
+    }
+    return b;
+  };
+  EXPECT_LT(tp_bytes(whole), tp_bytes(split));
 }
 
 // --moe-imbalance F: the busiest expert's tokens are F times the balanced load, so the routed

@@ -114,6 +114,7 @@ TEST(PartialRecompute, PinnedSearchPricesWhatEstimateDoes) {
                   .dp = 2,
                   .cp = {},
                   .ep = {},
+                  .etp = {},
                   .micro_batch = 1,
                   .virtual_stages = 5,
                   .recompute_layers = 2,

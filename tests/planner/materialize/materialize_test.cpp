@@ -269,7 +269,8 @@ TEST(MaterializeShards, PaddingRowStartsAtZeroOnEveryShard) {
 // Expert parallelism splits the fused experts' dim 0 over the "ep" mesh dim: with ep 2 over 4
 // experts, the ranks at ep coordinate 0 hold rows 0 and 1 (experts 0 and 1) of every layer's
 // gate_up_proj and down_proj, those at 1 rows 2 and 3 (or a part of those rows, when FSDP splits
-// them further); every other tensor has no ep placement.
+// them further); every other tensor is split over the ep dim only as ZeRO-3 splits it over the
+// whole data-parallel group.
 TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {
   const tensor::ModelConfig moe = tensor::parse_model_config(nlohmann::json::parse(R"({
     "model_type": "mixtral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
@@ -291,8 +292,12 @@ TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {
     for (const LocalParameter& part : l.rank_parameters(rank)) {
       const MaterialParameter& m = l.parameters()[part.index];
       const bool expert = m.plan->name.find(".experts.") != std::string::npos;
-      EXPECT_EQ(m.plan->placements[kEpDim].is_shard(0), expert) << m.plan->name;
-      if (!expert) continue;
+      if (!expert) {
+        EXPECT_EQ(m.plan->placements[kEpDim].is_any_shard(), r.top.at(0).config.zero == 3)
+            << m.plan->name;
+        continue;
+      }
+      EXPECT_TRUE(m.plan->placements[kEpDim].is_shard(0)) << m.plan->name;
       ++experts;
       for (const mesh::IndexRange& r : part.ranges[0]) {
         EXPECT_GE(r.begin, 2 * ep) << m.plan->name << " on rank " << rank;
@@ -303,6 +308,49 @@ TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {
   }
   const DryRunReport d = dry_run(l, 0);
   for (const RankClass& c : d.classes) EXPECT_EQ(c.parameters, 21);  // every tensor, in part
+}
+
+// Whole experts (etp 1, Note [Expert fold]) on tp 2 x dp 4 with ep 4: the experts' dim 0 splits
+// over the ep mesh dim then the tp one, so the rank at (ep e, tp t) holds expert 2e + t whole.
+// ZeRO-3 cannot split that one expert over the 2 remaining dp ranks on dim 0 and shards dim 1
+// instead (gate_up_proj [4, 192, 64]: rows 96 d .. 96 d + 96 at dp coordinate d).
+TEST(MaterializeLayout, WholeExpertsSplitOverEpThenTpAndFsdpTakesTheirNextDim) {
+  const tensor::ModelConfig moe = tensor::parse_model_config(nlohmann::json::parse(R"({
+    "model_type": "mixtral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 256, "hidden_act": "silu", "num_local_experts": 4,
+    "num_experts_per_tok": 2, "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
+                                                             "tiny mixtral");
+  Planner p(moe, collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+            {.gpus = 8, .seq = 64, .global_batch = 8}, {});
+  Pins pins;
+  pins.tp = 2;
+  pins.dp = 4;
+  pins.ep = 4;
+  pins.etp = 1;
+  pins.zero = 3;
+  const SearchResult r = p.search(pins, 1);
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_EQ(r.top.at(0).config.etp, 1);
+  const MaterialLayout l(plan_file(p, r.top.at(0), "tiny-mixtral", 1));
+  EXPECT_EQ(mesh_shape_vector(r.top.at(0).config), std::vector<int64_t>({1, 2, 2, 1, 2}));
+  for (int64_t rank = 0; rank < 8; ++rank) {
+    const auto at = *l.mesh().coordinate_of(rank);
+    const int64_t expert = 2 * at[kEpDim] + at[kTpDim];
+    int64_t seen = 0;
+    for (const LocalParameter& part : l.rank_parameters(rank)) {
+      const MaterialParameter& m = l.parameters()[part.index];
+      if (m.plan->name.find(".experts.gate_up_proj") == std::string::npos) continue;
+      ++seen;
+      ASSERT_EQ(part.ranges[0].size(), 1u);
+      EXPECT_EQ(part.ranges[0][0].begin, expert) << "rank " << rank;
+      EXPECT_EQ(part.ranges[0][0].end, expert + 1) << "rank " << rank;
+      ASSERT_EQ(part.ranges[1].size(), 1u);
+      EXPECT_EQ(part.ranges[1][0].begin, 96 * at[kDpDim]) << "rank " << rank;
+      EXPECT_EQ(part.ranges[1][0].end, 96 * at[kDpDim] + 96) << "rank " << rank;
+    }
+    EXPECT_EQ(seen, 2) << "rank " << rank;  // one per layer
+  }
 }
 
 }  // namespace
