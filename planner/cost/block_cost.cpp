@@ -199,6 +199,28 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   auto bounded = [&](int64_t keys) {
     return t.attention_window > 0 ? std::min(keys, t.attention_window) : keys;
   };
+  // A routed-experts GEMM reads the weights of the experts this rank holds: tp / (ep x etp) of
+  // what the traced op (all E experts) times its 1 / tp share reads, 1 / ep with experts split
+  // over tp, tp / ep with whole experts; its tokens are the traced ones (RankSplit::ep).
+  const double weight_share = split.whole_experts
+                                  ? static_cast<double>(tp) / static_cast<double>(split.ep)
+                                  : 1.0 / static_cast<double>(split.ep);
+  TrainingOp local_op;
+  auto expert_weights_local = [&](const TrainingOp& op) -> const TrainingOp& {
+    const size_t i = static_cast<size_t>(&op - st.ops.data());
+    if (!t.expert_op[i] || op.matmul_flops <= 0 || weight_share == 1.0) return op;
+    int64_t weights = 0;
+    for (int64_t in : op.inputs) {
+      const StepTensor& x = st.tensors[static_cast<size_t>(in)];
+      if (!st.buffers[static_cast<size_t>(x.buffer)].is_activation) weights += x.nbytes;
+    }
+    const auto drop = static_cast<int64_t>(static_cast<double>(weights) * (1.0 - weight_share));
+    local_op = op;
+    local_op.bytes_read = std::max<int64_t>(0, op.bytes_read - drop);
+    local_op.backward_bytes_read = std::max<int64_t>(0, op.backward_bytes_read - drop);
+    local_op.backward_bytes_written = std::max<int64_t>(0, op.backward_bytes_written - drop);
+    return local_op;
+  };
   // The fraction of an op's traced work one rank does.
   auto share = [&](size_t i) {
     const bool split_op = t.split[i] != OpSplit::kReplicated;
@@ -246,6 +268,12 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
         }
       }
       if (t.score_op[i]) g.k *= split.cp;
+      if (t.expert_op[i] && split.ep > 1 && g.batch >= split.ep && g.batch % split.ep == 0) {
+        // A grouped GEMM over the layer's experts: this rank's E / ep of them, each fed by the
+        // ep ranks of its group (RankSplit::ep).
+        g.batch /= split.ep;
+        g.m *= split.ep;
+      }
     }
     double eff = op.matmul_flops > 0 ? gemm_efficiency(a, g) : 1;
     OpSeconds s;
@@ -263,7 +291,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
                                  t.attention == tensor::AttentionImpl::kFlash && !band);
       s = op_seconds(attn, op, eff, share(i));
     } else {
-      s = op_seconds(a, op, eff, share(i));
+      s = op_seconds(a, expert_weights_local(op), eff, share(i));
       if (op.matmul_flops > 0 && !t.score_op[i]) {
         // A linear layer's GEMM: its operands quantized under fp8 (Note [FP8 GEMMs]).
         const double rows = static_cast<double>(g.batch) * static_cast<double>(g.m);

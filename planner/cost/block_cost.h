@@ -115,6 +115,10 @@ struct RankSplit {
   // routed experts' tokens, not their weights, so the experts' GEMMs keep their full width, their
   // tensor-parallel collectives vanish, and each rank dispatches 1 / tp of the tokens.
   bool whole_experts = false;
+  // Expert parallelism: a rank runs E / ep of a layer's experts, each on the tokens of ep ranks, so
+  // its grouped GEMMs have ep times the rows of the traced ones on 1 / ep of the batch (the same
+  // work, in larger and more efficient GEMMs).
+  int64_t ep = 1;
 };
 
 // One collective a part issues per micro-batch: S bytes as nccl-tests counts them.

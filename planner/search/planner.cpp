@@ -195,7 +195,8 @@ struct Planner::Impl {
     // TP seconds per part, for the tp links seen so far (few distinct ones).
     std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
   };
-  std::map<std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool>, std::unique_ptr<WorkEntry>>
+  std::map<std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool, int64_t>,
+           std::unique_ptr<WorkEntry>>
       work;
   std::map<int64_t, LayerParameters> params;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
@@ -220,16 +221,20 @@ struct Planner::Impl {
 
   WorkEntry& work_for(int kind, const ParallelConfig& c) {
     // Whole experts (etp = 1 < tp) split the tokens of the routed experts, not their weights.
-    const bool whole_experts = expert_tp(c) != c.tp;
+    // Both matter to MoE layers only: dense kinds share one entry across them.
+    const bool moe = ctx.stack.moe[static_cast<size_t>(kind)];
+    const bool whole_experts = moe && expert_tp(c) != c.tp;
+    const int64_t ep = moe ? c.ep : 1;
     auto& slot = work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch,
-                       static_cast<int>(c.recompute), whole_experts}];
+                       static_cast<int>(c.recompute), whole_experts, ep}];
     if (!slot) {
       slot = std::make_unique<WorkEntry>();
       slot->work = rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
                              {.tp = c.tp,
                               .sequence_parallel = c.sequence_parallel,
                               .cp = c.cp,
-                              .whole_experts = whole_experts});
+                              .whole_experts = whole_experts,
+                              .ep = ep});
     }
     return *slot;
   }
