@@ -127,16 +127,20 @@ StageEnds balance_stack_ends(std::span<const double> layer_prefix_s, int64_t sta
   // The slowest stage of the partition with these ends, or any value above `bound` as soon as
   // one stage exceeds it (such ends lose to the best so far whatever the other stages hold). The
   // two ends first: they differ between the candidates, the middle stages mostly do not.
+  const double* at = layer_prefix_s.data();
   auto slowest = [&](const StageEnds& ends, double bound) {
-    auto stage_s = [&](int64_t s) {
-      const int64_t b = stage_begin(L, p, ends, s), end = stage_begin(L, p, ends, s + 1);
-      double t = layer_prefix_s[static_cast<size_t>(end)] - layer_prefix_s[static_cast<size_t>(b)];
-      if (s == 0) t += e;
-      if (s == p - 1) t += h;
-      return t;
-    };
-    double worst = std::max(stage_s(0), stage_s(p - 1));
-    for (int64_t s = 1; s < p - 1 && worst <= bound; ++s) worst = std::max(worst, stage_s(s));
+    double worst = std::max(at[ends.first] + e, at[L] - at[L - ends.last] + h);
+    // The middle stages in order, as stage_begin lays them out: rest / m layers each, one more
+    // for the last rest % m of them (walked without stage_begin's divisions per stage).
+    const int64_t m = p - 2;
+    if (m <= 0) return worst;
+    const int64_t rest = L - ends.first - ends.last, q = rest / m, extra_from = m - rest % m;
+    int64_t b = ends.first;
+    for (int64_t i = 0; i < m && worst <= bound; ++i) {
+      const int64_t end = b + q + (i >= extra_from ? 1 : 0);
+      worst = std::max(worst, at[end] - at[b]);
+      b = end;
+    }
     return worst;
   };
   StageEnds best = guess;

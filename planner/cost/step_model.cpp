@@ -1,7 +1,11 @@
 #include "planner/cost/step_model.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "base/checked.h"
@@ -18,13 +22,33 @@ using collectives::CollectiveKind;
 // questions for thousands of candidates, so answers are remembered (per thread).
 double seconds_of(CollectiveKind kind, int64_t bytes, const collectives::GroupLinks& links) {
   if (links.group_size <= 1 || bytes <= 0) return 0;
-  thread_local std::unordered_map<collectives::CollectiveCall, double> memo;
   const collectives::CollectiveCall call{kind, links.group_size, bytes, links};
+  // A search asks for the same few calls again and again: a small direct-mapped table of the
+  // latest ones, indexed by the cheap fields and checked on every field, answers most of them
+  // without hashing the links (which cost a tenth of a DeepSeek-V3 search).
+  struct Recent {
+    collectives::CollectiveCall call;
+    double seconds = -1;
+  };
+  thread_local std::array<Recent, 4096> recent;
+  const auto slot =
+      static_cast<size_t>((static_cast<uint64_t>(bytes) * 0x9E3779B97F4A7C15ULL ^
+                           static_cast<uint64_t>(links.group_size) * 0xC2B2AE3D27D4EB4FULL ^
+                           static_cast<uint64_t>(links.nodes) * 31 ^ static_cast<uint64_t>(kind)) >>
+                          52);
+  Recent& r = recent[slot];
+  if (r.seconds >= 0 && r.call == call) return r.seconds;
+  thread_local std::unordered_map<collectives::CollectiveCall, double> memo;
   auto it = memo.find(call);
-  if (it != memo.end()) return it->second;
-  if (memo.size() > 100000) memo.clear();
-  const double t = collectives::collective_cost(call).time_s;
-  memo.emplace(call, t);
+  double t = 0;
+  if (it != memo.end()) {
+    t = it->second;
+  } else {
+    if (memo.size() > 100000) memo.clear();
+    t = collectives::collective_cost(call).time_s;
+    memo.emplace(call, t);
+  }
+  r = {call, t};
   return t;
 }
 
@@ -169,6 +193,39 @@ StageLoad load_of(const StackLayout& s, int64_t begin, int64_t end) {
   const auto& e = s.prefix[static_cast<size_t>(end)];
   for (int k = 0; k < s.kinds; ++k) l.of[static_cast<size_t>(k)] = e[k] - b[k];
   return l;
+}
+
+// Note [Distinct stages]
+// A stack's stages price alike when they hold the same layers by kind, unless they are the first
+// (the embedding) or the last (the output layer): same time, same parameters, and the earlier one
+// holds at least as many in-flight micro-batches (chunks_in_flight does not grow with the stage).
+// So the slowest stage, the largest and the one with the most activations are all among the
+// first and last stages and the first middle stage of each distinct load: for DeepSeek-V3 (3
+// dense layers, then 58 MoE) on 16 stages, 3 or 4 stages instead of 16. In stage order, so ties
+// resolve to the earliest stage as a walk over every stage would.
+struct DistinctStage {
+  int64_t stage = 0;
+  StageLoad load;
+};
+
+const std::vector<DistinctStage>& distinct_stages(const StackLayout& stack, int64_t L, int64_t pp,
+                                                  const StageEnds& ends) {
+  using Key = std::tuple<uint64_t, int64_t, int64_t, int64_t, int64_t>;
+  thread_local std::map<Key, std::vector<DistinctStage>> memo;
+  const Key key{stack.serial, L, pp, ends.first, ends.last};
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= 4096) memo.clear();
+  std::vector<DistinctStage> out;
+  for (int64_t s = 0; s < pp; ++s) {
+    const StageLoad load =
+        load_of(stack, stage_begin(L, pp, ends, s), stage_begin(L, pp, ends, s + 1));
+    const bool end = s == 0 || s == pp - 1;
+    const bool seen = !end && std::any_of(out.begin(), out.end(), [&](const DistinctStage& d) {
+      return d.stage != 0 && d.load.n == load.n && d.load.of == load.of;
+    });
+    if (!seen) out.push_back({s, load});
+  }
+  return memo.emplace(key, std::move(out)).first->second;
 }
 
 // One layer kind's prices for one candidate.
@@ -356,21 +413,18 @@ struct StageTimes {
   }
 };
 
-// The layers stage `s` prices with: a uniform stack prices the ends and the widest middle count
-// (every middle stage is alike); a stack of kinds prices each stage's own layers.
-StageLoad stage_load(const StackLayout& stack, const StageTimes& st, int64_t L, int64_t pp,
-                     int64_t s) {
-  if (stack.uniform()) return uniform_load(st.layers_of(s, pp));
-  return load_of(stack, stage_begin(L, pp, st.ends, s), stage_begin(L, pp, st.ends, s + 1));
-}
-
-// The stages whose times can be the slowest: for a uniform stack the ends and one middle stage.
+// The stages whose times can be the slowest, with their layers by kind: for a uniform stack the
+// ends and the widest middle count (every middle stage is alike); for a stack of kinds the
+// distinct stages (Note [Distinct stages]).
 template <typename Visit>
-void for_each_priced_stage(const StackLayout& stack, int64_t pp, Visit&& visit) {
+void for_each_priced_stage(const StackLayout& stack, int64_t L, int64_t pp, const StageEnds& ends,
+                           Visit&& visit) {
   if (stack.uniform()) {
-    for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) visit(s);
+    for (int64_t s : {int64_t{0}, pp / 2, pp - 1}) {
+      visit(s, uniform_load(s == 0 ? ends.first : s == pp - 1 ? ends.last : ends.middle_max));
+    }
   } else {
-    for (int64_t s = 0; s < pp; ++s) visit(s);
+    for (const DistinctStage& d : distinct_stages(stack, L, pp, ends)) visit(d.stage, d.load);
   }
 }
 
@@ -382,11 +436,11 @@ StageEnds partition_stack(const StepContext& ctx, const LayerPrices& lp, int64_t
                               v);
   }
   // Each layer at its kind's time (Note [Stack of layer kinds]).
-  thread_local std::vector<double> prefix;
-  prefix.assign(1, 0.0);
   std::array<double, kMaxLayerKinds> t{};
   for (int k = 0; k < lp.kinds; ++k)
     t[static_cast<size_t>(k)] = lp.mixed(k, nominal_layers).total_s;
+  thread_local std::vector<double> prefix;
+  prefix.assign(1, 0.0);
   for (int32_t k : ctx.stack.kind_of_layer)
     prefix.push_back(prefix.back() + t[static_cast<size_t>(k)]);
   return balance_stack_ends(prefix, pp, lp.embedding_s, lp.head_s, v);
@@ -412,8 +466,7 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
   // Each stage keeps at least one layer per model chunk.
   st.ends = partition_stack(ctx, lp, pp, nominal_layers);
   double t_chunk = 0;
-  for_each_priced_stage(ctx.stack, pp, [&](int64_t s) {
-    const StageLoad load = stage_load(ctx.stack, st, L, pp, s);
+  for_each_priced_stage(ctx.stack, L, pp, st.ends, [&](int64_t s, const StageLoad& load) {
     const int64_t layers = load.n;
     double t = 0, compute = 0;
     for (int k = 0; k < lp.kinds; ++k) {
@@ -475,9 +528,9 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
   if (!ctx.stack.uniform()) {
     // Every stage, its routed experts split over ep (Note [Stack of layer kinds]).
     int64_t best = -1;
-    for (int64_t s = 0; s < pp; ++s) {
-      const StageLoad load =
-          load_of(ctx.stack, stage_begin(L, pp, ends, s), stage_begin(L, pp, ends, s + 1));
+    for (const DistinctStage& d : distinct_stages(ctx.stack, L, pp, ends)) {
+      const int64_t s = d.stage;
+      const StageLoad& load = d.load;
       int64_t experts = 0;
       for (int k = 0; k < ctx.stack.kinds; ++k) {
         experts += load.of[static_cast<size_t>(k)] * params.kind_experts[static_cast<size_t>(k)];
@@ -681,10 +734,8 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
   const PipelineShape shape = pipeline_shape(ctx.setup, c);
   double act_peak = 0;
   int act_stage = 0;
-  auto activations = [&](int64_t s) {
+  auto activations_of = [&](int64_t s, const StageLoad& load) {
     // Chunks in flight of this stage's own layers / v (Note [In-flight micro-batches]).
-    const StageLoad load =
-        load_of(ctx.stack, stage_begin(L, pp, ends, s), stage_begin(L, pp, ends, s + 1));
     const int64_t flight = chunks_in_flight(shape, s);
     double held = 0;
     for (int k = 0; k < lp.kinds; ++k) {
@@ -711,10 +762,13 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
     // peak is on the first stage, the second, the first middle stage with the most layers or the
     // last.
     for (int64_t s : {int64_t{0}, std::min<int64_t>(1, pp - 1), states.widest_middle, pp - 1}) {
-      activations(s);
+      activations_of(
+          s, load_of(ctx.stack, stage_begin(L, pp, ends, s), stage_begin(L, pp, ends, s + 1)));
     }
   } else {
-    for (int64_t s = 0; s < pp; ++s) activations(s);
+    for (const DistinctStage& d : distinct_stages(ctx.stack, L, pp, ends)) {
+      activations_of(d.stage, d.load);
+    }
   }
   // One block's working set (the largest kind's) and the output layer's share.
   int64_t block_working = 0, layer_params = 0;
@@ -899,7 +953,9 @@ StackLayout StackLayout::of(const tensor::LayerStack& s) {
   SP_CHECK(s.kinds.size() <= static_cast<size_t>(kMaxLayerKinds), "a model of ", s.kinds.size(),
            " layer kinds, expected at most ", kMaxLayerKinds,
            " (the most the step model prices; docs/cost-model.md §8.1)");
+  static std::atomic<uint64_t> serials{0};
   StackLayout out;
+  out.serial = ++serials;
   out.kinds = std::max(1, static_cast<int>(s.kinds.size()));
   for (size_t k = 0; k < s.kinds.size(); ++k) {
     out.moe[k] = s.kinds[k].ffn == tensor::FfnKind::kMoe;

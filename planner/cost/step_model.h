@@ -73,6 +73,8 @@ struct StackLayout {
   // prefix[i][k]: layers of kind k among the first i (empty for a uniform stack).
   std::vector<std::array<int32_t, kMaxLayerKinds>> prefix;
   std::vector<int32_t> kind_of_layer;  // empty for a uniform stack
+  // Distinct for every layout `of` makes in the process: memos of per-stack results key on it.
+  uint64_t serial = 0;
   bool uniform() const { return kinds == 1; }
   // Throws shardplan::Error when the model has more kinds than the step model prices.
   static StackLayout of(const tensor::LayerStack& s);

@@ -195,9 +195,10 @@ struct Planner::Impl {
     // TP seconds per part, for the tp links seen so far (few distinct ones).
     std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
   };
-  std::map<std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool, int64_t>,
-           std::unique_ptr<WorkEntry>>
-      work;
+  // (kind, tp, sp, cp, micro-batch, recomputation, whole experts, ep) -> its work.
+  using WorkKey = std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool, int64_t>;
+  std::map<WorkKey, std::unique_ptr<WorkEntry>> work;
+  std::array<std::pair<WorkKey, WorkEntry*>, kMaxLayerKinds> last_work{};
   std::map<int64_t, LayerParameters> params;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>, DimLinks> links;
   collectives::RankPlacement placement;
@@ -225,8 +226,19 @@ struct Planner::Impl {
     const bool moe = ctx.stack.moe[static_cast<size_t>(kind)];
     const bool whole_experts = moe && expert_tp(c) != c.tp;
     const int64_t ep = moe ? c.ep : 1;
-    auto& slot = work[{kind, c.tp, c.sequence_parallel, c.cp, c.micro_batch,
-                       static_cast<int>(c.recompute), whole_experts, ep}];
+    const WorkKey key{kind,
+                      c.tp,
+                      c.sequence_parallel,
+                      c.cp,
+                      c.micro_batch,
+                      static_cast<int>(c.recompute),
+                      whole_experts,
+                      ep};
+    // Consecutive candidates mostly share a kind's entry (the innermost loops vary what it does
+    // not depend on): the last one found per kind answers them without the map.
+    if (kind < kMaxLayerKinds && last_work[kind].first == key && last_work[kind].second)
+      return *last_work[kind].second;
+    auto& slot = work[key];
     if (!slot) {
       slot = std::make_unique<WorkEntry>();
       slot->work = rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
@@ -236,6 +248,7 @@ struct Planner::Impl {
                               .whole_experts = whole_experts,
                               .ep = ep});
     }
+    if (kind < kMaxLayerKinds) last_work[kind] = {key, slot.get()};
     return *slot;
   }
 
