@@ -973,6 +973,43 @@ StackLayout StackLayout::of(const tensor::LayerStack& s) {
   return out;
 }
 
+// Note [Memory lower bound]
+// The largest stage holds at least the average stage's parameters: this rank's share of every
+// layer (the routed experts split as local_experts splits them) over pp. Its model states are at
+// least those parameters' ZeRO-sharded over the whole data-parallel group (experts shard over
+// fewer ranks, and a sum's ceiling is at most the sum of the ceilings), and step_memory adds
+// activations, working set, the context and the allocator's share on top. A 1 % margin covers
+// the rounding of the per-stage expert split. Most of a large MoE search's candidates need
+// several times a GPU's memory (DeepSeek-V3 on 1,024 H100s: 539,000 of 669,000), and this answers
+// them without pricing their times.
+double memory_lower_bound(const StepContext& ctx, const ParallelConfig& c,
+                          const LayerParameters& params) {
+  if (params.prefix.empty() || c.pp < 1) return 0;
+  double local = static_cast<double>(params.prefix.back());
+  if (c.ep > 1) {
+    double experts = 0;
+    if (ctx.stack.uniform()) {
+      experts = static_cast<double>(params.experts_per_layer) * static_cast<double>(ctx.layers);
+    } else {
+      for (int k = 0; k < ctx.stack.kinds; ++k) {
+        const auto n = static_cast<double>(ctx.stack.prefix.back()[static_cast<size_t>(k)]);
+        experts += n * static_cast<double>(params.kind_experts[static_cast<size_t>(k)]);
+      }
+    }
+    const double kept = static_cast<double>(c.tp) / static_cast<double>(c.ep * expert_tp(c));
+    local -= experts * (1 - kept);
+  }
+  if (c.pp == 1) local -= static_cast<double>(params.tied_twice);
+  const double stage = std::max(0.0, local / static_cast<double>(c.pp));
+  const MixedPrecision& r = ctx.recipe;
+  const double dp = static_cast<double>(std::max<int64_t>(1, c.dp));
+  const double per_param_sharded = (c.zero >= 1 ? r.optimizer_bytes() / dp : r.optimizer_bytes()) +
+                                   (c.zero >= 2 ? r.grad_bytes / dp : r.grad_bytes) +
+                                   (c.zero >= 3 ? r.param_bytes / dp : r.param_bytes);
+  const double states = stage * per_param_sharded;
+  return 0.99 * (static_cast<double>(ctx.context_bytes) + states * (1 + kAllocatorOverhead));
+}
+
 StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
                     std::span<const KindWork> kinds, const DimLinks& links,
                     const LayerParameters& params, Bill* bill) {

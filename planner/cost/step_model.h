@@ -186,6 +186,13 @@ TpSeconds tp_seconds(const PartWork& p, const collectives::GroupLinks& tp_links)
 // links[kTpDim] (the search's cache). Under partial recomputation (c.recompute_layers > 0)
 // `stored_block` is the kind's block traced without recomputation, for the layers that keep their
 // activations (Note [Partial recomputation]).
+// At most the memory_bytes evaluate gives `c` (a few tenths of a percent under it, never above):
+// the average stage's model states, ZeRO-sharded over the whole data-parallel group, plus the
+// context and the allocator's share, from the parameter counts alone. The search skips pricing
+// what this already puts far beyond the device (Note [Memory lower bound] in step_model.cpp).
+double memory_lower_bound(const StepContext& ctx, const ParallelConfig& c,
+                          const LayerParameters& params);
+
 struct KindWork {
   const RankWork* work = nullptr;
   const std::array<TpSeconds, kParts>* tp = nullptr;

@@ -777,8 +777,18 @@ std::vector<Planner::Best> Planner::best_of_each(
       any = any || in[f];
     }
     if (!any) return;
-    const DimLinks& links = I.links_for(c, order);
     const LayerParameters& params = I.params_for(c.tp);
+    // Far beyond the device whatever its times (Note [Memory lower bound]): counted as rejected
+    // without pricing, once the memory rule has its first, exactly priced, sample and the least
+    // memory seen is below it.
+    if (over_memory.count > 0 && least) {
+      const double floor = memory_lower_bound(I.ctx, c, params);
+      if (floor > I.ctx.memory_capacity_bytes && floor > static_cast<double>(least->memory_bytes)) {
+        count(c, StepResult{});
+        return;
+      }
+    }
+    const DimLinks& links = I.links_for(c, order);
     std::array<KindWork, kMaxLayerKinds> kinds;
     const StepResult s = evaluate(I.ctx, c, I.kind_works(c, links, kinds), links, params);
     consider(c, order, s);
