@@ -31,11 +31,13 @@ double seconds_of(CollectiveKind kind, int64_t bytes, const collectives::GroupLi
     double seconds = -1;
   };
   thread_local std::array<Recent, 4096> recent;
-  const auto slot =
-      static_cast<size_t>((static_cast<uint64_t>(bytes) * 0x9E3779B97F4A7C15ULL ^
-                           static_cast<uint64_t>(links.group_size) * 0xC2B2AE3D27D4EB4FULL ^
-                           static_cast<uint64_t>(links.nodes) * 31 ^ static_cast<uint64_t>(kind)) >>
-                          52);
+  uint64_t h = static_cast<uint64_t>(bytes) * 0x9E3779B97F4A7C15ULL;
+  for (const int64_t x : {links.group_size, links.nodes, links.ranks_per_node,
+                          links.groups_sharing_nics, static_cast<int64_t>(kind)}) {
+    h = (h ^ static_cast<uint64_t>(x)) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 31;
+  }
+  const auto slot = static_cast<size_t>(h & (recent.size() - 1));
   Recent& r = recent[slot];
   if (r.seconds >= 0 && r.call == call) return r.seconds;
   thread_local std::unordered_map<collectives::CollectiveCall, double> memo;
