@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -441,11 +442,33 @@ StageEnds partition_stack(const StepContext& ctx, const LayerPrices& lp, int64_t
   std::array<double, kMaxLayerKinds> t{};
   for (int k = 0; k < lp.kinds; ++k)
     t[static_cast<size_t>(k)] = lp.mixed(k, nominal_layers).total_s;
+  // The split depends on these numbers alone, and candidates that differ only where it does not
+  // look (the ZeRO stage below 3, the micro-batch count, the memory) share them: a small
+  // direct-mapped table of recent splits, checked on every number, answers them.
+  struct Recent {
+    uint64_t stack = 0;
+    int64_t pp = 0, v = 0;
+    std::array<double, kMaxLayerKinds + 2> s{};
+    StageEnds ends;
+  };
+  thread_local std::array<Recent, 1024> recent;
+  std::array<double, kMaxLayerKinds + 2> s{};
+  std::copy(t.begin(), t.end(), s.begin());
+  s[kMaxLayerKinds] = lp.embedding_s;
+  s[kMaxLayerKinds + 1] = lp.head_s;
+  uint64_t h = ctx.stack.serial * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(pp * 131 + v);
+  for (double d : s) {
+    h = (h ^ std::bit_cast<uint64_t>(d)) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 31;
+  }
+  Recent& r = recent[h & (recent.size() - 1)];
+  if (r.stack == ctx.stack.serial && r.pp == pp && r.v == v && r.s == s) return r.ends;
   thread_local std::vector<double> prefix;
   prefix.assign(1, 0.0);
   for (int32_t k : ctx.stack.kind_of_layer)
     prefix.push_back(prefix.back() + t[static_cast<size_t>(k)]);
-  return balance_stack_ends(prefix, pp, lp.embedding_s, lp.head_s, v);
+  r = {ctx.stack.serial, pp, v, s, balance_stack_ends(prefix, pp, lp.embedding_s, lp.head_s, v)};
+  return r.ends;
 }
 
 StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const DimLinks& links,

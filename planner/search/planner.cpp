@@ -565,12 +565,9 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
         std::vector<std::pair<int64_t, int64_t>> eps = {{pins.ep.value_or(1), 0}};
         if (model.num_local_experts > 0) {
           eps.clear();
-          // The dimension's rule, and the search's own bound: each rank keeps at least top-k
-          // experts (fewer would send every token away).
-          auto usable = [&](int64_t e) {
-            return ep_dim.refuses(model, setup, e).empty() &&
-                   model.num_local_experts / e >= model.num_experts_per_tok;
-          };
+          // The dimension's rule: ep divides the experts, so each rank keeps at least one (the
+          // published DeepSeek-V3 runs keep 4 of 256 at ep 64, fewer than its top-8).
+          auto usable = [&](int64_t e) { return ep_dim.refuses(model, setup, e).empty(); };
           for (int64_t e : divisors(dp, model.num_local_experts)) {
             if (usable(e)) eps.emplace_back(e, 0);
           }
