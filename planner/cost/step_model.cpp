@@ -187,7 +187,7 @@ StageLoad uniform_load(int64_t n) {
   return l;
 }
 
-// Layers [begin, end) by kind.
+// Layers [begin, end) by kind, the multi-token prediction modules' on the last stage.
 StageLoad load_of(const StackLayout& s, int64_t begin, int64_t end) {
   if (s.uniform()) return uniform_load(end - begin);
   StageLoad l;
@@ -195,6 +195,10 @@ StageLoad load_of(const StackLayout& s, int64_t begin, int64_t end) {
   const auto& b = s.prefix[static_cast<size_t>(begin)];
   const auto& e = s.prefix[static_cast<size_t>(end)];
   for (int k = 0; k < s.kinds; ++k) l.of[static_cast<size_t>(k)] = e[k] - b[k];
+  if (s.mtp_layers > 0 && end + 1 == static_cast<int64_t>(s.prefix.size())) {
+    l.of[static_cast<size_t>(s.mtp_kind)] += s.mtp_layers;
+    l.n += s.mtp_layers;
+  }
   return l;
 }
 
@@ -395,7 +399,10 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
   lp.tp_head = first.tp != nullptr ? (*first.tp)[2] : tp_seconds(w.head(), tp_l);
   lp.embedding_s = w.embedding().forward_s + w.embedding().backward_s + lp.tp_embedding.forward +
                    lp.tp_embedding.backward;
-  lp.head_s = w.head().forward_s + w.head().backward_s + lp.tp_head.forward + lp.tp_head.backward;
+  // Note [Multi-token prediction]: each module runs the shared output layer once more.
+  const auto heads = static_cast<double>(1 + ctx.stack.mtp_layers);
+  lp.head_s =
+      heads * (w.head().forward_s + w.head().backward_s + lp.tp_head.forward + lp.tp_head.backward);
   return lp;
 }
 
@@ -467,7 +474,10 @@ StageEnds partition_stack(const StepContext& ctx, const LayerPrices& lp, int64_t
   prefix.assign(1, 0.0);
   for (int32_t k : ctx.stack.kind_of_layer)
     prefix.push_back(prefix.back() + t[static_cast<size_t>(k)]);
-  r = {ctx.stack.serial, pp, v, s, balance_stack_ends(prefix, pp, lp.embedding_s, lp.head_s, v)};
+  // The multi-token prediction layers sit after the last layer, on the last stage.
+  const double last_s = lp.head_s + static_cast<double>(ctx.stack.mtp_layers) *
+                                        t[static_cast<size_t>(ctx.stack.mtp_kind)];
+  r = {ctx.stack.serial, pp, v, s, balance_stack_ends(prefix, pp, lp.embedding_s, last_s, v)};
   return r.ends;
 }
 
@@ -508,7 +518,8 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
     }
     if (s == pp - 1) {
       t += lp.head_s;
-      compute += w.head().forward_s + w.head().backward_s;
+      compute += static_cast<double>(1 + ctx.stack.mtp_layers) *
+                 (w.head().forward_s + w.head().backward_s);
     }
     if (t > st.t_stage) {
       st.t_stage = t;
@@ -776,7 +787,10 @@ int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const Layer
       a += static_cast<double>(std::max<int64_t>(in_flight, 1)) *
            static_cast<double>(w.embedding().retained_bytes);
     }
-    if (s == pp - 1) a += static_cast<double>(w.head().retained_bytes);
+    if (s == pp - 1) {
+      a += static_cast<double>(1 + ctx.stack.mtp_layers) *
+           static_cast<double>(w.head().retained_bytes);
+    }
     if (a > act_peak) {
       act_peak = a;
       act_stage = static_cast<int>(s);
@@ -875,7 +889,9 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
              mm * static_cast<double>(n));
   }
   if (st.pacing == 0) add_tp(w.embedding(), "embedding", mm);
-  if (st.pacing == pp - 1) add_tp(w.head(), "output layer", mm);
+  if (st.pacing == pp - 1) {
+    add_tp(w.head(), "output layer", mm * static_cast<double>(1 + ctx.stack.mtp_layers));
+  }
   if (c.zero == 3 && c.dp > 1) {
     const collectives::GroupLinks& dp_l = links[kDpDim];
     const collectives::GroupLinks& data_l = links[kDataGroup];
@@ -974,7 +990,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
 
 }  // namespace
 
-StackLayout StackLayout::of(const tensor::LayerStack& s) {
+StackLayout StackLayout::of(const tensor::LayerStack& s, int64_t mtp_layers) {
   SP_CHECK(s.kinds.size() <= static_cast<size_t>(kMaxLayerKinds), "a model of ", s.kinds.size(),
            " layer kinds, expected at most ", kMaxLayerKinds,
            " (the most the step model prices; docs/cost-model.md §8.1)");
@@ -986,7 +1002,9 @@ StackLayout StackLayout::of(const tensor::LayerStack& s) {
     out.moe[k] = s.kinds[k].ffn == tensor::FfnKind::kMoe;
     out.names[k] = tensor::describe(s.kinds[k]);
   }
-  if (out.kinds > 1) {
+  out.mtp_layers = std::max<int64_t>(0, mtp_layers);
+  if (out.mtp_layers > 0 && !s.kind_of_layer.empty()) out.mtp_kind = s.kind_of_layer.back();
+  if (!out.uniform()) {
     out.kind_of_layer = s.kind_of_layer;
     out.prefix.assign(1, {});
     for (int32_t k : s.kind_of_layer) {
@@ -1017,7 +1035,8 @@ double memory_lower_bound(const StepContext& ctx, const ParallelConfig& c,
       experts = static_cast<double>(params.experts_per_layer) * static_cast<double>(ctx.layers);
     } else {
       for (int k = 0; k < ctx.stack.kinds; ++k) {
-        const auto n = static_cast<double>(ctx.stack.prefix.back()[static_cast<size_t>(k)]);
+        auto n = static_cast<double>(ctx.stack.prefix.back()[static_cast<size_t>(k)]);
+        if (k == ctx.stack.mtp_kind) n += static_cast<double>(ctx.stack.mtp_layers);
         experts += n * static_cast<double>(params.kind_experts[static_cast<size_t>(k)]);
       }
     }
@@ -1034,6 +1053,20 @@ double memory_lower_bound(const StepContext& ctx, const ParallelConfig& c,
   const double states = stage * per_param_sharded;
   return 0.99 * (static_cast<double>(ctx.context_bytes) + states * (1 + kAllocatorOverhead));
 }
+
+// Note [Multi-token prediction]
+// DeepSeek-V3's multi-token prediction (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" §2.2;
+// num_nextn_predict_layers, ModelConfig::mtp_layers) trains D more modules after the last
+// layer: each embeds the next tokens with the shared embedding, normalizes it and the previous
+// depth's hidden state, projects their concatenation (eh_proj, 2h -> h), runs one transformer
+// layer and the shared output layer and loss. Megatron-Core places them on the last pipeline
+// stage. The step model prices them there as D more layers of the last layer's kind in the last
+// stage's load (their time, their parameters with the experts split as any MoE layer's, their
+// saved activations) and D more passes of the output layer (its time, its tp collectives, its
+// saved logits); the partition sees them as part of the last stage's extra time. Left out: the
+// eh_proj GEMM's time (4 h^2 FLOPs a token, about 1 % of a DeepSeek-V3 layer) and the second
+// embedding lookup. transformers drops the modules, so plan.json and materialize do not hold them
+// (docs/models.md).
 
 StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
                     std::span<const KindWork> kinds, const DimLinks& links,

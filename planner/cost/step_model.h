@@ -75,9 +75,14 @@ struct StackLayout {
   std::vector<int32_t> kind_of_layer;  // empty for a uniform stack
   // Distinct for every layout `of` makes in the process: memos of per-stack results key on it.
   uint64_t serial = 0;
-  bool uniform() const { return kinds == 1; }
+  // Multi-token prediction (ModelConfig::mtp_layers, DeepSeek-V3 §2.2): each module one more layer
+  // of the last layer's kind on the last stage, and one more pass of the shared output layer
+  // (Note [Multi-token prediction] in step_model.cpp). A stack with them is never uniform.
+  int64_t mtp_layers = 0;
+  int32_t mtp_kind = 0;
+  bool uniform() const { return kinds == 1 && mtp_layers == 0; }
   // Throws shardplan::Error when the model has more kinds than the step model prices.
-  static StackLayout of(const tensor::LayerStack& s);
+  static StackLayout of(const tensor::LayerStack& s, int64_t mtp_layers = 0);
 };
 
 // Everything about the job that does not change between candidates.

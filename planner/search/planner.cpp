@@ -295,7 +295,7 @@ struct Planner::Impl {
     // + head], and the full model's per-layer list repeats the middle one. Building and
     // parallelizing a 126-layer model per TP degree cost more than the whole search.
     const int64_t layers = model.num_hidden_layers;
-    if (!stack.uniform()) return params.emplace(tp, stack_parameters(tp)).first->second;
+    if (!ctx.stack.uniform()) return params.emplace(tp, stack_parameters(tp)).first->second;
     const tensor::ModelConfig small =
         tensor::uniform_config(model, stack.kinds.front(), std::min<int64_t>(layers, 3));
     const std::vector<int64_t> few = stage_parameters(small, tp, small.num_hidden_layers, 0);
@@ -340,6 +340,13 @@ struct Planner::Impl {
     }
     lp.per_layer.front() += first_extra;
     lp.per_layer.back() += last_extra;
+    // Each multi-token prediction module on the last stage (Note [Multi-token prediction] in
+    // step_model.cpp): a layer of the last layer's kind, eh_proj [h, 2h] split over tp, and the
+    // norms enorm, hnorm and its head's norm (tensor::parameters_beyond_model counts the same).
+    const int64_t h = model.hidden_size;
+    lp.per_layer.back() +=
+        ctx.stack.mtp_layers *
+        (lp.kind_layer[static_cast<size_t>(ctx.stack.mtp_kind)] + 2 * h * h / tp + 3 * h);
     lp.set_prefix();
     return lp;
   }
@@ -706,7 +713,7 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.context_bytes = cpu ? 0 : kGpuContextBytes;
   ctx.moe = I.model.num_local_experts > 0;
   I.stack = tensor::layer_stack(I.model);
-  ctx.stack = StackLayout::of(I.stack);
+  ctx.stack = StackLayout::of(I.stack, I.model.mtp_layers);
   I.flops_per_token = model_flops_per_token(I.model, setup.seq);
 }
 

@@ -16,6 +16,7 @@
 #include "planner/cost/block_cost.h"
 #include "planner/cost/compute_cost.h"
 #include "planner/search/planner.h"
+#include "tensor/models/models.h"
 
 namespace shardplan::planner {
 namespace {
@@ -125,6 +126,34 @@ TEST(MoePricing, WholeExpertsLetEpSpanTensorAndDataParallelRanks) {
     return b;
   };
   EXPECT_LT(tp_bytes(whole), tp_bytes(split));
+}
+
+// Note [Multi-token prediction]: DeepSeek-V3's MTP modules train on the last stage. A tiny
+// DeepSeek-V3 (4 layers, the first dense, one MTP module) priced with and without it on one GPU:
+// the parameters grow by what inspect counts for the module (tensor::parameters_beyond_model: an
+// MoE layer, eh_proj [h, 2h], three norms and the router's e_score_correction_bias buffer, which
+// the planner, like transformers, does not count as a parameter), and the step by at least one
+// more MoE layer's time.
+TEST(MoePricing, MultiTokenPredictionTrainsOnTheLastStage) {
+  const tensor::ModelConfig with = tensor::find_model_config(
+      std::string(SHARDPLAN_TEST_DATA_DIR) + "/hf_families/configs/tiny-deepseek-v3.json");
+  ASSERT_EQ(with.mtp_layers, 1);
+  tensor::ModelConfig without = with;
+  without.mtp_layers = 0;
+  const collectives::Cluster h100 =
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
+  ParallelConfig c;
+  c.micro_batch = 1;
+  auto priced = [&](const tensor::ModelConfig& m, Bill* bill) {
+    Planner p(m, h100, {.gpus = 1, .seq = 512, .global_batch = 4}, {});
+    return p.estimate(c, DimOrder::kTpInner, bill);
+  };
+  Bill b_with, b_without;
+  const PlanResult r_with = priced(with, &b_with), r_without = priced(without, &b_without);
+  const int64_t mtp = tensor::parameters_beyond_model(with).mtp - with.num_local_experts;
+  EXPECT_EQ(b_with.parameter_bytes - b_without.parameter_bytes, mtp * 2);
+  EXPECT_GT(r_with.step_time_s, r_without.step_time_s);
+  EXPECT_GT(b_with.activation_bytes, b_without.activation_bytes);
 }
 
 // --moe-imbalance F: the busiest expert's tokens are F times the balanced load, so the routed
