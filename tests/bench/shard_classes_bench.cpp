@@ -45,14 +45,16 @@ void BM_ShardClassesTenBillion(benchmark::State& state) {
 }
 BENCHMARK(BM_ShardClassesTenBillion);
 
-// The whole search (traces, links, every configuration), one Planner per iteration.
-void BM_PlanLlama405bOn16384H100(benchmark::State& state) {
-  const tensor::ModelConfig model = tensor::find_model_config("llama3.1-405b");
+// The whole search (traces, links, every configuration) of `model` on `gpus` H100s, one Planner
+// per iteration; configurations per second as a counter.
+void plan_search(benchmark::State& state, const char* model_name, planner::TrainingSetup setup,
+                 const planner::PlannerOptions& options) {
+  const tensor::ModelConfig model = tensor::find_model_config(model_name);
   const collectives::Cluster cluster =
       collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
   int64_t evaluated = 0;
   for (auto _ : state) {
-    planner::Planner p(model, cluster, {.gpus = 16384, .seq = 8192, .global_batch = 2048}, {});
+    planner::Planner p(model, cluster, setup, options);
     const planner::SearchResult r = p.search({}, 10);
     evaluated = r.evaluated;
     benchmark::DoNotOptimize(r.top.data());
@@ -61,26 +63,18 @@ void BM_PlanLlama405bOn16384H100(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(evaluated) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate);
 }
+
+void BM_PlanLlama405bOn16384H100(benchmark::State& state) {
+  plan_search(state, "llama3.1-405b", {.gpus = 16384, .seq = 8192, .global_batch = 2048}, {});
+}
 BENCHMARK(BM_PlanLlama405bOn16384H100)->Unit(benchmark::kMillisecond);
 
-// The same for a stack of layer kinds with expert parallelism: DeepSeek-V3 (3 dense layers, 58
-// MoE, 256 experts) on 1,024 H100s at fp8, ep and etp searched (issue target: under 1 s).
+// A stack of layer kinds with expert parallelism: DeepSeek-V3 (3 dense layers, 58 MoE, 256
+// experts) on 1,024 H100s at fp8, ep and etp searched (issue target: under 1 s).
 void BM_PlanDeepSeekV3On1024H100(benchmark::State& state) {
-  const tensor::ModelConfig model = tensor::find_model_config("deepseek-v3");
-  const collectives::Cluster cluster =
-      collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
-  int64_t evaluated = 0;
-  for (auto _ : state) {
-    planner::PlannerOptions fp8;
-    fp8.precision = planner::Precision::kFp8;
-    planner::Planner p(model, cluster, {.gpus = 1024, .seq = 4096, .global_batch = 8192}, fp8);
-    const planner::SearchResult r = p.search({}, 10);
-    evaluated = r.evaluated;
-    benchmark::DoNotOptimize(r.top.data());
-  }
-  state.counters["configs_per_s"] =
-      benchmark::Counter(static_cast<double>(evaluated) * static_cast<double>(state.iterations()),
-                         benchmark::Counter::kIsRate);
+  planner::PlannerOptions fp8;
+  fp8.precision = planner::Precision::kFp8;
+  plan_search(state, "deepseek-v3", {.gpus = 1024, .seq = 4096, .global_batch = 8192}, fp8);
 }
 BENCHMARK(BM_PlanDeepSeekV3On1024H100)->Unit(benchmark::kMillisecond)->Iterations(5);
 

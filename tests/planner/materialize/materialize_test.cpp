@@ -266,18 +266,23 @@ TEST(MaterializeShards, PaddingRowStartsAtZeroOnEveryShard) {
   EXPECT_EQ(ok.gathered, static_cast<int64_t>(whole.parameters().size()));
 }
 
+// A Mixtral of 2 layers, hidden 64, 4 experts of 96, top-2.
+tensor::ModelConfig tiny_mixtral() {
+  return tensor::parse_model_config(nlohmann::json::parse(R"({
+    "model_type": "mixtral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 256, "hidden_act": "silu", "num_local_experts": 4,
+    "num_experts_per_tok": 2, "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
+                                    "tiny mixtral");
+}
+
 // Expert parallelism splits the fused experts' dim 0 over the "ep" mesh dim: with ep 2 over 4
 // experts, the ranks at ep coordinate 0 hold rows 0 and 1 (experts 0 and 1) of every layer's
 // gate_up_proj and down_proj, those at 1 rows 2 and 3 (or a part of those rows, when FSDP splits
 // them further); every other tensor is split over the ep dim only as ZeRO-3 splits it over the
 // whole data-parallel group.
 TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {
-  const tensor::ModelConfig moe = tensor::parse_model_config(nlohmann::json::parse(R"({
-    "model_type": "mixtral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 256, "hidden_act": "silu", "num_local_experts": 4,
-    "num_experts_per_tok": 2, "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
-                                                             "tiny mixtral");
+  const tensor::ModelConfig moe = tiny_mixtral();
   Planner p(moe, collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
             {.gpus = 4, .seq = 64, .global_batch = 8}, {});
   Pins pins;
@@ -315,12 +320,7 @@ TEST(MaterializeLayout, ExpertsLiveOnTheirEpRanksOnly) {
 // ZeRO-3 cannot split that one expert over the 2 remaining dp ranks on dim 0 and shards dim 1
 // instead (gate_up_proj [4, 192, 64]: rows 96 d .. 96 d + 96 at dp coordinate d).
 TEST(MaterializeLayout, WholeExpertsSplitOverEpThenTpAndFsdpTakesTheirNextDim) {
-  const tensor::ModelConfig moe = tensor::parse_model_config(nlohmann::json::parse(R"({
-    "model_type": "mixtral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 256, "hidden_act": "silu", "num_local_experts": 4,
-    "num_experts_per_tok": 2, "torch_dtype": "bfloat16", "tie_word_embeddings": false})"),
-                                                             "tiny mixtral");
+  const tensor::ModelConfig moe = tiny_mixtral();
   Planner p(moe, collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
             {.gpus = 8, .seq = 64, .global_batch = 8}, {});
   Pins pins;
