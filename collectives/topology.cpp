@@ -604,4 +604,49 @@ GroupLinks strided_group_links(const Topology& topo, int64_t size, int64_t strid
   return worst;
 }
 
+GroupLinks two_level_group_links(const Topology& topo, int64_t inner_size, int64_t inner_stride,
+                                 int64_t outer_size, int64_t outer_stride) {
+  if (outer_size == 1) return strided_group_links(topo, inner_size, inner_stride);
+  if (inner_size == 1) return strided_group_links(topo, outer_size, outer_stride);
+  if (inner_size * inner_stride == outer_stride) {
+    return strided_group_links(topo, inner_size * outer_size, inner_stride);
+  }
+  const int64_t world = topo.num_devices();
+  int64_t last = 0;
+  SP_CHECK(inner_size >= 1 && outer_size >= 1 && inner_stride >= 1 && outer_stride >= 1 &&
+               mul_into(outer_size - 1, outer_stride, last) && last < world &&
+               (inner_size - 1) * inner_stride < outer_stride,
+           "two-level group links: ", inner_size, " x ", inner_stride, " inside ", outer_size,
+           " x ", outer_stride, " ranks do not fit the ", world, " ranks of ", topo.cluster().name,
+           ", expected nested strides within the world");
+  const Cluster& c = topo.cluster();
+  const int64_t ppn = gpus_per_node(c);
+  const int64_t per_leaf = c.network ? static_cast<int64_t>(c.network->nodes_per_leaf.value) : 1;
+  // The inner ranks of one outer member sit within one stride-sized span: count them per node
+  // once, then the outer members' spans, which are disjoint.
+  const GroupShape inner = strided_shape(0, inner_size, inner_stride, ppn, per_leaf);
+  GroupShape g;
+  g.size = inner_size * outer_size;
+  const int64_t inner_span = (inner_size - 1) * inner_stride + 1;
+  if (outer_stride >= ppn) {
+    g.nodes = inner.nodes * outer_size;
+    g.ranks_per_node = inner.ranks_per_node;
+  } else {
+    // Outer members share nodes: count members per node along the whole group.
+    const int64_t last_rank = (outer_size - 1) * outer_stride + inner_span - 1;
+    g.nodes = last_rank / ppn + 1;
+    std::vector<int64_t> on(static_cast<size_t>(g.nodes), 0);
+    for (int64_t k = 0; k < outer_size; ++k) {
+      for (int64_t i = 0; i < inner_size; ++i) {
+        ++on[static_cast<size_t>((k * outer_stride + i * inner_stride) / ppn)];
+      }
+    }
+    g.ranks_per_node = *std::max_element(on.begin(), on.end());
+  }
+  const int64_t last_member = (outer_size - 1) * outer_stride + (inner_size - 1) * inner_stride;
+  g.crosses_spine = last_member / ppn / per_leaf != 0;
+  const int64_t sharing = g.nodes > 1 ? std::max<int64_t>(1, ppn / g.ranks_per_node) : 1;
+  return topo.group_links_of(g, sharing);
+}
+
 }  // namespace shardplan::collectives

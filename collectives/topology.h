@@ -133,4 +133,13 @@ std::vector<GroupLinks> mesh_dim_links(const Topology& topo, std::span<const int
 // divides the world.
 GroupLinks strided_group_links(const Topology& topo, int64_t size, int64_t stride);
 
+// The links of the groups {r + i * inner_stride + k * outer_stride : i < inner_size, k <
+// outer_size}: two mesh dims that other dims separate (the context and data-parallel ranks of a
+// dense weight when tp lies between them). Priced from the group of rank 0 and every group
+// assumed alike: members on a node, nodes spanned, and the groups of a node sharing its NICs
+// (ppn / members on a node when the group spans nodes). Adjacent dims are a strided group and
+// give strided_group_links' answer.
+GroupLinks two_level_group_links(const Topology& topo, int64_t inner_size, int64_t inner_stride,
+                                 int64_t outer_size, int64_t outer_stride);
+
 }  // namespace shardplan::collectives

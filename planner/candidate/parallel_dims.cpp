@@ -61,38 +61,54 @@ std::string ep_refuses(const ModelConfig& m, const TrainingSetup&, int64_t ep) {
 
 int64_t expert_tp(const ParallelConfig& c) { return c.etp > 0 ? c.etp : c.tp; }
 
+int64_t data_parallel_ranks(const ParallelConfig& c) { return c.dp * c.cp; }
+
 int64_t ep_from_dp(const ParallelConfig& c) {
-  const int64_t etp = expert_tp(c);
-  return etp == c.tp || etp <= 0 || c.ep % c.tp != 0 ? c.ep : c.ep / c.tp;
+  // The ep group takes the context ranks first, then (with whole experts) the tp ranks, and the
+  // rest from dp; a degree that does not fold is refused by expert_fold_refuses, and the mesh
+  // then keeps ep whole on its own dim.
+  const int64_t inner = c.cp * (expert_tp(c) == c.tp ? 1 : c.tp);
+  return inner >= 1 && c.ep % inner == 0 ? c.ep / inner : c.ep;
 }
 
 std::string expert_fold_refuses(const tensor::ModelConfig& m, const ParallelConfig& c) {
   const int64_t etp = expert_tp(c);
-  const std::string tp = std::to_string(c.tp), ep = std::to_string(c.ep);
-  if (etp == c.tp) {
-    if (c.ep >= 1 && c.dp % c.ep == 0) return "";
-    return "--ep " + ep + " does not divide --dp " + std::to_string(c.dp) +
+  const std::string tp = std::to_string(c.tp), ep = std::to_string(c.ep), cp = std::to_string(c.cp),
+                    dp = std::to_string(c.dp);
+  if (etp != c.tp) {
+    if (m.num_local_experts <= 0) {
+      return "--etp " + std::to_string(etp) + " on a dense model (" + m.model_type +
+             "), expected no --etp (it splits the experts of a MoE model)";
+    }
+    if (etp != 1) {
+      return "--etp " + std::to_string(etp) + " with --tp " + tp +
+             ", expected 1 (whole experts) or " + tp + " (experts split like the dense layers)";
+    }
+  }
+  if (c.ep <= 1) return "";
+  // Note [Expert fold]: ep = e x cp (x tp with whole experts), e dividing dp.
+  const int64_t inner = c.cp * (etp == c.tp ? 1 : c.tp);
+  if (c.ep % inner == 0 && c.dp % (c.ep / inner) == 0) return "";
+  if (etp == c.tp && c.cp == 1) {
+    return "--ep " + ep + " does not divide --dp " + dp +
            ", expected expert parallelism within data parallelism" +
            (c.tp > 1 ? " (or --etp 1: ep groups of whole tensor-parallel groups)" : "");
   }
-  if (m.num_local_experts <= 0) {
-    return "--etp " + std::to_string(etp) + " on a dense model (" + m.model_type +
-           "), expected no --etp (it splits the experts of a MoE model)";
+  if (etp == c.tp) {
+    return "--ep " + ep + " with --cp " + cp + " and --dp " + dp +
+           ", expected a multiple of --cp dividing --cp x --dp = " + std::to_string(c.cp * c.dp) +
+           " (an expert group takes the context-parallel ranks, then data-parallel ones)" +
+           (c.tp > 1 ? "; or --etp 1 (groups of whole tensor-parallel groups)" : "");
   }
-  if (etp != 1) {
-    return "--etp " + std::to_string(etp) + " with --tp " + tp +
-           ", expected 1 (whole experts) or " + tp + " (experts split like the dense layers)";
-  }
-  if (c.cp > 1) {
-    return "--etp 1 with --cp " + std::to_string(c.cp) + ", expected --cp 1 or --etp " + tp +
-           " (expert groups across tensor- and data-parallel ranks skip no context ranks)";
-  }
-  if (c.ep < c.tp || c.ep % c.tp != 0 || c.dp % (c.ep / c.tp) != 0) {
+  if (c.cp == 1) {
     return "--ep " + ep + " with --etp 1 and --tp " + tp + ", expected a multiple of --tp " + tp +
            " dividing --tp x --dp = " + std::to_string(c.tp * c.dp) +
            " (each expert group holds whole tensor-parallel groups)";
   }
-  return "";
+  return "--ep " + ep + " with --etp 1, --tp " + tp + " and --cp " + cp +
+         ", expected a multiple of --tp x --cp = " + std::to_string(inner) +
+         " dividing --tp x --cp x --dp = " + std::to_string(inner * c.dp) +
+         " (an expert group of whole experts holds whole tensor- and context-parallel groups)";
 }
 
 namespace {
@@ -109,7 +125,7 @@ constexpr ParallelDim kDims[] = {
     {kCpDim, "cp", "--cp", "Pin context parallelism", "ranks", &ParallelConfig::cp, &Pins::cp,
      std::nullopt, "", nullptr, 1, cp_refuses},
     {kEpDim, "ep", "--ep", "Pin expert parallelism (MoE)", "ranks", &ParallelConfig::ep, &Pins::ep,
-     kDpDim, "expert parallelism within data parallelism", ep_from_dp, 4, ep_refuses},
+     kDpDim, "expert parallelism within context and data parallelism", ep_from_dp, 4, ep_refuses},
 };
 
 }  // namespace

@@ -17,19 +17,21 @@
 // cost/step_model.cpp (docs/architecture.md "Where to make a change").
 //
 // Note [Expert fold]
-// A MoE layer regroups the tp x dp ranks of a pipeline stage as etp x ep x edp, etp fastest, in
-// the order the dense layers number them (tp fastest, then dp): Megatron-Core's MoE parallel
-// folding (Liu et al. 2025, "MoE Parallel Folding", arXiv:2504.14960), docs/cost-model.md §8.4.
-// Context-parallel ranks stay replicas of the experts, as they are of every weight. The plan's five
-// mesh dims express two folds:
-//   etp = tp  every expert is split over the tp group like a dense MLP and ep takes ep of the dp
-//             ranks: the ep mesh dim holds ep, the dp one dp / ep (the only fold before etp);
-//   etp = 1   experts whole, tokens split over the tp group; ep takes all tp ranks and ep / tp of
-//             the dp ranks: the ep mesh dim holds ep / tp, and the experts' dim 0 is split over the
-//             ep mesh dim then the tp one (so ep may exceed dp, up to tp x dp).
-// Either way the replicas of an expert shard are the dp mesh dim (edp = tp x dp / (ep x etp)).
-// Other etp values, an ep group inside one tp group, and etp = 1 with cp > 1 would need more
-// mesh dims than five and are refused (expert_fold_refuses).
+// A MoE layer regroups the tp x cp x dp ranks of a pipeline stage as etp x ep x edp, etp fastest,
+// in the order the dense layers number them (tp fastest, then cp, then dp): Megatron-Core's MoE
+// parallel folding (Liu et al. 2025, "MoE Parallel Folding", arXiv:2504.14960) and torchtitan's
+// expert mesh, docs/cost-model.md §8.4. So an expert group takes the context-parallel ranks first
+// (they hold other tokens, which the experts may serve), then dp ranks. The mesh [pp, dp / e, e,
+// cp, tp] expresses two folds:
+//   etp = tp  every expert is split over the tp group like a dense MLP; ep = e x cp, the ep mesh
+//             dim holding the e = ep / cp ranks it takes from dp;
+//   etp = 1   experts whole, tokens split over the tp group; ep = e x cp x tp, e = ep / (cp x tp):
+//             the experts' dim 0 is split over the ep, cp and tp mesh dims (so ep may reach
+//             tp x cp x dp).
+// Either way the replicas of an expert shard are the dp mesh dim (edp = tp x cp x dp / (ep x
+// etp) = dp / e), and dense weights replicate (or ZeRO-shard) over dp x cp, the dp, ep and cp mesh
+// dims (data_parallel_ranks). Other etp values, and an ep that is not a multiple of cp (of tp x
+// cp with etp = 1), would need more mesh dims than five and are refused (expert_fold_refuses).
 #pragma once
 
 #include <array>
@@ -70,10 +72,13 @@ struct ParallelDim {
 };
 
 // Note [Expert fold]: the expert tensor-parallel degree (etp, or tp when 0), the ranks ep takes
-// from dp (ep with etp = tp, ep / tp with etp = 1), and why `c` cannot fold its experts onto the
-// mesh ("" when it can; one line naming the flags and what was expected).
+// from dp (ep / cp with etp = tp, ep / (cp x tp) with etp = 1), and why `c` cannot fold its experts
+// onto the mesh ("" when it can; one line naming the flags and what was expected).
 int64_t expert_tp(const ParallelConfig& c);
 int64_t ep_from_dp(const ParallelConfig& c);
+// The ranks that hold the same dense weights and reduce their gradients: dp x cp (context ranks
+// see other tokens of the same sequences), the group ZeRO shards the dense states over.
+int64_t data_parallel_ranks(const ParallelConfig& c);
 std::string expert_fold_refuses(const tensor::ModelConfig& model, const ParallelConfig& c);
 
 // Every dimension, tp, pp, dp, cp, ep.

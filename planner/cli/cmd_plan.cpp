@@ -171,8 +171,8 @@ void explain(planner::Planner& p, const std::vector<PlanResult>& top, nlohmann::
     Bill other;
     (void)p.estimate(top[i].config, top[i].order, &other);
     std::vector<std::pair<std::string, double>> terms;
-    const std::array<planner::BillTimePart, 5> a = planner::time_parts(best);
-    const std::array<planner::BillTimePart, 5> b = planner::time_parts(other);
+    const std::array<planner::BillTimePart, planner::kBillTimeParts> a = planner::time_parts(best);
+    const std::array<planner::BillTimePart, planner::kBillTimeParts> b = planner::time_parts(other);
     for (size_t k = 0; k < a.size(); ++k) {
       terms.emplace_back(text_name(a[k].name), b[k].seconds - a[k].seconds);
     }

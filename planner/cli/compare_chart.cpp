@@ -87,7 +87,7 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
     << "<text x=\"" << x2 + kPanelWidth / 2
     << "\" y=\"52\" text-anchor=\"middle\">Memory per GPU (GiB)</text>\n";
   // One colour per bill time part (planner::time_parts order).
-  const char* colors[] = {"#4e79a7", "#e15759", "#f28e2b", "#b07aa1", "#76b7b2"};
+  const char* colors[] = {"#4e79a7", "#e15759", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948"};
   for (int i = 0; i < n; ++i) {
     const ChartRow& r = rows[static_cast<size_t>(i)];
     const int y = kTop + i * kRowHeight;
@@ -99,7 +99,8 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
       continue;
     }
     // The bill's time parts add up to the step time (planner::time_parts).
-    const std::array<planner::BillTimePart, 5> parts = planner::time_parts(r.bill);
+    const std::array<planner::BillTimePart, planner::kBillTimeParts> parts =
+        planner::time_parts(r.bill);
     double x = x1;
     for (size_t k = 0; k < parts.size(); ++k) {
       const double w = parts[k].seconds / tmax * kPanelWidth;
@@ -151,7 +152,8 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
   // Legend.
   const int ly = ybase + 44;
   int lx = x1;
-  const std::array<planner::BillTimePart, 5> legend = planner::time_parts(planner::Bill{});
+  const std::array<planner::BillTimePart, planner::kBillTimeParts> legend =
+      planner::time_parts(planner::Bill{});
   for (size_t k = 0; k < legend.size(); ++k) {
     std::string name(legend[k].name);
     std::replace(name.begin(), name.end(), '_', ' ');

@@ -55,6 +55,24 @@ double seconds_of(CollectiveKind kind, int64_t bytes, const collectives::GroupLi
   return t;
 }
 
+// Two neighbouring members of a group priced by `g`: on two nodes (one NIC each way) when the
+// group spans nodes, else on one node's fabric.
+collectives::GroupLinks neighbour_pair(const collectives::GroupLinks& g) {
+  collectives::GroupLinks pair = g;
+  pair.group_size = 2;
+  pair.nodes = std::min<int64_t>(g.nodes, 2);
+  pair.ranks_per_node = pair.nodes > 1 ? 1 : 2;
+  return pair;
+}
+
+// The cp - 1 send/recv steps of a ring that passes each of `ranks` chunks of `gathered_bytes`
+// round the group priced by `g`.
+double ring_pass_seconds(int64_t gathered_bytes, int64_t ranks, const collectives::GroupLinks& g) {
+  const double step =
+      seconds_of(CollectiveKind::kSendRecv, gathered_bytes / ranks, neighbour_pair(g));
+  return static_cast<double>(ranks - 1) * step;
+}
+
 // One micro-batch's activation sent to the next stage: each TP rank sends only its 1 / tp slice.
 // Under sequence parallelism that is all it holds; without it, between nodes, the receivers
 // all-gather the slices over the node's fabric when that is quicker than every rank sending all of
@@ -83,10 +101,7 @@ PipelineSends pipeline_sends(int64_t full_bytes, int64_t tp, bool sp,
   }
   PipelineSends out;
   // Neighbouring stages: a pair of the pp dim's group, on two nodes when the group spans nodes.
-  out.pair = pp_l;
-  out.pair.group_size = 2;
-  out.pair.nodes = std::min<int64_t>(pp_l.nodes, 2);
-  out.pair.ranks_per_node = out.pair.nodes > 1 ? 1 : 2;
+  out.pair = neighbour_pair(pp_l);
   const int64_t slice_bytes = full_bytes / tp;
   const bool split = sp || (tp > 1 && out.pair.nodes > 1);
   const double slice_s = split ? seconds_of(CollectiveKind::kSendRecv, slice_bytes, out.pair) : 0;
@@ -112,6 +127,8 @@ struct LayerCost {
   // FSDP's per-layer gathers and reduce-scatters beyond the compute they hide behind; a backward
   // overrun is the reduce-scatter's first (it is issued last).
   double fsdp_gather_exposed_s = 0, fsdp_scatter_exposed_s = 0;
+  // What hidden collectives slow the compute they overlap (Note [Overlap interference]).
+  double interference_s = 0;
   double total_s = 0;  // compute and everything exposed
   double retained_bytes = 0;
   // f of this and 1 - f of `other`, field by field.
@@ -125,6 +142,7 @@ struct LayerCost {
             m(ep_s, o.ep_s),
             m(fsdp_gather_exposed_s, o.fsdp_gather_exposed_s),
             m(fsdp_scatter_exposed_s, o.fsdp_scatter_exposed_s),
+            m(interference_s, o.interference_s),
             m(total_s, o.total_s),
             m(retained_bytes, o.retained_bytes)};
   }
@@ -169,10 +187,12 @@ namespace {
 //                          exposed after the last backward;
 //   optimizer_seconds      Adam's pass over the states this rank updates;
 //   step_memory            the stage holding the most bytes.
-// step = m x (pacing compute + pacing communication) + bubble + data-parallel sync + optimizer,
-// and the bill's time parts are exactly these five terms, so they add up to step_time_s for every
-// plan, pipelined or not (docs/cost-model.md §8). The bill's collectives are the pacing stage's
-// (and the data-parallel ones): their exposed seconds add up to the two communication terms.
+// step = m x (pacing compute + pacing communication) + bubble + data-parallel sync + optimizer
+// + overlap interference (Note [Overlap interference]: the pacing stage's and the data-parallel
+// sync's), and the bill's time parts are exactly these six terms, so they add up to step_time_s for
+// every plan, pipelined or not (docs/cost-model.md §8). The bill's collectives are the pacing
+// stage's (and the data-parallel ones): their exposed seconds add up to the two communication
+// terms.
 
 // The layers of one stage, by kind (Note [Stack of layer kinds]).
 struct StageLoad {
@@ -337,14 +357,14 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
       kp.expert_params = local_experts(experts, c);
     }
     double fsdp_scatter_s = 0;
-    if (c.zero == 3 && c.dp > 1 && kp.expert_params == 0) {
+    if (c.zero == 3 && data_parallel_ranks(c) > 1 && kp.expert_params == 0) {
       // Every weight of the layer over the whole data-parallel group.
       const int64_t pbytes = kp.layer_params * ctx.recipe.param_bytes;
       const int64_t gbytes = kp.layer_params * ctx.recipe.grad_bytes;
       kp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, links[kDataGroup]);
       fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, links[kDataGroup]);
       kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
-    } else if (c.zero == 3 && c.dp > 1) {
+    } else if (c.zero == 3 && data_parallel_ranks(c) > 1) {
       const collectives::GroupLinks& data_l = links[kDataGroup];
       kp.fsdp_dense_gather_s =
           seconds_of(CollectiveKind::kAllGather, kp.dense_params * ctx.recipe.param_bytes, data_l);
@@ -358,10 +378,12 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
       fsdp_scatter_s = kp.fsdp_dense_scatter_s + kp.fsdp_expert_scatter_s;
       kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
     }
-    // Context-parallel ring and expert all-to-all prices, looked up once.
-    const double cp_ag = c.cp > 1 ? seconds_of(CollectiveKind::kAllGather, w.cp_kv_bytes, cp_l) : 0;
-    const double cp_rs =
-        c.cp > 1 ? seconds_of(CollectiveKind::kReduceScatter, w.cp_kv_bytes, cp_l) : 0;
+    // Context-parallel ring and expert all-to-all prices, looked up once. The ring passes each
+    // rank's key/value chunk (1 / cp of the gathered bytes) to its neighbour cp - 1 times, one
+    // send/recv per step: when the cp group spans nodes a step runs at one NIC's rate, not at the
+    // node's aggregate that NCCL's all-gather reaches (docs/cost-model.md §8.3).
+    const double cp_ag = c.cp > 1 ? ring_pass_seconds(w.cp_kv_bytes, c.cp, cp_l) : 0;
+    const double cp_rs = cp_ag;
     const bool moe = ctx.stack.moe[static_cast<size_t>(k)];
     const double ep_a2a =
         c.ep > 1 && moe ? seconds_of(CollectiveKind::kAllToAll, w.ep_dispatch_bytes, ep_l) : 0;
@@ -384,8 +406,11 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
       const double fsdp_bwd = std::max(0.0, kp.fsdp_backward_s - lc.backward_s);
       lc.fsdp_scatter_exposed_s = std::min(fsdp_scatter_s, fsdp_bwd);
       lc.fsdp_gather_exposed_s = fsdp_fwd + (fsdp_bwd - lc.fsdp_scatter_exposed_s);
-      lc.total_s = lc.forward_s + lc.backward_s + lc.tp_s + lc.cp_exposed_s + lc.ep_s +
-                   (fsdp_fwd + fsdp_bwd);
+      const double hidden = (lc.cp_s - lc.cp_exposed_s) + (kp.fsdp_forward_s - fsdp_fwd) +
+                            (kp.fsdp_backward_s - fsdp_bwd);
+      lc.interference_s = kOverlapInterference * hidden;
+      lc.total_s = lc.forward_s + lc.backward_s + lc.interference_s + lc.tp_s + lc.cp_exposed_s +
+                   lc.ep_s + (fsdp_fwd + fsdp_bwd);
       lc.retained_bytes = b.retained_bytes;
       return lc;
     };
@@ -416,6 +441,7 @@ struct StageTimes {
   int64_t pacing = 0;           // that stage
   StageLoad pacing_load;        // its layers by kind
   double pacing_compute_s = 0;  // its forward, backward and recomputation within t_stage
+  double pacing_interference_s = 0;  // Note [Overlap interference] within t_stage
   double bubble_s = 0;
   double pipeline_s = 0;  // m t_stage + bubble
   int64_t layers_of(int64_t s, int64_t pp) const {
@@ -503,13 +529,14 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
   double t_chunk = 0;
   for_each_priced_stage(ctx.stack, L, pp, st.ends, [&](int64_t s, const StageLoad& load) {
     const int64_t layers = load.n;
-    double t = 0, compute = 0;
+    double t = 0, compute = 0, interference = 0;
     for (int k = 0; k < lp.kinds; ++k) {
       const int64_t n = load.of[static_cast<size_t>(k)];
       if (n == 0) continue;
       const LayerCost layer = lp.mixed(k, layers);
       t += static_cast<double>(n) * layer.total_s;
       compute += static_cast<double>(n) * (layer.forward_s + layer.backward_s);
+      interference += static_cast<double>(n) * layer.interference_s;
     }
     t += st.send_stage_s;
     if (s == 0) {
@@ -526,6 +553,7 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
       st.pacing = s;
       st.pacing_load = load;
       st.pacing_compute_s = compute;
+      st.pacing_interference_s = interference;
     }
     const int64_t chunk_layers = (layers + v - 1) / v;
     t_chunk = std::max(
@@ -611,17 +639,18 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
 // After the last backward: the gradient reduction overlaps the last micro-batch's backward except
 // its last bucket; ZeRO-1/2 gather the updated parameters overlapping the next step's first
 // forward except one layer's worth; under ZeRO-3 only the step's first gather has nothing to
-// hide behind. Returns the exposed seconds.
+// hide behind. Returns the exposed seconds; `hidden` gets the seconds hidden behind compute (Note
+// [Overlap interference]).
 // Note [Expert and dense data parallelism]
-// Expert parallelism regroups the data-parallel ranks (and with whole experts the tp ranks, Note
-// [Expert fold] in parallel_dims.h): the ranks of an ep group hold different routed experts, so
-// a routed expert's replicas are the edp = tp x dp / (ep x etp) ranks of the dp mesh dim
-// (Megatron-Core's expert-data-parallel group, dp x cp x tp / (ep x etp) ranks there; here
-// context-parallel ranks are replicas of every weight and are not folded). Dense weights
-// (attention, norms, the router, dense MLPs) are replicated over the whole data-parallel group.
-// So with ep > 1: dense gradients are reduced over dp ranks and the experts' over edp; ZeRO shards
-// dense states over dp and expert states over edp; under ZeRO-3 a layer gathers its dense weights
-// over dp and only this rank's experts (1 / ep of them, 1 / etp of each) over edp. The token
+// Expert parallelism regroups the context- and data-parallel ranks (and with whole experts the tp
+// ranks, Note [Expert fold] in parallel_dims.h): the ranks of an ep group hold different routed
+// experts, so a routed expert's replicas are the edp = tp x cp x dp / (ep x etp) ranks of the dp
+// mesh dim (Megatron-Core's expert-data-parallel group). Dense weights (attention, norms, the
+// router, dense MLPs) are replicated over the whole data-parallel group, dp x cp ranks
+// (data_parallel_ranks: context ranks hold the same weights and see other tokens).
+// So dense gradients are reduced over dp x cp ranks and the experts' over edp; ZeRO shards dense
+// states over dp x cp and expert states over edp; under ZeRO-3 a layer gathers its dense weights
+// over dp x cp and only this rank's experts (1 / ep of them, 1 / etp of each) over edp. The token
 // all-to-all moves, per rank and per dispatch or combine, its own tokens x top-k x hidden (1 / tp
 // of them under sequence parallelism or with whole experts), what each rank sends whatever ep is
 // (nccl-tests' S of an all-to-all is the bytes each rank sends), over the ep group.
@@ -632,7 +661,7 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
 double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
                                 const StageStates& states, const collectives::GroupLinks& dp_l,
                                 const collectives::GroupLinks& data_l, double bwd_window,
-                                double fwd_window, double buckets, Recorder& rec) {
+                                double fwd_window, double buckets, Recorder& rec, double& hidden) {
   const auto expert = static_cast<int64_t>(states.expert_params);
   const int64_t dense = static_cast<int64_t>(states.params) - expert;
   const MixedPrecision& r = ctx.recipe;
@@ -653,6 +682,7 @@ double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
     for (const Part& p : {a, b}) {
       rec.add_data(p.what, p.kind, *p.links, p.bytes, 1, p.seconds, t > 0 ? e * p.seconds / t : 0);
     }
+    hidden += t - e;
     return e;
   };
   if (c.zero == 0) {
@@ -678,15 +708,16 @@ double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
 
 double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
                           const StageStates& states, const collectives::GroupLinks& dp_l,
-                          const collectives::GroupLinks& data_l, Recorder& rec) {
-  if (c.dp <= 1) return 0;
+                          const collectives::GroupLinks& data_l, Recorder& rec, double& hidden) {
+  hidden = 0;
+  if (data_parallel_ranks(c) <= 1) return 0;
   // The largest stage's layers.
   const double bwd_window = lp.sum(states.window, [](const LayerCost& k) { return k.backward_s; });
   const double fwd_window = lp.sum(states.window, [](const LayerCost& k) { return k.forward_s; });
   const double buckets = static_cast<double>(std::max<int64_t>(1, states.window.n));
   if (states.expert_params > 0 && c.zero < 3) {
     return split_data_parallel_sync(ctx, c, states, dp_l, data_l, bwd_window, fwd_window, buckets,
-                                    rec);
+                                    rec, hidden);
   }
   const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.recipe.grad_bytes;
   const int64_t param_bytes = static_cast<int64_t>(states.params) * ctx.recipe.param_bytes;
@@ -695,6 +726,7 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
     const double e = std::max(t / buckets, t - bwd_window);
     rec.add("all_reduce (gradients)", CollectiveKind::kAllReduce, kDpDim, data_l, grad_bytes, 1, t,
             e);
+    hidden = t - e;
     return e;
   }
   if (c.zero <= 2) {
@@ -706,6 +738,7 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
             grad_bytes, 1, t_rs, e_rs);
     rec.add("all_gather (updated parameters)", CollectiveKind::kAllGather, kDpDim, data_l,
             param_bytes, 1, t_ag, e_ag);
+    hidden = (t_rs - e_rs) + (t_ag - e_ag);
     return e_rs + e_ag;
   }
   // ZeRO-3: the step's first gather (of the first layer) has nothing to hide behind.
@@ -730,7 +763,7 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
 // working weights: its states once through HBM, on the shard this rank updates.
 double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
                          const StageStates& states) {
-  const int64_t dp = c.dp;
+  const int64_t dp = data_parallel_ranks(c);
   int64_t updated = c.zero >= 1 ? static_cast<int64_t>((states.params + dp - 1) / dp)
                                 : static_cast<int64_t>(states.params);
   if (c.zero >= 1 && states.expert_params > 0) {
@@ -753,12 +786,12 @@ double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
 // sequence may need more than int64 counts, which then never fits.
 int64_t step_memory(const StepContext& ctx, const ParallelConfig& c, const LayerPrices& lp,
                     const StageEnds& ends, const StageStates& states, Bill* bill) {
-  const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages, dp = c.dp;
+  const int64_t L = ctx.layers, pp = c.pp, v = c.virtual_stages, dp = data_parallel_ranks(c);
   const RankWork& w = *lp.of(0).work;
   ModelStateMemory model_states = model_state_memory(states.params, ctx.recipe, c.zero, dp);
   if (states.expert_params > 0) {
-    // Note [Expert and dense data parallelism]: dense states shard over dp, expert states over
-    // dp / ep.
+    // Note [Expert and dense data parallelism]: dense states shard over dp x cp, expert states
+    // over edp.
     const ModelStateMemory dense =
         model_state_memory(states.params - states.expert_params, ctx.recipe, c.zero, dp);
     const ModelStateMemory expert =
@@ -892,7 +925,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
   if (st.pacing == pp - 1) {
     add_tp(w.head(), "output layer", mm * static_cast<double>(1 + ctx.stack.mtp_layers));
   }
-  if (c.zero == 3 && c.dp > 1) {
+  if (c.zero == 3 && data_parallel_ranks(c) > 1) {
     const collectives::GroupLinks& dp_l = links[kDpDim];
     const collectives::GroupLinks& data_l = links[kDataGroup];
     for (int k = 0; k < lp.kinds; ++k) {
@@ -1046,7 +1079,7 @@ double memory_lower_bound(const StepContext& ctx, const ParallelConfig& c,
   if (c.pp == 1) local -= static_cast<double>(params.tied_twice);
   const double stage = std::max(0.0, local / static_cast<double>(c.pp));
   const MixedPrecision& r = ctx.recipe;
-  const double dp = static_cast<double>(std::max<int64_t>(1, c.dp));
+  const double dp = static_cast<double>(std::max<int64_t>(1, data_parallel_ranks(c)));
   const double per_param_sharded = (c.zero >= 1 ? r.optimizer_bytes() / dp : r.optimizer_bytes()) +
                                    (c.zero >= 2 ? r.grad_bytes / dp : r.grad_bytes) +
                                    (c.zero >= 3 ? r.param_bytes / dp : r.param_bytes);
@@ -1078,12 +1111,14 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
   const LayerPrices& lp = price_layers(ctx, c, kinds, links, params);
   const StageTimes st = stage_times(ctx, c, links, lp, m);
   const StageStates states = largest_stage(ctx, c, params, st.ends);
+  double dp_hidden_s = 0;
   const double dp_sync_s =
-      data_parallel_sync(ctx, c, lp, states, links[kDpDim], links[kDataGroup], rec);
+      data_parallel_sync(ctx, c, lp, states, links[kDpDim], links[kDataGroup], rec, dp_hidden_s);
   const double optimizer_s = optimizer_seconds(ctx, c, states);
+  const double dp_interference_s = kOverlapInterference * dp_hidden_s;
 
   StepResult r;
-  r.step_time_s = st.pipeline_s + dp_sync_s + optimizer_s;
+  r.step_time_s = st.pipeline_s + dp_sync_s + optimizer_s + dp_interference_s;
   r.stages = st.ends;
   r.memory_bytes = step_memory(ctx, c, lp, st.ends, states, bill);
   r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
@@ -1093,7 +1128,10 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
     const double stage_s = static_cast<double>(m) * st.t_stage;
     b.pacing_stage = static_cast<int>(st.pacing);
     b.compute_s = static_cast<double>(m) * st.pacing_compute_s;
-    b.stage_comm_s = stage_s - b.compute_s;
+    const double stage_interference_s = static_cast<double>(m) * st.pacing_interference_s;
+    // Rounding may leave -1e-17 where nothing is exposed.
+    b.stage_comm_s = std::max(0.0, stage_s - b.compute_s - stage_interference_s);
+    b.interference_s = stage_interference_s + dp_interference_s;
     b.bubble_s = st.bubble_s;
     b.dp_sync_s = dp_sync_s;
     b.optimizer_s = optimizer_s;
@@ -1108,12 +1146,13 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c, const RankW
   return evaluate(ctx, c, std::span<const KindWork>(&one, 1), links, params, bill);
 }
 
-std::array<BillTimePart, 5> time_parts(const Bill& b) {
+std::array<BillTimePart, kBillTimeParts> time_parts(const Bill& b) {
   return {{{"compute", b.compute_s},
            {"stage_communication", b.stage_comm_s},
            {"bubble", b.bubble_s},
            {"data_parallel_sync", b.dp_sync_s},
-           {"optimizer", b.optimizer_s}}};
+           {"optimizer", b.optimizer_s},
+           {"overlap_interference", b.interference_s}}};
 }
 
 }  // namespace shardplan::planner

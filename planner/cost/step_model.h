@@ -53,6 +53,17 @@ namespace shardplan::planner {
 inline constexpr int64_t kGpuContextBytes = int64_t{2} << 30;
 inline constexpr double kAllocatorOverhead = 0.05;
 
+// Note [Overlap interference]
+// A collective hidden behind compute is not free: its kernels run on SMs the compute then lacks
+// (NCCL gives each channel a thread block, one SM) and move its bytes through the same HBM. The
+// compute it overlaps is priced kOverlapInterference of the hidden collective's seconds longer.
+// 0.15 is the share of SMs that DeepSeek-V3's training gave its overlapped communication: 20 of
+// the H800's 132 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" §3.2.2); NCCL's own default
+// on Hopper, up to 32 channels for NVLink rings, takes more (docs/cost-model.md §8.3). Applied to
+// the hidden part of FSDP gathers and reduce-scatters, the context-parallel ring, and the
+// data-parallel gradient reduction and parameter gather.
+inline constexpr double kOverlapInterference = 0.15;
+
 // Note [Stack of layer kinds]
 // A model is an ordered stack of layer kinds (tensor/models/layer_kinds.h) between its embedding
 // and its output layer. The search traces one layer of each kind and prices each kind's layer for
@@ -147,18 +158,23 @@ struct Bill {
   double bubble_s = 0;      // the pipeline's fill and drain
   double dp_sync_s = 0;     // data-parallel synchronization left after the last backward
   double optimizer_s = 0;
+  // What hidden collectives slowed the compute they overlapped (Note [Overlap interference]):
+  // the pacing stage's, all micro-batches, and the data-parallel synchronization's.
+  double interference_s = 0;
   int pacing_stage = 0;  // the slowest pipeline stage, whose time sets the pace
   // The pacing stage's collectives and the data-parallel ones.
   std::vector<BillCollective> collectives;
 };
 
 // A bill's time parts by name ("compute", "stage_communication", "bubble", "data_parallel_sync",
-// "optimizer"), in that order: what --json's bill.time_s, the text and --explain print.
+// "optimizer", "overlap_interference"), in that order: what --json's bill.time_s, the text and
+// --explain print.
 struct BillTimePart {
   std::string_view name;
   double seconds = 0;
 };
-std::array<BillTimePart, 5> time_parts(const Bill& b);
+inline constexpr size_t kBillTimeParts = 6;
+std::array<BillTimePart, kBillTimeParts> time_parts(const Bill& b);
 
 struct StepResult {
   double step_time_s = 0;
@@ -168,12 +184,13 @@ struct StepResult {
 };
 
 // The links of each candidate mesh dim, indexed by MeshDim (Note [Candidate mesh dims]), and at
-// kDataGroup those of the whole data-parallel group, the dp / ep and ep dims together: dense
-// weights synchronize over it, routed experts over the dp mesh dim alone (the expert-data-parallel
-// group, Note [Expert and dense data parallelism] in step_model.cpp). With ep = 1 the two are one.
+// kDataGroup those of the whole data-parallel group of a dense weight, the dp / e, e and cp dims
+// together (dp x cp ranks, data_parallel_ranks): dense weights synchronize over it, routed experts
+// over the dp mesh dim alone (the expert-data-parallel group, Note [Expert and dense data
+// parallelism] in step_model.cpp). With ep = 1 and cp = 1 the two are one.
 inline constexpr size_t kDataGroup = kMeshDims;
-// kEpGroup: those of an expert-parallel group, the ranks a token all-to-all spans: the ep mesh
-// dim, or with whole experts (etp = 1) the ep and tp mesh dims together (Note [Expert fold]).
+// kEpGroup: those of an expert-parallel group, the ranks a token all-to-all spans: the ep and cp
+// mesh dims, and the tp one with whole experts (etp = 1, Note [Expert fold]).
 inline constexpr size_t kEpGroup = kMeshDims + 1;
 using DimLinks = std::array<collectives::GroupLinks, kMeshDims + 2>;
 

@@ -36,16 +36,19 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
     pc.tp_dim = dim_name(kTpDim);
   }
   const std::array<int64_t, kMeshDims> shape = mesh_shape(c);
-  // ZeRO-3 shards a dense weight over the whole data-parallel group (the dp and ep mesh dims) and
-  // an expert over its replicas (the dp mesh dim; Note [Expert and dense data parallelism]).
+  // ZeRO-3 shards a dense weight over the whole data-parallel group (the dp, ep and cp mesh dims)
+  // and an expert over its replicas (the dp mesh dim; Note [Expert and dense data parallelism]).
   if (c.zero == 3) {
-    for (MeshDim d : {kDpDim, kEpDim}) {
+    for (MeshDim d : {kDpDim, kEpDim, kCpDim}) {
       if (shape[d] > 1) pc.fsdp_dims.push_back(dim_name(d));
     }
   }
-  // The routed experts' dim 0: over the ep mesh dim, then the tp one when experts are whole.
+  // The routed experts' dim 0: over the ep mesh dim, the cp one, then the tp one when experts are
+  // whole (Note [Expert fold]).
   if (c.ep > 1) {
-    pc.ep_dims = {dim_name(kEpDim)};
+    for (MeshDim d : {kEpDim, kCpDim}) {
+      if (shape[d] > 1) pc.ep_dims.push_back(dim_name(d));
+    }
     if (whole_experts) pc.ep_dims.push_back(dim_name(kTpDim));
   }
   const std::vector<mesh::ParameterSharding> shardings =

@@ -53,10 +53,10 @@ constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
     "tp x cp x pp does not divide the GPUs",
     "dp (the GPUs left by tp x cp x pp) is not the pinned --dp",
     "dp does not divide the global batch",
-    "the experts do not fold onto the mesh (ep within dp, or whole tp groups with etp 1)",
+    "the experts do not fold onto the mesh (ep over cp then dp, or whole tp groups with etp 1)",
     "dp x micro-batch does not divide the global batch",
     "sequence parallelism needs tp > 1",
-    "ZeRO 1-3 shard over dp and need dp > 1",
+    "ZeRO 1-3 shard over dp x cp and need dp x cp > 1",
     "interleaving (virtual stages > 1) needs pp > 1, micro-batches a multiple of pp and a layer "
     "per model chunk"};
 struct Pruned {
@@ -204,6 +204,8 @@ struct Planner::Impl {
   collectives::RankPlacement placement;
   std::unique_ptr<collectives::Topology> topology;
   std::map<std::pair<int64_t, int64_t>, collectives::GroupLinks> strided;  // (size, stride)
+  // (inner size, inner stride, outer size, outer stride)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, collectives::GroupLinks> two_level;
 
   const TracedModel& trace(int kind, int64_t mb, int64_t seq_local, RecomputePolicy rc) {
     auto& slot = traces[{kind, mb, seq_local, static_cast<int>(rc)}];
@@ -381,25 +383,54 @@ struct Planner::Impl {
       }
       return it->second;
     };
-    int64_t stride = 1, ep_stride = 1, tp_stride = 1;
+    std::array<int64_t, kMeshDims> stride_of{};
+    int64_t stride = 1;
     for (size_t i = o.size(); i-- > 0;) {
       const auto d = static_cast<size_t>(o[i]);
       SP_ASSERT(d != kDpDim || (i + 1 < o.size() && o[i + 1] == kEpDim),
                 "the ep mesh dim sits just inside the dp one (Note [Candidate mesh dims])");
-      if (d == kEpDim) ep_stride = stride;
-      if (d == kTpDim) tp_stride = stride;
+      stride_of[d] = stride;
       l[d] = group(shape[d], stride);
       stride *= shape[d];
     }
-    // The whole data-parallel group: the dp / ep and ep dims together.
-    l[kDataGroup] = shape[kEpDim] > 1 ? group(c.dp, ep_stride) : l[kDpDim];
-    // An expert group: the ep mesh dim, or with whole experts the ep and tp dims, adjacent when
-    // cp = 1 (Note [Expert fold]).
-    l[kEpGroup] = l[kEpDim];
-    if (c.ep > 1 && expert_tp(c) != c.tp) {
-      SP_ASSERT(ep_stride == tp_stride * c.tp, "whole experts span adjacent ep and tp mesh dims");
-      l[kEpGroup] = group(c.ep, tp_stride);
-    }
+    // The links of the ranks several mesh dims span together: one strided group when the dims
+    // are adjacent in rank order, else two runs of them (cp-inner order puts tp between cp and
+    // the dp dims).
+    auto spanned = [&](std::initializer_list<MeshDim> dims) {
+      std::vector<std::pair<int64_t, int64_t>> runs;  // (stride, size), fastest first
+      for (MeshDim d : dims) {
+        if (shape[d] > 1) runs.emplace_back(stride_of[d], shape[d]);
+      }
+      std::sort(runs.begin(), runs.end());
+      std::vector<std::pair<int64_t, int64_t>> merged;
+      for (const auto& [st, n] : runs) {
+        if (!merged.empty() && merged.back().first * merged.back().second == st) {
+          merged.back().second *= n;
+        } else {
+          merged.emplace_back(st, n);
+        }
+      }
+      if (merged.empty()) return l[kDpDim];
+      if (merged.size() == 1) return group(merged[0].second, merged[0].first);
+      SP_ASSERT(merged.size() == 2, "a group of mesh dims spans at most two runs of ranks");
+      const auto key2 =
+          std::make_tuple(merged[0].second, merged[0].first, merged[1].second, merged[1].first);
+      auto it = two_level.find(key2);
+      if (it == two_level.end()) {
+        it = two_level
+                 .emplace(key2, collectives::two_level_group_links(
+                                    *topology, merged[0].second, merged[0].first, merged[1].second,
+                                    merged[1].first))
+                 .first;
+      }
+      return it->second;
+    };
+    // The whole data-parallel group of a dense weight: the dp, ep and cp mesh dims (Note
+    // [Expert fold]).
+    l[kDataGroup] = spanned({kDpDim, kEpDim, kCpDim});
+    // An expert group: the ep and cp mesh dims, and the tp one with whole experts.
+    l[kEpGroup] = c.ep > 1 && expert_tp(c) != c.tp ? spanned({kEpDim, kCpDim, kTpDim})
+                                                   : spanned({kEpDim, kCpDim});
     return links.emplace(key, l).first->second;
   }
 
@@ -459,10 +490,10 @@ void Planner::Impl::check_pins(const Pins& pins) const {
   }
   if (pins.zero) {
     SP_CHECK(*pins.zero >= 0 && *pins.zero <= 3, "--zero ", *pins.zero, ", expected 0, 1, 2 or 3");
-    SP_CHECK(*pins.zero == 0 || ((!pins.dp || *pins.dp > 1) && g > 1), "--zero ", *pins.zero,
-             pins.dp ? " with --dp 1" : " on 1 GPU",
-             ": ZeRO shards the training state over data-parallel ranks, expected --dp > 1 (or "
-             "--zero 0)");
+    SP_CHECK(*pins.zero == 0 || ((!pins.dp || *pins.dp > 1 || (pins.cp && *pins.cp > 1)) && g > 1),
+             "--zero ", *pins.zero, pins.dp ? " with --dp 1" : " on 1 GPU",
+             ": ZeRO shards the training state over data- and context-parallel ranks, expected "
+             "--dp > 1 or --cp > 1 (or --zero 0)");
   }
   if (pins.recompute_layers) {
     SP_CHECK(*pins.recompute_layers >= 1 && *pins.recompute_layers <= L, "--recompute-layers ",
@@ -567,20 +598,21 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
           continue;
         }
         // (ep, etp) pairs (Note [Expert fold]): experts split like the dense layers (etp 0,
-        // following tp) with ep within dp, or whole experts (etp 1 < tp, cp 1) with ep whole tp
-        // groups times a divisor of dp.
+        // following tp) with ep the cp ranks times a divisor of dp, or whole experts (etp 1 < tp)
+        // with ep whole tp x cp groups times a divisor of dp; and ep 1.
         std::vector<std::pair<int64_t, int64_t>> eps = {{pins.ep.value_or(1), 0}};
         if (model.num_local_experts > 0) {
           eps.clear();
           // The dimension's rule: ep divides the experts, so each rank keeps at least one (the
           // published DeepSeek-V3 runs keep 4 of 256 at ep 64, fewer than its top-8).
           auto usable = [&](int64_t e) { return ep_dim.refuses(model, setup, e).empty(); };
-          for (int64_t e : divisors(dp, model.num_local_experts)) {
-            if (usable(e)) eps.emplace_back(e, 0);
+          if (cp > 1) eps.emplace_back(1, 0);
+          for (int64_t d : divisors(dp, model.num_local_experts / cp)) {
+            if (usable(cp * d)) eps.emplace_back(cp * d, 0);
           }
-          if (tp > 1 && cp == 1) {
-            for (int64_t d : divisors(dp, model.num_local_experts / tp)) {
-              if (usable(tp * d)) eps.emplace_back(tp * d, 1);
+          if (tp > 1) {
+            for (int64_t d : divisors(dp, model.num_local_experts / (tp * cp))) {
+              if (usable(tp * cp * d)) eps.emplace_back(tp * cp * d, 1);
             }
           }
           if (pins.ep) {
@@ -597,7 +629,7 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
         for (int64_t b = 1; b <= kMaxSearchedMicroBatch; b *= 2) {
           if ((setup.global_batch / dp) % b == 0) mbs.push_back(b);
         }
-        std::vector<int> zeros = dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+        std::vector<int> zeros = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
         std::vector<DimOrder> orders = {DimOrder::kTpInner};
         if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
         for (const auto& [ep, etp] : eps) {
@@ -655,7 +687,7 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
                         pruned.add(kSpWithoutTp, c);
                         continue;
                       }
-                      if (zero > 0 && dp == 1) {
+                      if (zero > 0 && dp * cp == 1) {
                         pruned.add(kZeroWithoutDp, c);
                         continue;
                       }

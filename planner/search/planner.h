@@ -10,11 +10,11 @@
 // Note [Search space]
 // tp: divisors of the GPUs within one node that the heads allow (families without a TP plan keep
 // tp = 1); cp: powers of two with seq divisible by 2 cp; pp: divisors of the rest up to the
-// layers; dp: what remains; ep (MoE): divisors of the experts, within dp with etp = tp, or whole
-// tp groups times a divisor of dp with etp = 1 (Note [Expert fold] in parallel_dims.h); ZeRO 0-3
-// (1-3 only with dp > 1); micro-batch: powers of two up to 16 that, with dp, divide the global
-// batch; recomputation none / selective / full, and for each candidate that fits with full
-// recomputation the fewest recomputed layers per chunk that still fit (Note [Partial
+// layers; dp: what remains; ep (MoE): divisors of the experts, cp times a divisor of dp with
+// etp = tp, or tp x cp times a divisor of dp with etp = 1 (Note [Expert fold] in parallel_dims.h);
+// ZeRO 0-3 (1-3 only with dp x cp > 1); micro-batch: powers of two up to 16 that, with dp, divide
+// the global batch; recomputation none / selective / full, and for each candidate that fits with
+// full recomputation the fewest recomputed layers per chunk that still fit (Note [Partial
 // recomputation]; not when --recompute is pinned); sequence parallelism with tp > 1; virtual stages
 // v > 1 when pp > 1, at least one layer per chunk and the micro-batches a multiple of pp (chunks
 // may differ by a layer: the slowest stage sets the pace); tp innermost, or cp inside the node and

@@ -231,5 +231,36 @@ TEST(GroupLinksValue, JsonRoundTripAndPrinting) {
   EXPECT_THROW(group_links_from_json(bad), Error);
 }
 
+TEST(TwoLevelGroupLinks, EqualsTheRankWalkOverTheSameGroups) {
+  // Groups {r + i * inner_stride + k * outer_stride} (the cp and dp ranks of a dense weight with
+  // tp between them): the walk of mesh_dim_links over a mesh whose second dim lists exactly those
+  // groups (a device permutation) against the priced group of rank 0.
+  struct Case {
+    int64_t inner, inner_stride, outer, outer_stride;
+  };
+  const Topology t(h100(8));  // 64 ranks, 8 to a node
+  const Case cases[] = {{2, 1, 4, 8},  {4, 1, 2, 16}, {2, 1, 8, 4}, {2, 2, 4, 8},
+                        {2, 1, 32, 2}, {4, 2, 8, 8},  {2, 4, 2, 32}};
+  for (const Case& k : cases) {
+    const int64_t world = 64, size = k.inner * k.outer;
+    std::vector<int64_t> device_of_rank;
+    for (int64_t r = 0; r < world; ++r) {
+      if ((r / k.inner_stride) % k.inner != 0 || (r / k.outer_stride) % k.outer != 0) continue;
+      for (int64_t o = 0; o < k.outer; ++o) {
+        for (int64_t i = 0; i < k.inner; ++i) {
+          device_of_rank.push_back(r + i * k.inner_stride + o * k.outer_stride);
+        }
+      }
+    }
+    ASSERT_EQ(static_cast<int64_t>(device_of_rank.size()), world);
+    const std::vector<int64_t> mesh = {world / size, size};
+    EXPECT_EQ(two_level_group_links(t, k.inner, k.inner_stride, k.outer, k.outer_stride),
+              mesh_dim_links(t, mesh, device_of_rank, 1)[1])
+        << k.inner << " x " << k.inner_stride << " inside " << k.outer << " x " << k.outer_stride;
+  }
+  // Adjacent dims are one strided group.
+  EXPECT_EQ(two_level_group_links(t, 2, 1, 4, 2), strided_group_links(t, 8, 1));
+}
+
 }  // namespace
 }  // namespace shardplan::collectives

@@ -41,10 +41,14 @@ TEST(ParallelDims, RowsCoverEveryMeshDimOnceWithDistinctFieldsAndFlags) {
 }
 
 TEST(ParallelDims, MeshShapeCarvesExpertsOutOfDataParallelism) {
-  // 128 GPUs: tp 4, pp 2, dp 8 of which ep 4, cp 2 -> [2, 8 / 4, 4, 2, 4], 2*2*4*2*4 = 128.
+  // 128 GPUs: tp 4, pp 2, dp 8, cp 2, ep 4: the ep group takes the 2 cp ranks, then 4 / 2 = 2 of
+  // the dp ranks (Note [Expert fold]) -> [2, 8 / 2, 2, 2, 4], 2*4*2*2*4 = 128.
   const ParallelConfig c{.tp = 4, .pp = 2, .dp = 8, .cp = 2, .ep = 4};
-  EXPECT_THAT(mesh_shape(c), ElementsAre(2, 2, 4, 2, 4));
-  EXPECT_EQ(mesh_shape_vector(c), std::vector<int64_t>({2, 2, 4, 2, 4}));
+  EXPECT_EQ(ep_from_dp(c), 2);
+  EXPECT_THAT(mesh_shape(c), ElementsAre(2, 4, 2, 2, 4));
+  EXPECT_EQ(mesh_shape_vector(c), std::vector<int64_t>({2, 4, 2, 2, 4}));
+  // Dense weights replicate over dp x cp = 16 ranks; an expert shard over dp / e = 4.
+  EXPECT_EQ(data_parallel_ranks(c), 16);
   EXPECT_EQ(world_product_text(c), "--tp 4 x --pp 2 x --dp 8 x --cp 2");
   EXPECT_EQ(dim_name(kCpDim), "cp");
   EXPECT_EQ(c.*dim(kEpDim).degree, 4);
@@ -74,9 +78,19 @@ TEST(ParallelDims, WholeExpertsTakeTensorParallelRanksBeforeDataParallelOnes) {
   EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 4, .ep = 2, .etp = 1}),
             "--ep 2 with --etp 1 and --tp 4, expected a multiple of --tp 4 dividing --tp x --dp = "
             "16 (each expert group holds whole tensor-parallel groups)");
-  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 2, .cp = 2, .ep = 8, .etp = 1}),
-            "--etp 1 with --cp 2, expected --cp 1 or --etp 4 (expert groups across tensor- and "
-            "data-parallel ranks skip no context ranks)");
+  // Whole experts with cp 2: ep 8 = tp 4 x cp 2 x 1 of the dp ranks; ep 4 is not whole tp x cp
+  // groups, and ep 2 under experts split over tp is fewer than the cp ranks it takes first.
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 2, .cp = 2, .ep = 8, .etp = 1}), "");
+  EXPECT_THAT(mesh_shape({.tp = 4, .dp = 2, .cp = 2, .ep = 8, .etp = 1}),
+              ElementsAre(1, 2, 1, 2, 4));
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 4, .dp = 2, .cp = 2, .ep = 4, .etp = 1}),
+            "--ep 4 with --etp 1, --tp 4 and --cp 2, expected a multiple of --tp x --cp = 8 "
+            "dividing --tp x --cp x --dp = 16 (an expert group of whole experts holds whole "
+            "tensor- and context-parallel groups)");
+  EXPECT_EQ(expert_fold_refuses(moe, {.tp = 2, .dp = 2, .cp = 4, .ep = 2}),
+            "--ep 2 with --cp 4 and --dp 2, expected a multiple of --cp dividing --cp x --dp = 8 "
+            "(an expert group takes the context-parallel ranks, then data-parallel ones); or "
+            "--etp 1 (groups of whole tensor-parallel groups)");
   EXPECT_EQ(expert_fold_refuses(tensor::find_model_config("llama3-8b"), {.tp = 4, .etp = 1}),
             "--etp 1 on a dense model (llama), expected no --etp (it splits the experts of a MoE "
             "model)");
