@@ -212,6 +212,10 @@ class Deriver {
         regions_.push_back({b.first_op, b.end_op - 1});
         continue;
       }
+      if (s_.options.selective == SelectiveRecompute::kEveryOtherMatmul) {
+        every_other_matmul(b);
+        continue;
+      }
       // Selective: the attention core, from Q K^T to scores x V, or one sdpa op.
       int64_t open = -1;
       for (int64_t i = b.first_op; i < b.end_op; ++i) {
@@ -239,6 +243,27 @@ class Deriver {
         op.recompute_flops += op.flops;
       }
     }
+  }
+
+  // Note [Selective recomputation]
+  // torchtitan's op-level selective checkpointing (torchtitan/models/llama3/parallelize, its
+  // _save_list policy) saves the outputs of matmuls, attention and a few reductions and
+  // recomputes every other op, and of the matmuls it saves only the odd ones in order (the 1st,
+  // 3rd, ... of a block), recomputing the even ones. So the recomputed regions are the runs of
+  // ops between saved ones: elementwise ops, norms and every second projection.
+  void every_other_matmul(const StepBlock& b) {
+    int64_t matmuls = 0, open = -1;
+    for (int64_t i = b.first_op; i < b.end_op; ++i) {
+      const TrainingOp& op = s_.ops[static_cast<size_t>(i)];
+      bool saved = op.op == "scaled_dot_product_attention";
+      if (is_matmul_op(op.op)) saved = ++matmuls % 2 == 1;
+      if (!saved && open < 0) open = i;
+      if (saved && open >= 0) {
+        regions_.push_back({open, i - 1});
+        open = -1;
+      }
+    }
+    if (open >= 0) regions_.push_back({open, b.end_op - 1});
   }
 
   // Which saved buffers stay alive from forward to backward, and to which block they count.

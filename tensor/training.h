@@ -54,6 +54,12 @@ class Module;
 
 enum class RecomputePolicy : uint8_t { kNone, kSelective, kFull };
 
+// What "selective" recomputes, which differs between stacks (Note [Selective recomputation] in
+// training.cpp): Megatron-LM's attention core (Korthikanti et al. 2022 §4.2), or torchtitan's
+// op-level policy that keeps every other matmul's output and the attention's and recomputes the
+// rest.
+enum class SelectiveRecompute : uint8_t { kAttentionCore, kEveryOtherMatmul };
+
 // How scaled_dot_product_attention runs, which fixes what it saves.
 enum class AttentionImpl : uint8_t {
   kFlash,  // FlashAttention / memory-efficient kernels: saves q, k, v, out and the logsumexp
@@ -64,6 +70,7 @@ struct TraceOptions {
   int64_t batch = 1;
   int64_t seq = 2048;
   RecomputePolicy recompute = RecomputePolicy::kNone;
+  SelectiveRecompute selective = SelectiveRecompute::kAttentionCore;  // under kSelective
   // false: every dropout op of the model is the identity (no mask saved, no FLOPs), and attention
   // has no dropout. true: the model's dropout ops run, and scaled_dot_product_attention in kMath
   // mode drops its probabilities (the op event does not carry dropout_p: a model calling sdpa is

@@ -45,6 +45,8 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   SP_CHECK(moe_imbalance == 1 || cfg.num_local_experts > 0, "--moe-imbalance ", moe_imbalance, ": ",
            model, " has no routed experts, expected 1 or an MoE model");
   o.moe_imbalance = moe_imbalance;
+  o.stack =
+      stack.empty() ? planner::default_stack() : planner::load_stack(planner::resolve_stack(stack));
   // A progress line on a terminal once the search has run a second; never in a pipe or a file.
   if (isatty(STDERR_FILENO) != 0) {
     auto drawn = std::make_shared<bool>(false);
@@ -125,6 +127,10 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
                  "Attention kernels: flash or math (scores materialized); default: the model "
                  "config's attn_implementation (eager: math), else flash")
       ->type_name("flash|math");
+  cmd.add_option("--stack", a.stack,
+                 "Software stack the plan is for (configs/stacks name or path): megatron (the "
+                 "default), megatron-2021, torchtitan, torchtitan-compile, deepspeed, pytorch")
+      ->type_name("NAME|PATH");
   cmd.add_option("--moe-imbalance", a.moe_imbalance,
                  "MoE routing imbalance: the busiest expert's tokens over the balanced load "
                  "(scales its GEMMs and the all-to-all); default 1, the force-balanced routing "
@@ -140,6 +146,7 @@ nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) 
                               {"seq", a.seq},
                               {"global_batch", a.global_batch},
                               {"precision", a.precision},
+                              {"stack", p.options().stack.name},
                               {"attention", tensor::to_string(p.options().attention)}};
   // Only when asked for: balanced routing is the default every other output assumes.
   if (p.options().moe_imbalance != 1) j["moe_imbalance"] = p.options().moe_imbalance;

@@ -31,6 +31,7 @@ struct PlanArgs {
   int zero = -1;
   std::string recompute, sequence_parallel, precision = "bf16", attention;
   double moe_imbalance = 1;  // --moe-imbalance
+  std::string stack;         // --stack NAME|PATH ("" = megatron)
 
   planner::Pins pins() const;
   // --attention, or what the model's config states (attn_implementation "eager": math), else

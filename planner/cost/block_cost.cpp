@@ -67,6 +67,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   opts.batch = key.micro_batch;
   opts.seq = key.seq;
   opts.recompute = key.recompute;
+  opts.selective = key.selective;
   opts.attention = key.attention;
   t.step = tensor::trace_training_step(*model, opts);
   t.hidden_size = cfg.hidden_size;
@@ -290,13 +291,23 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       eff = attention_efficiency(attn, g.batch, g.m, keys, q.sizes.back(), g.n,
                                  t.attention == tensor::AttentionImpl::kFlash && !band);
       s = op_seconds(attn, op, eff, share(i));
+      // Note [Attention backward rate]: the fused backward runs slower than the forward.
+      if (t.attention == tensor::AttentionImpl::kFlash) s.backward /= kFlashBackwardRate;
     } else {
       s = op_seconds(a, expert_weights_local(op), eff, share(i));
       if (op.matmul_flops > 0 && !t.score_op[i]) {
         // A linear layer's GEMM: its operands quantized under fp8 (Note [FP8 GEMMs]).
+        // Under sequence parallelism a rank quantizes its sequence shard before the all-gather
+        // (Transformer Engine's and torchao's fp8 all-gather): a column-parallel GEMM's input and
+        // a row-parallel GEMM's output gradient are 1 / tp of what the GEMM reads.
         const double rows = static_cast<double>(g.batch) * static_cast<double>(g.m);
-        const OpSeconds qz = quantize_seconds(a, rows * static_cast<double>(g.k),
-                                              rows * static_cast<double>(g.n), item);
+        const double sp = split.sequence_parallel ? static_cast<double>(tp) : 1;
+        const double in_sp = t.split[i] == OpSplit::kColumn ? sp : 1;
+        const double out_sp = t.split[i] == OpSplit::kRow ? sp : 1;
+        const OpSeconds qz = quantize_seconds(
+            a, rows * static_cast<double>(g.k) / in_sp, rows * static_cast<double>(g.n) / out_sp,
+            item,
+            static_cast<double>(g.batch) * static_cast<double>(g.k) * static_cast<double>(g.n));
         s.forward += qz.forward;
         s.backward += qz.backward;
         if (op.recomputed || op.recompute_flops > 0) s.recompute += qz.recompute;

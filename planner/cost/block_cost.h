@@ -54,6 +54,8 @@ struct TraceKey {
   int64_t micro_batch = 1;
   int64_t seq = 1;  // tokens per rank: the sequence / cp
   tensor::RecomputePolicy recompute = tensor::RecomputePolicy::kNone;
+  // What kSelective recomputes (the stack's choice, Note [Stack profiles]).
+  tensor::SelectiveRecompute selective = tensor::SelectiveRecompute::kAttentionCore;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
   tensor::DType dtype = tensor::DType::kBFloat16;  // weights and activations
   // Routing imbalance (--moe-imbalance): the busiest expert's tokens over the balanced load.

@@ -79,14 +79,18 @@ ComputeModel attention_compute(const ComputeModel& a) {
 }
 
 OpSeconds quantize_seconds(const ComputeModel& a, double input_elements, double output_elements,
-                           int64_t activation_itemsize) {
+                           int64_t activation_itemsize, double weight_elements) {
   OpSeconds t;
   if (!a.quantized_gemms) return t;
   // Forward: the producing op (a norm, an activation) writes the fp8 copy and its transpose, 2
-  // bytes per element. Backward: the 16-bit gradient is read and written twice in fp8.
-  t.forward = input_elements * 2.0 / a.memory_bytes_per_s;
-  t.backward =
-      output_elements * static_cast<double>(activation_itemsize + 2) / a.memory_bytes_per_s;
+  // bytes per element. Backward: the 16-bit gradient is read and written twice in fp8. Current
+  // scaling reads each 16-bit operand once more for its amax; weights cast every micro-batch are
+  // read and written as an input is.
+  const auto item = static_cast<double>(activation_itemsize);
+  const double amax = a.fp8_amax_pass ? item : 0;
+  const double weights = a.fp8_weight_casts ? weight_elements * (item + 2 + amax) : 0;
+  t.forward = (input_elements * (2.0 + amax) + weights) / a.memory_bytes_per_s;
+  t.backward = output_elements * (item + 2 + amax) / a.memory_bytes_per_s;
   t.recompute = t.forward;
   return t;
 }

@@ -29,7 +29,11 @@
 // copies itself, 1 + 1 bytes per element on top of the traced op; in the backward the bf16 output
 // gradient is read and written twice in fp8, 2 + 1 + 1 bytes per element. All at HBM bandwidth.
 // The weights' casts happen once per step (Transformer Engine caches them across micro-batches)
-// and are left out.
+// and are left out, unless the stack casts them every micro-batch (torchao's float8 linear in
+// torchtitan: read 2, write 1 + 1 bytes per weight element each forward). Under current (dynamic)
+// scaling the scale is the operand's own amax, found by one more read of the 16-bit operand
+// before the cast (Transformer Engine's current scaling, torchao's tensorwise recipe); delayed
+// scaling reuses past amaxes and needs none.
 //
 // Note [HBM efficiency]
 // No kernel streams at the datasheet bandwidth: refresh, row switches and ECC take a part of it.
@@ -46,6 +50,16 @@
 
 namespace shardplan::planner {
 
+// Note [Attention backward rate]
+// A fused attention's backward (dq, dk, dv, with the scores recomputed) reaches a lower rate than
+// its forward: measured with cuDNN's flash kernels on an H100 and an H200 (causal, 8,192 tokens,
+// 8-32 heads of 128; scripts/gpu_measure.py, tests/data/gpu_measured_{h100,h200}.json) the
+// backward took 2.8-3.3 times the forward where its FLOPs are 2.5 times (2 for the gradients,
+// 0.5 for the recomputed Q K^T); FlashAttention-2 (Dao 2023, §4.1) reports its backward at up to
+// 63 % of an A100's peak against 73 % forward. The backward's gradient products run at 0.8 of
+// the forward's rate, so the backward takes 2 / 0.8 + 0.5 = 3.0 forwards.
+inline constexpr double kFlashBackwardRate = 0.8;
+
 inline constexpr int64_t kTileM = 128;
 inline constexpr int64_t kTileN = 128;
 inline constexpr int64_t kFixedK = 64;
@@ -60,6 +74,10 @@ struct ComputeModel {
   // fraction; whether the linear layers' GEMMs quantize their operands.
   double attention_matmul_efficiency = 1;
   bool quantized_gemms = false;
+  // How the stack quantizes (Note [FP8 GEMMs]): a separate amax pass over each operand before
+  // its cast (current / dynamic scaling), and the weights cast again every micro-batch.
+  bool fp8_amax_pass = false;
+  bool fp8_weight_casts = false;
 };
 
 // The GEMM dtype is fp8 for Precision::kFp8 and bf16 otherwise; a cluster without that peak
@@ -108,9 +126,10 @@ OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double
 ComputeModel attention_compute(const ComputeModel& a);
 
 // Seconds of quantizing an fp8 GEMM's operands: `input_elements` in the forward (and its
-// recomputation), `output_elements` of the gradient in the backward (Note [FP8 GEMMs]); zero
-// unless a.quantized_gemms.
+// recomputation), `output_elements` of the gradient in the backward, and `weight_elements` in the
+// forward when the stack casts weights every micro-batch (Note [FP8 GEMMs]); zero unless
+// a.quantized_gemms.
 OpSeconds quantize_seconds(const ComputeModel& a, double input_elements, double output_elements,
-                           int64_t activation_itemsize);
+                           int64_t activation_itemsize, double weight_elements = 0);
 
 }  // namespace shardplan::planner

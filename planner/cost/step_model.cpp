@@ -408,7 +408,7 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
       lc.fsdp_gather_exposed_s = fsdp_fwd + (fsdp_bwd - lc.fsdp_scatter_exposed_s);
       const double hidden = (lc.cp_s - lc.cp_exposed_s) + (kp.fsdp_forward_s - fsdp_fwd) +
                             (kp.fsdp_backward_s - fsdp_bwd);
-      lc.interference_s = kOverlapInterference * hidden;
+      lc.interference_s = ctx.overlap_interference * hidden;
       lc.total_s = lc.forward_s + lc.backward_s + lc.interference_s + lc.tp_s + lc.cp_exposed_s +
                    lc.ep_s + (fsdp_fwd + fsdp_bwd);
       lc.retained_bytes = b.retained_bytes;
@@ -520,6 +520,10 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
         pipeline_sends(st.full_act_bytes, c.tp, c.sequence_parallel, links[kPpDim], links[kTpDim]);
   }
   st.send_stage_s = 2.0 * static_cast<double>(v) * (st.sends.send_s + st.sends.gather_s);
+  // Overlapped sends (StepContext::pp_overlap_interleaved) leave only their interference.
+  const bool sends_hidden = ctx.pp_overlap_interleaved && v > 1;
+  const double send_exposed_s = sends_hidden ? 0 : st.send_stage_s;
+  const double send_interference_s = sends_hidden ? ctx.overlap_interference * st.send_stage_s : 0;
   // The bubble is p - 1 model chunks' time (Narayanan et al. 2021 §2.2.2: (p - 1) / v stages).
   // When a stage's layers do not split evenly into v chunks the largest chunk paces the fill and
   // the drain, so a stage of n layers counts its time x ceil(n / v) / n per chunk.
@@ -529,7 +533,7 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
   double t_chunk = 0;
   for_each_priced_stage(ctx.stack, L, pp, st.ends, [&](int64_t s, const StageLoad& load) {
     const int64_t layers = load.n;
-    double t = 0, compute = 0, interference = 0;
+    double t = 0, compute = 0, interference = send_interference_s;
     for (int k = 0; k < lp.kinds; ++k) {
       const int64_t n = load.of[static_cast<size_t>(k)];
       if (n == 0) continue;
@@ -538,7 +542,7 @@ StageTimes stage_times(const StepContext& ctx, const ParallelConfig& c, const Di
       compute += static_cast<double>(n) * (layer.forward_s + layer.backward_s);
       interference += static_cast<double>(n) * layer.interference_s;
     }
-    t += st.send_stage_s;
+    t += send_exposed_s + send_interference_s;
     if (s == 0) {
       t += lp.embedding_s;
       compute += w.embedding().forward_s + w.embedding().backward_s;
@@ -1010,13 +1014,14 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
   if (pp > 1) {
     const auto calls = static_cast<int64_t>(2 * mm * static_cast<double>(c.virtual_stages));
     const PipelineSends& s = st.sends;
+    const double shown = ctx.pp_overlap_interleaved && c.virtual_stages > 1 ? 0 : 1;
     rec.add("send_recv (activations and their gradients)", CollectiveKind::kSendRecv, kPpDim,
             s.pair, s.bytes, calls, s.send_s * static_cast<double>(calls),
-            s.send_s * static_cast<double>(calls));
+            shown * s.send_s * static_cast<double>(calls));
     if (s.gather_s > 0) {
       rec.add("all_gather (pipeline slices)", CollectiveKind::kAllGather, kTpDim, tp_l,
               st.full_act_bytes, calls, s.gather_s * static_cast<double>(calls),
-              s.gather_s * static_cast<double>(calls));
+              shown * s.gather_s * static_cast<double>(calls));
     }
   }
 }
@@ -1115,7 +1120,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
   const double dp_sync_s =
       data_parallel_sync(ctx, c, lp, states, links[kDpDim], links[kDataGroup], rec, dp_hidden_s);
   const double optimizer_s = optimizer_seconds(ctx, c, states);
-  const double dp_interference_s = kOverlapInterference * dp_hidden_s;
+  const double dp_interference_s = ctx.overlap_interference * dp_hidden_s;
 
   StepResult r;
   r.step_time_s = st.pipeline_s + dp_sync_s + optimizer_s + dp_interference_s;

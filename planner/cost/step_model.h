@@ -62,6 +62,7 @@ inline constexpr double kAllocatorOverhead = 0.05;
 // on Hopper, up to 32 channels for NVLink rings, takes more (docs/cost-model.md §8.3). Applied to
 // the hidden part of FSDP gathers and reduce-scatters, the context-parallel ring, and the
 // data-parallel gradient reduction and parameter gather.
+// The default; a stack profile states its own (StepContext::overlap_interference).
 inline constexpr double kOverlapInterference = 0.15;
 
 // Note [Stack of layer kinds]
@@ -108,6 +109,10 @@ struct StepContext {
   int64_t context_bytes = kGpuContextBytes;  // 0 on a CPU
   bool moe = false;                          // some layer routes tokens to experts
   StackLayout stack;
+  double overlap_interference = kOverlapInterference;  // Note [Overlap interference]
+  // The stack overlaps the pipeline's sends with compute in interleaved schedules (Megatron-Core's
+  // overlap_p2p_comm): they then cost only their interference.
+  bool pp_overlap_interleaved = false;
 };
 
 // Parameters of one TP rank per layer (and the embedding and output layer), from which every

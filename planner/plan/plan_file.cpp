@@ -123,6 +123,7 @@ PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
   f.model = p.model();
   f.cluster = p.cluster();
   f.setup = p.setup();
+  f.stack = p.options().stack.name;
   f.order = r.order;
   f.config = r.config;
   f.stage_layers = partition_from_ends(f.model.num_hidden_layers, r.config.pp, r.stages).counts();
@@ -146,8 +147,10 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
   j["cluster"] = {{"name", f.cluster.name},
                   {"facts", facts},
                   {"sha256", cluster_sha256(f.cluster.name, plain(facts))}};
-  j["setup"] = {
-      {"gpus", f.setup.gpus}, {"seq", f.setup.seq}, {"global_batch", f.setup.global_batch}};
+  j["setup"] = {{"gpus", f.setup.gpus},
+                {"seq", f.setup.seq},
+                {"global_batch", f.setup.global_batch},
+                {"stack", f.stack}};
   j["mesh"] = {{"shape", f.mesh_shape()}, {"names", mesh_names()}};
   j["dim_order"] = to_string(f.order);
   j["config"] = config_json(f.config);
@@ -240,6 +243,11 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     f.setup.gpus = s.integer("gpus", 1);
     f.setup.seq = s.integer("seq", 1);
     f.setup.global_batch = s.integer("global_batch", 1);
+    // Plans written before stacks existed were made for Megatron-Core's.
+    if (s.has("stack")) {
+      f.stack = s.str("stack");
+      if (f.stack.empty()) s.fail("stack", "expected the name of the stack planned for");
+    }
     s.done();
   }
   f.order = doc.parsed("dim_order", parse_dim_order);

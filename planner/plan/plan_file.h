@@ -46,6 +46,7 @@ struct PlanFile {
   tensor::ModelConfig model;
   collectives::Cluster cluster;  // the facts planned with (one node, as load_cluster gives it)
   TrainingSetup setup;
+  std::string stack = "megatron";  // the software stack planned for (Note [Stack profiles])
   DimOrder order = DimOrder::kTpInner;
   ParallelConfig config;
   // Layers of each pipeline stage, first to last (Note [Stage partition]); sums to the model's.

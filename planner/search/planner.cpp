@@ -47,6 +47,7 @@ enum PruneRule : uint8_t {
   kSpWithoutTp,
   kZeroWithoutDp,
   kChunks,
+  kStack,
   kPruneRules
 };
 constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
@@ -58,7 +59,8 @@ constexpr std::array<std::string_view, kPruneRules> kPruneRuleNames = {
     "sequence parallelism needs tp > 1",
     "ZeRO 1-3 shard over dp x cp and need dp x cp > 1",
     "interleaving (virtual stages > 1) needs pp > 1, micro-batches a multiple of pp and a layer "
-    "per model chunk"};
+    "per model chunk",
+    "the software stack (--stack) cannot run it"};
 struct Pruned {
   int64_t total = 0;
   std::array<int64_t, kPruneRules> by{};
@@ -215,6 +217,7 @@ struct Planner::Impl {
                           {.micro_batch = mb,
                            .seq = seq_local,
                            .recompute = rc,
+                           .selective = options.stack.selective,
                            .attention = options.attention,
                            .dtype = dtype,
                            .moe_imbalance = options.moe_imbalance}));
@@ -444,8 +447,10 @@ struct Planner::Impl {
     p.fits = r.fits;
     const double tokens = static_cast<double>(setup.global_batch * setup.seq);
     p.tokens_per_s = tokens / r.step_time_s;
-    p.mfu = mfu(flops_per_token, setup.global_batch * setup.seq, setup.gpus,
-                ctx.compute.mfu_peak_flops, r.step_time_s);
+    // Over the dense peak of the GEMM dtype (fp8's for an fp8 plan), so never above 1 of the peak
+    // the plan computes at (docs/cost-model.md §2.4).
+    p.mfu = mfu(flops_per_token, setup.global_batch * setup.seq, setup.gpus, ctx.compute.peak_flops,
+                r.step_time_s);
     return p;
   }
 
@@ -455,6 +460,19 @@ struct Planner::Impl {
 };
 
 void Planner::Impl::check_pins(const Pins& pins) const {
+  {
+    // A pin the stack cannot run is refused naming the stack (Note [Stack profiles]); the
+    // unpinned choices take values every stack runs.
+    ParallelConfig probe;
+    probe.tp = pins.tp.value_or(1);
+    probe.cp = pins.cp.value_or(1);
+    probe.ep = pins.ep.value_or(1);
+    probe.etp = pins.etp.value_or(0);
+    probe.zero = pins.zero.value_or(options.stack.zero_stages.front());
+    probe.virtual_stages = pins.virtual_stages.value_or(1);
+    const std::string refused = stack_refuses(options.stack, probe);
+    SP_CHECK(refused.empty(), refused);
+  }
   const int64_t g = setup.gpus;
   const int64_t L = model.num_hidden_layers;
   int64_t product = 1;
@@ -695,6 +713,10 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
                         pruned.add(kChunks, c);
                         continue;
                       }
+                      if (!stack_refuses(options.stack, c).empty()) {
+                        pruned.add(kStack, c);
+                        continue;
+                      }
                       visit(c, order);
                     }
                   }
@@ -738,6 +760,14 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.hidden = I.model.hidden_size;
   ctx.setup = setup;
   ctx.compute = compute_model(I.cluster, options.precision);
+  // Note [Stack profiles]: the stack reaches compute_efficiency of every priced compute rate.
+  ctx.compute.matmul_efficiency *= options.stack.compute_efficiency;
+  ctx.compute.attention_matmul_efficiency *= options.stack.compute_efficiency;
+  ctx.compute.memory_bytes_per_s *= options.stack.compute_efficiency;
+  ctx.overlap_interference = options.stack.overlap_interference;
+  ctx.compute.fp8_amax_pass = options.stack.fp8_current_scaling;
+  ctx.pp_overlap_interleaved = options.stack.pp_overlap_interleaved;
+  ctx.compute.fp8_weight_casts = options.stack.fp8_weight_casts;
   ctx.recipe = cpu ? MixedPrecision::adam_fp32() : MixedPrecision::adam_16bit();
   ctx.activation_itemsize = tensor::itemsize(I.dtype);
   const collectives::Cluster sized = collectives::cluster_for(I.cluster, placed);
@@ -908,6 +938,8 @@ std::vector<Planner::Best> Planner::best_of_each(
 PlanResult Planner::estimate(const ParallelConfig& c, DimOrder order, Bill* bill) {
   Impl& I = *impl_;
   check_parallel_config(I.model, I.setup, c);
+  const std::string refused = stack_refuses(I.options.stack, c);
+  SP_CHECK(refused.empty(), refused);
   SP_CHECK(c.tp == 1 || I.has_tp_plan, "--tp ", c.tp, ": model family ", I.model.model_type,
            " has no tensor-parallel plan yet, expected --tp 1");
   return I.result_of(c, order, I.eval(c, order, bill));

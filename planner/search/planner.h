@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "collectives/cluster.h"
+#include "planner/candidate/stack_profile.h"
 #include "planner/cost/step_model.h"
 #include "tensor/models/model_config.h"
 
@@ -41,6 +42,9 @@ namespace shardplan::planner {
 
 struct PlannerOptions {
   Precision precision = Precision::kBf16;
+  // The software stack the plan is for (Note [Stack profiles]): what the search may choose and
+  // how fast the stack's kernels run. The default is the built-in megatron profile.
+  StackProfile stack;
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
   // The busiest expert's tokens over the balanced load (TraceKey::moe_imbalance), >= 1.
   double moe_imbalance = 1;

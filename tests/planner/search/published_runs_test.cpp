@@ -214,7 +214,7 @@ TEST(PublishedRuns, Llama3On8kAnd16kH100sWithinTenPercent) {
 // NVIDIA Megatron-Bridge's published pre-training throughput on DGX H100 with FP8 (current
 // scaling), docs/performance-summary.md of NVIDIA-NeMo/Megatron-Bridge (25.11 and 26.02 NeMo
 // containers): each row's tp, pp, cp, virtual stages and micro-batch 1 pinned with --precision
-// fp8, the rest searched; tokens per second per GPU within 10 %. docs/cost-model.md §8.5 has the
+// fp8, the rest searched; the step time within 10 %. docs/cost-model.md §8.5 has the
 // Llama 3 8B row too, which this model prices 25 % fast.
 TEST(PublishedRuns, MegatronBridgeFp8OnH100WithinTenPercent) {
   const collectives::Cluster h100 =
@@ -229,10 +229,12 @@ TEST(PublishedRuns, MegatronBridgeFp8OnH100WithinTenPercent) {
         Row{"llama3.1-405b", 1024, 512, 8, 8, 2, 8, 292},
         Row{"llama3.1-405b", 1024, 1536, 8, 8, 2, 8, 311}}) {
     SCOPED_TRACE(std::string(r.model) + " batch " + std::to_string(r.batch));
-    Planner p(
-        tensor::find_model_config(r.model), h100,
-        {.gpus = r.gpus, .seq = 8192, .global_batch = r.batch},
-        {.precision = Precision::kFp8, .attention = tensor::AttentionImpl::kFlash, .progress = {}});
+    Planner p(tensor::find_model_config(r.model), h100,
+              {.gpus = r.gpus, .seq = 8192, .global_batch = r.batch},
+              {.precision = Precision::kFp8,
+               .stack = {},
+               .attention = tensor::AttentionImpl::kFlash,
+               .progress = {}});
     Pins pins;
     pins.tp = r.tp;
     pins.pp = r.pp;
@@ -242,8 +244,10 @@ TEST(PublishedRuns, MegatronBridgeFp8OnH100WithinTenPercent) {
     pins.micro_batch = 1;
     const SearchResult s = p.search(pins, 1);
     ASSERT_FALSE(s.top.empty());
+    // The step time's error, as docs/cost-model.md §8.5 reports every row: published seconds
+    // per step are the tokens per step over the published tokens/s.
     const double per_gpu = s.top.front().tokens_per_s / static_cast<double>(r.gpus);
-    EXPECT_LT(std::abs(per_gpu / r.tokens_per_gpu - 1), 0.10) << per_gpu << " tokens/s/GPU";
+    EXPECT_LT(std::abs(r.tokens_per_gpu / per_gpu - 1), 0.10) << per_gpu << " tokens/s/GPU";
   }
 }
 

@@ -1,0 +1,74 @@
+#include "planner/candidate/stack_profile.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace shardplan::planner {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+TEST(StackProfile, TheBuiltInDefaultIsTheMegatronFile) {
+  // PlannerOptions{} (tests, benchmarks) and --stack megatron price alike.
+  const StackProfile file = load_stack(resolve_stack("megatron"));
+  const StackProfile built_in;
+  EXPECT_EQ(file.name, built_in.name);
+  EXPECT_EQ(file.compute_efficiency, built_in.compute_efficiency);
+  EXPECT_EQ(file.overlap_interference, built_in.overlap_interference);
+  EXPECT_EQ(file.selective, built_in.selective);
+  EXPECT_EQ(file.fp8_current_scaling, built_in.fp8_current_scaling);
+  EXPECT_EQ(file.fp8_weight_casts, built_in.fp8_weight_casts);
+  EXPECT_EQ(file.zero_stages, built_in.zero_stages);
+  EXPECT_EQ(file.interleaved_pipeline, built_in.interleaved_pipeline);
+  EXPECT_EQ(file.pp_overlap_interleaved, built_in.pp_overlap_interleaved);
+  EXPECT_EQ(file.context_parallel, built_in.context_parallel);
+  EXPECT_EQ(file.expert_parallel, built_in.expert_parallel);
+  EXPECT_EQ(file.whole_experts, built_in.whole_experts);
+}
+
+TEST(StackProfile, EveryShippedStackLoadsAndNamesItself) {
+  for (const char* name :
+       {"megatron", "megatron-2021", "torchtitan", "torchtitan-compile", "deepspeed", "pytorch"}) {
+    SCOPED_TRACE(name);
+    const StackProfile s = load_stack(resolve_stack(name));
+    EXPECT_EQ(s.name, name);
+    EXPECT_GT(s.compute_efficiency, 0);
+    EXPECT_LE(s.compute_efficiency, 1);
+    EXPECT_FALSE(s.zero_stages.empty());
+  }
+}
+
+TEST(StackProfile, RefusalsNameTheStackAndTheFlag) {
+  const StackProfile titan = load_stack(resolve_stack("torchtitan"));
+  // torchtitan has no ZeRO-1 (FSDP2 shards gradients and parameters too).
+  EXPECT_EQ(stack_refuses(titan, {.dp = 8, .zero = 1}),
+            "--zero 1 (--stack torchtitan cannot run it), expected one of 0, 2, 3");
+  EXPECT_EQ(stack_refuses(titan, {.dp = 8, .zero = 3}), "");
+  const StackProfile old = load_stack(resolve_stack("megatron-2021"));
+  EXPECT_EQ(stack_refuses(old, {.dp = 4, .cp = 2}),
+            "--cp 2 (--stack megatron-2021 cannot run it), expected 1");
+  const StackProfile ds = load_stack(resolve_stack("deepspeed"));
+  EXPECT_EQ(stack_refuses(ds, {.pp = 4, .virtual_stages = 2}),
+            "--virtual-stages 2 (--stack deepspeed cannot run it), expected 1");
+}
+
+TEST(StackProfile, ABadFileNamesTheField) {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "format": "shardplan.stack", "version": 1, "name": "x", "description": "",
+    "compute_efficiency": {"value": 1.5, "source": "s"}})");
+  EXPECT_THAT([&] { (void)stack_from_json(j, "x.json"); },
+              ThrowsMessage<Error>(HasSubstr("compute_efficiency")));
+  j["compute_efficiency"]["value"] = 0.5;
+  EXPECT_THAT([&] { (void)stack_from_json(j, "x.json"); },
+              ThrowsMessage<Error>(HasSubstr("overlap_interference")));
+  EXPECT_THAT([&] { (void)resolve_stack("no-such-stack"); },
+              ThrowsMessage<Error>(HasSubstr("no-such-stack")));
+}
+
+}  // namespace
+}  // namespace shardplan::planner
