@@ -26,6 +26,7 @@ constexpr std::array<RecomputePolicy, 3> kPolicies = {
     RecomputePolicy::kNone, RecomputePolicy::kSelective, RecomputePolicy::kFull};
 constexpr int64_t kMaxSearchedMicroBatch = 16;
 constexpr int64_t kMaxSearchedVirtualStages = 8;
+constexpr int64_t kMinCpTokens = 2048;  // Note [Context-parallel floor]
 
 std::vector<int64_t> divisors(int64_t n, int64_t limit) {
   std::vector<int64_t> out;
@@ -591,8 +592,15 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
   for (int64_t t : divisors(g, has_tp_plan ? per_node : 1)) {
     if (tp_dim.refuses(model, setup, t).empty()) tps.push_back(t);
   }
+  // Note [Context-parallel floor]: the search keeps at least kMinCpTokens tokens on each context
+  // rank (a pin may go below). A ring step over fewer tokens computes too little to hide its
+  // exchange and kernel launches, which the model prices as one fused kernel per step; Megatron-
+  // Core's and torchtitan's guidance keeps cp for sequences of several thousand tokens per rank.
+  // Below it, candidates rank on costs the model does not see, and a search of a short sequence
+  // spent most of its time on them (DeepSeek-V3 on 1,024 GPUs at 4,096 tokens: cp 8-32).
   std::vector<int64_t> cps;
   for (int64_t c = 1; c <= g; c *= 2) {
+    if (c > 1 && setup.seq / c < kMinCpTokens) break;
     if (dim(kCpDim).refuses(model, setup, c).empty()) cps.push_back(c);
   }
   for (int64_t tp : pinned_or(pins.tp, tps)) {
@@ -649,7 +657,9 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
         }
         std::vector<int> zeros = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
         std::vector<DimOrder> orders = {DimOrder::kTpInner};
-        if (tp > 1 && cp > 1) orders.push_back(DimOrder::kCpInner);
+        // The two orders differ only when tp x cp spans nodes: within a node both groups ride the
+        // same fabric and every other dim keeps its stride.
+        if (tp > 1 && cp > 1 && tp * cp > per_node) orders.push_back(DimOrder::kCpInner);
         for (const auto& [ep, etp] : eps) {
           {
             const ParallelConfig fold{.tp = tp, .pp = pp, .dp = dp, .cp = cp, .ep = ep, .etp = etp};

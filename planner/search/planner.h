@@ -9,16 +9,18 @@
 //
 // Note [Search space]
 // tp: divisors of the GPUs within one node that the heads allow (families without a TP plan keep
-// tp = 1); cp: powers of two with seq divisible by 2 cp; pp: divisors of the rest up to the
-// layers; dp: what remains; ep (MoE): divisors of the experts, cp times a divisor of dp with
+// tp = 1); cp: powers of two with seq divisible by 2 cp and at least 2,048 tokens on each rank
+// (Note [Context-parallel floor] in planner.cpp; a pin may go below); pp: divisors of the rest up
+// to the layers; dp: what remains; ep (MoE): divisors of the experts, cp times a divisor of dp with
 // etp = tp, or tp x cp times a divisor of dp with etp = 1 (Note [Expert fold] in parallel_dims.h);
 // ZeRO 0-3 (1-3 only with dp x cp > 1); micro-batch: powers of two up to 16 that, with dp, divide
 // the global batch; recomputation none / selective / full, and for each candidate that fits with
 // full recomputation the fewest recomputed layers per chunk that still fit (Note [Partial
 // recomputation]; not when --recompute is pinned); sequence parallelism with tp > 1; virtual stages
 // v > 1 when pp > 1, at least one layer per chunk and the micro-batches a multiple of pp (chunks
-// may differ by a layer: the slowest stage sets the pace); tp innermost, or cp inside the node and
-// tp outside it. A pin fixes its dimension (any value check_parallel_config accepts). Candidates
+// may differ by a layer: the slowest stage sets the pace); tp innermost, or (where tp x cp spans
+// nodes) cp inside the node and tp outside it; only what the stack can run (StackProfile). A pin
+// fixes its dimension (any value check_parallel_config accepts). Candidates
 // that break a divisibility rule are pruned before evaluation (counted in `pruned`); evaluated ones
 // that do not fit in memory are rejected by kOverMemoryRule; SearchResult::rejected counts every
 // rule with its first candidate.
