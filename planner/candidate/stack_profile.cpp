@@ -95,14 +95,23 @@ StackProfile load_stack(const std::filesystem::path& path) {
 }
 
 StackProfile default_stack() {
+  std::filesystem::path path;
   try {
-    return load_stack(resolve_stack("megatron"));
+    path = resolve_stack("megatron");
   } catch (const Error&) {
     return StackProfile{};  // no configs folder: the built-in values, which the file states
   }
+  return load_stack(path);  // a shipped file that does not parse is an error, not a fallback
+}
+
+bool stack_runs(const StackProfile& s, const ParallelConfig& c) {
+  return std::find(s.zero_stages.begin(), s.zero_stages.end(), c.zero) != s.zero_stages.end() &&
+         (c.virtual_stages <= 1 || s.interleaved_pipeline) && (c.cp <= 1 || s.context_parallel) &&
+         (c.ep <= 1 || s.expert_parallel) && (c.ep <= 1 || expert_tp(c) == c.tp || s.whole_experts);
 }
 
 std::string stack_refuses(const StackProfile& s, const ParallelConfig& c) {
+  if (stack_runs(s, c)) return "";
   const std::string by = " (--stack " + s.name + " cannot run it)";
   if (std::find(s.zero_stages.begin(), s.zero_stages.end(), c.zero) == s.zero_stages.end()) {
     std::string stages;

@@ -61,7 +61,9 @@ StackProfile stack_from_json(const nlohmann::json& j, const std::string& origin)
 // equal that file's: tests/planner/candidate/stack_profile_test.cpp).
 StackProfile default_stack();
 
-// Why `s` cannot run `c` ("" when it can): one line naming the stack and the flag.
+// Whether `s` can run `c` (the search's test, no strings built), and why not ("" when it can):
+// one line naming the stack and the flag.
+bool stack_runs(const StackProfile& s, const ParallelConfig& c);
 std::string stack_refuses(const StackProfile& s, const ParallelConfig& c);
 
 }  // namespace shardplan::planner

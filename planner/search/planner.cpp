@@ -723,7 +723,7 @@ void Planner::Impl::enumerate(const Pins& pins, Pruned& pruned, Visit&& visit) {
                         pruned.add(kChunks, c);
                         continue;
                       }
-                      if (!stack_refuses(options.stack, c).empty()) {
+                      if (!stack_runs(options.stack, c)) {
                         pruned.add(kStack, c);
                         continue;
                       }
