@@ -34,13 +34,13 @@ struct TrainingSetup {
 struct ParallelConfig {
   int64_t tp = 1;  // tensor parallel (Megatron column/row split of attention and MLP)
   int64_t pp = 1;  // pipeline stages
-  int64_t dp = 1;  // data parallel (ZeRO shards over it)
+  int64_t dp = 1;  // data parallel (ZeRO shards over it and cp)
   int64_t cp = 1;  // context parallel (the sequence split, ring attention)
-  int64_t ep = 1;  // expert parallel (MoE only): within dp, or across tp and dp with etp = 1
+  int64_t ep = 1;  // expert parallel (MoE only): over cp then dp, or tp, cp and dp with etp = 1
   // Expert tensor parallelism (MoE only): the ranks that split each routed expert's weights, 1 or
   // tp; 0 follows tp (Megatron-Core's default). Note [Expert fold] in parallel_dims.h.
   int64_t etp = 0;
-  int zero = 0;    // ZeRO stage 0-3 over dp (3 = FSDP)
+  int zero = 0;  // ZeRO stage 0-3 over dp x cp (3 = FSDP)
   int64_t micro_batch = 1;
   tensor::RecomputePolicy recompute = tensor::RecomputePolicy::kNone;
   // With full recomputation: the first N layers of each model chunk are recomputed, the rest keep

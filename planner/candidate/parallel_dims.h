@@ -11,8 +11,9 @@
 // Note [Parallel dimensions]
 // Rows are in the order users read them (flags, plan.json's "config", messages): tp, pp, dp, cp,
 // ep. The mesh is [pp, dp / e, e, cp, tp] (ParallelDim, Note [Candidate mesh dims]): expert
-// parallelism is carved out of data parallelism (and of tp with etp = 1, Note [Expert fold]), so
-// the ep mesh dim holds the e ranks it takes from dp and the dp mesh dim the rest. Adding a
+// parallelism takes the cp ranks and is carved out of data parallelism (and of tp with etp = 1,
+// Note [Expert fold]), so the ep mesh dim holds the e ranks it takes from dp and the dp mesh dim
+// the rest. Adding a
 // dimension is a row here, a ParallelConfig field and a Pins field, and its cost terms in
 // cost/step_model.cpp (docs/architecture.md "Where to make a change").
 //
