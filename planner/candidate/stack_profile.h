@@ -48,6 +48,7 @@ struct StackProfile {
   bool context_parallel = true;
   bool expert_parallel = true;
   bool whole_experts = true;  // etp 1 < tp
+  friend bool operator==(const StackProfile&, const StackProfile&) = default;
 };
 
 // The stack files' folder lookup (configs/stacks/<name>.json, or a path); throws
