@@ -38,6 +38,16 @@ bool sourced_flag(JsonFields& doc, std::string_view key) {
 
 }  // namespace
 
+double attention_kernel_rate(AttentionKernel k, collectives::Arch arch) {
+  if (k == AttentionKernel::kFused) return 1;
+  // Note [Attention kernels]: FlashAttention-2 against cuDNN on an H100, 335 / 539 forward and
+  // 322 / 516 backward.
+  constexpr double kFlash2OnHopper = 0.62;
+  return arch == collectives::Arch::kHopper || arch == collectives::Arch::kBlackwell
+             ? kFlash2OnHopper
+             : 1.0;
+}
+
 std::filesystem::path resolve_stack(std::string_view name_or_path) {
   return find_config("stacks", name_or_path);
 }
@@ -63,6 +73,20 @@ StackProfile stack_from_json(const nlohmann::json& j, const std::string& origin)
       s.selective = tensor::SelectiveRecompute::kEveryOtherMatmul;
     } else {
       q.fail("value", "got '" + v + "', expected attention_core or every_other_matmul");
+    }
+    if (q.str("source").empty()) q.fail("source", "expected a non-empty source");
+    q.done();
+  }
+  // Optional (files written before it existed run the fused kernel).
+  if (doc.has("attention_kernel")) {
+    JsonFields q = doc.object("attention_kernel");
+    const std::string v = q.str("value");
+    if (v == "fused") {
+      s.attention_kernel = AttentionKernel::kFused;
+    } else if (v == "flash2") {
+      s.attention_kernel = AttentionKernel::kFlash2;
+    } else {
+      q.fail("value", "got '" + v + "', expected fused or flash2");
     }
     if (q.str("source").empty()) q.fail("source", "expected a non-empty source");
     q.done();

@@ -10,12 +10,23 @@
 // The cluster file prices a kernel at the hardware's achievable rate (a measured GEMM ceiling, the
 // HBM stream rate). A stack reaches some fraction of it: eager PyTorch launches unfused
 // elementwise kernels and waits on the host, torch.compile fuses them, Megatron-Core with
-// TransformerEngine fuses more. compute_efficiency scales every compute rate (GEMMs, attention,
-// memory-bound ops) by that fraction, one number fitted per stack on the calibration rows its
-// source names (docs/cost-model.md §8.5); the default stack, megatron, is 1 (the cluster files
-// were calibrated on Megatron-LM runs). overlap_interference is Note [Overlap interference]'s
-// share. The capability fields restrict the search: ZeRO stages, interleaved pipelines, context
-// and expert parallelism, whole experts (etp 1).
+// TransformerEngine fuses more. compute_efficiency scales the GEMM and memory-bound rates (the
+// fused attention: Note [Attention kernels]) by that fraction, one number fitted per stack on the
+// calibration rows its source names (docs/cost-model.md §8.5); the default stack, megatron, is 1
+// (the cluster files were calibrated on Megatron-LM runs). overlap_interference is Note [Overlap
+// interference]'s share. The capability fields restrict the search: ZeRO stages, interleaved
+// pipelines, context and expert parallelism, whole experts (etp 1).
+//
+// Note [Attention kernels]
+// The fused attention is one long kernel per layer, so a stack's launch gaps and unfused
+// elementwise ops (compute_efficiency) do not slow it; which kernel the stack calls does. The
+// cluster files' attention prices are those of the Hopper-native fused kernels (cuDNN's, which
+// TransformerEngine calls, measured on an H100 and an H200: docs/cost-model.md §8.6). PyTorch's
+// SDPA flash backend is FlashAttention-2, written for Ampere's tensor-core instructions: on an H100
+// SXM (head dim 128, 16K tokens) it runs the causal forward at 335 TFLOP/s where cuDNN runs 539,
+// and the backward at 322 where cuDNN runs 516 (Shah et al. 2024, FlashAttention-3, Figures 5 and
+// 6): 0.62 of the fused rate, forward and backward alike. On Ampere it is the fast kernel (rate 1).
+// Blackwell has no published FlashAttention-2 figure; it keeps Hopper's ratio (assumed).
 #pragma once
 
 #include <cstdint>
@@ -25,15 +36,26 @@
 #include <string_view>
 #include <vector>
 
+#include "collectives/cluster.h"
 #include "planner/candidate/parallel_config.h"
 
 namespace shardplan::planner {
+
+enum class AttentionKernel {
+  kFused,   // cuDNN / TransformerEngine / FlashAttention-3: the cluster file's rate
+  kFlash2,  // FlashAttention-2 (PyTorch SDPA's flash backend)
+};
+
+// Note [Attention kernels]: the fraction of the cluster file's attention rate that `k` reaches on
+// `arch`.
+double attention_kernel_rate(AttentionKernel k, collectives::Arch arch);
 
 struct StackProfile {
   std::string name = "megatron";
   std::string description;
   double compute_efficiency = 1;
   double overlap_interference = 0.15;
+  AttentionKernel attention_kernel = AttentionKernel::kFused;
   // What --recompute selective means in this stack (Note [Selective recomputation] in
   // tensor/training.cpp).
   tensor::SelectiveRecompute selective = tensor::SelectiveRecompute::kAttentionCore;

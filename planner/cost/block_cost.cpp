@@ -191,6 +191,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   const bool sp = split.sequence_parallel && tp > 1;
   RankWork w;
   const ComputeModel attn = attention_compute(a);
+  const ComputeModel head = sixteen_bit_compute(a);  // Note [FP8 GEMMs]: the LM head stays bf16
   const int64_t item = tensor::itemsize(t.dtype);
   // The fused attention of a windowed block attends min(window, keys) keys per query: under
   // context parallelism the traced s / cp local keys grow to s, bounded by the window.
@@ -276,7 +277,8 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
         g.m *= split.ep;
       }
     }
-    double eff = op.matmul_flops > 0 ? gemm_efficiency(a, g) : 1;
+    const ComputeModel& rate = t.part[i] == Part::kHead ? head : a;
+    double eff = op.matmul_flops > 0 ? gemm_efficiency(rate, g) : 1;
     OpSeconds s;
     if (op.op == "scaled_dot_product_attention" && op.matmul_flops > 0 && op.inputs.size() >= 3) {
       // [.., L, E] queries against [.., S, E] keys: g.batch is batch x local heads, g.m is L.
@@ -294,7 +296,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       // Note [Attention backward rate]: the fused backward runs slower than the forward.
       if (t.attention == tensor::AttentionImpl::kFlash) s.backward /= kFlashBackwardRate;
     } else {
-      s = op_seconds(a, expert_weights_local(op), eff, share(i));
+      s = op_seconds(rate, expert_weights_local(op), eff, share(i));
       if (op.matmul_flops > 0 && !t.score_op[i]) {
         // A linear layer's GEMM: its operands quantized under fp8 (Note [FP8 GEMMs]).
         // Under sequence parallelism a rank quantizes its sequence shard before the all-gather
@@ -305,7 +307,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
         const double in_sp = t.split[i] == OpSplit::kColumn ? sp : 1;
         const double out_sp = t.split[i] == OpSplit::kRow ? sp : 1;
         const OpSeconds qz = quantize_seconds(
-            a, rows * static_cast<double>(g.k) / in_sp, rows * static_cast<double>(g.n) / out_sp,
+            rate, rows * static_cast<double>(g.k) / in_sp, rows * static_cast<double>(g.n) / out_sp,
             item,
             static_cast<double>(g.batch) * static_cast<double>(g.k) * static_cast<double>(g.n));
         s.forward += qz.forward;

@@ -64,6 +64,7 @@ ComputeModel compute_model(const collectives::Cluster& cluster, Precision precis
   // Note [FP8 GEMMs]: the attention stays in the 16-bit (or CPU) dtype.
   if (auto it = acc.matmul_efficiency.find(mfu_dtype); it != acc.matmul_efficiency.end()) {
     m.attention_matmul_efficiency = it->second.value;
+    m.matmul16_efficiency = it->second.value;
   }
   m.quantized_gemms = dtype == "fp8";
   return m;
@@ -75,6 +76,15 @@ ComputeModel attention_compute(const ComputeModel& a) {
     b.peak_flops = a.mfu_peak_flops;
     b.matmul_efficiency = a.attention_matmul_efficiency;
   }
+  return b;
+}
+
+ComputeModel sixteen_bit_compute(const ComputeModel& a) {
+  if (!a.quantized_gemms) return a;
+  ComputeModel b = a;
+  b.peak_flops = a.mfu_peak_flops;
+  b.matmul_efficiency = a.matmul16_efficiency;
+  b.quantized_gemms = false;
   return b;
 }
 

@@ -20,17 +20,20 @@
 // priced by its bytes at HBM bandwidth (or its FLOPs at the peak, if that is slower).
 //
 // Note [FP8 GEMMs]
-// Under --precision fp8 only the linear layers' GEMMs run in fp8, as Transformer Engine's
-// default recipe does: the fused attention keeps bf16 (its products at the bf16 peak and
-// fraction), and so does every other op. An fp8 GEMM needs its operands quantized, twice: as is,
-// and transposed for the other GEMM that reads them (Hopper's fp8 tensor cores take only the TN
+// Under --precision fp8 only the transformer blocks' linear layers run in fp8, as Transformer
+// Engine's default recipe does: the fused attention keeps bf16 (its products at the bf16 peak and
+// fraction), and so does every other op. The LM head stays bf16 too: Megatron-Core builds it as
+// its own ColumnParallelLinear, not a Transformer Engine layer, and torchtitan leaves the
+// `output` linear out of its float8 conversion. An fp8 GEMM needs its operands quantized, twice: as
+// is, and transposed for the other GEMM that reads them (Hopper's fp8 tensor cores take only the TN
 // layout; Transformer Engine docs, "Performance considerations: handling transposes"). In the
 // forward the op that produces a GEMM's input (a norm, an activation function) writes both fp8
 // copies itself, 1 + 1 bytes per element on top of the traced op; in the backward the bf16 output
 // gradient is read and written twice in fp8, 2 + 1 + 1 bytes per element. All at HBM bandwidth.
 // The weights' casts happen once per step (Transformer Engine caches them across micro-batches)
 // and are left out, unless the stack casts them every micro-batch (torchao's float8 linear in
-// torchtitan: read 2, write 1 + 1 bytes per weight element each forward). Under current (dynamic)
+// torchtitan: read 2, write 1 + 1 bytes per weight element each forward) or ZeRO-3 frees the
+// gathered weight after each use, its fp8 copy with it (every stack, then). Under current (dynamic)
 // scaling the scale is the operand's own amax, found by one more read of the 16-bit operand
 // before the cast (Transformer Engine's current scaling, torchao's tensorwise recipe); delayed
 // scaling reuses past amaxes and needs none.
@@ -74,6 +77,8 @@ struct ComputeModel {
   // fraction; whether the linear layers' GEMMs quantize their operands.
   double attention_matmul_efficiency = 1;
   bool quantized_gemms = false;
+  // The 16-bit GEMM ceiling, for the GEMMs that stay 16-bit under fp8 (the LM head).
+  double matmul16_efficiency = 1;
   // How the stack quantizes (Note [FP8 GEMMs]): a separate amax pass over each operand before
   // its cast (current / dynamic scaling), and the weights cast again every micro-batch.
   bool fp8_amax_pass = false;
@@ -124,6 +129,10 @@ OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double
 // `a` for the fused attention: its products at mfu_peak_flops and attention_matmul_efficiency
 // (Note [FP8 GEMMs]).
 ComputeModel attention_compute(const ComputeModel& a);
+
+// `a` for a GEMM that stays 16-bit under fp8 (the LM head): the bf16 peak and ceiling, no
+// quantization. `a` itself when its GEMMs are not fp8.
+ComputeModel sixteen_bit_compute(const ComputeModel& a);
 
 // Seconds of quantizing an fp8 GEMM's operands: `input_elements` in the forward (and its
 // recomputation), `output_elements` of the gradient in the backward, and `weight_elements` in the

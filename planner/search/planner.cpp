@@ -199,7 +199,7 @@ struct Planner::Impl {
     std::vector<std::pair<collectives::GroupLinks, std::array<TpSeconds, kParts>>> tp;
   };
   // (kind, tp, sp, cp, micro-batch, recomputation, whole experts, ep) -> its work.
-  using WorkKey = std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool, int64_t>;
+  using WorkKey = std::tuple<int, int64_t, bool, int64_t, int64_t, int, bool, int64_t, bool>;
   std::map<WorkKey, std::unique_ptr<WorkEntry>> work;
   std::array<std::pair<WorkKey, WorkEntry*>, kMaxLayerKinds> last_work{};
   std::map<int64_t, LayerParameters> params;
@@ -232,6 +232,9 @@ struct Planner::Impl {
     const bool moe = ctx.stack.moe[static_cast<size_t>(kind)];
     const bool whole_experts = moe && expert_tp(c) != c.tp;
     const int64_t ep = moe ? c.ep : 1;
+    // Under ZeRO-3 a gathered weight lives for one micro-batch, so no stack can keep its fp8 copy
+    // across micro-batches: it is cast again each time (Note [FP8 GEMMs]).
+    const bool casts = ctx.compute.quantized_gemms && !ctx.compute.fp8_weight_casts && c.zero == 3;
     const WorkKey key{kind,
                       c.tp,
                       c.sequence_parallel,
@@ -239,7 +242,8 @@ struct Planner::Impl {
                       c.micro_batch,
                       static_cast<int>(c.recompute),
                       whole_experts,
-                      ep};
+                      ep,
+                      casts};
     // Consecutive candidates mostly share a kind's entry (the innermost loops vary what it does
     // not depend on): the last one found per kind answers them without the map.
     if (kind < kMaxLayerKinds && last_work[kind].first == key && last_work[kind].second)
@@ -247,7 +251,9 @@ struct Planner::Impl {
     auto& slot = work[key];
     if (!slot) {
       slot = std::make_unique<WorkEntry>();
-      slot->work = rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), ctx.compute,
+      ComputeModel compute = ctx.compute;
+      compute.fp8_weight_casts = compute.fp8_weight_casts || casts;
+      slot->work = rank_work(trace(kind, c.micro_batch, setup.seq / c.cp, c.recompute), compute,
                              {.tp = c.tp,
                               .sequence_parallel = c.sequence_parallel,
                               .cp = c.cp,
@@ -770,9 +776,12 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.hidden = I.model.hidden_size;
   ctx.setup = setup;
   ctx.compute = compute_model(I.cluster, options.precision);
-  // Note [Stack profiles]: the stack reaches compute_efficiency of every priced compute rate.
+  // Note [Stack profiles]: the stack reaches compute_efficiency of the GEMM and memory-bound
+  // rates, and its attention kernel's share of the fused attention's (Note [Attention kernels]).
   ctx.compute.matmul_efficiency *= options.stack.compute_efficiency;
-  ctx.compute.attention_matmul_efficiency *= options.stack.compute_efficiency;
+  ctx.compute.matmul16_efficiency *= options.stack.compute_efficiency;
+  ctx.compute.attention_matmul_efficiency *=
+      attention_kernel_rate(options.stack.attention_kernel, I.cluster.accelerator.arch);
   ctx.compute.memory_bytes_per_s *= options.stack.compute_efficiency;
   ctx.overlap_interference = options.stack.overlap_interference;
   ctx.compute.fp8_amax_pass = options.stack.fp8_current_scaling;

@@ -91,7 +91,9 @@ ParallelConfig default_config(const TrainingSetup& setup, const Pins& pins, Prec
                                                               : tensor::RecomputePolicy::kNone);
   c.recompute_layers = pins.recompute_layers.value_or(0);
   c.virtual_stages = pins.virtual_stages.value_or(1);
-  c.sequence_parallel = pins.sequence_parallel.value_or(false);
+  // Sequence parallelism comes with tensor parallelism unless pinned off: Megatron-Bridge's
+  // recipes and torchtitan's TP plan both shard the norms' sequence over the tp ranks.
+  c.sequence_parallel = pins.sequence_parallel.value_or(c.tp > 1);
   c.precision = precision;
   return c;
 }

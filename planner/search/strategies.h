@@ -36,8 +36,8 @@ std::vector<Strategy> parse_strategies(std::string_view list);
 std::string default_strategies(const tensor::ModelConfig& model);
 
 // The configuration `estimate` prices: pinned dimensions as given; tp, pp, cp, ep 1, dp the rest
-// of the GPUs, ZeRO 0, micro-batch 1, no recomputation, one chunk per stage, no sequence
-// parallelism. Throws shardplan::Error when the pins leave no whole dp.
+// of the GPUs, ZeRO 0, micro-batch 1, no recomputation, one chunk per stage, sequence
+// parallelism when tp > 1. Throws shardplan::Error when the pins leave no whole dp.
 ParallelConfig default_config(const TrainingSetup& setup, const Pins& pins, Precision precision);
 
 }  // namespace shardplan::planner

@@ -63,5 +63,46 @@ TEST(StackProfile, ABadFileNamesTheField) {
               ThrowsMessage<Error>(HasSubstr("no-such-stack")));
 }
 
+// Note [Attention kernels]: FlashAttention-2 against cuDNN on an H100 SXM, head dim 128, 16K
+// tokens (Shah et al. 2024, FlashAttention-3, Figures 5 and 6): 335 / 539 forward (causal),
+// 322 / 516 backward; both round to 0.62.
+TEST(StackProfile, FlashAttention2RunsAtItsPublishedShareOnHopper) {
+  EXPECT_NEAR(335.0 / 539.0, 0.62, 0.005);
+  EXPECT_NEAR(322.0 / 516.0, 0.62, 0.005);
+  using collectives::Arch;
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(AttentionKernel::kFlash2, Arch::kHopper), 0.62);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(AttentionKernel::kFlash2, Arch::kBlackwell), 0.62);
+  // On Ampere FlashAttention-2 is the fast kernel; the fused kernel is the file's rate anywhere.
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(AttentionKernel::kFlash2, Arch::kAmpere), 1);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(AttentionKernel::kFused, Arch::kHopper), 1);
+  // The PyTorch stacks call SDPA's flash backend; Megatron calls TransformerEngine's cuDNN kernel.
+  EXPECT_EQ(load_stack(resolve_stack("torchtitan")).attention_kernel, AttentionKernel::kFlash2);
+  EXPECT_EQ(load_stack(resolve_stack("pytorch")).attention_kernel, AttentionKernel::kFlash2);
+  EXPECT_EQ(load_stack(resolve_stack("megatron")).attention_kernel, AttentionKernel::kFused);
+}
+
+TEST(StackProfile, AttentionKernelIsOptionalAndChecked) {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "format": "shardplan.stack", "version": 1, "name": "x", "description": "",
+    "compute_efficiency": {"value": 0.5, "source": "s"},
+    "overlap_interference": {"value": 0.1, "source": "s"},
+    "selective_recompute": {"value": "attention_core", "source": "s"},
+    "zero_stages": {"value": [0, 3], "source": "s"},
+    "fp8_current_scaling": {"value": true, "source": "s"},
+    "fp8_weight_cast_per_micro_batch": {"value": false, "source": "s"},
+    "interleaved_pipeline": {"value": true, "source": "s"},
+    "pipeline_send_overlap": {"value": false, "source": "s"},
+    "context_parallel": {"value": true, "source": "s"},
+    "expert_parallel": {"value": true, "source": "s"},
+    "whole_experts": {"value": true, "source": "s"}})");
+  // A file written before the field existed runs the fused kernel.
+  EXPECT_EQ(stack_from_json(j, "x.json").attention_kernel, AttentionKernel::kFused);
+  j["attention_kernel"] = {{"value", "flash2"}, {"source", "s"}};
+  EXPECT_EQ(stack_from_json(j, "x.json").attention_kernel, AttentionKernel::kFlash2);
+  j["attention_kernel"]["value"] = "flash9";
+  EXPECT_THAT([&] { (void)stack_from_json(j, "x.json"); },
+              ThrowsMessage<Error>(HasSubstr("got 'flash9', expected fused or flash2")));
+}
+
 }  // namespace
 }  // namespace shardplan::planner

@@ -59,6 +59,56 @@ TEST(ComputeModel, ReadsTheClusterFile) {
               ThrowsMessage<Error>(HasSubstr("states no fp8 peak")));
 }
 
+// Note [Attention kernels]: a stack on FlashAttention-2 prices the fused attention at 0.62 of the
+// cluster file's rate on an H100, and its GEMMs at its compute_efficiency, not the other way.
+TEST(Planner, TheStackChoosesTheAttentionKernel) {
+  const TrainingSetup job{.gpus = 8, .seq = 8192, .global_batch = 16};
+  StackProfile flash2 = default_stack();
+  flash2.attention_kernel = AttentionKernel::kFlash2;
+  flash2.compute_efficiency = 0.7;
+  Planner fused(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"), job, {});
+  PlannerOptions o;
+  o.stack = flash2;
+  Planner slow(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"), job, o);
+  const ComputeModel& a = fused.context().compute;
+  const ComputeModel& b = slow.context().compute;
+  EXPECT_DOUBLE_EQ(a.attention_matmul_efficiency, 0.801);  // dgx-h100's bf16 ceiling
+  EXPECT_DOUBLE_EQ(b.attention_matmul_efficiency, 0.801 * 0.62);
+  EXPECT_DOUBLE_EQ(b.matmul_efficiency, a.matmul_efficiency * 0.7);
+}
+
+// Note [FP8 GEMMs]: ZeRO-3 frees each gathered weight after its use, so even a stack that caches
+// fp8 weights across micro-batches (Megatron's) casts them once per micro-batch: its ZeRO-3 plan
+// costs what a stack that always casts pays, and more than without the casts.
+TEST(Planner, ZeroThreeCastsFp8WeightsEveryMicroBatch) {
+  const TrainingSetup job{.gpus = 8, .seq = 8192, .global_batch = 64};
+  StackProfile caster = default_stack();
+  ASSERT_FALSE(caster.fp8_weight_casts);
+  caster.fp8_weight_casts = true;
+  PlannerOptions o;
+  o.precision = Precision::kFp8;
+  Planner cached(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"), job, o);
+  o.stack = caster;
+  Planner casting(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"), job, o);
+  Pins pins;
+  pins.dp = 8;
+  pins.micro_batch = 1;
+  ParallelConfig z3 = default_config(job, pins, Precision::kFp8);
+  z3.zero = 3;
+  ParallelConfig z1 = z3;
+  z1.zero = 1;
+  const double cached3 = cached.estimate(z3, DimOrder::kTpInner, nullptr).step_time_s;
+  EXPECT_DOUBLE_EQ(cached3, casting.estimate(z3, DimOrder::kTpInner, nullptr).step_time_s);
+  // ZeRO-1 keeps the weights: the caching stack pays no casts there, the casting one does.
+  const double cached1 = cached.estimate(z1, DimOrder::kTpInner, nullptr).step_time_s;
+  const double casting1 = casting.estimate(z1, DimOrder::kTpInner, nullptr).step_time_s;
+  EXPECT_LT(cached1, casting1);
+  // Each of the 8 micro-batches casts 8B weights' worth: read 2 + amax 2, write 1 + 1 bytes per
+  // element of the 32 blocks' linear layers (218M elements each) at 0.9 x 3.35 TB/s.
+  const double cast_s = 8 * 32 * 218103808.0 * 6 / (3350e9 * 0.9);
+  EXPECT_NEAR(casting1 - cached1, cast_s, 0.02 * cast_s);
+}
+
 TEST(Planner, PinsFixTheirDimensions) {
   Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
             {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
