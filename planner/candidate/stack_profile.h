@@ -21,12 +21,13 @@
 // The fused attention is one long kernel per layer, so a stack's launch gaps and unfused
 // elementwise ops (compute_efficiency) do not slow it; which kernel the stack calls does. The
 // cluster files' attention prices are those of the Hopper-native fused kernels (cuDNN's, which
-// TransformerEngine calls, measured on an H100 and an H200: docs/cost-model.md §8.6). PyTorch's
-// SDPA flash backend is FlashAttention-2, written for Ampere's tensor-core instructions: on an H100
-// SXM (head dim 128, 16K tokens) it runs the causal forward at 335 TFLOP/s where cuDNN runs 539,
-// and the backward at 322 where cuDNN runs 516 (Shah et al. 2024, FlashAttention-3, Figures 5 and
-// 6): 0.62 of the fused rate, forward and backward alike. On Ampere it is the fast kernel (rate 1).
-// Blackwell has no published FlashAttention-2 figure; it keeps Hopper's ratio (assumed).
+// TransformerEngine calls, and PyTorch's SDPA from 2.9 on on Hopper: measured on an H100 and an
+// H200, docs/cost-model.md §8.6). SDPA's flash backend, which PyTorch 2.5.1 to 2.8 preferred, is
+// FlashAttention-2, written for Ampere's tensor-core instructions: on an H100 SXM (head dim 128,
+// 16K tokens) it runs the causal forward at 335 TFLOP/s where cuDNN runs 539, and the backward at
+// 322 where cuDNN runs 516 (Shah et al. 2024, FlashAttention-3, Figures 5 and 6): 0.62 of the fused
+// rate, forward and backward alike. On Ampere it is the fast kernel (rate 1). Blackwell has no
+// published FlashAttention-2 figure; it keeps Hopper's ratio (assumed).
 #pragma once
 
 #include <cstdint>
