@@ -14,6 +14,12 @@
 // nodes or more) through the MPI Communicator, nccl-tests' way
 // (collectives/collective_benchmark.h), and fits the same way as logs. Rank 0 writes the file and
 // prints.
+// With --compute, one GPU's measurements (scripts/gpu_measure.py's output) fit the cluster's
+// memory, HBM and GEMM figures, and the measured decoder layers the --stack's efficiency:
+//   shardplan calibrate --cluster dgx-h100 --compute h100.json --out my-h100.json
+//       [--stack pytorch --stack-out my-pytorch.json] [--json]
+#include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -23,10 +29,12 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/strict_json.h"
 #include "collectives/calibration.h"
 #include "collectives/cluster.h"
 #include "collectives/collective_benchmark.h"
 #include "planner/cli/cli_common.h"
+#include "planner/cost/compute_calibration.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif
@@ -40,6 +48,9 @@ struct CalibrateOptions {
   std::vector<std::string> links;  // --link nvlink|ib (repeatable)
   std::string out;                 // --out new.json
   bool mpi = false;                // --mpi: measure under the launcher instead of --log
+  std::string compute;             // --compute measured.json (scripts/gpu_measure.py)
+  std::string stack = "pytorch";   // --stack the measured layers ran in
+  std::string stack_out;           // --stack-out fitted-stack.json
 };
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -198,12 +209,87 @@ void calibrate_ranks(CliContext& ctx, const CalibrateOptions& opts,
 }
 #endif
 
+// --compute: the cluster's compute figures and the stack's efficiency fitted to one GPU's
+// measurements (Note [Compute calibration] in planner/cost/compute_calibration.h).
+void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
+                       const collectives::Cluster& base) {
+  SP_CHECK(o.logs.empty() && o.links.empty() && !o.mpi,
+           "--compute fits compute figures, expected no --log, --link or --mpi with it");
+  const std::filesystem::path stack_path = planner::resolve_stack(o.stack);
+  const planner::StackProfile stack = planner::load_stack(stack_path);
+  constexpr int kMaxDepth = 8;
+  const nlohmann::json measured =
+      parse_strict_json(read_text_file(o.compute, "measurement file"), o.compute, kMaxDepth,
+                        "a measurement file (scripts/gpu_measure.py's output)");
+  const planner::ComputeCalibration r =
+      planner::calibrate_compute(base, stack, measured, o.compute);
+  SP_CHECK(o.stack_out.empty() || r.stack_fitted, "--stack-out ", o.stack_out, ": ", o.compute,
+           " has no llama_layers to fit the stack on, expected measured layers");
+  // Both files are built and re-read with the strict loaders before either is written.
+  const nlohmann::ordered_json cluster_json = collectives::cluster_to_json(r.cluster);
+  collectives::cluster_from_json(cluster_json, o.out);
+  nlohmann::ordered_json stack_json;
+  if (!o.stack_out.empty()) {
+    stack_json = nlohmann::ordered_json::parse(read_text_file(stack_path, "stack file"));
+    stack_json["name"] = std::filesystem::path(o.stack_out).stem().string();
+    const planner::ComputeFit& f = r.fits.back();  // compute_efficiency comes last
+    stack_json["compute_efficiency"] = {
+        {"value", f.fitted},
+        {"source", "measured: " + o.compute + ", " + std::to_string(f.points) +
+                       " decoder layers in this stack against the fitted cluster (shardplan "
+                       "calibrate --compute, Note [Compute calibration])"}};
+    planner::stack_from_json(nlohmann::json::parse(stack_json.dump()), o.stack_out);
+  }
+  write_file_atomically(o.out, cluster_json.dump(2) + "\n", "--out");
+  if (!o.stack_out.empty()) {
+    write_file_atomically(o.stack_out, stack_json.dump(2) + "\n", "--stack-out");
+  }
+  if (ctx.json) {
+    nlohmann::ordered_json j;
+    j["cluster"] = o.cluster;
+    j["measured"] = o.compute;
+    j["stack"] = stack.name;
+    j["out"] = o.out;
+    j["stack_out"] =
+        o.stack_out.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.stack_out);
+    j["fits"] = nlohmann::ordered_json::array();
+    for (const planner::ComputeFit& f : r.fits) {
+      j["fits"].push_back({{"what", f.what},
+                           {"previous", f.previous},
+                           {"fitted", f.fitted},
+                           {"points", f.points},
+                           {"low", f.low},
+                           {"high", f.high}});
+    }
+    j["attention_measured_over_predicted"] = r.attention_ratio;
+    print_json_document(j);
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(3);
+  for (const planner::ComputeFit& f : r.fits) {
+    std::cout << std::left << std::setw(24) << f.what << std::right << " " << f.previous << " -> "
+              << f.fitted;
+    if (f.points > 1) {
+      std::cout << "  (median of " << f.points << ", " << f.low << "-" << f.high << ")";
+    }
+    std::cout << (f.what == "compute_efficiency" ? "  [stack " + stack.name + "]" : "") << "\n";
+  }
+  if (!r.attention_ratio.empty()) {
+    const auto [lo, hi] = std::minmax_element(r.attention_ratio.begin(), r.attention_ratio.end());
+    std::cout << "attention: measured rate " << *lo << "-" << *hi << " of the predicted ("
+              << r.attention_ratio.size() << " rows; not fitted: Note [Compute calibration])\n";
+  }
+  std::cout << "wrote " << o.out << "\n";
+  if (!o.stack_out.empty()) std::cout << "wrote " << o.stack_out << "\n";
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app, CliContext& ctx) {
   CLI::App& cmd = add_verb(app, ctx, "calibrate",
                            "Fit a cluster file's link latencies and bandwidths to nccl-tests logs "
-                           "(recorded with NCCL_ALGO=Ring) and write the updated file");
+                           "(recorded with NCCL_ALGO=Ring), or its compute figures to one GPU's "
+                           "measurements (--compute), and write the updated file");
   auto opts = std::make_shared<CalibrateOptions>();
   cmd.add_option("--cluster", opts->cluster,
                  "Cluster to start from (configs/clusters name or path)")
@@ -224,10 +310,33 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
   cmd.add_flag("--mpi", opts->mpi,
                "Measure the links under mpirun/srun through the MPI communicator instead of "
                "reading --log files");
+  cmd.add_option("--compute", opts->compute,
+                 "Fit the GPU's memory, HBM and GEMM figures (and --stack's efficiency) to "
+                 "scripts/gpu_measure.py's output instead of the links")
+      ->type_name("FILE");
+  cmd.add_option("--stack", opts->stack,
+                 "With --compute: the stack the measured layers ran in (default pytorch, as "
+                 "gpu_measure.py runs them)")
+      ->type_name("NAME");
+  cmd.add_option("--stack-out", opts->stack_out,
+                 "With --compute: where to write the stack file with the fitted efficiency")
+      ->type_name("FILE");
   cmd.callback([&ctx, opts] {
     check_output_path(opts->out, "--out");  // before any work: nothing half-done on a bad path
+    if (!opts->stack_out.empty()) {
+      SP_CHECK(!opts->compute.empty(), "--stack-out ", opts->stack_out,
+               ": only --compute fits a stack, expected --compute FILE with it");
+      check_output_path(opts->stack_out, "--stack-out");
+      SP_CHECK(std::filesystem::absolute(opts->stack_out).lexically_normal() !=
+                   std::filesystem::absolute(opts->out).lexically_normal(),
+               "--stack-out ", opts->stack_out, " is also --out, expected two files");
+    }
     const collectives::Cluster base =
         collectives::load_cluster(collectives::resolve_cluster(opts->cluster));
+    if (!opts->compute.empty()) {
+      calibrate_compute(ctx, *opts, base);
+      return;
+    }
     if (opts->mpi) {
       calibrate_mpi(ctx, *opts, base);
       return;

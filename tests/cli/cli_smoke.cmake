@@ -176,6 +176,32 @@ if(EXISTS "${calibrated}")
   message(FATAL_ERROR "calibrate wrote ${calibrated} although it failed")
 endif()
 
+# calibrate --compute: the project's H100 measurement fits a cluster and a stack file that plan
+# then reads; a stack fit without --compute, or one measured on another GPU, is one line and
+# writes nothing.
+set(measured "${CMAKE_CURRENT_LIST_DIR}/../data/gpu_measured_h100.json")
+set(fitted_stack "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_fitted_pytorch.json")
+file(REMOVE "${calibrated}" "${fitted_stack}")
+run(0 calibrate --cluster dgx-h100 --compute "${measured}" --out "${calibrated}"
+    --stack-out "${fitted_stack}" --json)
+string(JSON fitted_efficiency ERROR_VARIABLE json_error GET "${OUT}" fits 4 fitted)
+string(JSON fitted_what GET "${OUT}" fits 4 what)
+if(json_error OR NOT fitted_what STREQUAL "compute_efficiency" OR fitted_efficiency LESS 0.9)
+  message(FATAL_ERROR "calibrate --compute --json: expected the stack's efficiency last ${json_error}\n${OUT}")
+endif()
+run(0 plan --model llama3-8b --cluster "${calibrated}" --stack "${fitted_stack}" --gpus 8
+    --seq 4096 --global-batch 64 --json)
+expect_match("plan on the fitted files" "\"stack\": ?\"cli_smoke_fitted_pytorch\"" "${OUT}")
+file(REMOVE "${calibrated}" "${fitted_stack}")
+run(2 calibrate --cluster dgx-h100 --log "${logs}/all_reduce_perf_h100_8gpu.log" --link nvlink
+    --out "${calibrated}" --stack-out "${fitted_stack}")
+expect_match("--stack-out without --compute" "^shardplan: error: --stack-out [^\n]+expected --compute FILE with it\n$" "${ERR}")
+run(2 calibrate --cluster dgx-a100-80g --compute "${measured}" --out "${calibrated}")
+expect_match("calibrate --compute on another GPU" "^shardplan: error: [^\n]*measured on a GPU with 132 SMs[^\n]+\n$" "${ERR}")
+if(EXISTS "${calibrated}" OR EXISTS "${fitted_stack}")
+  message(FATAL_ERROR "calibrate --compute wrote a file although it failed")
+endif()
+
 # More shards than elements is a valid layout, as in PyTorch's distribute_tensor: 3 elements over 4
 # ranks are chunks of ceil(3/4) = 1, so ranks 0-2 hold one element each and rank 3 an empty shard
 # whose global offset is the dim size, 3 (compute_local_shape_and_global_offset).

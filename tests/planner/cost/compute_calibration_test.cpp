@@ -1,0 +1,148 @@
+// `calibrate --compute` (Note [Compute calibration]): each figure by hand on synthetic
+// measurements, the real H100 measurement's fit, and bad measurements as one named line.
+#include "planner/cost/compute_calibration.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "base/error.h"
+#include "planner/cost/block_cost.h"
+#include "planner/cost/compute_cost.h"
+#include "tensor/models/model_config.h"
+
+namespace shardplan::planner {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+collectives::Cluster h100() {
+  return collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
+}
+
+// 8192^3 on the H100's 132 SMs: 64 x 64 = 4096 tiles of 128 x 128 in ceil(4096 / 132) = 32
+// waves, 4096 / (32 x 132) = 0.96970; K / (K + 64) = 8192 / 8256 = 0.99225.
+constexpr double kShape8192 = (4096.0 / (32 * 132)) * (8192.0 / 8256);
+
+nlohmann::json synthetic() {
+  const double peak = 989.4e12;
+  nlohmann::json gemms = nlohmann::json::array();
+  for (const double ceiling : {0.6, 0.8, 0.7}) {
+    gemms.push_back(
+        {{"m", 8192}, {"n", 8192}, {"k", 8192}, {"flops_per_s", ceiling * peak * kShape8192}});
+  }
+  // 1024^3: 64 tiles on 132 SMs, a shape factor of 0.46, not ceiling-bound: left out of the
+  // median however slow it ran.
+  gemms.push_back({{"m", 1024}, {"n", 1024}, {"k", 1024}, {"flops_per_s", 0.1 * peak}});
+  return {{"device", "NVIDIA H100 80GB HBM3"},
+          {"streaming_multiprocessors", 132},
+          {"memory_bytes", 85000000000},
+          {"torch", "2.11"},
+          {"cuda", "13.0"},
+          {"hbm", {{"copy_bytes_per_s", 3.0e12}}},
+          {"bf16_gemm", gemms}};
+}
+
+const ComputeFit& fit(const ComputeCalibration& r, const std::string& what) {
+  for (const ComputeFit& f : r.fits) {
+    if (f.what == what) return f;
+  }
+  throw std::runtime_error("no fit " + what);
+}
+
+TEST(ComputeCalibration, EachFigureByHand) {
+  const ComputeCalibration r = calibrate_compute(h100(), default_stack(), synthetic(), "m.json");
+  // 85e9 bytes are 85 GB; a 3.0 TB/s copy over the datasheet 3.35 TB/s.
+  EXPECT_DOUBLE_EQ(r.cluster.accelerator.memory_gb.value, 85.0);
+  EXPECT_NEAR(r.cluster.accelerator.memory_efficiency->value, 3.0 / 3.35, 1e-12);
+  // The median of the three ceiling-bound GEMMs, 0.6, 0.7 and 0.8; the small one left out.
+  const ComputeFit& g = fit(r, "matmul_efficiency.bf16");
+  EXPECT_NEAR(g.fitted, 0.7, 1e-9);
+  EXPECT_EQ(g.points, 3);
+  EXPECT_NEAR(g.low, 0.6, 1e-9);
+  EXPECT_NEAR(g.high, 0.8, 1e-9);
+  EXPECT_DOUBLE_EQ(g.previous, 0.801);
+  EXPECT_NEAR(r.cluster.accelerator.matmul_efficiency.at("bf16").value, 0.7, 1e-9);
+  EXPECT_NEAR(r.cluster.accelerator.matmul_efficiency.at("fp16").value, 0.7, 1e-9);
+  EXPECT_THAT(r.cluster.accelerator.matmul_efficiency.at("bf16").source, HasSubstr("m.json"));
+  // fp8 was not measured: it keeps the file's figure. No layers: no stack fit.
+  EXPECT_DOUBLE_EQ(r.cluster.accelerator.matmul_efficiency.at("fp8").value, 0.801);
+  EXPECT_FALSE(r.stack_fitted);
+}
+
+// A layer measured at (rest / 0.8 + attention) seconds, its attention and the rest priced on the
+// fitted cluster, gives back 0.8; the median of three such layers at 0.7, 0.8 and 0.9 is 0.8.
+TEST(ComputeCalibration, StackEfficiencyInvertsTheLayerPrice) {
+  nlohmann::json m = synthetic();
+  const ComputeCalibration cluster_only = calibrate_compute(h100(), default_stack(), m, "m.json");
+  const ComputeModel a = compute_model(cluster_only.cluster, Precision::kBf16);
+  const RankWork w = rank_work(
+      trace_one_block(tensor::find_model_config("llama3-8b"), {.micro_batch = 1, .seq = 4096}), a,
+      {.tp = 1});
+  const double attention = w.block().attention_s;
+  const double rest = w.block().forward_s + w.block().backward_s - attention;
+  m["llama_layers"] = nlohmann::json::array();
+  for (const double e : {0.9, 0.7, 0.8}) {
+    m["llama_layers"].push_back({{"model", "llama3-8b"},
+                                 {"tp", 1},
+                                 {"seq", 4096},
+                                 {"micro_batch", 1},
+                                 {"forward_s", rest / e + attention},
+                                 {"backward_s", 0.0}});
+  }
+  const ComputeCalibration r = calibrate_compute(h100(), default_stack(), m, "m.json");
+  ASSERT_TRUE(r.stack_fitted);
+  EXPECT_NEAR(r.stack.compute_efficiency, 0.8, 1e-9);
+  EXPECT_NEAR(fit(r, "compute_efficiency").low, 0.7, 1e-9);
+}
+
+// The project's own H100 measurement (tests/data/gpu_measured_h100.json, §8.6): sustained GEMMs
+// sit below the file's boost-clock ceiling of 0.801, and PyTorch eager layers run within 10 %
+// of the price on that sustained ceiling.
+TEST(ComputeCalibration, TheMeasuredH100) {
+  std::ifstream in(std::string(SHARDPLAN_TEST_DATA_DIR) + "/gpu_measured_h100.json");
+  const nlohmann::json m = nlohmann::json::parse(in);
+  const ComputeCalibration r =
+      calibrate_compute(h100(), load_stack(resolve_stack("pytorch")), m, "gpu_measured_h100.json");
+  const ComputeFit& g = fit(r, "matmul_efficiency.bf16");
+  EXPECT_LT(g.fitted, 0.801);
+  EXPECT_GT(g.fitted, 0.6);
+  EXPECT_NEAR(fit(r, "memory_efficiency").fitted, 3005700010191.521 / 3.35e12, 1e-12);
+  ASSERT_TRUE(r.stack_fitted);
+  EXPECT_GT(r.stack.compute_efficiency, 0.9);
+  EXPECT_LE(r.stack.compute_efficiency, 1.0);
+  EXPECT_EQ(r.attention_ratio.size(), m["attention"].size());
+}
+
+TEST(ComputeCalibration, BadMeasurementsNameTheField) {
+  nlohmann::json m = synthetic();
+  m["streaming_multiprocessors"] = 114;
+  EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
+              ThrowsMessage<Error>(HasSubstr("measured on a GPU with 114 SMs")));
+  m = synthetic();
+  m["bf16_gemm"][0]["flops_per_s"] = 0;
+  EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
+              ThrowsMessage<Error>(HasSubstr("bf16_gemm[0].flops_per_s")));
+  m = synthetic();
+  m["hbm"]["copy_bytes_per_s"] = 4e12;  // faster than the datasheet
+  EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
+              ThrowsMessage<Error>(HasSubstr("expected a fraction in (0, 1]")));
+  m = synthetic();
+  m.erase("hbm");
+  EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
+              ThrowsMessage<Error>(HasSubstr("hbm")));
+  m = synthetic();
+  m["llama_layers"] = {{{"model", "no-such-model"},
+                        {"tp", 1},
+                        {"seq", 8},
+                        {"micro_batch", 1},
+                        {"forward_s", 1.0},
+                        {"backward_s", 1.0}}};
+  EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
+              ThrowsMessage<Error>(HasSubstr("llama_layers[0].model")));
+}
+
+}  // namespace
+}  // namespace shardplan::planner
