@@ -55,6 +55,9 @@ struct StackProfile {
   std::string name = "megatron";
   std::string description;
   double compute_efficiency = 1;
+  // Of the GEMM ceiling alone (matrix products, the attention's included): the GEMM library and
+  // clocks of a stack's era, where the cluster file states today's hardware ceiling (optional, 1).
+  double gemm_efficiency = 1;
   double overlap_interference = 0.15;
   AttentionKernel attention_kernel = AttentionKernel::kFused;
   // What --recompute selective means in this stack (Note [Selective recomputation] in

@@ -778,10 +778,13 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.compute = compute_model(I.cluster, options.precision);
   // Note [Stack profiles]: the stack reaches compute_efficiency of the GEMM and memory-bound
   // rates, and its attention kernel's share of the fused attention's (Note [Attention kernels]).
-  ctx.compute.matmul_efficiency *= options.stack.compute_efficiency;
-  ctx.compute.matmul16_efficiency *= options.stack.compute_efficiency;
+  // gemm_efficiency is the stack's share of the GEMM ceiling, the attention's products included.
+  const double gemm = options.stack.compute_efficiency * options.stack.gemm_efficiency;
+  ctx.compute.matmul_efficiency *= gemm;
+  ctx.compute.matmul16_efficiency *= gemm;
   ctx.compute.attention_matmul_efficiency *=
-      attention_kernel_rate(options.stack.attention_kernel, I.cluster.accelerator.arch);
+      attention_kernel_rate(options.stack.attention_kernel, I.cluster.accelerator.arch) *
+      options.stack.gemm_efficiency;
   ctx.compute.memory_bytes_per_s *= options.stack.compute_efficiency;
   ctx.overlap_interference = options.stack.overlap_interference;
   ctx.compute.fp8_amax_pass = options.stack.fp8_current_scaling;
