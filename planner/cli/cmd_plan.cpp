@@ -51,6 +51,16 @@ std::string config_text(const planner::ParallelConfig& c) {
   return os.str();
 }
 
+// The MFU of a plan both ways (docs/cost-model.md §2.4), naming the peak it divides.
+std::string mfu_text(const planner::Planner& p, const PlanResult& r) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << "MFU " << 100 * r.mfu << "% of the "
+     << planner::gemm_dtype(p.cluster(), r.config.precision)
+     << " peak counting attention's full square, " << 100 * r.mfu_causal
+     << "% counting the causal half\n";
+  return os.str();
+}
+
 std::string row_text(const PlanResult& r) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(3) << std::setw(9) << r.step_time_s << " s  "
@@ -278,7 +288,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
     for (size_t i = 0; i < shown.size(); ++i) {
       std::cout << std::setw(3) << i + 1 << ". " << row_text(shown[i]) << "\n";
     }
-    std::cout << "best plan's bill:\n";
+    std::cout << "best plan's bill:\n" << mfu_text(*p, r.top.front());
     print_bill_text(bill);
     if (*why) explain(*p, r.top, nullptr);
     if (writes_plan) std::cout << "wrote " << *out << "\n";
@@ -313,7 +323,8 @@ void register_estimate(CLI::App& app, CliContext& ctx) {
                        : "  (does not fit: " +
                              human_bytes(static_cast<double>(r.memory_bytes) - capacity) +
                              " more than the " + human_bytes(capacity) + " per GPU)")
-              << "\n";
+              << "\n"
+              << mfu_text(*p, r);
     print_bill_text(bill);
   });
 }

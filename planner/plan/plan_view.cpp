@@ -25,10 +25,12 @@ nlohmann::ordered_json plan_view_json(const Planner& p, const PlanResult& r) {
   j["mesh"] = {{"shape", mesh_shape_vector(c)}, {"names", mesh_names()}};
   j["step_time_s"] = r.step_time_s;
   j["mfu"] = r.mfu;
+  j["mfu_causal"] = r.mfu_causal;
   j["tokens_per_s"] = r.tokens_per_s;
   j["tflops_per_gpu"] = r.mfu * p.context().compute.peak_flops / 1e12;
-  // What the MFU divides: model FLOPs (attention as the full square, docs/cost-model.md §2.4)
-  // over the dense peak of the dtype the GEMMs run in.
+  // What the MFU divides: model FLOPs (attention as the full square, docs/cost-model.md §2.4;
+  // mfu_causal counts causal attention as the half it computes) over the dense peak of the dtype
+  // the GEMMs run in.
   j["mfu_peak"] = std::string(gemm_dtype(p.cluster(), c.precision));
   j["memory_per_gpu_bytes"] = r.memory_bytes;
   j["memory_capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);

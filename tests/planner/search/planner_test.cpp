@@ -109,6 +109,19 @@ TEST(Planner, ZeroThreeCastsFp8WeightsEveryMicroBatch) {
   EXPECT_NEAR(casting1 - cached1, cast_s, 0.02 * cast_s);
 }
 
+// docs/cost-model.md §2.4: GPT-2 small at s = 1024 is 6 x 124,439,808 + 12 x 12 x 768 x 1024 =
+// 859,885,056 model FLOPs per token counting attention's full square; the causal half computes
+// 6 x 12 x 768 x 1024 fewer, 803,261,952. Both MFUs divide the same step by the same peak.
+TEST(Planner, MfuBothWaysOfCountingAttention) {
+  Planner p(tensor::find_model_config("gpt2"), cluster("dgx-h100"),
+            {.gpus = 8, .seq = 1024, .global_batch = 64}, {});
+  const PlanResult r =
+      p.estimate(default_config(p.setup(), {}, Precision::kBf16), DimOrder::kTpInner, nullptr);
+  ASSERT_GT(r.mfu, 0);
+  EXPECT_NEAR(r.mfu_causal / r.mfu, 803261952.0 / 859885056.0, 1e-12);
+  EXPECT_NEAR(r.mfu, 859885056.0 * 64 * 1024 / (8 * 989.4e12 * r.step_time_s), 1e-12);
+}
+
 TEST(Planner, PinsFixTheirDimensions) {
   Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
             {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
