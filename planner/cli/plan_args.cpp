@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/candidate/candidate_mesh.h"
+#include "tensor/models/family.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::cli {
@@ -66,8 +67,18 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
       planner::TrainingSetup{.gpus = where.gpus, .seq = seq, .global_batch = global_batch}, o);
 }
 
+// Note [Attention sinks]
+// GPT-OSS adds a learned logit per head to the softmax's denominator. No flash kernel computes
+// it in training: FlashAttention-2 and -3 have no sink; TransformerEngine turns FlashAttention
+// off for any softmax but the vanilla one, and cuDNN's fused attention takes a learnable softmax
+// only from cuDNN 9.18, which the NeMo containers of early 2026 did not ship (verl-project/verl
+// #5224; radixark/miles#1917: TE 2.17 leaves UnfusedDotProductAttention the only backend). Such
+// a model is priced with the unfused (math) attention unless --attention says otherwise (a stack
+// with a newer cuDNN: --attention flash). Megatron-Bridge's GPT-OSS-120B row on 64 H100s was
+// priced 107 % fast with the fused kernel.
 std::string PlanArgs::attention_for(const tensor::ModelConfig& model) const {
   if (!attention.empty()) return attention;
+  if (tensor::family_of(model).attention_sinks) return "math";
   return model.attn_implementation == "eager" ? "math" : "flash";
 }
 

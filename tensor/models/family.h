@@ -98,6 +98,10 @@ struct ModelFamily {
   // The router keeps a per-expert e_score_correction_bias (DeepSeek-V3, GLM-4.5): a buffer in
   // transformers, so not in its parameter count, but a tensor of the checkpoint.
   bool router_score_bias = false;
+  // Attention with a learned sink logit per head (GPT-OSS): no fused training kernel computes
+  // it, so it runs the unfused (math) attention (Note [Attention sinks] in
+  // planner/cli/plan_args.cpp).
+  bool attention_sinks = false;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

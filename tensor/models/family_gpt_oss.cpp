@@ -74,6 +74,7 @@ const ModelFamily kGptOssFamily{
     .renamed = models::kRotaryDecoderRenames,
     .moe = true,
     .experts_class = "GptOssExperts",
+    .attention_sinks = true,
     .tp_plan = models::kMoeTpPlan,
     .init_rules = kGptOssInitRules,
 };

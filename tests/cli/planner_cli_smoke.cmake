@@ -85,3 +85,16 @@ expect_match("--precision fp4" "fp4" "${ERR}")
 # A CPU host runs any number of ranks (materialization on a laptop).
 run(0 plan --model gpt2 --cluster cpu-local --gpus 4 --seq 128 --global-batch 8 --json)
 json_get(world_dp "${OUT}" best dp)
+# Note [Attention sinks]: GPT-OSS's learned sink logits have no fused training kernel, so its
+# attention is priced unfused unless --attention says otherwise.
+run(0 estimate --model gpt-oss-120b --cluster dgx-h100 --gpus 64 --seq 4096 --global-batch 256
+    --pp 4 --ep 8 --zero 1 --json)
+json_get(sink_attention "${OUT}" setup attention)
+json_get(sink_math_s "${OUT}" plan step_time_s)
+expect_match("gpt-oss attention by default" "^math$" "${sink_attention}")
+run(0 estimate --model gpt-oss-120b --cluster dgx-h100 --gpus 64 --seq 4096 --global-batch 256
+    --pp 4 --ep 8 --zero 1 --attention flash --json)
+json_get(sink_flash_s "${OUT}" plan step_time_s)
+if(NOT sink_math_s GREATER sink_flash_s)
+  message(FATAL_ERROR "gpt-oss: the unfused attention (${sink_math_s} s) should cost more than --attention flash (${sink_flash_s} s)")
+endif()
