@@ -57,6 +57,8 @@ def main():
     for label, model, gpus, batch, published, flags in ROWS:
         cmd = [binary, "estimate", "--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus),
                "--seq", "4096", "--global-batch", str(batch), "--json"] + flags.split()
+        if label.startswith("Automodel"):
+            cmd += ["--stack", "automodel"]  # FSDP2 with TransformerEngine kernels
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             print(f"{model:17} {gpus:5}  {label:21} refused: {run.stderr.strip()}")

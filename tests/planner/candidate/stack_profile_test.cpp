@@ -26,7 +26,8 @@ TEST(StackProfile, TheBuiltInDefaultIsTheMegatronFile) {
 
 TEST(StackProfile, EveryShippedStackLoadsAndNamesItself) {
   for (const char* name :
-       {"megatron", "megatron-2021", "torchtitan", "torchtitan-compile", "deepspeed", "pytorch"}) {
+       {"megatron", "megatron-2021", "torchtitan", "torchtitan-compile", "deepspeed", "pytorch",
+        "automodel"}) {
     SCOPED_TRACE(name);
     const StackProfile s = load_stack(resolve_stack(name));
     EXPECT_EQ(s.name, name);
