@@ -763,6 +763,44 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
   return first.fsdp_forward_s;
 }
 
+// The model state one rank of stage `s` holds: its parameters (the routed experts split over ep,
+// a tied embedding once when one stage holds both ends), their gradients and optimizer states
+// under the plan's ZeRO stage, dense states over dp x cp and expert states over edp (Note
+// [Expert and dense data parallelism]). What materialize --state model allocates.
+ModelStateMemory stage_model_state(const StepContext& ctx, const ParallelConfig& c,
+                                   const LayerParameters& params, const StageEnds& ends,
+                                   int64_t s) {
+  const int64_t pp = c.pp, L = ctx.layers;
+  const int64_t begin = stage_begin(L, pp, ends, s), end = stage_begin(L, pp, ends, s + 1);
+  int64_t n = params.prefix[static_cast<size_t>(end)] - params.prefix[static_cast<size_t>(begin)];
+  if (pp == 1) n -= params.tied_twice;
+  int64_t experts = 0;
+  if (ctx.stack.uniform()) {
+    experts = params.experts_per_layer * (end - begin);
+  } else {
+    const StageLoad load = load_of(ctx.stack, begin, end);
+    for (int k = 0; k < ctx.stack.kinds; ++k) {
+      experts += load.of[static_cast<size_t>(k)] * params.kind_experts[static_cast<size_t>(k)];
+    }
+  }
+  const int64_t local = c.ep > 1 ? local_experts(experts, c) : experts;
+  n = std::max<int64_t>(0, n - (experts - local));
+  const int64_t dp = data_parallel_ranks(c);
+  if (c.ep <= 1 || local == 0) {
+    return model_state_memory(static_cast<uint64_t>(n), ctx.recipe, c.zero, dp);
+  }
+  const ModelStateMemory dense =
+      model_state_memory(static_cast<uint64_t>(n - local), ctx.recipe, c.zero, dp);
+  const ModelStateMemory expert =
+      model_state_memory(static_cast<uint64_t>(local), ctx.recipe, c.zero, expert_replicas(c));
+  ModelStateMemory m = dense;
+  m.num_params += expert.num_params;
+  m.param_bytes += expert.param_bytes;
+  m.grad_bytes += expert.grad_bytes;
+  m.optimizer_bytes += expert.optimizer_bytes;
+  return m;
+}
+
 // Adam reads the gradient, the master weights and two moments and writes the last three and the
 // working weights: its states once through HBM, on the shard this rank updates.
 double optimizer_seconds(const StepContext& ctx, const ParallelConfig& c,
@@ -1128,6 +1166,12 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
   r.memory_bytes = step_memory(ctx, c, lp, st.ends, states, bill);
   r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
   if (bill != nullptr) {
+    bill->stage_states.clear();
+    for (int64_t s = 0; s < c.pp; ++s) {
+      const ModelStateMemory m = stage_model_state(ctx, c, params, st.ends, s);
+      bill->stage_states.push_back({saturating_int64(m.param_bytes), saturating_int64(m.grad_bytes),
+                                    saturating_int64(m.optimizer_bytes)});
+    }
     record_stage_collectives(ctx, c, links, lp, st, m, rec);
     Bill& b = *bill;
     const double stage_s = static_cast<double>(m) * st.t_stage;

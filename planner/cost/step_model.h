@@ -147,7 +147,18 @@ struct BillCollective {
   double exposed_s = 0;  // the part on the critical path
 };
 
+// One pipeline stage's model state per rank, in bytes.
+struct StageStateBytes {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;
+  int64_t total() const { return parameters + gradients + optimizer; }
+  bool operator==(const StageStateBytes&) const = default;
+};
+
 struct Bill {
+  // Every stage's model state per rank (what materialize --state model allocates), first to last.
+  std::vector<StageStateBytes> stage_states;
   // Resident bytes per rank on the stage that holds the most.
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;

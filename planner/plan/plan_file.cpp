@@ -133,6 +133,9 @@ PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
   f.mfu = r.mfu;
   f.tokens_per_s = r.tokens_per_s;
   f.memory_per_gpu_bytes = r.memory_bytes;
+  Bill bill;
+  (void)p.estimate(r.config, r.order, &bill);
+  f.stage_states = bill.stage_states;
   return f;
 }
 
@@ -172,6 +175,12 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
                      {"mfu", f.mfu},
                      {"tokens_per_s", f.tokens_per_s},
                      {"memory_per_gpu_bytes", f.memory_per_gpu_bytes}};
+  nlohmann::ordered_json states = nlohmann::ordered_json::array();
+  for (const StageStateBytes& b : f.stage_states) {
+    states.push_back(
+        {{"parameters", b.parameters}, {"gradients", b.gradients}, {"optimizer", b.optimizer}});
+  }
+  j["prediction"]["model_state_per_stage_bytes"] = states;
   return j;
 }
 
@@ -357,6 +366,22 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     f.mfu = pr.number("mfu");
     f.tokens_per_s = pr.number("tokens_per_s");
     f.memory_per_gpu_bytes = pr.integer("memory_per_gpu_bytes", 0);
+    // Optional: plans written before it have none.
+    if (pr.has("model_state_per_stage_bytes")) {
+      const nlohmann::json& states = pr.array("model_state_per_stage_bytes");
+      for (size_t i = 0; i < states.size(); ++i) {
+        JsonFields st(states[i], origin,
+                      pr.join("model_state_per_stage_bytes") + "[" + std::to_string(i) + "]");
+        f.stage_states.push_back(
+            {st.integer("parameters", 0), st.integer("gradients", 0), st.integer("optimizer", 0)});
+        st.done();
+      }
+      if (static_cast<int64_t>(f.stage_states.size()) != f.config.pp) {
+        pr.fail("model_state_per_stage_bytes",
+                "holds " + std::to_string(f.stage_states.size()) + " stages, expected one per " +
+                    "pipeline stage (pp " + std::to_string(f.config.pp) + ")");
+      }
+    }
     // Predictions are for people to read: materialize checks what it builds, not them. They
     // must still be numbers a reader can use (finite, not negative).
     if (!(f.step_time_s > 0)) pr.fail("step_time_s", "expected a positive number");

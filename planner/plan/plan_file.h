@@ -57,6 +57,9 @@ struct PlanFile {
   double mfu = 0;
   double tokens_per_s = 0;
   int64_t memory_per_gpu_bytes = 0;
+  // Each stage's predicted model state per rank (parameters, gradients, optimizer), first to
+  // last: what `materialize --state model` measures against. Empty in plans written before it.
+  std::vector<StageStateBytes> stage_states;
   // [pp, dp / ep, ep, cp, tp] and the names of Note [Candidate mesh dims].
   std::vector<int64_t> mesh_shape() const;
   bool operator==(const PlanFile&) const = default;

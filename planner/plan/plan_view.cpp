@@ -43,6 +43,12 @@ nlohmann::ordered_json bill_json(const Bill& b) {
                        {"optimizer", b.optimizer_bytes},  {"activations", b.activation_bytes},
                        {"transient", b.transient_bytes},  {"overhead", b.overhead_bytes}};
   j["peak_stage"] = b.peak_stage;
+  nlohmann::ordered_json states = nlohmann::ordered_json::array();
+  for (const StageStateBytes& st : b.stage_states) {
+    states.push_back(
+        {{"parameters", st.parameters}, {"gradients", st.gradients}, {"optimizer", st.optimizer}});
+  }
+  j["model_state_per_stage_bytes"] = states;
   j["time_s"] = nlohmann::ordered_json::object();
   for (const BillTimePart& t : time_parts(b)) j["time_s"][std::string(t.name)] = t.seconds;
   j["pacing_stage"] = b.pacing_stage;

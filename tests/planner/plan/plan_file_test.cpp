@@ -149,6 +149,23 @@ std::string refusal(const nlohmann::json& j) {
   return "<accepted>";
 }
 
+// The predicted model state per stage: one entry per pipeline stage (GPT-2 on 4 CPU ranks has
+// one stage); plans written before it existed load with none.
+TEST(PlanFile, ModelStatePerStageIsOptionalButWhole) {
+  nlohmann::json j = gpt2_plan_json();
+  const nlohmann::json& states = j["prediction"]["model_state_per_stage_bytes"];
+  ASSERT_EQ(states.size(), 1U);
+  // fp32 on a CPU: gradients as large as the weights, Adam's two moments twice (ZeRO 0).
+  EXPECT_EQ(states[0]["gradients"], states[0]["parameters"]);
+  EXPECT_EQ(states[0]["optimizer"].get<int64_t>(), 2 * states[0]["parameters"].get<int64_t>());
+  nlohmann::json two = j;
+  two["prediction"]["model_state_per_stage_bytes"].push_back(states[0]);
+  EXPECT_THAT([&] { (void)plan_from_json(two, "plan.json"); },
+              ThrowsMessage<Error>(HasSubstr("holds 2 stages, expected one per pipeline stage")));
+  j["prediction"].erase("model_state_per_stage_bytes");
+  EXPECT_TRUE(plan_from_json(j, "plan.json").stage_states.empty());
+}
+
 TEST(PlanFile, IsSelfContainedWithHashesOfModelAndCluster) {
   const nlohmann::json j = gpt2_plan_json();
   EXPECT_EQ(j["cluster"]["name"], "cpu-local");

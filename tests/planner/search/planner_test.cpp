@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/cost/compute_cost.h"
@@ -120,6 +122,38 @@ TEST(Planner, MfuBothWaysOfCountingAttention) {
   ASSERT_GT(r.mfu, 0);
   EXPECT_NEAR(r.mfu_causal / r.mfu, 803261952.0 / 859885056.0, 1e-12);
   EXPECT_NEAR(r.mfu, 859885056.0 * 64 * 1024 / (8 * 989.4e12 * r.step_time_s), 1e-12);
+}
+
+// The bill's model state per pipeline stage (what materialize --state model allocates): Llama 3
+// 8B's 8,030,261,248 parameters over 4 stages, tp 1, ZeRO-1 over dp 2. The stages' bf16 weights
+// and gradients add up to the model's, 2 bytes each per parameter; each stage's 12 bytes of
+// optimizer state are split over the 2 data-parallel ranks; the stage with the most is the one
+// the bill's memory prices.
+TEST(Planner, ModelStatePerStage) {
+  Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
+            {.gpus = 8, .seq = 4096, .global_batch = 64}, {});
+  Pins pins;
+  pins.pp = 4;
+  pins.dp = 2;
+  pins.zero = 1;
+  Bill bill;
+  (void)p.estimate(default_config(p.setup(), pins, Precision::kBf16), DimOrder::kTpInner, &bill);
+  ASSERT_EQ(bill.stage_states.size(), 4U);
+  int64_t weights = 0, gradients = 0;
+  for (const StageStateBytes& st : bill.stage_states) {
+    weights += st.parameters;
+    gradients += st.gradients;
+    EXPECT_EQ(st.optimizer, (st.parameters / 2 + 1) / 2 * 12);
+  }
+  EXPECT_EQ(weights, 2 * 8030261248);
+  EXPECT_EQ(gradients, 2 * 8030261248);
+  // The bill's model-state memory is the stage with the most parameters.
+  const auto most = std::max_element(bill.stage_states.begin(), bill.stage_states.end(),
+                                     [](const StageStateBytes& a, const StageStateBytes& b) {
+                                       return a.parameters < b.parameters;
+                                     });
+  EXPECT_EQ(most->parameters, bill.parameter_bytes);
+  EXPECT_EQ(most->optimizer, bill.optimizer_bytes);
 }
 
 TEST(Planner, PinsFixTheirDimensions) {
