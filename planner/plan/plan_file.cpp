@@ -175,12 +175,15 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
                      {"mfu", f.mfu},
                      {"tokens_per_s", f.tokens_per_s},
                      {"memory_per_gpu_bytes", f.memory_per_gpu_bytes}};
-  nlohmann::ordered_json states = nlohmann::ordered_json::array();
-  for (const StageStateBytes& b : f.stage_states) {
-    states.push_back(
-        {{"parameters", b.parameters}, {"gradients", b.gradients}, {"optimizer", b.optimizer}});
+  // Written when known, so that a plan read without it writes back the same document.
+  if (!f.stage_states.empty()) {
+    nlohmann::ordered_json states = nlohmann::ordered_json::array();
+    for (const StageStateBytes& b : f.stage_states) {
+      states.push_back(
+          {{"parameters", b.parameters}, {"gradients", b.gradients}, {"optimizer", b.optimizer}});
+    }
+    j["prediction"]["model_state_per_stage_bytes"] = states;
   }
-  j["prediction"]["model_state_per_stage_bytes"] = states;
   return j;
 }
 
