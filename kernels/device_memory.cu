@@ -63,6 +63,37 @@ bool cuda_copy(void* dst, const void* src, size_t bytes, bool to_device, int dev
   return true;
 }
 
+bool cuda_zero(void* ptr, size_t bytes, int device, std::string* error) {
+  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) {
+    *error = "cudaSetDevice(" + std::to_string(device) + ")";
+    return false;
+  }
+  cudaError_t e = cudaMemset(ptr, 0, bytes);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    *error = "cudaMemset(" + std::to_string(bytes) + " bytes) on cuda:" + std::to_string(device) +
+             ": " + cudaGetErrorString(e);
+    return false;
+  }
+  return true;
+}
+
+bool cuda_used_bytes(int device, size_t* used, std::string* error) {
+  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) {
+    *error = "cudaSetDevice(" + std::to_string(device) + ")";
+    return false;
+  }
+  size_t free = 0, total = 0;
+  const cudaError_t e = cudaMemGetInfo(&free, &total);
+  if (e != cudaSuccess) {
+    *error = std::string("cudaMemGetInfo on cuda:") + std::to_string(device) + ": " +
+             cudaGetErrorString(e);
+    return false;
+  }
+  *used = total - free;
+  return true;
+}
+
 void cuda_free(void* ptr, int device) {
   if (device >= 0) cudaSetDevice(device);
   cudaFree(ptr);  // a failure here cannot be acted on in a destructor; memory is lost either way

@@ -20,5 +20,10 @@ bool cuda_synchronize(int device, std::string* error);
 // device, so kernels enqueued before on the legacy stream have finished. False + *error on failure.
 bool cuda_copy(void* dst, const void* src, size_t bytes, bool to_device, int device,
                std::string* error);
+// cudaMemset(ptr, 0, bytes) on `device`, then waits. False + *error on failure.
+bool cuda_zero(void* ptr, size_t bytes, int device, std::string* error);
+// The driver's view of `device`'s memory in use (total - free from cudaMemGetInfo): what every
+// process and context on it holds. False + *error on failure.
+bool cuda_used_bytes(int device, size_t* used, std::string* error);
 
 }  // namespace shardplan::kernels

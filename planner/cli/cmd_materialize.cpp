@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -26,9 +27,13 @@
 #include "planner/materialize/dry_run.h"
 #include "planner/materialize/layout.h"
 #include "planner/materialize/rank_driver.h"
+#include "planner/materialize/training_state.h"
 #include "planner/plan/plan_file.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
+#endif
+#if SHARDPLAN_HAVE_MPI && SHARDPLAN_HAVE_NCCL
+#include "collectives/nccl/nccl_communicator.h"
 #endif
 
 namespace shardplan::cli {
@@ -36,6 +41,14 @@ namespace {
 
 struct MaterializeArgs : planner::MaterializeRequest {
   bool dry_run = false;
+  bool check_memory = false;
+  double memory_tolerance = 0.10;
+};
+
+// The largest measured state of a class's ranks: the one --check-memory judges.
+struct ClassMemory {
+  int64_t measured = 0;
+  int64_t predicted = 0;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -120,10 +133,17 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
   double slowest = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
     auto& c = classes[{ranks[r].stage, -ranks[r].bytes, -ranks[r].read_bytes}];
+    const int64_t worst = c.second.empty()
+                              ? ranks[r].measured_bytes
+                              : std::max(c.first.measured_bytes, ranks[r].measured_bytes);
     c.first = ranks[r];
+    c.first.measured_bytes = worst;
     c.second.push_back(static_cast<int64_t>(r));
     slowest = std::max(slowest, ranks[r].init_s);
   }
+  const auto allocated = [](const planner::RankSummary& r) {
+    return r.bytes + r.gradient_bytes + r.optimizer_bytes + r.peak_bytes;
+  };
   if (ctx.json) {
     nlohmann::ordered_json j;
     j["model"] = layout.file().model_name;
@@ -134,16 +154,27 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
     j["seconds"] = seconds;
     j["init_seconds"] = slowest;
     j["predicted_memory_per_gpu_bytes"] = layout.file().memory_per_gpu_bytes;
+    j["state"] = a.state;
     nlohmann::ordered_json cl = nlohmann::ordered_json::array();
     for (const auto& [key, c] : classes) {
       std::vector<int64_t> first(c.second.begin(),
                                  c.second.begin() + std::min<size_t>(3, c.second.size()));
-      cl.push_back({{"stage", c.first.stage},
-                    {"bytes", c.first.bytes},
-                    {"read_bytes", c.first.read_bytes},
-                    {"tensors", c.first.tensors},
-                    {"count", c.second.size()},
-                    {"first_ranks", first}});
+      nlohmann::ordered_json row = {{"stage", c.first.stage},
+                                    {"bytes", c.first.bytes},
+                                    {"read_bytes", c.first.read_bytes},
+                                    {"tensors", c.first.tensors},
+                                    {"count", c.second.size()},
+                                    {"first_ranks", first},
+                                    {"allocated_bytes",
+                                     {{"parameters", c.first.bytes},
+                                      {"gradients", c.first.gradient_bytes},
+                                      {"optimizer", c.first.optimizer_bytes},
+                                      {"peak_rest", c.first.peak_bytes}}},
+                                    {"measured_bytes", c.first.measured_bytes}};
+      row["predicted_bytes"] = c.first.predicted_bytes > 0
+                                   ? nlohmann::ordered_json(c.first.predicted_bytes)
+                                   : nlohmann::ordered_json(nullptr);
+      cl.push_back(std::move(row));
     }
     j["classes"] = cl;
     if (v != nullptr) {
@@ -169,20 +200,29 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
             << a.device << " rank" << (ranks.size() == 1 ? "" : "s") << " ("
             << planner::mesh_text(layout) << ") in " << std::fixed << std::setprecision(2)
             << seconds << " s (init " << slowest << " s on the slowest rank)\n"
-            << "  parameters per rank (the plan predicts "
+            << "  "
+            << (a.state == "model"  ? "model state (parameters, gradients, optimizer)"
+                : a.state == "peak" ? "the plan's peak (model state, activations, workspace)"
+                                    : "parameters")
+            << " per rank, measured as the " << (a.device == "cpu" ? "resident set's" : "driver's")
+            << " growth (the plan predicts "
             << human_bytes(static_cast<double>(layout.file().memory_per_gpu_bytes))
-            << " per GPU for the whole training state):\n";
+            << " per GPU at the peak, activations included):\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& [key, c] : classes) {
     std::vector<int64_t> first(c.second.begin(),
                                c.second.begin() + std::min<size_t>(3, c.second.size()));
     rows.push_back(
         {std::to_string(c.first.stage), with_commas(static_cast<int64_t>(c.second.size())),
-         with_commas(c.first.tensors), human_bytes(static_cast<double>(c.first.bytes)),
+         with_commas(c.first.tensors), human_bytes(static_cast<double>(allocated(c.first))),
+         human_bytes(static_cast<double>(c.first.measured_bytes)),
+         c.first.predicted_bytes > 0 ? human_bytes(static_cast<double>(c.first.predicted_bytes))
+                                     : "-",
          a.checkpoint.empty() ? "-" : with_commas(c.first.read_bytes), bracketed(first)});
   }
-  print_table({"stage", "ranks", "tensors", "allocated", "bytes read", "first ranks"}, rows,
-              {true, true, true, true, true, false});
+  print_table({"stage", "ranks", "tensors", "allocated", "measured", "predicted", "bytes read",
+               "first ranks"},
+              rows, {true, true, true, true, true, true, true, false});
   if (v != nullptr) {
     std::cout << "verify: " << with_commas(v->replica_checks) << " replica checks (rank 0), "
               << with_commas(v->covered) << "/" << layout.parameters().size()
@@ -191,6 +231,38 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
               << " tensors gathered whole: "
               << (v->failures == 0 ? "all match" : std::to_string(v->failures) + " mismatches")
               << "\n";
+  }
+}
+
+// --check-memory: every rank knows every rank's figures; rank 0 names the ranks that exceed the
+// prediction by more than the tolerance, and every rank exits 1 so the launcher does.
+void check_memory(CliContext& ctx, const MaterializeArgs& a, bool speaker,
+                  const std::vector<planner::RankSummary>& ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const planner::RankSummary& x = ranks[r];
+    if (x.predicted_bytes <= 0) {
+      if (speaker) {
+        print_error_line(
+            "shardplan: materialize: --check-memory: the plan has no per-stage "
+            "model-state prediction (written before it), expected a plan from "
+            "'shardplan plan --out' of this version");
+      }
+      ctx.exit_code = ExitCode::kBadInput;
+      return;
+    }
+    const double over =
+        static_cast<double>(x.measured_bytes) / static_cast<double>(x.predicted_bytes) - 1;
+    if (over > a.memory_tolerance) {
+      if (speaker) {
+        std::ostringstream os;
+        os << "shardplan: materialize: rank " << r << " holds " << x.measured_bytes << " bytes of "
+           << a.state << " state, " << std::fixed << std::setprecision(1) << 100 * over
+           << " % over the plan's " << x.predicted_bytes << " (tolerance "
+           << 100 * a.memory_tolerance << " %)";
+        print_error_line(os.str());
+      }
+      ctx.exit_code = ExitCode::kRuntimeFailure;
+    }
   }
 }
 
@@ -225,11 +297,13 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, planner::Launch& launc
     print_ranks(ctx, a, *r.layout, r.ranks, r.seconds, r.verify ? &*r.verify : nullptr);
   }
   if (r.verify && r.verify->failures != 0) ctx.exit_code = ExitCode::kRuntimeFailure;
+  if (a.check_memory) check_memory(ctx, a, launch.world->rank() == 0, r.ranks);
 }
 
 void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
   if (a.dry_run) {
     planner::check_device(a.device);
+    (void)planner::parse_state_level(a.state);
     run_dry(ctx, a);
     return;
   }
@@ -243,6 +317,16 @@ void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
     };
     launch.abort = [&session](int code) { session.abort(code); };
     launch.local_rank = session.local_rank();
+    if (a.device == "cpu") launch.device_split = launch.split;
+#if SHARDPLAN_HAVE_NCCL
+    // The GPU data path: NCCL communicators over device buffers, bootstrapped over MPI.
+    if (a.device == "cuda") {
+      launch.device_split = [&session](const mesh::DeviceMesh& m) {
+        const collectives::NcclDevice gpu(session);
+        return collectives::nccl_mesh_communicators(session, gpu, m);
+      };
+    }
+#endif
     run_ranks(ctx, a, launch);
     return;
   }
@@ -286,6 +370,18 @@ void register_materialize(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--checkpoint", a->checkpoint,
                  "Read each rank's shards from a safetensors file, index or folder instead of "
                  "initializing them (each rank reads only its own bytes)");
+  cmd.add_option("--state", a->state,
+                 "What each rank allocates: params (its parameter shards) or model (with the "
+                 "gradients and optimizer states of the plan's recipe and ZeRO stage; default) "
+                 "or peak (and one buffer for the rest of the plan's peak memory), measured "
+                 "against the plan's prediction")
+      ->type_name("params|model|peak");
+  cmd.add_flag("--check-memory", a->check_memory,
+               "Exit 1 when a rank's measured state exceeds the plan's prediction by more than "
+               "--memory-tolerance");
+  cmd.add_option("--memory-tolerance", a->memory_tolerance,
+                 "Fraction over the prediction --check-memory allows (default 0.10)")
+      ->check(CLI::Range(0.0, 10.0));
   cmd.add_flag("--dry-run", a->dry_run,
                "Check the plan on virtual ranks without allocating or a launcher");
   cmd.callback([&ctx, a] { run_materialize(ctx, *a); });

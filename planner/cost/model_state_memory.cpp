@@ -132,6 +132,10 @@ void from_json(const nlohmann::json& j, ModelStateMemory& m) {
   m = out;
 }
 
+MixedPrecision training_recipe(bool cpu) {
+  return cpu ? MixedPrecision::adam_fp32() : MixedPrecision::adam_16bit();
+}
+
 }  // namespace shardplan::planner
 
 size_t std::hash<shardplan::planner::MixedPrecision>::operator()(

@@ -36,6 +36,10 @@ struct MixedPrecision {
   bool operator==(const MixedPrecision&) const = default;
 };
 
+// The recipe the planner prices and `materialize --state model` allocates: fp32 Adam on a CPU
+// cluster (CPUs train in fp32), ZeRO's 16-bit mixed precision on accelerators.
+MixedPrecision training_recipe(bool cpu);
+
 // What one data-parallel rank holds, in bytes. ZeRO partitions flattened buffers into dp equal
 // parts, padding the last (DeepSpeed pads to a multiple of dp), so a partitioned component is
 // ceil(num_params / dp) elements per rank.

@@ -13,8 +13,10 @@
 #include "base/strict_json.h"
 #include "collectives/cluster.h"
 #include "planner/materialize/parameter_source.h"
+#include "planner/materialize/replica_load.h"
 #include "planner/materialize/shard_memory.h"
 #include "planner/materialize/shards.h"
+#include "planner/materialize/training_state.h"
 #include "tensor/models/model_config.h"
 #include "tensor/safetensors.h"
 
@@ -91,9 +93,11 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
   std::unique_ptr<ParameterSource> source;
   std::unique_ptr<ShardMemory> memory;
   Faults faults;
+  StateLevel level = StateLevel::kModel;
   std::string error;
   try {
     check_device(a.device);
+    level = parse_state_level(a.state);
     faults = faults_from_environment(world.size());
     memory = a.device == "cpu" ? host_shard_memory() : cuda_shard_memory(launch.local_rank);
     layout = std::make_shared<MaterialLayout>(read_checked_plan(a));
@@ -121,15 +125,50 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
   // Run time: any failure ends the job.
   try {
     collectives::MeshCommunicators comms = launch.split(layout->mesh());
+    // Note [Each byte read once per replica group]: over communicators that move the shards'
+    // memory; the host ones when the shards are on the host.
+    std::optional<collectives::MeshCommunicators> device_comms;
+    if (!a.checkpoint.empty() && a.device == "cuda" && launch.device_split) {
+      device_comms = launch.device_split(layout->mesh());
+    }
+    collectives::MeshCommunicators* data_comms = a.checkpoint.empty() ? nullptr
+                                                 : a.device == "cpu"
+                                                     ? &comms
+                                                     : (device_comms ? &*device_comms : nullptr);
     const int64_t rank = world.rank();
+    // What the device holds from here on is the state's (Note [Measured state memory] in
+    // docs/launching.md): nothing else is allocated until it is measured.
+    const int64_t used_before = memory->used_bytes();
     RankShards shards = allocate_shards(*layout, rank, *memory);
     inject_fault(faults, rank);
     const auto t_init = std::chrono::steady_clock::now();
-    init_shards(*layout, shards, *source, [&](int64_t done, int64_t total) {
+    const auto shown = [&](int64_t done, int64_t total) {
       if (rank == 0 && progress) progress(done, total);
-    });
+    };
+    if (data_comms != nullptr) {
+      load_across_replicas(*layout, shards, *source, *data_comms, shown);
+    } else {
+      init_shards(*layout, shards, *source, shown);
+    }
+    const double init_s = seconds_since(t_init);
+    TrainingState state;
+    if (level != StateLevel::kParams) {
+      state = allocate_training_state(*layout, shards.parts, *memory);
+    }
+    if (level == StateLevel::kPeak) allocate_peak_rest(*layout, shards.coord[kPpDim], state);
     RankSummary mine{shards.coord[kPpDim], static_cast<int64_t>(shards.parts.size()), shards.bytes,
-                     source->bytes_read(), seconds_since(t_init)};
+                     source->bytes_read(), init_s};
+    mine.gradient_bytes = state.bytes.gradients;
+    mine.optimizer_bytes = state.bytes.optimizer;
+    mine.measured_bytes = memory->used_bytes() - used_before;
+    const std::vector<StageStateBytes>& predicted = layout->file().stage_states;
+    if (static_cast<size_t>(mine.stage) < predicted.size()) {
+      const StageStateBytes& p = predicted[static_cast<size_t>(mine.stage)];
+      mine.predicted_bytes = level == StateLevel::kParams  ? p.parameters
+                             : level == StateLevel::kModel ? p.total()
+                                                           : layout->file().memory_per_gpu_bytes;
+    }
+    mine.peak_bytes = state.bytes.peak_rest;
     if (a.verify) report.verify = verify_shards(*layout, shards, *source, comms);
     report.ranks.resize(static_cast<size_t>(world.size()));
     world.all_gather(&mine, report.ranks.data(), sizeof mine);

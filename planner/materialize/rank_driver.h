@@ -37,6 +37,7 @@ struct MaterializeRequest {
   std::string device = "cpu";
   std::string checkpoint;  // read shards from it instead of initializing them
   bool verify = false;
+  std::string state = "model";  // params, model or peak (training_state.h)
 };
 
 // The world and per-dim communicators of this process: MPI under a launcher, else one rank.
@@ -48,6 +49,10 @@ struct Launch {
   // failed before it aborts.
   std::function<void(const std::string&)> error_line;
   int64_t local_rank = 0;  // among the ranks of this host (picks the GPU)
+  // Communicators whose collectives take buffers in the shards' memory: for --device cuda the
+  // NCCL ones where this shardplan has NCCL; unset when the backend cannot move device buffers
+  // (each rank then reads its whole part of a checkpoint itself). For --device cpu, `split`.
+  std::function<collectives::MeshCommunicators(const mesh::DeviceMesh&)> device_split;
 };
 
 // What a rank reports to rank 0.
@@ -57,6 +62,14 @@ struct RankSummary {
   int64_t bytes = 0;
   int64_t read_bytes = 0;  // from a checkpoint (0 when initialized)
   double init_s = 0;
+  // The state asked for (--state): what was allocated by category, the device's memory in use
+  // that grew while it was allocated and written (ShardMemory::used_bytes), and the plan's
+  // prediction for the rank's stage (0 when the plan has none).
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t peak_bytes = 0;  // --state peak's activation and workspace buffer
+  int64_t measured_bytes = 0;
+  int64_t predicted_bytes = 0;
 };
 
 struct MaterializeReport {

@@ -34,6 +34,12 @@ class ShardMemory {
                                  const std::byte* data) = 0;
   // Copies `bytes` from `data` + `offset` (bytes) into host memory at `out`.
   virtual void to_host(const std::byte* data, int64_t offset, std::byte* out, int64_t bytes) = 0;
+  // Writes `bytes` zero bytes at `data` (gradient and optimizer buffers before the first step).
+  virtual void zero(std::byte* data, int64_t bytes) = 0;
+  // The device's memory in use as the system sees it, not as this process asked for it: the
+  // resident set of this process on the host (/proc/self/statm), the driver's used bytes on a GPU
+  // (cudaMemGetInfo). Differences of it are what `materialize --state` measures.
+  virtual int64_t used_bytes() = 0;
 };
 
 std::unique_ptr<ShardMemory> host_shard_memory();

@@ -793,7 +793,7 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.compute.fp8_amax_pass = options.stack.fp8_current_scaling;
   ctx.pp_overlap_interleaved = options.stack.pp_overlap_interleaved;
   ctx.compute.fp8_weight_casts = options.stack.fp8_weight_casts;
-  ctx.recipe = cpu ? MixedPrecision::adam_fp32() : MixedPrecision::adam_16bit();
+  ctx.recipe = training_recipe(cpu);
   ctx.activation_itemsize = tensor::itemsize(I.dtype);
   const collectives::Cluster sized = collectives::cluster_for(I.cluster, placed);
   ctx.memory_capacity_bytes = sized.accelerator.memory_gb.value * 1e9;
