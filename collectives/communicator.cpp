@@ -31,6 +31,35 @@ int64_t mesh_split_color(std::span<const int64_t> shape, std::span<const int64_t
 
 namespace {
 
+bool in_dims(std::span<const size_t> dims, size_t k) {
+  for (const size_t d : dims) {
+    if (d == k) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int64_t mesh_group_color(std::span<const int64_t> shape, std::span<const int64_t> coord,
+                         std::span<const size_t> dims) {
+  int64_t color = 0;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (!in_dims(dims, k)) color = color * shape[k] + coord[k];
+  }
+  return color;
+}
+
+int64_t mesh_group_key(std::span<const int64_t> shape, std::span<const int64_t> coord,
+                       std::span<const size_t> dims) {
+  int64_t key = 0;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (in_dims(dims, k)) key = key * shape[k] + coord[k];
+  }
+  return key;
+}
+
+namespace {
+
 void copy_bytes(const void* in, void* out, size_t bytes) {
   if (bytes > 0 && in != out) std::memmove(out, in, bytes);
 }

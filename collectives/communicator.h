@@ -84,6 +84,14 @@ class SelfCommunicator final : public Communicator {
 int64_t mesh_split_color(std::span<const int64_t> shape, std::span<const int64_t> coord,
                          size_t dim);
 
+// The same for the group of several mesh dims `dims` (ascending): ranks share a color exactly when
+// they differ only on `dims`, and the key orders a group's ranks row-major over `dims` (their
+// rank in it). With one dim the color is mesh_split_color's and the key the coordinate.
+int64_t mesh_group_color(std::span<const int64_t> shape, std::span<const int64_t> coord,
+                         std::span<const size_t> dims);
+int64_t mesh_group_key(std::span<const int64_t> shape, std::span<const int64_t> coord,
+                       std::span<const size_t> dims);
+
 // The world and one communicator per mesh dim: dims[d] is the group of ranks that differ from
 // this one only in their coordinate on dim d (DeviceMesh.get_group(d)).
 struct MeshCommunicators {

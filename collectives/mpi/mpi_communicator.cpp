@@ -273,24 +273,34 @@ std::unique_ptr<Communicator> mpi_node_communicator(const MpiSession& session) {
   return std::make_unique<MpiCommunicator>(node, /*owned=*/true, session.who());
 }
 
-MeshCommunicators mpi_mesh_communicators(const MpiSession& session, const mesh::DeviceMesh& mesh) {
-  MeshCommunicators out;
-  out.world = mpi_world(session);
+std::vector<std::unique_ptr<Communicator>> mpi_group_communicators(
+    const MpiSession& session, const mesh::DeviceMesh& mesh,
+    const std::vector<std::vector<size_t>>& groups) {
   const std::optional<mesh::MeshCoord> coord = mesh.coordinate_of(session.world_rank());
   if (!coord) {
     throw RuntimeFailure(session.who() + ": the plan's mesh of " + std::to_string(mesh.size()) +
                          " ranks does not hold this rank");
   }
   const std::vector<int64_t>& shape = mesh.shape();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t color = mesh_split_color(shape, *coord, d);
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (const std::vector<size_t>& dims : groups) {
+    const int64_t color = mesh_group_color(shape, *coord, dims);
+    const int64_t key = mesh_group_key(shape, *coord, dims);
     MPI_Comm comm = MPI_COMM_NULL;
-    check(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), static_cast<int>((*coord)[d]),
-                         &comm),
+    check(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), static_cast<int>(key), &comm),
           "MPI_Comm_split");
     check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    out.dims.push_back(std::make_unique<MpiCommunicator>(comm, /*owned=*/true, session.who()));
+    out.push_back(std::make_unique<MpiCommunicator>(comm, /*owned=*/true, session.who()));
   }
+  return out;
+}
+
+MeshCommunicators mpi_mesh_communicators(const MpiSession& session, const mesh::DeviceMesh& mesh) {
+  MeshCommunicators out;
+  out.world = mpi_world(session);
+  std::vector<std::vector<size_t>> groups;
+  for (size_t d = 0; d < mesh.shape().size(); ++d) groups.push_back({d});
+  out.dims = mpi_group_communicators(session, mesh, groups);
   return out;
 }
 

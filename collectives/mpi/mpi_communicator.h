@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "mesh/device_mesh.h"
@@ -62,5 +64,10 @@ std::unique_ptr<Communicator> mpi_node_communicator(const MpiSession& session);
 // ranks that differ from this one only on dim d, ordered by their coordinate on d. Collective
 // over the world. Throws RuntimeFailure when the mesh does not hold this rank or a split fails.
 MeshCommunicators mpi_mesh_communicators(const MpiSession& session, const mesh::DeviceMesh& mesh);
+// One communicator per entry of `groups`, each a set of mesh dims (ascending): the ranks that
+// differ from this one only on those dims, ordered by mesh_group_key. Collective over the world.
+std::vector<std::unique_ptr<Communicator>> mpi_group_communicators(
+    const MpiSession& session, const mesh::DeviceMesh& mesh,
+    const std::vector<std::vector<size_t>>& groups);
 
 }  // namespace shardplan::collectives

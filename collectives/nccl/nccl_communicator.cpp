@@ -198,8 +198,9 @@ NcclDevice::NcclDevice(const MpiSession& session) {
   check_cuda(cudaSetDevice(device_), session.who(), "cudaSetDevice");
 }
 
-MeshCommunicators nccl_mesh_communicators(const MpiSession& session, const NcclDevice& gpu,
-                                          const mesh::DeviceMesh& mesh) {
+MeshCommunicators nccl_group_communicators(const MpiSession& session, const NcclDevice& gpu,
+                                           const mesh::DeviceMesh& mesh,
+                                           const std::vector<std::vector<size_t>>& groups) {
   const std::string who = session.who() + " (GPU " + std::to_string(gpu.device()) + ")";
   ncclUniqueId id;
   if (session.world_rank() == 0) check_nccl(ncclGetUniqueId(&id), who, "ncclGetUniqueId", nullptr);
@@ -214,16 +215,23 @@ MeshCommunicators nccl_mesh_communicators(const MpiSession& session, const NcclD
   if (!coord) fail(who, "nccl_mesh_communicators", "the plan's mesh does not hold this rank");
   MeshCommunicators out;
   const std::vector<int64_t>& shape = mesh.shape();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t color = mesh_split_color(shape, *coord, d);
+  for (const std::vector<size_t>& dims : groups) {
+    const int64_t color = mesh_group_color(shape, *coord, dims);
+    const int64_t key = mesh_group_key(shape, *coord, dims);
     ncclComm_t comm = nullptr;
-    check_nccl(ncclCommSplit(world, static_cast<int>(color), static_cast<int>((*coord)[d]), &comm,
-                             nullptr),
+    check_nccl(ncclCommSplit(world, static_cast<int>(color), static_cast<int>(key), &comm, nullptr),
                who, "ncclCommSplit", world);
     out.dims.push_back(std::make_unique<NcclCommunicator>(comm, who));
   }
   out.world = std::make_unique<NcclCommunicator>(world, who);
   return out;
+}
+
+MeshCommunicators nccl_mesh_communicators(const MpiSession& session, const NcclDevice& gpu,
+                                          const mesh::DeviceMesh& mesh) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t d = 0; d < mesh.shape().size(); ++d) groups.push_back({d});
+  return nccl_group_communicators(session, gpu, mesh, groups);
 }
 
 }  // namespace shardplan::collectives

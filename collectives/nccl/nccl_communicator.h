@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "collectives/mpi/mpi_communicator.h"
@@ -38,5 +39,10 @@ class NcclDevice {
 // world.
 MeshCommunicators nccl_mesh_communicators(const MpiSession& session, const NcclDevice& gpu,
                                           const mesh::DeviceMesh& mesh);
+// The world and one NCCL communicator per entry of `groups` (sets of mesh dims, ascending), in
+// `dims`: the ranks that differ from this one only on those dims, ordered by mesh_group_key.
+MeshCommunicators nccl_group_communicators(const MpiSession& session, const NcclDevice& gpu,
+                                           const mesh::DeviceMesh& mesh,
+                                           const std::vector<std::vector<size_t>>& groups);
 
 }  // namespace shardplan::collectives

@@ -30,6 +30,7 @@ void register_inspect(CLI::App& app, CliContext& ctx);
 void register_materialize(CLI::App& app, CliContext& ctx);
 void register_plan(CLI::App& app, CliContext& ctx);
 void register_redistribute(CLI::App& app, CliContext& ctx);
+void register_rehearse(CLI::App& app, CliContext& ctx);
 void register_shard(CLI::App& app, CliContext& ctx);
 }  // namespace shardplan::cli
 
@@ -48,6 +49,7 @@ constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_materialize,
     &shardplan::cli::register_plan,
     &shardplan::cli::register_redistribute,
+    &shardplan::cli::register_rehearse,
     &shardplan::cli::register_shard,
 };
 // clang-format on

@@ -145,6 +145,7 @@ struct BillCollective {
   int64_t calls = 0;     // per step, on one rank
   double seconds = 0;    // all calls, per step
   double exposed_s = 0;  // the part on the critical path
+  bool operator==(const BillCollective&) const = default;
 };
 
 // One pipeline stage's model state per rank, in bytes.

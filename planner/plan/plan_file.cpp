@@ -1,5 +1,6 @@
 #include "planner/plan/plan_file.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/error.h"
@@ -136,6 +137,7 @@ PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
   Bill bill;
   (void)p.estimate(r.config, r.order, &bill);
   f.stage_states = bill.stage_states;
+  f.collectives = bill.collectives;
   return f;
 }
 
@@ -183,6 +185,20 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
           {{"parameters", b.parameters}, {"gradients", b.gradients}, {"optimizer", b.optimizer}});
     }
     j["prediction"]["model_state_per_stage_bytes"] = states;
+  }
+  if (!f.collectives.empty()) {
+    nlohmann::ordered_json cs = nlohmann::ordered_json::array();
+    for (const BillCollective& c : f.collectives) {
+      cs.push_back({{"what", c.what},
+                    {"kind", collectives::to_string(c.kind)},
+                    {"mesh_dim", c.mesh_dim},
+                    {"group_size", c.group_size},
+                    {"bytes", c.bytes},
+                    {"calls_per_step", c.calls},
+                    {"time_s", c.seconds},
+                    {"exposed_s", c.exposed_s}});
+    }
+    j["prediction"]["collectives"] = cs;
   }
   return j;
 }
@@ -383,6 +399,32 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
         pr.fail("model_state_per_stage_bytes",
                 "holds " + std::to_string(f.stage_states.size()) + " stages, expected one per " +
                     "pipeline stage (pp " + std::to_string(f.config.pp) + ")");
+      }
+    }
+    // Optional: plans written before rehearse have none.
+    if (pr.has("collectives")) {
+      const nlohmann::json& cs = pr.array("collectives");
+      for (size_t i = 0; i < cs.size(); ++i) {
+        JsonFields e(cs[i], origin, pr.join("collectives") + "[" + std::to_string(i) + "]");
+        BillCollective c;
+        c.what = e.str("what");
+        c.kind = e.parsed("kind", collectives::parse_collective_kind);
+        c.mesh_dim = e.str("mesh_dim");
+        const std::vector<std::string> names = mesh_names();
+        if (std::find(names.begin(), names.end(), c.mesh_dim) == names.end()) {
+          e.fail("mesh_dim", "'" + printable(c.mesh_dim, 20) + "' is not a dim of the plan's mesh");
+        }
+        c.group_size = e.integer("group_size", 1, f.setup.gpus);
+        c.bytes = e.integer("bytes", 0);
+        c.calls = e.integer("calls_per_step", 0);
+        c.seconds = e.number("time_s");
+        c.exposed_s = e.number("exposed_s");
+        if (!(c.seconds >= 0)) e.fail("time_s", "expected a number >= 0");
+        if (!(c.exposed_s >= 0 && c.exposed_s <= c.seconds * (1 + 1e-9) + 1e-12)) {
+          e.fail("exposed_s", "expected a number from 0 to time_s");
+        }
+        e.done();
+        f.collectives.push_back(std::move(c));
       }
     }
     // Predictions are for people to read: materialize checks what it builds, not them. They

@@ -60,6 +60,9 @@ struct PlanFile {
   // Each stage's predicted model state per rank (parameters, gradients, optimizer), first to
   // last: what `materialize --state model` measures against. Empty in plans written before it.
   std::vector<StageStateBytes> stage_states;
+  // The bill's collectives, as priced (what `rehearse` runs and times). Empty in plans written
+  // before it.
+  std::vector<BillCollective> collectives;
   // [pp, dp / ep, ep, cp, tp] and the names of Note [Candidate mesh dims].
   std::vector<int64_t> mesh_shape() const;
   bool operator==(const PlanFile&) const = default;

@@ -1,0 +1,241 @@
+// shardplan rehearse: a plan's communication run for one step on the real job and timed beside
+// the plan's prediction (Note [Rehearsal] in planner/materialize/rehearsal.h; docs/launching.md
+// "Rehearsal"):
+//   mpirun -np 8 shardplan rehearse --plan plan.json [--device cuda] [--calls 20] [--out r.json]
+// Bad input (the plan, a world size that is not the plan's) is found on every rank before any
+// collective runs and agreed with one all-reduce, as materialize does (Note [Materialize failure
+// policy] in planner/materialize/rank_driver.h); a failure at run time aborts the job.
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/file_io.h"
+#include "collectives/communicator.h"
+#include "planner/cli/cli_common.h"
+#include "planner/cli/text_format.h"
+#include "planner/materialize/rank_driver.h"
+#include "planner/materialize/rehearsal.h"
+#include "planner/materialize/shard_memory.h"
+#include "planner/plan/plan_file.h"
+#if SHARDPLAN_HAVE_MPI
+#include "collectives/mpi/mpi_communicator.h"
+#endif
+#if SHARDPLAN_HAVE_MPI && SHARDPLAN_HAVE_NCCL
+#include "collectives/nccl/nccl_communicator.h"
+#endif
+
+namespace shardplan::cli {
+namespace {
+
+struct RehearseArgs {
+  std::string plan;
+  std::string device = "cpu";
+  std::string out;
+  planner::RehearsalOptions options;
+};
+
+// The job as rehearse sees it: the world, this rank's communicators for the plan's groups, and
+// where buffers live.
+struct RehearsalJob {
+  std::unique_ptr<collectives::Communicator> world;
+  std::function<std::vector<std::unique_ptr<collectives::Communicator>>(
+      const mesh::DeviceMesh&, const std::vector<std::vector<size_t>>&)>
+      groups;
+  std::function<void(int)> abort;
+  int64_t local_rank = 0;
+  std::string backend;
+  std::unique_ptr<collectives::Communicator> keep;  // a parent the groups were split from
+};
+
+nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::PlanFile& f,
+                                      const planner::Rehearsal& r, const RehearsalJob& job) {
+  nlohmann::ordered_json j;
+  j["format"] = "shardplan.rehearsal";
+  j["model"] = f.model_name;
+  j["cluster"] = f.cluster.name;
+  j["ranks"] = job.world->size();
+  j["device"] = a.device;
+  j["backend"] = job.backend;
+  j["mesh"] = {{"shape", f.mesh_shape()}, {"names", planner::mesh_names()}};
+  nlohmann::ordered_json cs = nlohmann::ordered_json::array();
+  for (const planner::RehearsedCollective& x : r.collectives) {
+    nlohmann::ordered_json dims = nlohmann::ordered_json::array();
+    for (const size_t d : x.dims) dims.push_back(planner::mesh_names()[d]);
+    cs.push_back({{"what", x.planned.what},
+                  {"kind", collectives::to_string(x.planned.kind)},
+                  {"mesh_dim", x.planned.mesh_dim},
+                  {"group_dims", dims},
+                  {"group_size", x.planned.group_size},
+                  {"bytes", x.planned.bytes},
+                  {"calls_per_step", x.planned.calls},
+                  {"calls_run", x.calls_run},
+                  {"predicted_s", x.planned.seconds},
+                  {"measured_s", x.measured_s},
+                  {"measured_per_call_s", x.per_call_s},
+                  {"predicted_exposed_s", x.planned.exposed_s},
+                  {"measured_exposed_s", x.measured_exposed_s}});
+  }
+  j["collectives"] = cs;
+  j["total"] = {{"predicted_s", r.predicted_s}, {"measured_s", r.measured_s}};
+  j["exposed"] = {{"predicted_s", r.predicted_exposed_s}, {"measured_s", r.measured_exposed_s}};
+  return j;
+}
+
+std::string seconds_text(double s) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(s < 0.1 ? 4 : 3) << s << " s";
+  return os.str();
+}
+
+void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const planner::Rehearsal& r,
+                     const RehearsalJob& job) {
+  std::cout << "rehearsed " << a.plan << " (" << f.model_name << ") on " << job.world->size() << " "
+            << a.device << " rank" << (job.world->size() == 1 ? "" : "s") << " through "
+            << job.backend << ": one step's collectives, predicted against measured\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const planner::RehearsedCollective& x : r.collectives) {
+    std::string group;
+    for (const size_t d : x.dims) group += (group.empty() ? "" : "x") + planner::mesh_names()[d];
+    std::ostringstream ratio;
+    ratio << std::fixed << std::setprecision(2)
+          << (x.planned.seconds > 0 ? x.measured_s / x.planned.seconds : 0.0);
+    rows.push_back(
+        {x.planned.what, group + "[" + std::to_string(x.planned.group_size) + "]",
+         human_bytes(static_cast<double>(x.planned.bytes)),
+         with_commas(x.planned.calls) +
+             (x.calls_run < x.planned.calls ? " (" + with_commas(x.calls_run) + " run)" : ""),
+         seconds_text(x.planned.seconds), seconds_text(x.measured_s), ratio.str()});
+  }
+  print_table({"collective", "group", "bytes", "calls", "predicted", "measured", "ratio"}, rows,
+              {false, false, true, true, true, true, true});
+  std::cout << "all calls: predicted " << seconds_text(r.predicted_s) << ", measured "
+            << seconds_text(r.measured_s) << "; exposed (the plan's hiding applied): predicted "
+            << seconds_text(r.predicted_exposed_s) << ", measured "
+            << seconds_text(r.measured_exposed_s) << "\n";
+}
+
+void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
+  collectives::Communicator& world = *job.world;
+  std::string error;
+  planner::PlanFile f;
+  std::unique_ptr<planner::ShardMemory> memory;
+  std::vector<std::vector<size_t>> group_dims;
+  try {
+    planner::check_device(a.device);
+    f = planner::read_plan_file(a.plan);
+    group_dims = planner::rehearsal_groups(f);
+    SP_CHECK(!f.collectives.empty(), "plan ", a.plan,
+             " has no collectives to rehearse (prediction.collectives): written before rehearse "
+             "or for one rank, expected a plan from 'shardplan plan --out' of this version");
+    SP_CHECK(f.setup.gpus == world.size(), "the plan is for ", f.setup.gpus,
+             " ranks but this job has ", world.size(), ", expected a launch with -np ",
+             f.setup.gpus);
+    if (!a.out.empty()) check_output_path(a.out, "--out");
+    memory = a.device == "cpu" ? planner::host_shard_memory()
+                               : planner::cuda_shard_memory(job.local_rank);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  int64_t failed = error.empty() ? 0 : 1;
+  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
+  if (failed != 0) {
+    if (world.size() == 1) throw Error(error);
+    print_error_line(
+        "shardplan: error: " + world.who() + ": " +
+        (error.empty() ? std::string("stopping: another rank found bad input") : error));
+    ctx.exit_code = ExitCode::kBadInput;
+    return;
+  }
+  planner::Rehearsal r;
+  try {
+    const mesh::DeviceMesh m(f.mesh_shape(), planner::mesh_names());
+    const std::vector<std::unique_ptr<collectives::Communicator>> groups =
+        job.groups(m, group_dims);
+    r = planner::rehearse(f, world, groups, *memory, a.options);
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    print_error_line("shardplan: error: " + world.who() + ": " + e.what());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    job.abort(1);
+  }
+  if (world.rank() != 0) return;
+  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, job);
+  if (!a.out.empty()) write_file_atomically(a.out, doc.dump(2) + "\n", "--out");
+  if (ctx.json) {
+    print_json_document(doc);
+  } else {
+    print_rehearsal(a, f, r, job);
+    if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
+  }
+}
+
+void run_rehearse(CliContext& ctx, const RehearseArgs& a) {
+#if SHARDPLAN_HAVE_MPI
+  if (collectives::launched_by_mpi_launcher()) {
+    collectives::MpiSession session;
+    RehearsalJob job;
+    job.world = collectives::mpi_world(session);
+    job.backend = "mpi";
+    job.groups = [&session](const mesh::DeviceMesh& m, const std::vector<std::vector<size_t>>& g) {
+      return collectives::mpi_group_communicators(session, m, g);
+    };
+#if SHARDPLAN_HAVE_NCCL
+    if (a.device == "cuda") {
+      job.backend = "nccl";
+      // The NCCL world the groups are split from lives as long as the job.
+      job.groups = [&session, &job](const mesh::DeviceMesh& m,
+                                    const std::vector<std::vector<size_t>>& g) {
+        const collectives::NcclDevice gpu(session);
+        collectives::MeshCommunicators c =
+            collectives::nccl_group_communicators(session, gpu, m, g);
+        job.keep = std::move(c.world);
+        return std::move(c.dims);
+      };
+    }
+#endif
+    job.abort = [&session](int code) { session.abort(code); };
+    job.local_rank = session.local_rank();
+    run_job(ctx, a, job);
+    return;
+  }
+#endif
+  RehearsalJob job;
+  job.world = std::make_unique<collectives::SelfCommunicator>();
+  job.backend = "self";
+  job.groups = [](const mesh::DeviceMesh&, const std::vector<std::vector<size_t>>& g) {
+    std::vector<std::unique_ptr<collectives::Communicator>> out;
+    for (size_t i = 0; i < g.size(); ++i) {
+      out.push_back(std::make_unique<collectives::SelfCommunicator>());
+    }
+    return out;
+  };
+  job.abort = [](int code) { std::exit(code); };
+  run_job(ctx, a, job);
+}
+
+}  // namespace
+
+void register_rehearse(CLI::App& app, CliContext& ctx) {
+  CLI::App& cmd = add_verb(app, ctx, "rehearse",
+                           "Run one step's worth of a plan's collectives on the real job (one "
+                           "process per rank, under mpirun or srun) and time them against the "
+                           "plan's prediction");
+  auto a = std::make_shared<RehearseArgs>();
+  cmd.add_option("--plan", a->plan, "plan.json written by 'shardplan plan --out'")->required();
+  cmd.add_option("--device", a->device,
+                 "Where buffers live: cpu (MPI) or cuda (NCCL where built with it; default cpu)");
+  cmd.add_option("--calls", a->options.max_calls,
+                 "Timed calls per collective, the step's time scaled from them (default: all "
+                 "calls of one step)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd.add_option("--out", a->out, "Also write the measurements (the --json document) to this file");
+  cmd.callback([&ctx, a] { run_rehearse(ctx, *a); });
+}
+
+}  // namespace shardplan::cli
