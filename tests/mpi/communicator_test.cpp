@@ -130,6 +130,27 @@ TEST(MpiCommunicator, MeshDimGroups) {
   expect_groups(mesh::DeviceMesh::from_ranks(shape, rank_order_by_dims(shape, order)));
 }
 
+// Groups of several mesh dims (rehearse's data-parallel dp x cp): on 2 x 2 x 2 the group of dims
+// {0, 2} through a rank holds the 4 ranks that share its coordinate on dim 1, ordered row-major
+// over dims 0 and 2 (mesh_group_key), i.e. by world rank for the default layout.
+TEST(MpiCommunicator, GroupsOfSeveralMeshDims) {
+  const int64_t n = g_mpi->world_size();
+  if (n != 8) GTEST_SKIP() << "needs 8 ranks";
+  const mesh::DeviceMesh dm({2, 2, 2});
+  const auto groups = mpi_group_communicators(*g_mpi, dm, {{0, 2}, {1}});
+  ASSERT_EQ(groups.size(), 2u);
+  const int64_t me = g_mpi->world_rank();
+  std::vector<int64_t> members(4);
+  ASSERT_EQ(groups[0]->size(), 4);
+  groups[0]->all_gather(&me, members.data(), sizeof me);
+  const int64_t middle = (me / 2) % 2;  // coordinate on dim 1
+  EXPECT_EQ(members,
+            (std::vector<int64_t>{2 * middle, 2 * middle + 1, 4 + 2 * middle, 5 + 2 * middle}));
+  EXPECT_EQ(groups[0]->rank(), (me / 4) * 2 + me % 2);
+  EXPECT_EQ(groups[1]->size(), 2);
+  EXPECT_EQ(groups[1]->rank(), middle);
+}
+
 }  // namespace
 }  // namespace shardplan::collectives
 

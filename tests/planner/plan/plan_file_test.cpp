@@ -171,6 +171,39 @@ TEST(PlanFile, ModelStatePerStageIsOptionalButWhole) {
   EXPECT_TRUE(plan_from_json(back, "plan.json") == old);
 }
 
+// The bill's collectives (what `rehearse` runs): written with the plan, optional on read, each
+// field checked.
+TEST(PlanFile, CollectivesAreOptionalAndChecked) {
+  nlohmann::json j = gpt2_plan_json();
+  const nlohmann::json& cs = j["prediction"]["collectives"];
+  ASSERT_FALSE(cs.empty());
+  for (const nlohmann::json& c : cs) {
+    EXPECT_GT(c["bytes"].get<int64_t>(), 0);
+    EXPECT_GT(c["calls_per_step"].get<int64_t>(), 0);
+    EXPECT_LE(c["exposed_s"].get<double>(), c["time_s"].get<double>());
+  }
+  const PlanFile f = plan_from_json(j, "plan.json");
+  EXPECT_EQ(f.collectives.size(), cs.size());
+  EXPECT_TRUE(plan_from_json(nlohmann::json::parse(plan_to_json(f).dump()), "plan.json") == f);
+  nlohmann::json bad = j;
+  bad["prediction"]["collectives"][0]["mesh_dim"] = "xp";
+  EXPECT_THAT(refusal(bad), HasSubstr("'xp' is not a dim of the plan's mesh"));
+  bad = j;
+  bad["prediction"]["collectives"][0]["exposed_s"] = 2 * cs[0]["time_s"].get<double>() + 1;
+  EXPECT_THAT(refusal(bad), HasSubstr("expected a number from 0 to time_s"));
+  bad = j;
+  bad["prediction"]["collectives"][0]["kind"] = "gossip";
+  EXPECT_THAT(refusal(bad), HasSubstr("collectives[0].kind"));
+  bad = j;
+  bad["prediction"]["collectives"][0]["group_size"] = 5;
+  EXPECT_THAT(refusal(bad), HasSubstr("group_size"));
+  j["prediction"].erase("collectives");
+  const PlanFile old = plan_from_json(j, "plan.json");
+  EXPECT_TRUE(old.collectives.empty());
+  EXPECT_FALSE(
+      nlohmann::json::parse(plan_to_json(old).dump())["prediction"].contains("collectives"));
+}
+
 TEST(PlanFile, IsSelfContainedWithHashesOfModelAndCluster) {
   const nlohmann::json j = gpt2_plan_json();
   EXPECT_EQ(j["cluster"]["name"], "cpu-local");
