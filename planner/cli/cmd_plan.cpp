@@ -109,15 +109,22 @@ const std::pair<const std::string, planner::Rejection>* top_rule(const planner::
   return top;
 }
 
+// "the 80 GiB of an H100 SXM" and, with --memory-headroom, " less 4 GiB kept free": what a plan
+// must fit in.
+std::string budget_text(const planner::Planner& p) {
+  const double headroom = p.context().memory_headroom_bytes;
+  return human_bytes(p.context().memory_capacity_bytes) + " of a " + p.cluster().accelerator.model +
+         (headroom > 0 ? " less " + human_bytes(headroom) + " kept free" : "");
+}
+
 // "--tp 8 --pp 4 ...: needs 95.2 GiB per GPU, 15.2 GiB over the 80 GiB of an H100": one rule's
 // first candidate; a pruned one shows the degrees the search had chosen when it was pruned.
 std::string rejection_text(const planner::Planner& p, const planner::Rejection& x) {
   std::string s = config_text(x.first);
   if (x.memory_bytes) {
-    const double capacity = p.context().memory_capacity_bytes;
     s += ": needs " + human_bytes(static_cast<double>(*x.memory_bytes)) + " per GPU, " +
-         human_bytes(static_cast<double>(*x.memory_bytes) - capacity) + " over the " +
-         human_bytes(capacity) + " of a " + p.cluster().accelerator.model;
+         human_bytes(static_cast<double>(*x.memory_bytes) - p.context().memory_budget()) +
+         " over the " + budget_text(p);
   }
   return s;
 }
@@ -134,8 +141,7 @@ void add_rejected_json(const planner::Planner& p, const planner::SearchResult& r
       s["resource"] = "memory_per_gpu";
       s["memory_per_gpu_bytes"] = *x.memory_bytes;
       s["capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);
-      s["over_by_bytes"] =
-          *x.memory_bytes - static_cast<int64_t>(p.context().memory_capacity_bytes);
+      s["over_by_bytes"] = *x.memory_bytes - static_cast<int64_t>(p.context().memory_budget());
     }
     s["message"] = rejection_text(p, x);
     samples[rule] = s;
@@ -146,14 +152,13 @@ void add_rejected_json(const planner::Planner& p, const planner::SearchResult& r
 
 // Nothing fits: how far the candidate needing the least memory is from fitting, in one line.
 std::string nothing_fits_text(const planner::Planner& p, const planner::SearchResult& r) {
-  const double capacity = p.context().memory_capacity_bytes;
   std::string s = "nothing fits in memory: ";
   if (!r.least_memory) return s + "no candidate was priced";
   const PlanResult& c = *r.least_memory;
   return s + "the candidate needing the least memory (" + config_text(c.config) + ") needs " +
          human_bytes(static_cast<double>(c.memory_bytes)) + " per GPU, " +
-         human_bytes(static_cast<double>(c.memory_bytes) - capacity) + " more than the " +
-         human_bytes(capacity) + " of a " + p.cluster().accelerator.model +
+         human_bytes(static_cast<double>(c.memory_bytes) - p.context().memory_budget()) +
+         " more than the " + budget_text(p) +
          "; more GPUs, a shorter --seq or a smaller --global-batch may fit";
 }
 
@@ -165,7 +170,7 @@ nlohmann::ordered_json nothing_fits_json(const planner::Planner& p,
   if (r.least_memory) {
     j["closest"] = planner::plan_view_json(p, *r.least_memory);
     j["short_by_bytes"] =
-        r.least_memory->memory_bytes - static_cast<int64_t>(p.context().memory_capacity_bytes);
+        r.least_memory->memory_bytes - static_cast<int64_t>(p.context().memory_budget());
   }
   j["message"] = nothing_fits_text(p, r);
   return j;
@@ -317,12 +322,12 @@ void register_estimate(CLI::App& app, CliContext& ctx) {
       return;
     }
     // A configuration that does not fit is still an answer (exit 0): say by how much.
-    const double capacity = p->context().memory_capacity_bytes;
     std::cout << row_text(r)
               << (fits ? ""
                        : "  (does not fit: " +
-                             human_bytes(static_cast<double>(r.memory_bytes) - capacity) +
-                             " more than the " + human_bytes(capacity) + " per GPU)")
+                             human_bytes(static_cast<double>(r.memory_bytes) -
+                                         p->context().memory_budget()) +
+                             " more than the " + budget_text(*p) + " per GPU)")
               << "\n"
               << mfu_text(*p, r);
     print_bill_text(bill);

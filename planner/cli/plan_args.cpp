@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "collectives/cluster.h"
 #include "planner/candidate/candidate_mesh.h"
+#include "planner/cli/byte_size.h"
 #include "tensor/models/family.h"
 #include "tensor/models/model_config.h"
 
@@ -46,6 +47,9 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   SP_CHECK(moe_imbalance == 1 || cfg.num_local_experts > 0, "--moe-imbalance ", moe_imbalance, ": ",
            model, " has no routed experts, expected 1 or an MoE model");
   o.moe_imbalance = moe_imbalance;
+  if (!memory_headroom.empty()) {
+    o.memory_headroom_bytes = parse_byte_size(memory_headroom, "--memory-headroom");
+  }
   o.stack =
       stack.empty() ? planner::default_stack() : planner::load_stack(planner::resolve_stack(stack));
   // A progress line on a terminal once the search has run a second; never in a pipe or a file.
@@ -148,6 +152,10 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a) {
                  "of published benchmarks")
       ->check(CLI::Range(1.0, 1000.0))
       ->type_name("F");
+  cmd.add_option("--memory-headroom", a.memory_headroom,
+                 "Memory per GPU a plan must leave free below the device's (the allocator's "
+                 "fragmentation, framework buffers): 4GiB, 500MB, ...; default 0")
+      ->type_name("SIZE");
 }
 
 nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) {
@@ -161,6 +169,9 @@ nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) 
                               {"attention", tensor::to_string(p.options().attention)}};
   // Only when asked for: balanced routing is the default every other output assumes.
   if (p.options().moe_imbalance != 1) j["moe_imbalance"] = p.options().moe_imbalance;
+  if (p.options().memory_headroom_bytes != 0) {
+    j["memory_headroom_bytes"] = p.options().memory_headroom_bytes;
+  }
   return j;
 }
 

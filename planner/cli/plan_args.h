@@ -32,6 +32,7 @@ struct PlanArgs {
   std::string recompute, sequence_parallel, precision = "bf16", attention;
   double moe_imbalance = 1;  // --moe-imbalance
   std::string stack;         // --stack NAME|PATH ("" = megatron)
+  std::string memory_headroom;  // --memory-headroom SIZE ("" = 0)
 
   planner::Pins pins() const;
   // --attention, or what the model's config states (attn_implementation "eager": math), else

@@ -1164,7 +1164,7 @@ StepResult evaluate(const StepContext& ctx, const ParallelConfig& c,
   r.step_time_s = st.pipeline_s + dp_sync_s + optimizer_s + dp_interference_s;
   r.stages = st.ends;
   r.memory_bytes = step_memory(ctx, c, lp, st.ends, states, bill);
-  r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_capacity_bytes;
+  r.fits = static_cast<double>(r.memory_bytes) <= ctx.memory_budget();
   if (bill != nullptr) {
     bill->stage_states.clear();
     for (int64_t s = 0; s < c.pp; ++s) {

@@ -106,6 +106,10 @@ struct StepContext {
   MixedPrecision recipe = MixedPrecision::adam_16bit();
   int64_t activation_itemsize = 2;
   double memory_capacity_bytes = 0;
+  // Kept free below the capacity (PlannerOptions::memory_headroom_bytes): a plan fits when its
+  // memory is at most memory_budget().
+  double memory_headroom_bytes = 0;
+  double memory_budget() const { return memory_capacity_bytes - memory_headroom_bytes; }
   int64_t context_bytes = kGpuContextBytes;  // 0 on a CPU
   bool moe = false;                          // some layer routes tokens to experts
   StackLayout stack;

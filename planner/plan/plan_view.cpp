@@ -34,6 +34,9 @@ nlohmann::ordered_json plan_view_json(const Planner& p, const PlanResult& r) {
   j["mfu_peak"] = std::string(gemm_dtype(p.cluster(), c.precision));
   j["memory_per_gpu_bytes"] = r.memory_bytes;
   j["memory_capacity_bytes"] = static_cast<int64_t>(p.context().memory_capacity_bytes);
+  // What the plan leaves free of the usable memory (at least --memory-headroom when it fits).
+  j["memory_headroom_bytes"] =
+      static_cast<int64_t>(p.context().memory_capacity_bytes) - r.memory_bytes;
   return j;
 }
 

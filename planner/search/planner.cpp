@@ -797,6 +797,14 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.activation_itemsize = tensor::itemsize(I.dtype);
   const collectives::Cluster sized = collectives::cluster_for(I.cluster, placed);
   ctx.memory_capacity_bytes = sized.accelerator.memory_gb.value * 1e9;
+  SP_CHECK(options.memory_headroom_bytes >= 0 &&
+               static_cast<double>(options.memory_headroom_bytes) < ctx.memory_capacity_bytes,
+           "--memory-headroom ", options.memory_headroom_bytes,
+           " bytes, expected at least 0 and "
+           "less than the ",
+           static_cast<int64_t>(ctx.memory_capacity_bytes), " bytes of a ",
+           I.cluster.accelerator.model);
+  ctx.memory_headroom_bytes = static_cast<double>(options.memory_headroom_bytes);
   ctx.context_bytes = cpu ? 0 : kGpuContextBytes;
   ctx.moe = I.model.num_local_experts > 0;
   I.stack = tensor::layer_stack(I.model);
@@ -877,7 +885,7 @@ std::vector<Planner::Best> Planner::best_of_each(
     // memory seen is below it.
     if (over_memory.count > 0 && least) {
       const double floor = memory_lower_bound(I.ctx, c, params);
-      if (floor > I.ctx.memory_capacity_bytes && floor > static_cast<double>(least->memory_bytes)) {
+      if (floor > I.ctx.memory_budget() && floor > static_cast<double>(least->memory_bytes)) {
         count(c, StepResult{});
         return;
       }

@@ -50,6 +50,9 @@ struct PlannerOptions {
   tensor::AttentionImpl attention = tensor::AttentionImpl::kFlash;
   // The busiest expert's tokens over the balanced load (TraceKey::moe_imbalance), >= 1.
   double moe_imbalance = 1;
+  // Bytes per GPU a plan must leave free below the device's usable memory (--memory-headroom):
+  // the allocator's fragmentation, a framework's own buffers. 0 keeps every plan that fits.
+  int64_t memory_headroom_bytes = 0;
   // Called every 4096 evaluated candidates with the count and the seconds since the search
   // began, and once at the end with evaluated = -1 (the CLI draws a progress line on a terminal
   // when a search takes over a second, and clears it).

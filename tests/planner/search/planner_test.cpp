@@ -156,6 +156,32 @@ TEST(Planner, ModelStatePerStage) {
   EXPECT_EQ(most->optimizer, bill.optimizer_bytes);
 }
 
+// --memory-headroom: a plan fits when its memory leaves the headroom free. Llama 2 7B on one H200
+// (139.8 GiB usable): the fastest plan without headroom needs 134.3 GiB; with 8 GiB kept free it no
+// longer fits, and every plan the search keeps leaves at least 8 GiB.
+TEST(Planner, MemoryHeadroomIsKeptFree) {
+  const TrainingSetup setup{.gpus = 1, .seq = 4096, .global_batch = 8};
+  Planner free_all(tensor::find_model_config("llama2-7b"), cluster("hgx-h200"), setup, {});
+  const SearchResult a = free_all.search({}, 20);
+  ASSERT_FALSE(a.top.empty());
+  const double capacity = free_all.context().memory_capacity_bytes;
+  const double gib = 1024.0 * 1024 * 1024;
+  EXPECT_LT(capacity - static_cast<double>(a.top[0].memory_bytes), 8 * gib);
+  PlannerOptions o;
+  o.memory_headroom_bytes = int64_t{8} << 30;
+  Planner kept(tensor::find_model_config("llama2-7b"), cluster("hgx-h200"), setup, o);
+  const SearchResult b = kept.search({}, 20);
+  ASSERT_FALSE(b.top.empty());
+  for (const PlanResult& r : b.top) {
+    EXPECT_GE(capacity - static_cast<double>(r.memory_bytes), 8 * gib);
+  }
+  EXPECT_GT(b.top[0].step_time_s, a.top[0].step_time_s);
+  o.memory_headroom_bytes = int64_t{200} << 30;
+  EXPECT_THAT(
+      [&] { Planner(tensor::find_model_config("llama2-7b"), cluster("hgx-h200"), setup, o); },
+      ThrowsMessage<Error>(HasSubstr("--memory-headroom 214748364800 bytes")));
+}
+
 TEST(Planner, PinsFixTheirDimensions) {
   Planner p(tensor::find_model_config("llama3-8b"), cluster("dgx-h100"),
             {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
