@@ -8,6 +8,12 @@
 #      and under mpirun, one rank per GPU;
 #   4. an 8-rank tp 4 x dp 2 GPT-2 (ranks share GPUs when there are fewer) materialized on the GPUs
 #      and on the CPU: every tensor's checksum must be the same.
+#   5. the whole model state of Qwen3-0.6B (bf16) on the GPUs, the driver's measured growth within
+#      10 % of the plan's prediction (--check-memory), figures printed;
+#   6. a checkpoint read through NCCL (dp over every GPU, ZeRO 0): rows split across the replicas
+#      and broadcast on device buffers, verified against the file;
+#   7. with two GPUs or more, `rehearse --device cuda` of a tp x dp plan through NCCL (NCCL refuses
+#      two ranks on one GPU, so one GPU has no multi-rank rehearsal).
 #   bash scripts/gpu_check.sh [build-dir]          # default: build (the default preset's folder)
 # Exits non-zero on the first failure. Needs a build with CUDA, NCCL and MPI (`shardplan env`).
 set -euo pipefail
@@ -49,4 +55,25 @@ bad = [name for name in cpu if gpu.get(name) != cpu[name]]
 print(f"{len(cpu) - len(bad)} of {len(cpu)} tensors have the CPU's checksum on the GPUs")
 sys.exit(1 if bad or len(gpu) != len(cpu) else 0)
 PY
+echo "== gpu_check.sh: whole model state of qwen3-0.6b on $gpus GPU(s), measured by the driver"
+"$bin/shardplan" plan --model qwen3-0.6b --cluster dgx-h100 --gpus "$gpus" --seq 1024 \
+  --global-batch 8 --out "$work/state.json" > /dev/null
+tests/mpi/mpirun.sh -np "$gpus" "$bin/shardplan" materialize --plan "$work/state.json" \
+  --device cuda --state model --check-memory
+echo "== gpu_check.sh: a checkpoint read once per replica group, broadcast through NCCL"
+"$bin/shardplan" plan --model tests/data/safetensors/tiny-llama/config.json --cluster dgx-h100 \
+  --gpus "$gpus" --seq 64 --global-batch "$gpus" --dp "$gpus" --zero 0 --out "$work/ck.json" \
+  > /dev/null
+tests/mpi/mpirun.sh -np "$gpus" "$bin/shardplan" materialize --plan "$work/ck.json" \
+  --device cuda --state params --checkpoint tests/data/safetensors/tiny-llama/model.safetensors \
+  --verify
+if [[ "$gpus" -ge 2 ]]; then
+  echo "== gpu_check.sh: rehearse a tp x dp plan through NCCL on $gpus GPUs"
+  "$bin/shardplan" plan --model qwen3-0.6b --cluster dgx-h100 --gpus "$gpus" --seq 2048 \
+    --global-batch "$((4 * gpus))" --tp 2 --out "$work/rehearse.json" > /dev/null
+  tests/mpi/mpirun.sh -np "$gpus" "$bin/shardplan" rehearse --plan "$work/rehearse.json" \
+    --device cuda
+else
+  echo "== gpu_check.sh: one GPU: no multi-rank rehearsal (NCCL refuses two ranks on one GPU)"
+fi
 echo "== gpu_check.sh: all GPU checks passed (${SECONDS}s)"
