@@ -104,7 +104,7 @@ if(NOT short_by GREATER 0 OR NOT best STREQUAL "NULL")
 endif()
 # estimate answers a configuration that does not fit, and says so (exit 0).
 run(0 estimate --model llama3.1-405b --cluster dgx-h100 --gpus 8 --seq 4096 --global-batch 64)
-expect_match("estimate that does not fit" "does not fit: [0-9.]+ [GT]iB more than the 79.2 GiB per GPU" "${OUT}")
+expect_match("estimate that does not fit" "does not fit: [0-9.]+ [GT]iB more than the 79.2 GiB of a H100 SXM5 80 GB per GPU" "${OUT}")
 
 # 5. A plan is self-contained and must be what it says: relabelled, redirected or on another
 #    cluster, it is refused naming both; a custom cluster file may move after planning.

@@ -94,8 +94,10 @@ expect_match("killed rank" "rank 2|signal 9|Killed" "${OUT}${ERR}")
 unset(ENV{SHARDPLAN_TEST_KILL_RANK})
 
 # From a checkpoint (tests/data/safetensors/tiny-llama, written by
-# scripts/gen_safetensors_fixtures.py, an independent writer): every rank reads exactly the bytes
-# of its shards, and --verify's gather equals the file's tensors.
+# scripts/gen_safetensors_fixtures.py, an independent writer): every rank reads at most the bytes
+# of its shards (the norms, replicated over tp, are split between the replicas: Note [Each byte
+# read once per replica group]; gpu_loop_mpi_smoke checks the job's total), and --verify's
+# gather equals the file's tensors.
 set(tiny "${DATA_DIR}/safetensors/tiny-llama")
 run(0 plan --model "${tiny}/config.json" --cluster cpu-local --gpus 4 --tp 2 --dp 2 --zero 3
     --seq 32 --global-batch 8 --out "${WORK_DIR}/tiny4.json")
@@ -109,7 +111,7 @@ math(EXPR last "${nclasses} - 1")
 foreach(c RANGE ${last})
   json_get(bytes "${OUT}" classes ${c} bytes)
   json_get(read "${OUT}" classes ${c} read_bytes)
-  if(NOT bytes EQUAL read)
+  if(read GREATER bytes OR NOT read GREATER 0)
     message(FATAL_ERROR "checkpoint: a rank read ${read} bytes for ${bytes} of shards\n${OUT}")
   endif()
 endforeach()
