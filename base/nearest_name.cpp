@@ -1,6 +1,7 @@
 #include "base/nearest_name.h"
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
 
 namespace shardplan {
@@ -44,7 +45,23 @@ std::optional<std::string> nearest_name(std::string_view name,
 
 std::string did_you_mean(std::string_view name, std::span<const std::string> candidates) {
   const std::optional<std::string> best = nearest_name(name, candidates);
-  return best ? " (did you mean '" + *best + "'?)" : "";
+  if (best) return " (did you mean '" + *best + "'?)";
+  // A part of a longer name ("h100" for "dgx-h100"): the names that contain it, at most three.
+  if (name.size() < 3) return "";
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string needle = lower(name);
+  std::vector<std::string> found;
+  for (const std::string& c : candidates) {
+    if (lower(c).find(needle) != std::string::npos) found.push_back(c);
+  }
+  if (found.empty() || found.size() > 3) return "";
+  std::string s = found.size() == 1 ? " (did you mean '" : " (did you mean one of '";
+  for (size_t i = 0; i < found.size(); ++i) s += (i ? "', '" : "") + found[i];
+  return s + "'?)";
 }
 
 }  // namespace shardplan

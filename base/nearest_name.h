@@ -19,8 +19,9 @@ size_t edit_distance(std::string_view a, std::string_view b);
 std::optional<std::string> nearest_name(std::string_view name,
                                         std::span<const std::string> candidates);
 
-// " (did you mean 'x'?)" for the nearest candidate, or "" when none is close: appended to an
-// "unknown ..." error.
+// " (did you mean 'x'?)" for the nearest candidate; else, for a name of 3 characters or more, the
+// one to three candidates that contain it ("h100": " (did you mean 'dgx-h100'?)"); else "".
+// Appended to an "unknown ..." error.
 std::string did_you_mean(std::string_view name, std::span<const std::string> candidates);
 
 }  // namespace shardplan

@@ -100,7 +100,7 @@ void register_collective(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--group-size", opts->group_size,
                  "Ranks in the group: ranks 0..N-1 of the job, placed on nodes as --nodes says")
       ->required()
-      ->check(positive_count("ranks"))
+      ->transform(positive_count("ranks"))
       ->type_name("N");
   cmd.add_option("--bytes", opts->bytes,
                  "nccl-tests' size S: 123, 512MB (1e6), 64KiB, 1GiB, 128M (nccl-tests' 2^20)")

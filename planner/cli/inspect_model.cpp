@@ -32,10 +32,10 @@ void add_model_options(CLI::App& cmd, ModelInspectOptions& o) {
   cmd.add_option("--seq", o.seq,
                  "Tokens per sequence of the traced forward (with --model); default: the model's "
                  "maximum positions, at most 4096")
-      ->check(positive_count("tokens"))
+      ->transform(positive_count("tokens"))
       ->type_name("S");
   cmd.add_option("--batch", o.batch, "Sequences of the traced forward (with --model)")
-      ->check(positive_count("sequences"))
+      ->transform(positive_count("sequences"))
       ->capture_default_str()
       ->type_name("B");
 }

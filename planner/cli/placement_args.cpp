@@ -4,17 +4,20 @@
 
 #include "base/error.h"
 #include "base/strict_json.h"
+#include "planner/cli/count_text.h"
 
 namespace shardplan::cli {
 
 CLI::Validator positive_count(const std::string& noun) {
   // CLI11's PositiveNumber prints its range up to the largest double (a 300-digit number).
+  // The text becomes the number ("4k" -> "4096") before CLI11 converts it.
   return CLI::Validator(
       [noun](std::string& text) -> std::string {
-        int64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (ec == std::errc() && ptr == end && v >= 1) return "";
+        const std::optional<int64_t> v = parse_binary_count(text);
+        if (v && *v >= 1) {
+          text = std::to_string(*v);
+          return "";
+        }
         return "expected a positive number of " + noun + ", got '" + printable(text, 40) + "'";
       },
       "N");
@@ -48,18 +51,18 @@ void add_placement_options(CLI::App& cmd, PlacementArgs& args, bool cluster_requ
   if (cluster_required) cluster->required();
   CLI::Option* gpus =
       cmd.add_option("--gpus", args.gpus, "GPUs (ranks) the job uses: the world size")
-          ->check(positive_count("GPUs"))
+          ->transform(positive_count("GPUs"))
           ->type_name("N");
   CLI::Option* nodes =
       cmd.add_option("--nodes", args.nodes,
                      "Nodes the ranks are spread over, the same number on each, consecutive ranks "
                      "together (mpirun --map-by ppr:K:node); default: ranks fill nodes in order")
-          ->check(positive_count("nodes"))
+          ->transform(positive_count("nodes"))
           ->type_name("N");
   CLI::Option* per_node =
       cmd.add_option("--ranks-per-node", args.ranks_per_node,
                      "Ranks on each node (the K of --map-by ppr:K:node), instead of --nodes")
-          ->check(positive_count("ranks per node"))
+          ->transform(positive_count("ranks per node"))
           ->type_name("K");
   if (!cluster_required) {
     gpus->needs(cluster);

@@ -318,8 +318,21 @@ ModelConfig load_model_config(const std::filesystem::path& path) {
   return parse_model_config(j, path.string());
 }
 
+std::filesystem::path model_config_path(std::string_view name_or_path) {
+  std::error_code ec;
+  const std::filesystem::path p(name_or_path);
+  if (!name_or_path.empty() && std::filesystem::is_directory(p, ec)) {
+    SP_CHECK(std::filesystem::is_regular_file(p / "config.json", ec), "model folder '",
+             printable(p.string(), 256),
+             "' has no config.json, expected a Hugging Face model folder (its config.json, with "
+             "or without model.safetensors)");
+    return p / "config.json";
+  }
+  return find_config("models", name_or_path);
+}
+
 ModelConfig find_model_config(std::string_view name_or_path) {
-  return load_model_config(find_config("models", name_or_path));
+  return load_model_config(model_config_path(name_or_path));
 }
 
 }  // namespace shardplan::tensor

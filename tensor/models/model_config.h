@@ -140,7 +140,11 @@ nlohmann::json to_hf_json(const ModelConfig& c);
 
 // Reads and parses a file; errors name the file.
 ModelConfig load_model_config(const std::filesystem::path& path);
-// By name in configs/models/ or by path to a config.json (base/config_paths.h).
+// The config.json `name_or_path` names: a folder's config.json (a Hugging Face model folder, with
+// or without weights), a path to a file, or a name in configs/models/ (base/config_paths.h).
+// Throws shardplan::Error for a folder without config.json.
+std::filesystem::path model_config_path(std::string_view name_or_path);
+// load_model_config(model_config_path(name_or_path)).
 ModelConfig find_model_config(std::string_view name_or_path);
 
 }  // namespace shardplan::tensor

@@ -46,13 +46,18 @@ std::string first_finding(const CheckpointReport& r) {
 
 ModelSource find_model_source(std::string_view name_or_path) {
   ModelSource src;
-  if (!names_a_checkpoint(name_or_path)) {
-    src.config_path = find_config("models", name_or_path);
+  std::error_code ec;
+  const bool folder_without_weights =
+      names_a_checkpoint(name_or_path) && fs::is_directory(fs::path(name_or_path), ec) &&
+      !fs::exists(fs::path(name_or_path) / "model.safetensors", ec) &&
+      !fs::exists(fs::path(name_or_path) / "model.safetensors.index.json", ec);
+  if (!names_a_checkpoint(name_or_path) || folder_without_weights) {
+    // A model folder without weights names its config.json alone.
+    src.config_path = model_config_path(name_or_path);
     src.config = load_model_config(src.config_path);
     return src;
   }
   const fs::path path(name_or_path);
-  std::error_code ec;
   SP_CHECK(fs::exists(path, ec), "checkpoint '", path.string(), "' does not exist");
   // Read the headers first: a hostile checkpoint is reported as such, whatever its folder holds.
   Checkpoint ck = read_checkpoint(path);
