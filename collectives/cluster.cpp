@@ -31,6 +31,8 @@
 //  "network": {"nics_per_node": Q, "nic_line_rate_gbit_per_s": Q, "nic_bandwidth_gbps": Q,
 //              "latency_us": Q, "topology": "rail_optimized_fat_tree", "nodes_per_leaf": Q,
 //              "oversubscription": Q}        (optional: absent for a single-node machine)
+//  "price_per_gpu_hour_usd": Q                 (optional: what one accelerator-hour costs, its
+//                                               source naming the offer and its date)
 // }
 // where Q = {"value": <number>, "source": "<where the number comes from>"}. Every key is
 // required unless marked optional; unknown keys are errors (a typo must not silently fall back to
@@ -68,6 +70,7 @@ constexpr Range kPerNode{Kind::kCount, 1, 1024, ""};  // accelerators, links and
 constexpr Range kMultiprocessors{Kind::kCount, 1, 1e4, ""};
 constexpr Range kNodesPerLeaf{Kind::kCount, 1, 65536, ""};
 constexpr Range kOversubscription{Kind::kNumber, 1, 1000, ""};
+constexpr Range kPriceUsd{Kind::kNumber, 1e-6, 1e4, "USD"};
 
 // Q = {"value": number, "source": non-empty string}, the value checked against `range`.
 Quantity quantity(JsonFields& r, std::string_view key, const Range& range) {
@@ -254,6 +257,9 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view,
     n.done();
     c.network = net;
   }
+  if (doc.has("price_per_gpu_hour_usd")) {
+    c.price_per_gpu_hour_usd = quantity(doc, "price_per_gpu_hour_usd", kPriceUsd);
+  }
   doc.done();
   return with_nodes(std::move(c), 1);
 }
@@ -315,6 +321,7 @@ nlohmann::ordered_json cluster_to_json(const Cluster& c) {
     net["oversubscription"] = q_json(n.oversubscription);
     j["network"] = net;
   }
+  if (c.price_per_gpu_hour_usd) j["price_per_gpu_hour_usd"] = q_json(*c.price_per_gpu_hour_usd);
   return j;
 }
 

@@ -90,6 +90,8 @@ struct Cluster {
   Quantity accelerators_per_node;
   IntraNodeSpec intra;
   std::optional<NetworkSpec> network;  // absent: a single-node machine (nodes must stay 1)
+  // Optional: what one accelerator-hour costs, in US dollars (compare's cost columns).
+  std::optional<Quantity> price_per_gpu_hour_usd;
   // Not in the file; set by with_nodes / with_gpus. gpus <= nodes * per node (a partial node is
   // allowed only when nodes == 1).
   int64_t nodes = 1;

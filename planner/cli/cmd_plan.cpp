@@ -20,7 +20,10 @@
 #include "base/file_io.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/compare_chart.h"
+#include "planner/cli/compare_sweep.h"
+#include "planner/cli/count_text.h"
 #include "planner/cli/plan_args.h"
+#include "planner/cli/plan_text.h"
 #include "planner/cli/text_format.h"
 #include "planner/plan/plan_file.h"
 #include "planner/plan/plan_view.h"
@@ -31,25 +34,6 @@ namespace {
 
 using planner::Bill;
 using planner::PlanResult;
-
-// " (3 layers per chunk)" under partial recomputation, "" when every layer recomputes or none.
-std::string recompute_layers_text(int64_t n) {
-  if (n <= 0) return "";
-  return " (" + std::to_string(n) + (n == 1 ? " layer" : " layers") + " per chunk)";
-}
-
-std::string config_text(const planner::ParallelConfig& c) {
-  std::ostringstream os;
-  os << "tp " << c.tp << " pp " << c.pp << " dp " << c.dp << " cp " << c.cp;
-  if (c.ep > 1) os << " ep " << c.ep;
-  if (c.etp > 0 && c.etp != c.tp) os << " etp " << c.etp;
-  os << " zero " << c.zero << " mb " << c.micro_batch << " recompute "
-     << tensor::to_string(c.recompute);
-  os << recompute_layers_text(c.recompute_layers);
-  if (c.virtual_stages > 1) os << " v " << c.virtual_stages;
-  if (c.sequence_parallel) os << " sp";
-  return os.str();
-}
 
 // The MFU of a plan both ways (docs/cost-model.md §2.4), naming the peak it divides.
 std::string mfu_text(const planner::Planner& p, const PlanResult& r) {
@@ -219,7 +203,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
   auto why = std::make_shared<bool>(false);
   add_plan_options(cmd, *a);
   cmd.add_option("--top", *top, "How many plans to list (default 10)")
-      ->check(positive_count("plans"))
+      ->transform(positive_count("plans"))
       ->type_name("K");
   CLI::Option* out_flag =
       cmd.add_option("--out", *out, "Write the best plan to this file (plan.json, atomically)")
@@ -341,7 +325,19 @@ void register_compare(CLI::App& app, CliContext& ctx) {
   auto a = std::make_shared<PlanArgs>();
   auto list = std::make_shared<std::string>();  // empty: default_strategies(model)
   auto svg = std::make_shared<std::string>();
-  add_plan_options(cmd, *a);
+  auto price = std::make_shared<double>(0);
+  auto tokens = std::make_shared<std::string>();
+  add_plan_options(cmd, *a, /*sweep=*/true);
+  CLI::Option* price_flag =
+      cmd.add_option("--price-per-gpu-hour", *price,
+                     "USD per GPU-hour for the cost columns (overrides the cluster files' "
+                     "price_per_gpu_hour_usd)")
+          ->check(CLI::Range(1e-6, 1e4))
+          ->type_name("USD");
+  cmd.add_option("--tokens", *tokens,
+                 "A training budget in tokens for the time and cost columns: 15T, 2.5B, 1e12 "
+                 "is not accepted (K, M, B, T are powers of ten)")
+      ->type_name("N");
   cmd.add_option("--strategies", *list,
                  "Comma-separated: ddp, zero1, zero2, fsdp, tp, fsdp+tp, 3d, ep, auto (default "
                  "all; ep for MoE models)")
@@ -349,7 +345,21 @@ void register_compare(CLI::App& app, CliContext& ctx) {
   CLI::Option* svg_flag =
       cmd.add_option("--svg", *svg, "Write a chart: step-time breakdown and memory per GPU")
           ->type_name("PATH");
-  cmd.callback([&ctx, a, list, svg, svg_flag] {
+  cmd.callback([&ctx, a, list, svg, svg_flag, price, price_flag, tokens] {
+    SweepOptions sweep{*list, std::nullopt, 0, *svg};
+    if (price_flag->count() > 0) sweep.price = *price;
+    if (!tokens->empty()) {
+      const std::optional<int64_t> n = parse_decimal_count(*tokens);
+      SP_CHECK(n && *n > 0, "--tokens '", printable(*tokens, 40),
+               "', expected a positive token count such as 15T, 2.5B or 300000000 (K, M, B, T: "
+               "powers of ten)");
+      sweep.tokens = *n;
+    }
+    // Several clusters or GPU counts, a price or a budget: the sweep's table.
+    if (a->sweeps() || sweep.price || sweep.tokens > 0) {
+      run_compare_sweep(ctx, *a, sweep);
+      return;
+    }
     const bool writes_chart = svg_flag->count() > 0;
     if (writes_chart) check_output_path(*svg, "--svg");
     std::unique_ptr<planner::Planner> p = a->planner();
@@ -394,11 +404,13 @@ void register_compare(CLI::App& app, CliContext& ctx) {
       chart.push_back(cr);
     }
     if (writes_chart) {
-      write_file_atomically(*svg,
-                            compare_chart_svg(chart, p->context().memory_capacity_bytes,
-                                              a->model + " on " + std::to_string(a->where.gpus) +
-                                                  " x " + p->cluster().accelerator.model),
-                            "--svg");
+      write_file_atomically(
+          *svg,
+          compare_chart_svg(chart, p->context().memory_capacity_bytes,
+                            a->model + " on " + std::to_string(a->where.gpus) + " x " +
+                                p->cluster().accelerator.model + ", seq " + std::to_string(a->seq) +
+                                ", global batch " + std::to_string(a->global_batch)),
+          "--svg");
     }
     const bool none_fits = std::none_of(best.begin(), best.end(),
                                         [](const planner::Planner::Best& b) { return b.best; });

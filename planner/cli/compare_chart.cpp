@@ -17,6 +17,14 @@ constexpr int kGap = 60;
 constexpr int kTop = 80;
 constexpr int kValueLabelWidth = 34;  // a bar's value at font size 11 ("123.4")
 
+std::string num(double x) {
+  std::ostringstream os;
+  os << std::setprecision(3) << x;
+  return os.str();
+}
+
+}  // namespace
+
 std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -40,7 +48,6 @@ std::string escape_xml(const std::string& s) {
   return out;
 }
 
-// A round axis maximum: 1, 2 or 5 times a power of ten at or above x.
 double nice_max(double x) {
   if (x <= 0) return 1;
   const double p = std::pow(10.0, std::floor(std::log10(x)));
@@ -49,14 +56,6 @@ double nice_max(double x) {
   }
   return 10 * p;
 }
-
-std::string num(double x) {
-  std::ostringstream os;
-  os << std::setprecision(3) << x;
-  return os.str();
-}
-
-}  // namespace
 
 std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity_bytes,
                               const std::string& title) {

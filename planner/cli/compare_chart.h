@@ -20,6 +20,11 @@ struct ChartRow {
   int64_t memory_bytes = 0;
 };
 
+// Text for SVG: & < > " escaped.
+std::string escape_xml(const std::string& s);
+// A round axis maximum: 1, 2 or 5 times a power of ten at or above x.
+double nice_max(double x);
+
 std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity_bytes,
                               const std::string& title);
 

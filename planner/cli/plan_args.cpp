@@ -86,52 +86,92 @@ std::string PlanArgs::attention_for(const tensor::ModelConfig& model) const {
   return model.attn_implementation == "eager" ? "math" : "flash";
 }
 
-void add_plan_options(CLI::App& cmd, PlanArgs& a) {
+void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
   cmd.add_option("--model", a.model, "Model: configs/models name, config.json or its folder")
       ->required()
       ->type_name("NAME|PATH");
-  cmd.add_option("--cluster", a.where.cluster, "Cluster (configs/clusters name or path)")
+  CLI::Option* cluster =
+      cmd.add_option("--cluster", a.where.cluster, "Cluster (configs/clusters name or path)")
+          ->type_name("NAME|PATH");
+  CLI::Option* clusters = nullptr;
+  if (sweep) {
+    clusters = cmd.add_option("--clusters", a.clusters,
+                              "Clusters to compare the job on, comma-separated (names or paths)")
+                   ->delimiter(',')
+                   ->type_name("A,B,...");
+    cluster->excludes(clusters);
+    cmd.add_option("--gpus", a.gpus_list, "GPUs (ranks) in the job, or a comma list to sweep")
+        ->required()
+        ->delimiter(',')
+        ->transform(positive_count("GPUs"))
+        ->type_name("N[,N...]");
+  } else {
+    cluster->required();
+    cmd.add_option("--gpus", a.where.gpus, "GPUs (ranks) in the job (16k = 16384)")
+        ->required()
+        ->transform(positive_count("GPUs"))
+        ->type_name("N");
+  }
+  cmd.add_option("--seq", a.seq, "Sequence length in tokens (4k = 4096)")
       ->required()
-      ->type_name("NAME|PATH");
-  cmd.add_option("--gpus", a.where.gpus, "GPUs (ranks) in the job")
-      ->required()
-      ->check(positive_count("GPUs"))
-      ->type_name("N");
-  cmd.add_option("--seq", a.seq, "Sequence length in tokens")
-      ->required()
-      ->check(positive_count("tokens"))
+      ->transform(positive_count("tokens"))
       ->type_name("S");
-  cmd.add_option("--global-batch", a.global_batch, "Sequences per optimizer step")
-      ->required()
-      ->check(positive_count("sequences"))
-      ->type_name("B");
+  CLI::Option* batch =
+      cmd.add_option("--global-batch", a.global_batch, "Sequences per optimizer step (1k = 1024)")
+          ->transform(positive_count("sequences"))
+          ->type_name("B");
+  CLI::Option* tokens =
+      cmd.add_option("--global-batch-tokens", a.global_batch_tokens,
+                     "Tokens per optimizer step instead of --global-batch (4M = 4,194,304 "
+                     "tokens = 1,024 sequences of 4k); a multiple of --seq")
+          ->transform(positive_count("tokens"))
+          ->type_name("T");
+  batch->excludes(tokens);
+  // One of the two, resolved to sequences once the whole line is parsed.
+  cmd.parse_complete_callback([&a, batch, tokens, cluster, clusters] {
+    if (clusters != nullptr) {
+      SP_CHECK(cluster->count() + clusters->count() > 0,
+               "--cluster is required (or --clusters A,B,... to compare several)");
+      if (a.clusters.empty()) a.clusters = {a.where.cluster};
+      a.where.cluster = a.clusters.front();
+      a.where.gpus = a.gpus_list.front();
+    }
+    SP_CHECK(batch->count() + tokens->count() > 0,
+             "--global-batch is required (sequences per step), or --global-batch-tokens");
+    if (tokens->count() == 0) return;
+    SP_CHECK(a.global_batch_tokens % a.seq == 0, "--global-batch-tokens ", a.global_batch_tokens,
+             " is not a multiple of --seq ", a.seq, ", expected whole sequences (",
+             a.global_batch_tokens / a.seq * a.seq, " or ",
+             (a.global_batch_tokens / a.seq + 1) * a.seq, ")");
+    a.global_batch = a.global_batch_tokens / a.seq;
+  });
   const auto dims = planner::parallel_dims();
   for (size_t i = 0; i < dims.size(); ++i) {
     cmd.add_option(std::string(dims[i].flag), a.degrees[i], std::string(dims[i].help))
-        ->check(positive_count(std::string(dims[i].unit)))
+        ->transform(positive_count(std::string(dims[i].unit)))
         ->type_name("N");
   }
   cmd.add_option("--etp", a.etp,
                  "Pin expert tensor parallelism (MoE): 1 keeps experts whole (ep may then span "
                  "tp x dp ranks), or --tp to split them like the dense layers")
-      ->check(positive_count("ranks"))
+      ->transform(positive_count("ranks"))
       ->type_name("N");
   cmd.add_option("--zero", a.zero, "Pin the ZeRO stage over dp: 0, 1, 2 or 3 (FSDP)")
       ->check(count_in(0, 3, "the ZeRO stage"))
       ->type_name("0|1|2|3");
   cmd.add_option("--micro-batch", a.micro_batch, "Pin the micro-batch size")
-      ->check(positive_count("sequences"))
+      ->transform(positive_count("sequences"))
       ->type_name("N");
   cmd.add_option("--recompute", a.recompute, "Pin recomputation: none, selective or full")
       ->type_name("POLICY");
   cmd.add_option("--recompute-layers", a.recompute_layers,
                  "Pin partial recomputation: the first N layers of each model chunk recomputed "
                  "in full, the rest keeping their activations (implies --recompute full)")
-      ->check(positive_count("layers"))
+      ->transform(positive_count("layers"))
       ->type_name("N");
   cmd.add_option("--virtual-stages", a.virtual_stages,
                  "Pin model chunks per pipeline rank (1 = plain 1F1B, > 1 interleaved)")
-      ->check(positive_count("chunks"))
+      ->transform(positive_count("chunks"))
       ->type_name("V");
   cmd.add_option("--sequence-parallel", a.sequence_parallel, "Pin sequence parallelism: on or off")
       ->type_name("on|off");

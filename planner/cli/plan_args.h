@@ -22,7 +22,8 @@ struct PlanArgs {
   std::string model;         // --model
   PlacementArgs where;       // --cluster, --gpus
   int64_t seq = 0;           // --seq
-  int64_t global_batch = 0;  // --global-batch
+  int64_t global_batch = 0;  // --global-batch, or --global-batch-tokens / --seq
+  int64_t global_batch_tokens = 0;  // --global-batch-tokens (0: not given)
   // Pins as given (0 / "" = searched); degrees[i] pins planner::parallel_dims()[i].
   std::array<int64_t, planner::kMeshDims> degrees{};
   int64_t micro_batch = 0, virtual_stages = 0;
@@ -33,6 +34,10 @@ struct PlanArgs {
   double moe_imbalance = 1;  // --moe-imbalance
   std::string stack;         // --stack NAME|PATH ("" = megatron)
   std::string memory_headroom;  // --memory-headroom SIZE ("" = 0)
+  // compare's sweep: --clusters A,B and --gpus N1,N2 (where holds the first of each).
+  std::vector<std::string> clusters;
+  std::vector<int64_t> gpus_list;
+  bool sweeps() const { return clusters.size() > 1 || gpus_list.size() > 1; }
 
   planner::Pins pins() const;
   // --attention, or what the model's config states (attn_implementation "eager": math), else
@@ -42,7 +47,8 @@ struct PlanArgs {
 };
 
 // --model, --cluster, --gpus, --seq, --global-batch, the pins and --precision / --attention.
-void add_plan_options(CLI::App& cmd, PlanArgs& args);
+// `sweep` (compare): --cluster or --clusters A,B,C, and --gpus takes a comma list.
+void add_plan_options(CLI::App& cmd, PlanArgs& args, bool sweep = false);
 
 // The setup echo: model, cluster, gpus, seq, global_batch, precision, attention (as resolved).
 nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p);

@@ -26,6 +26,7 @@ void register_collective(CLI::App& app, CliContext& ctx);
 void register_compare(CLI::App& app, CliContext& ctx);
 void register_env(CLI::App& app, CliContext& ctx);
 void register_estimate(CLI::App& app, CliContext& ctx);
+void register_export(CLI::App& app, CliContext& ctx);
 void register_inspect(CLI::App& app, CliContext& ctx);
 void register_materialize(CLI::App& app, CliContext& ctx);
 void register_plan(CLI::App& app, CliContext& ctx);
@@ -45,6 +46,7 @@ constexpr RegisterVerb kVerbs[] = {
     &shardplan::cli::register_compare,
     &shardplan::cli::register_env,
     &shardplan::cli::register_estimate,
+    &shardplan::cli::register_export,
     &shardplan::cli::register_inspect,
     &shardplan::cli::register_materialize,
     &shardplan::cli::register_plan,
