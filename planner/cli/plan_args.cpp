@@ -132,6 +132,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
     if (clusters != nullptr) {
       SP_CHECK(cluster->count() + clusters->count() > 0,
                "--cluster is required (or --clusters A,B,... to compare several)");
+      a.clusters_given = clusters->count() > 0;
       if (a.clusters.empty()) a.clusters = {a.where.cluster};
       a.where.cluster = a.clusters.front();
       a.where.gpus = a.gpus_list.front();

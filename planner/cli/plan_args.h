@@ -37,7 +37,8 @@ struct PlanArgs {
   // compare's sweep: --clusters A,B and --gpus N1,N2 (where holds the first of each).
   std::vector<std::string> clusters;
   std::vector<int64_t> gpus_list;
-  bool sweeps() const { return clusters.size() > 1 || gpus_list.size() > 1; }
+  bool clusters_given = false;  // --clusters, even of one
+  bool sweeps() const { return clusters_given || gpus_list.size() > 1; }
 
   planner::Pins pins() const;
   // --attention, or what the model's config states (attn_implementation "eager": math), else

@@ -36,5 +36,19 @@ TEST(DidYouMean, IsEmptyWithoutASuggestion) {
   EXPECT_EQ(did_you_mean("--frobnicate", flags), "");
 }
 
+// A name that is part of longer ones suggests them ("h100" is 4 edits from "dgx-h100"): one,
+// up to three, none when more than three contain it or it is under 3 characters.
+TEST(DidYouMean, SuggestsTheNamesThatContainAPart) {
+  const std::vector<std::string> clusters = {"dgx-a100-80g", "dgx-h100", "h100-96g-hbm2e",
+                                             "hgx-h200", "dgx-b200"};
+  EXPECT_EQ(did_you_mean("h100", clusters), " (did you mean one of 'dgx-h100', 'h100-96g-hbm2e'?)");
+  EXPECT_EQ(did_you_mean("B200", clusters), " (did you mean 'dgx-b200'?)");
+  EXPECT_EQ(did_you_mean("0", clusters), "");
+  EXPECT_EQ(did_you_mean("dgx", clusters),
+            " (did you mean one of 'dgx-a100-80g', 'dgx-h100', 'dgx-b200'?)");
+  const std::vector<std::string> four = {"dgx-a100", "dgx-b100", "dgx-c100", "dgx-d100"};
+  EXPECT_EQ(did_you_mean("dgx", four), "");
+}
+
 }  // namespace
 }  // namespace shardplan
