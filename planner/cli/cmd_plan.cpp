@@ -41,16 +41,27 @@ std::string mfu_text(const planner::Planner& p, const PlanResult& r) {
   os << std::fixed << std::setprecision(1) << "MFU " << 100 * r.mfu << "% of the "
      << planner::gemm_dtype(p.cluster(), r.config.precision)
      << " peak counting attention's full square, " << 100 * r.mfu_causal
-     << "% counting the causal half\n";
+     << "% counting the causal half; " << throughput_text(p, r) << "\n";
   return os.str();
 }
 
+// The ranked row; the rank order is named where it is not the default tp-inner, so two rows of
+// the same degrees never look alike.
 std::string row_text(const PlanResult& r) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(3) << std::setw(9) << r.step_time_s << " s  "
      << std::setprecision(1) << std::setw(5) << 100 * r.mfu << "% MFU  " << std::setw(10)
      << human_bytes(static_cast<double>(r.memory_bytes)) << "/GPU  " << config_text(r.config);
+  if (r.order != planner::DimOrder::kTpInner) os << "  ranks " << planner::to_string(r.order);
   return os.str();
+}
+
+// "llama3-8b on 8 x H100 SXM5 80 GB (dgx-h100), seq 4096, global batch 64": the job a result is
+// for, first in every text output.
+std::string job_text(const PlanArgs& a, const planner::Planner& p) {
+  return a.model + " on " + std::to_string(a.where.gpus) + " x " + p.cluster().accelerator.model +
+         " (" + a.where.cluster + "), seq " + std::to_string(a.seq) + ", global batch " +
+         std::to_string(a.global_batch);
 }
 
 // "stage_communication" -> "stage communication": a JSON key as text.
@@ -161,35 +172,76 @@ nlohmann::ordered_json nothing_fits_json(const planner::Planner& p,
 }
 
 // Why the best beat each runner-up: the bill terms side by side, largest difference first.
+// Why `best` beat `other`, term by term (other's time parts minus best's): a line of text when
+// `text`, and the JSON entry either way.
+nlohmann::ordered_json explain_pair(planner::Planner& p, const Bill& best, const PlanResult& b,
+                                    const PlanResult& other, const std::string& label, bool text) {
+  Bill o;
+  (void)p.estimate(other.config, other.order, &o);
+  const std::array<planner::BillTimePart, planner::kBillTimeParts> x = planner::time_parts(best);
+  const std::array<planner::BillTimePart, planner::kBillTimeParts> y = planner::time_parts(o);
+  nlohmann::ordered_json e;
+  e["runner_up"] = config_text(other.config);
+  e["slower_by_s"] = other.step_time_s - b.step_time_s;
+  e["terms_s"] = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < x.size(); ++k)
+    e["terms_s"][text_name(x[k].name)] = y[k].seconds - x[k].seconds;
+  const int64_t more_memory = other.memory_bytes - b.memory_bytes;
+  e["memory_difference_bytes"] = more_memory;
+  if (text) {
+    std::cout << "  vs " << label << " (" << config_text(other.config) << "): " << std::fixed
+              << std::setprecision(3) << "+" << e["slower_by_s"].get<double>() << " s:";
+    for (const auto& [name, d] : e["terms_s"].items()) {
+      std::cout << " " << name << " " << std::showpos << d.get<double>() << std::noshowpos;
+    }
+    std::cout << "; memory " << (more_memory >= 0 ? "+" : "-")
+              << human_bytes(static_cast<double>(more_memory >= 0 ? more_memory : -more_memory))
+              << "/GPU\n";
+  }
+  return e;
+}
+
 void explain(planner::Planner& p, const std::vector<PlanResult>& top, nlohmann::ordered_json* j) {
   if (top.size() < 2) return;
   Bill best;
   (void)p.estimate(top[0].config, top[0].order, &best);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (size_t i = 1; i < std::min<size_t>(top.size(), 4); ++i) {
-    Bill other;
-    (void)p.estimate(top[i].config, top[i].order, &other);
-    std::vector<std::pair<std::string, double>> terms;
-    const std::array<planner::BillTimePart, planner::kBillTimeParts> a = planner::time_parts(best);
-    const std::array<planner::BillTimePart, planner::kBillTimeParts> b = planner::time_parts(other);
-    for (size_t k = 0; k < a.size(); ++k) {
-      terms.emplace_back(text_name(a[k].name), b[k].seconds - a[k].seconds);
-    }
-    nlohmann::ordered_json e;
-    e["runner_up"] = config_text(top[i].config);
-    e["slower_by_s"] = top[i].step_time_s - top[0].step_time_s;
-    e["terms_s"] = nlohmann::ordered_json::object();
-    for (const auto& [name, d] : terms) e["terms_s"][name] = d;
-    if (j == nullptr) {
-      std::cout << "  vs #" << i + 1 << " (" << config_text(top[i].config) << "): " << std::fixed
-                << std::setprecision(3) << "+" << e["slower_by_s"].get<double>() << " s:";
-      for (const auto& [name, d] : terms)
-        std::cout << " " << name << " " << std::showpos << d << std::noshowpos;
-      std::cout << "\n";
-    }
-    out.push_back(e);
+    out.push_back(explain_pair(p, best, top[0], top[i], "#" + std::to_string(i + 1), j == nullptr));
   }
   if (j != nullptr) (*j)["explain"] = out;
+}
+
+// --against STRATEGY: the best plan against the best of a named strategy ("why not FSDP?").
+void explain_against(planner::Planner& p, const planner::Pins& pins, const PlanResult& best_plan,
+                     const std::string& name, nlohmann::ordered_json* j) {
+  const std::vector<planner::Strategy> s = planner::parse_strategies(name);
+  SP_CHECK(s.size() == 1, "--against '", name, "', expected one strategy");
+  const std::vector<planner::Planner::Best> b = p.best_of_each(pins, {s[0].keep}, nullptr);
+  nlohmann::ordered_json e;
+  e["strategy"] = s[0].name;
+  if (!b[0].best) {
+    std::string why =
+        b[0].evaluated == 0 ? "no configuration of it is possible (" + s[0].needs + ")" : "";
+    for (const auto& [reason, n] : b[0].rejected) {
+      why += (why.empty() ? "" : "; ") + std::to_string(n) + " of " +
+             std::to_string(b[0].evaluated) + " configurations " + reason;
+    }
+    e["fits"] = false;
+    e["reason"] = why;
+    if (j == nullptr) std::cout << "  vs " << s[0].name << ": no plan of it fits: " << why << "\n";
+  } else if (b[0].best->config == best_plan.config && b[0].best->order == best_plan.order) {
+    e["fits"] = true;
+    e["is_best"] = true;
+    if (j == nullptr) std::cout << "  vs " << s[0].name << ": the best plan is one\n";
+  } else {
+    Bill best;
+    (void)p.estimate(best_plan.config, best_plan.order, &best);
+    e = explain_pair(p, best, best_plan, *b[0].best, s[0].name, j == nullptr);
+    e["strategy"] = s[0].name;
+    e["fits"] = true;
+  }
+  if (j != nullptr) (*j)["explain_against"] = e;
 }
 
 }  // namespace
@@ -209,7 +261,15 @@ void register_plan(CLI::App& app, CliContext& ctx) {
       cmd.add_option("--out", *out, "Write the best plan to this file (plan.json, atomically)")
           ->type_name("PATH");
   cmd.add_flag("--explain", *why, "Say why the best plan beat the runners-up, term by term");
-  cmd.callback([&ctx, a, top, out, why, out_flag] {
+  auto against = std::make_shared<std::string>();
+  cmd.add_option("--against", *against,
+                 "With --explain: also against the best plan of this strategy (ddp, zero1, "
+                 "zero2, fsdp, tp, fsdp+tp, 3d, ep)")
+      ->type_name("STRATEGY");
+  cmd.callback([&ctx, a, top, out, why, out_flag, against] {
+    SP_CHECK(against->empty() || *why, "--against ", *against,
+             " explains a comparison, expected "
+             "it with --explain");
     // Before any work: `--out ""` and a FIFO, device or folder there are bad input.
     const bool writes_plan = out_flag->count() > 0;
     if (writes_plan) check_output_path(*out, "--out");
@@ -246,6 +306,8 @@ void register_plan(CLI::App& app, CliContext& ctx) {
       j["cached_blocks"] = r.cached_blocks;
       j["cached_work"] = r.cached_work;
       if (*why) explain(*p, r.top, &j);
+      if (!against->empty() && !r.top.empty())
+        explain_against(*p, a->pins(), r.top[0], *against, &j);
       print_json_document(j);
       if (r.top.empty()) {
         print_error_line("shardplan: " + nothing_fits_text(*p, r));
@@ -253,9 +315,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
       }
       return;
     }
-    std::cout << a->model << " on " << a->where.gpus << " x " << p->cluster().accelerator.model
-              << " (" << a->where.cluster << "), seq " << a->seq << ", global batch "
-              << a->global_batch << ": " << r.evaluated << " configurations evaluated ("
+    std::cout << job_text(*a, *p) << ": " << r.evaluated << " configurations evaluated ("
               << r.feasible << " fit, " << r.pruned << " pruned) in " << std::fixed
               << std::setprecision(3) << r.search_seconds << " s\n";
     if (const auto* most = top_rule(r)) {
@@ -280,6 +340,7 @@ void register_plan(CLI::App& app, CliContext& ctx) {
     std::cout << "best plan's bill:\n" << mfu_text(*p, r.top.front());
     print_bill_text(bill);
     if (*why) explain(*p, r.top, nullptr);
+    if (!against->empty()) explain_against(*p, a->pins(), r.top[0], *against, nullptr);
     if (writes_plan) std::cout << "wrote " << *out << "\n";
   });
 }
@@ -306,7 +367,8 @@ void register_estimate(CLI::App& app, CliContext& ctx) {
       return;
     }
     // A configuration that does not fit is still an answer (exit 0): say by how much.
-    std::cout << row_text(r)
+    std::cout << job_text(*a, *p) << ": one configuration priced\n"
+              << row_text(r)
               << (fits ? ""
                        : "  (does not fit: " +
                              human_bytes(static_cast<double>(r.memory_bytes) -
@@ -387,6 +449,10 @@ void register_compare(CLI::App& app, CliContext& ctx) {
         cr.bill = bill;
         cr.step_time_s = best[i].best->step_time_s;
         cr.memory_bytes = best[i].best->memory_bytes;
+        std::ostringstream detail;
+        detail << config_text(best[i].best->config) << "  |  " << std::fixed << std::setprecision(1)
+               << 100 * best[i].best->mfu << "% MFU";
+        cr.detail = detail.str();
       } else {
         row["fits"] = false;
         std::string why = best[i].evaluated == 0 ? "no configuration of this strategy is possible "

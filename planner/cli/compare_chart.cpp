@@ -10,7 +10,7 @@ namespace shardplan::cli {
 namespace {
 
 constexpr int kWidth = 1000;
-constexpr int kRowHeight = 34;
+constexpr int kRowHeight = 46;  // the bar, then its configuration and MFU
 constexpr int kLabelWidth = 90;
 constexpr int kPanelWidth = 380;
 constexpr int kGap = 60;
@@ -112,6 +112,10 @@ std::string compare_chart_svg(const std::vector<ChartRow>& rows, double capacity
     }
     s << "<text x=\"" << x + 4 << "\" y=\"" << y + 18 << "\" font-size=\"11\">"
       << num(r.step_time_s) << " s</text>\n";
+    if (!r.detail.empty()) {
+      s << "<text x=\"" << x1 << "\" y=\"" << y + 37 << "\" font-size=\"10\" fill=\"#555\">"
+        << escape_xml(r.detail) << "</text>\n";
+    }
     const double mw = static_cast<double>(r.memory_bytes) / gib / mmax_gib * kPanelWidth;
     const bool over = static_cast<double>(r.memory_bytes) > capacity_bytes;
     // A plan filling memory ends at the capacity line: its label goes past the line, not on it.

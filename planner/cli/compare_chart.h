@@ -18,6 +18,7 @@ struct ChartRow {
   planner::Bill bill;
   double step_time_s = 0;
   int64_t memory_bytes = 0;
+  std::string detail;  // under the bar: its configuration and MFU
 };
 
 // Text for SVG: & < > " escaped.

@@ -39,6 +39,29 @@ planner::Pins PlanArgs::pins() const {
 
 std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   tensor::ModelConfig cfg = tensor::find_model_config(model);
+  // Note [Long context by RoPE scaling]: a sequence beyond the config's positions is trained by
+  // scaling the rotary embedding (Llama 3.1: factor 8 over 8,192 positions; Chen et al. 2023,
+  // position interpolation). Positions carry no parameters, so the planned model is the config's
+  // with max_position_embeddings raised to --seq; its attention and activations are priced at
+  // that length. Allowed when the config already scales RoPE or --rope-scaling says so, with a
+  // note; refused otherwise, naming the flag.
+  if (seq > cfg.max_position_embeddings && cfg.max_position_embeddings > 0) {
+    SP_CHECK(cfg.rope_scaling || rope_scaling, "--seq ", seq, " is longer than ", model, "'s ",
+             cfg.max_position_embeddings, " positions (max_position_embeddings), expected at most ",
+             cfg.max_position_embeddings,
+             ", or --rope-scaling to train that context by scaling "
+             "its rotary embedding");
+    const double factor =
+        static_cast<double>(seq) / static_cast<double>(cfg.max_position_embeddings);
+    print_error_line("note: --seq " + std::to_string(seq) + " is beyond " + model + "'s " +
+                     std::to_string(cfg.max_position_embeddings) +
+                     " positions: planned with its rotary embedding scaled by " +
+                     std::to_string(factor).substr(0, 5) +
+                     "x (no new parameters; attention and activations at " + std::to_string(seq) +
+                     " tokens)");
+    if (!cfg.rope_scaling) cfg.rope_scaling = tensor::RopeScaling{"linear", factor, {}, {}, {}};
+    cfg.max_position_embeddings = seq;
+  }
   collectives::Cluster cluster =
       collectives::load_cluster(collectives::resolve_cluster(where.cluster));
   planner::PlannerOptions o;
@@ -193,6 +216,9 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
                  "of published benchmarks")
       ->check(CLI::Range(1.0, 1000.0))
       ->type_name("F");
+  cmd.add_flag("--rope-scaling", a.rope_scaling,
+               "Allow --seq beyond the model's positions, trained by scaling its rotary "
+               "embedding (implied when the config already scales it)");
   cmd.add_option("--memory-headroom", a.memory_headroom,
                  "Memory per GPU a plan must leave free below the device's (the allocator's "
                  "fragmentation, framework buffers): 4GiB, 500MB, ...; default 0")

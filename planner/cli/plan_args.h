@@ -34,6 +34,7 @@ struct PlanArgs {
   double moe_imbalance = 1;  // --moe-imbalance
   std::string stack;         // --stack NAME|PATH ("" = megatron)
   std::string memory_headroom;  // --memory-headroom SIZE ("" = 0)
+  bool rope_scaling = false;    // --rope-scaling: --seq beyond the config's positions
   // compare's sweep: --clusters A,B and --gpus N1,N2 (where holds the first of each).
   std::vector<std::string> clusters;
   std::vector<int64_t> gpus_list;
