@@ -69,3 +69,30 @@ if(NOT params EQUAL 8030261248)
 endif()
 run(2 plan --model llama3-8b --cluster h100 --gpus 8 --seq 4096 --global-batch 64)
 expect_match("--cluster h100" "did you mean one of 'dgx-h100'" "${ERR}")
+
+# --seq beyond the positions: refused without RoPE scaling, planned with it (a note on stderr).
+run(2 plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq 128k --global-batch 8)
+expect_match("--seq 128k on llama3-8b" "8192 positions .*--rope-scaling" "${ERR}")
+run(0 plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq 128k --global-batch 8
+    --rope-scaling --json)
+expect_match("--rope-scaling note" "note: --seq 131072 is beyond llama3-8b's 8192 positions" "${ERR}")
+json_get(seq "${OUT}" setup seq)
+if(NOT seq EQUAL 131072)
+  message(FATAL_ERROR "--seq 128k --rope-scaling planned seq ${seq}")
+endif()
+
+# --explain --against fsdp: the best plan against the best FSDP plan, never faster than it.
+run(0 plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq 8k --global-batch 512 --explain
+    --against fsdp --json)
+json_get(strategy "${OUT}" explain_against strategy)
+json_get(slower "${OUT}" explain_against slower_by_s)
+if(NOT strategy STREQUAL "fsdp" OR slower LESS 0)
+  message(FATAL_ERROR "--against fsdp: ${strategy}, slower by ${slower} s\n${OUT}")
+endif()
+run(2 plan --model llama3-8b --cluster dgx-h100 --gpus 8 --seq 4k --global-batch 64 --against fsdp)
+expect_match("--against without --explain" "expected it with --explain" "${ERR}")
+
+# Text outputs name the job and the throughput per GPU.
+run(0 estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --seq 4k --global-batch 64 --zero 3)
+expect_match("estimate's header" "^llama3-8b on 8 x H100[^\n]*seq 4096, global batch 64: one configuration priced" "${OUT}")
+expect_match("throughput per GPU" "[0-9,]+ tokens/s/GPU, [0-9]+ TFLOP/s/GPU" "${OUT}")
