@@ -7,6 +7,7 @@
 // standard error.
 #include <iostream>
 
+#include "base/file_io.h"
 #include "planner/cli/cli_common.h"
 #include "planner/plan/plan_export.h"
 #include "planner/plan/plan_file.h"

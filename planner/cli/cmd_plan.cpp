@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/strict_json.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/compare_chart.h"
 #include "planner/cli/compare_sweep.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "planner/cli/compare_chart.h"
 #include "planner/cli/plan_text.h"
 #include "planner/cli/text_format.h"

@@ -9,6 +9,7 @@
 #include "collectives/cluster.h"
 #include "planner/candidate/candidate_mesh.h"
 #include "planner/cli/byte_size.h"
+#include "planner/cli/cli_common.h"
 #include "tensor/models/family.h"
 #include "tensor/models/model_config.h"
 

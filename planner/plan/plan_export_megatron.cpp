@@ -1,5 +1,6 @@
 // Megatron-LM pretrain_gpt.py arguments for a plan (Note [Export is exact or refused] in
 // plan_export.h; the names are those of tests/data/frameworks/megatron_lm_args.txt).
+#include <algorithm>
 #include <sstream>
 
 #include "base/error.h"
