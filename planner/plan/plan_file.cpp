@@ -12,6 +12,7 @@
 #include "mesh/parallel_style.h"
 #include "planner/candidate/candidate_mesh.h"
 #include "planner/cost/tensor_parallel.h"
+#include "planner/plan/plan_view.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
@@ -188,16 +189,7 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
   }
   if (!f.collectives.empty()) {
     nlohmann::ordered_json cs = nlohmann::ordered_json::array();
-    for (const BillCollective& c : f.collectives) {
-      cs.push_back({{"what", c.what},
-                    {"kind", collectives::to_string(c.kind)},
-                    {"mesh_dim", c.mesh_dim},
-                    {"group_size", c.group_size},
-                    {"bytes", c.bytes},
-                    {"calls_per_step", c.calls},
-                    {"time_s", c.seconds},
-                    {"exposed_s", c.exposed_s}});
-    }
+    for (const BillCollective& c : f.collectives) cs.push_back(collective_json(c));
     j["prediction"]["collectives"] = cs;
   }
   return j;

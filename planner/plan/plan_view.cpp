@@ -40,6 +40,13 @@ nlohmann::ordered_json plan_view_json(const Planner& p, const PlanResult& r) {
   return j;
 }
 
+nlohmann::ordered_json collective_json(const BillCollective& c) {
+  return {{"what", c.what},         {"kind", collectives::to_string(c.kind)},
+          {"mesh_dim", c.mesh_dim}, {"group_size", c.group_size},
+          {"bytes", c.bytes},       {"calls_per_step", c.calls},
+          {"time_s", c.seconds},    {"exposed_s", c.exposed_s}};
+}
+
 nlohmann::ordered_json bill_json(const Bill& b) {
   nlohmann::ordered_json j;
   j["memory_bytes"] = {{"parameters", b.parameter_bytes}, {"gradients", b.gradient_bytes},
@@ -57,15 +64,9 @@ nlohmann::ordered_json bill_json(const Bill& b) {
   j["pacing_stage"] = b.pacing_stage;
   nlohmann::ordered_json cs = nlohmann::ordered_json::array();
   for (const BillCollective& c : b.collectives) {
-    cs.push_back({{"what", c.what},
-                  {"kind", collectives::to_string(c.kind)},
-                  {"mesh_dim", c.mesh_dim},
-                  {"group_size", c.group_size},
-                  {"bytes", c.bytes},
-                  {"calls_per_step", c.calls},
-                  {"time_s", c.seconds},
-                  {"exposed_s", c.exposed_s},
-                  {"hidden", c.exposed_s < 0.5 * c.seconds}});
+    nlohmann::ordered_json e = collective_json(c);
+    e["hidden"] = c.exposed_s < 0.5 * c.seconds;
+    cs.push_back(std::move(e));
   }
   j["collectives"] = cs;
   return j;
