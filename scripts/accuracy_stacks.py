@@ -10,7 +10,7 @@ priced with `estimate` and marked. Sources:
   per GPU): Table 1 and 3 (Llama 3.1 8B FSDP, local batch 2, selective AC), Table 4 (70B FSDP 32 x
   TP 8, local 16, full AC, compile + float8), Table 5 (405B FSDP 8 x TP 8 x PP 8, local 32, full AC,
   float8, 1F1B; 8 micro-batches is torchtitan's default, not published), Table 2 (8B FSDP x CP on 8
-  GPUs, local batch 1, full AC, float8).
+  GPUs, local batch 1, full AC, float8; its cp 2 and cp 4 rows fit the stacks' ring_attention_rate).
 - Megatron-Bridge docs/performance-summary.md (25.11 / 26.02 NeMo containers, DGX H100, FP8
   current scaling, sequence 8192, micro-batch 1); its 8B "FSDP" is Megatron-FSDP, pinned as ZeRO 3.
 """
@@ -32,8 +32,11 @@ ROWS = [
     ("70B FSDP 32 x TP 8, float8", TTC, "llama3.1-70b", H96, 256, 8192, 512, "dp=32 tp=8 pp=1 recompute=full precision=fp8 micro-batch=16 zero=3", 829, False),
     ("~405B FSDP 8 x TP 8 x PP 8", TTC, "llama3.1-405b", H96, 512, 8192, 256, "dp=8 tp=8 pp=8 recompute=full precision=fp8 micro-batch=4 virtual-stages=1 zero=3", 100, False),
     ("~8B 32K cp 1, float8", TTC, "llama3.1-8b", H96, 8, 32768, 8, "dp=8 cp=1 tp=1 pp=1 recompute=full precision=fp8 micro-batch=1 zero=3", 3890, False),
-    ("~8B 64K cp 2, float8", TTC, "llama3.1-8b", H96, 8, 65536, 4, "dp=4 cp=2 tp=1 pp=1 recompute=full precision=fp8 micro-batch=1 zero=3", 2540, False),
-    ("~8B 128K cp 4, float8", TTC, "llama3.1-8b", H96, 8, 131072, 2, "dp=2 cp=4 tp=1 pp=1 recompute=full precision=fp8 micro-batch=1 zero=3", 1071, False),
+    ("~8B 64K cp 2, float8", TTC, "llama3.1-8b", H96, 8, 65536, 4, "dp=4 cp=2 tp=1 pp=1 recompute=full precision=fp8 micro-batch=1 zero=3", 2540, True),
+    ("~8B 128K cp 4, float8", TTC, "llama3.1-8b", H96, 8, 131072, 2, "dp=2 cp=4 tp=1 pp=1 recompute=full precision=fp8 micro-batch=1 zero=3", 1071, True),
+    # Left out of the ring rate's fit (Note [Ring attention steps]): it validates it. 262,144 tokens
+    # are past Llama 3.1's 131,072 positions; the planner scales RoPE and says so on stderr.
+    ("~8B 256K cp 8, float8", TTC, "llama3.1-8b", H96, 8, 262144, 1, "dp=1 cp=8 tp=1 pp=1 recompute=full precision=fp8 micro-batch=1 zero=3", 548, False),
     ("~8B Megatron-FSDP 8, FP8", MB, "llama3-8b", H, 8, 8192, 128, "dp=8 tp=1 pp=1 precision=fp8 micro-batch=1 zero=3", 14451, False),
     ("70B tp 4 pp 8 v 5, GBS 128", MB, "llama3-70b", H, 64, 8192, 128, "tp=4 pp=8 dp=2 precision=fp8 micro-batch=1 virtual-stages=5", 1602, False),
     ("70B tp 4 pp 8 v 5, GBS 256", MB, "llama3-70b", H, 64, 8192, 256, "tp=4 pp=8 dp=2 precision=fp8 micro-batch=1 virtual-stages=5", 1621, False),

@@ -64,6 +64,9 @@ StackProfile stack_from_json(const nlohmann::json& j, const std::string& origin)
   s.description = doc.str("description");
   s.compute_efficiency = sourced_number(doc, "compute_efficiency", 1);
   if (doc.has("gemm_efficiency")) s.gemm_efficiency = sourced_number(doc, "gemm_efficiency", 1);
+  if (doc.has("ring_attention_rate")) {
+    s.ring_attention_rate = sourced_number(doc, "ring_attention_rate", 1);
+  }
   s.overlap_interference = sourced_number(doc, "overlap_interference", 1);
   {
     JsonFields q = doc.object("selective_recompute");

@@ -60,6 +60,9 @@ struct StackProfile {
   double gemm_efficiency = 1;
   double overlap_interference = 0.15;
   AttentionKernel attention_kernel = AttentionKernel::kFused;
+  // Note [Ring attention steps] (planner/cost/block_cost.h): the rate of the context-parallel
+  // ring's steps against other ranks' keys, of the fused local attention's (optional, 1).
+  double ring_attention_rate = 1;
   // What --recompute selective means in this stack (Note [Selective recomputation] in
   // tensor/training.cpp).
   tensor::SelectiveRecompute selective = tensor::SelectiveRecompute::kAttentionCore;

@@ -223,21 +223,22 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
     local_op.backward_bytes_written = std::max<int64_t>(0, op.backward_bytes_written - drop);
     return local_op;
   };
+  // An attention core's work against all keys over its work against the rank's own s / cp.
+  auto all_keys_over_local = [&](size_t i) {
+    const TrainingOp& op = st.ops[i];
+    if (windowed(op) && op.inputs.size() >= 2) {
+      const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
+      const int64_t local = k.sizes[k.sizes.size() - 2];
+      return static_cast<double>(bounded(local * split.cp)) / static_cast<double>(bounded(local));
+    }
+    return static_cast<double>(split.cp);
+  };
   // The fraction of an op's traced work one rank does.
   auto share = [&](size_t i) {
     const bool split_op = t.split[i] != OpSplit::kReplicated;
     double f = split_op || sp ? inv_tp : 1.0;
     if (t.expert_op[i]) f *= t.moe_imbalance;
-    if (t.score_op[i]) {
-      const TrainingOp& op = st.ops[i];
-      if (windowed(op) && op.inputs.size() >= 2) {
-        const StepTensor& k = st.tensors[static_cast<size_t>(op.inputs[1])];
-        const int64_t local = k.sizes[k.sizes.size() - 2];
-        f *= static_cast<double>(bounded(local * split.cp)) / static_cast<double>(bounded(local));
-      } else {
-        f *= static_cast<double>(split.cp);
-      }
-    }
+    if (t.score_op[i]) f *= all_keys_over_local(i);
     return f;
   };
   for (size_t i = 0; i < st.ops.size(); ++i) {
@@ -314,6 +315,15 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
         s.backward += qz.backward;
         if (op.recomputed || op.recompute_flops > 0) s.recompute += qz.recompute;
       }
+    }
+    if (t.score_op[i] && split.cp > 1 && a.ring_attention_rate < 1) {
+      // Note [Ring attention steps]: the rank's own keys are 1 / `ring` of its attention work
+      // (1 / cp, or less under a window); the rest runs in the ring's steps at their rate.
+      const double local = 1 / all_keys_over_local(i);
+      const double slow = local + (1 - local) / a.ring_attention_rate;
+      s.forward *= slow;
+      s.backward *= slow;
+      s.recompute *= slow;
     }
     if (t.score_op[i] && t.score_bytes_forward > 0 && !op.outputs.empty() &&
         op.inputs.size() >= 2) {

@@ -29,6 +29,24 @@
 // or the products and the softmax over [s, s] scores) then sees all s keys: cp times the traced
 // work, with the keys and values passed around the ring.
 //
+// Note [Ring attention steps]
+// Under context parallelism a rank computes its attention in cp steps: against its own keys
+// (the causal diagonal block, 1 / cp of its work once the chunks are load-balanced) and then
+// against each other rank's keys as they come around the ring. The model prices all of it as one
+// fused kernel over all keys, at the fused kernel's rate, and the stack says how fast its ring
+// steps run against that: ring_attention_rate (configs/stacks/*.json, default 1). PyTorch's ring
+// (torch.distributed.tensor.experimental.context_parallel, which torchtitan calls) runs each step
+// as its own SDPA call on half blocks, merges the partial outputs in fp32, copies keys and values
+// into one buffer per step and passes the key and value gradients around a second fp32 ring. In
+// torchtitan's published Llama 3.1 8B runs on 8 H100 (docs/cost-model.md §8.5) the rows at cp 2,
+// 4 and 8 move the same 32K tokens per rank through the same dense layers, and their throughput
+// implies the steps against other ranks' keys run at about 0.6 of the rate of the rank's own: the
+// stack file's fit on the cp 2 and cp 4 rows, which the cp 8 row, left out, confirms within 9 %.
+// The communication those steps add is small beside it (keys and values of 32K tokens cross
+// NVLink in about a millisecond against tens of milliseconds of attention), so the rate is
+// kernel and merge time, not hidden communication; the model keeps pricing the ring's traffic
+// on its own (hidden behind the attention core, what sticks out exposed).
+//
 // Note [Math attention traffic]
 // The traced attention op counts only q, k, v and its output. The math implementation (Megatron-
 // LM's fused scale-mask-softmax, PyTorch's math path) also writes the [s, s] scores of every head

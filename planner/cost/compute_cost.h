@@ -83,6 +83,9 @@ struct ComputeModel {
   // its cast (current / dynamic scaling), and the weights cast again every micro-batch.
   bool fp8_amax_pass = false;
   bool fp8_weight_casts = false;
+  // Note [Ring attention steps] in planner/cost/block_cost.h: the rate of a context-parallel
+  // rank's attention against keys of other ranks, as a fraction of its fused local attention's.
+  double ring_attention_rate = 1;
 };
 
 // The GEMM dtype is fp8 for Precision::kFp8 and bf16 otherwise; a cluster without that peak

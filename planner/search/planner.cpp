@@ -789,6 +789,7 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
       attention_kernel_rate(options.stack.attention_kernel, I.cluster.accelerator.arch) *
       options.stack.gemm_efficiency;
   ctx.compute.memory_bytes_per_s *= options.stack.compute_efficiency;
+  ctx.compute.ring_attention_rate = options.stack.ring_attention_rate;
   ctx.overlap_interference = options.stack.overlap_interference;
   ctx.compute.fp8_amax_pass = options.stack.fp8_current_scaling;
   ctx.pp_overlap_interleaved = options.stack.pp_overlap_interleaved;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file_io.h"
 
 namespace shardplan::planner {
 namespace {
@@ -60,6 +61,17 @@ TEST(StackProfile, ABadFileNamesTheField) {
   j["compute_efficiency"]["value"] = 0.5;
   EXPECT_THAT([&] { (void)stack_from_json(j, "x.json"); },
               ThrowsMessage<Error>(HasSubstr("overlap_interference")));
+  // The optional ring rate is a fraction in (0, 1] with its source.
+  nlohmann::json ring =
+      nlohmann::json::parse(read_text_file(resolve_stack("torchtitan"), "stack file"));
+  ring["ring_attention_rate"] = {{"value", 0}, {"source", "s"}};
+  EXPECT_THAT([&] { (void)stack_from_json(ring, "x.json"); },
+              ThrowsMessage<Error>(HasSubstr("ring_attention_rate")));
+  ring["ring_attention_rate"] = {{"value", 0.5}};
+  EXPECT_THAT([&] { (void)stack_from_json(ring, "x.json"); },
+              ThrowsMessage<Error>(HasSubstr("source")));
+  ring["ring_attention_rate"] = {{"value", 0.5}, {"source", "s"}};
+  EXPECT_DOUBLE_EQ(stack_from_json(ring, "x.json").ring_attention_rate, 0.5);
   EXPECT_THAT([&] { (void)resolve_stack("no-such-stack"); },
               ThrowsMessage<Error>(HasSubstr("no-such-stack")));
 }

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "collectives/cluster.h"
+#include "planner/cost/compute_cost.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::planner {
@@ -48,6 +50,28 @@ TEST(BlockCost, OnlyTheAttentionOpIsTheCoreWhenHiddenEqualsTheSequence) {
         EXPECT_EQ(t.step.ops[i].op, "scaled_dot_product_attention");
       }
     }
+  }
+}
+
+// Note [Ring attention steps]: at cp 4 a rank's own keys are a quarter of its attention work, the
+// other three ring steps run at the stack's ring rate; everything but the attention core is
+// untouched, and without context parallelism the rate changes nothing.
+TEST(BlockCost, RingStepsRunTheOtherRanksKeysAtTheStacksRingRate) {
+  const TracedModel t = trace("llama3-8b", 8192, tensor::AttentionImpl::kFlash);
+  const ComputeModel fused = compute_model(
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100")), Precision::kBf16);
+  ComputeModel ring = fused;
+  ring.ring_attention_rate = 0.5;
+  for (int64_t cp : {1, 2, 4}) {
+    SCOPED_TRACE(cp);
+    const PartWork a = rank_work(t, fused, {.cp = cp}).block();
+    const PartWork b = rank_work(t, ring, {.cp = cp}).block();
+    // 1 / cp of the work at the fused rate, (cp - 1) / cp at half of it: (1 + 2 (cp - 1)) / cp.
+    const double slow = (1.0 + 2.0 * static_cast<double>(cp - 1)) / static_cast<double>(cp);
+    EXPECT_NEAR(b.attention_s, a.attention_s * slow, 1e-12 * a.attention_s);
+    const double rest_a = a.forward_s + a.backward_s - a.attention_s;
+    const double rest_b = b.forward_s + b.backward_s - b.attention_s;
+    EXPECT_NEAR(rest_b, rest_a, 1e-12 * rest_a);
   }
 }
 
