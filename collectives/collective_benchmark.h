@@ -38,4 +38,11 @@ struct BenchmarkOptions {
 NcclTestsLog benchmark_all_reduce(Communicator& comm, const BenchmarkOptions& options,
                                   int64_t nodes, int64_t ranks_per_node, std::string origin);
 
+// The same on a buffer of the caller's of at least the largest size, in the memory `comm` works
+// on (device memory for NCCL). Its contents are the caller's to fill; the results are not checked
+// (a device buffer is not readable here): `shardplan rehearse` times a job's own backend with it.
+NcclTestsLog benchmark_all_reduce_in(Communicator& comm, const BenchmarkOptions& options,
+                                     void* buffer, int64_t buffer_bytes, int64_t nodes,
+                                     int64_t ranks_per_node, std::string origin);
+
 }  // namespace shardplan::collectives

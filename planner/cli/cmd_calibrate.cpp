@@ -35,6 +35,7 @@
 #include "collectives/collective_benchmark.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cost/compute_calibration.h"
+#include "planner/materialize/link_sweep.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif
@@ -49,6 +50,7 @@ struct CalibrateOptions {
   std::string out;                 // --out new.json
   bool mpi = false;                // --mpi: measure under the launcher instead of --log
   std::string compute;             // --compute measured.json (scripts/gpu_measure.py)
+  std::string rehearsal;           // --rehearsal r.json (shardplan rehearse --out)
   std::string stack = "pytorch";   // --stack the measured layers ran in
   std::string stack_out;           // --stack-out fitted-stack.json
 };
@@ -209,6 +211,23 @@ void calibrate_ranks(CliContext& ctx, const CalibrateOptions& opts,
 }
 #endif
 
+// --rehearsal: the links fitted to a rehearsal's sweeps (Note [Link sweeps] in
+// planner/materialize/link_sweep.h), the same fit as nccl-tests logs.
+void calibrate_rehearsal(CliContext& ctx, const CalibrateOptions& o,
+                         const collectives::Cluster& base) {
+  SP_CHECK(o.logs.empty() && o.links.empty() && !o.mpi && o.compute.empty(), "--rehearsal ",
+           o.rehearsal,
+           " brings its own link measurements, expected no --log, --link, --mpi or "
+           "--compute with it");
+  constexpr int kMaxDepth = 8;
+  const nlohmann::json doc =
+      parse_strict_json(read_text_file(o.rehearsal, "rehearsal file"), o.rehearsal, kMaxDepth,
+                        "a rehearsal file ('shardplan rehearse --out')");
+  write_and_print(
+      ctx, o,
+      collectives::calibrate(base, planner::rehearsal_link_inputs(doc, o.rehearsal, base.library)));
+}
+
 // --compute: the cluster's compute figures and the stack's efficiency fitted to one GPU's
 // measurements (Note [Compute calibration] in planner/cost/compute_calibration.h).
 void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
@@ -314,6 +333,10 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
                  "Fit the GPU's memory, HBM and GEMM figures (and --stack's efficiency) to "
                  "scripts/gpu_measure.py's output instead of the links")
       ->type_name("FILE");
+  cmd.add_option("--rehearsal", opts->rehearsal,
+                 "Fit the links to the size sweeps of 'shardplan rehearse --out' (the job's own "
+                 "backend: NCCL on GPUs, MPI on CPUs) instead of --log files")
+      ->type_name("FILE");
   cmd.add_option("--stack", opts->stack,
                  "With --compute: the stack the measured layers ran in (default pytorch, as "
                  "gpu_measure.py runs them)")
@@ -337,12 +360,17 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
       calibrate_compute(ctx, *opts, base);
       return;
     }
+    if (!opts->rehearsal.empty()) {
+      calibrate_rehearsal(ctx, *opts, base);
+      return;
+    }
     if (opts->mpi) {
       calibrate_mpi(ctx, *opts, base);
       return;
     }
     SP_CHECK(!opts->logs.empty() && !opts->links.empty(),
-             "--log and --link are required (or --mpi, to measure under a launcher)");
+             "--log and --link are required (or --mpi, to measure under a launcher, or --rehearsal "
+             "FILE)");
     write_and_print(ctx, *opts, collectives::calibrate(base, inputs(*opts)));
   });
 }

@@ -19,6 +19,7 @@
 #include "collectives/communicator.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/text_format.h"
+#include "planner/materialize/link_sweep.h"
 #include "planner/materialize/rank_driver.h"
 #include "planner/materialize/rehearsal.h"
 #include "planner/materialize/shard_memory.h"
@@ -37,6 +38,7 @@ struct RehearseArgs {
   std::string plan;
   std::string device = "cpu";
   std::string out;
+  bool links = true;  // Note [Link sweeps]
   planner::RehearsalOptions options;
 };
 
@@ -49,12 +51,40 @@ struct RehearsalJob {
       groups;
   std::function<void(int)> abort;
   int64_t local_rank = 0;
+  int64_t ranks_per_node = 1;  // the launcher's, on this rank's node
   std::string backend;
   std::unique_ptr<collectives::Communicator> keep;  // a parent the groups were split from
 };
 
+nlohmann::ordered_json dims_json(const std::vector<size_t>& dims) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const size_t d : dims) out.push_back(planner::mesh_names()[d]);
+  return out;
+}
+
+// Note [Link sweeps]: what `calibrate --rehearsal` reads.
+nlohmann::ordered_json links_json(const std::vector<planner::LinkSweep>& sweeps) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const planner::LinkSweep& s : sweeps) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const collectives::NcclTestsRow& row : s.log.rows) {
+      rows.push_back({{"bytes", row.bytes}, {"time_s", row.out_of_place_us * 1e-6}});
+    }
+    out.push_back({{"link", s.intra ? "intra" : "inter"},
+                   {"group_dims", dims_json(s.dims)},
+                   {"kind", collectives::to_string(s.log.kind)},
+                   {"ranks", s.log.ranks},
+                   {"nodes", s.log.nodes},
+                   {"ranks_per_node", s.log.ranks_per_node},
+                   {"rows", rows}});
+  }
+  return out;
+}
+
 nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::PlanFile& f,
-                                      const planner::Rehearsal& r, const RehearsalJob& job) {
+                                      const planner::Rehearsal& r,
+                                      const std::vector<planner::LinkSweep>& sweeps,
+                                      const RehearsalJob& job) {
   nlohmann::ordered_json j;
   j["format"] = "shardplan.rehearsal";
   j["model"] = f.model_name;
@@ -65,12 +95,10 @@ nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::Plan
   j["mesh"] = {{"shape", f.mesh_shape()}, {"names", planner::mesh_names()}};
   nlohmann::ordered_json cs = nlohmann::ordered_json::array();
   for (const planner::RehearsedCollective& x : r.collectives) {
-    nlohmann::ordered_json dims = nlohmann::ordered_json::array();
-    for (const size_t d : x.dims) dims.push_back(planner::mesh_names()[d]);
     cs.push_back({{"what", x.planned.what},
                   {"kind", collectives::to_string(x.planned.kind)},
                   {"mesh_dim", x.planned.mesh_dim},
-                  {"group_dims", dims},
+                  {"group_dims", dims_json(x.dims)},
                   {"group_size", x.planned.group_size},
                   {"bytes", x.planned.bytes},
                   {"calls_per_step", x.planned.calls},
@@ -84,6 +112,7 @@ nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::Plan
   j["collectives"] = cs;
   j["total"] = {{"predicted_s", r.predicted_s}, {"measured_s", r.measured_s}};
   j["exposed"] = {{"predicted_s", r.predicted_exposed_s}, {"measured_s", r.measured_exposed_s}};
+  j["links"] = links_json(sweeps);
   return j;
 }
 
@@ -94,7 +123,7 @@ std::string seconds_text(double s) {
 }
 
 void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const planner::Rehearsal& r,
-                     const RehearsalJob& job) {
+                     const std::vector<planner::LinkSweep>& sweeps, const RehearsalJob& job) {
   std::cout << "rehearsed " << a.plan << " (" << f.model_name << ") on " << job.world->size() << " "
             << a.device << " rank" << (job.world->size() == 1 ? "" : "s") << " through "
             << job.backend << ": one step's collectives, predicted against measured\n";
@@ -118,6 +147,14 @@ void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const pl
             << seconds_text(r.measured_s) << "; exposed (the plan's hiding applied): predicted "
             << seconds_text(r.predicted_exposed_s) << ", measured "
             << seconds_text(r.measured_exposed_s) << "\n";
+  for (const planner::LinkSweep& s : sweeps) {
+    if (s.log.rows.empty()) continue;
+    std::cout << "link sweep (" << (s.intra ? "inside a node" : "across nodes")
+              << "): " << s.log.origin << ", " << s.log.rows.size() << " sizes, "
+              << human_bytes(static_cast<double>(s.log.rows.front().bytes)) << " to "
+              << human_bytes(static_cast<double>(s.log.rows.back().bytes)) << ": "
+              << seconds_text(s.log.rows.back().out_of_place_us * 1e-6) << " at the largest\n";
+  }
 }
 
 void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
@@ -152,12 +189,18 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     ctx.exit_code = ExitCode::kBadInput;
     return;
   }
+  // Note [Link sweeps] assumes the same ranks on every node.
+  int64_t per_node[2] = {job.ranks_per_node, -job.ranks_per_node};  // max, -min
+  world.all_reduce(per_node, 2, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
+  const bool sweep = a.links && per_node[0] == -per_node[1];
   planner::Rehearsal r;
+  std::vector<planner::LinkSweep> sweeps;
   try {
     const mesh::DeviceMesh m(f.mesh_shape(), planner::mesh_names());
     const std::vector<std::unique_ptr<collectives::Communicator>> groups =
         job.groups(m, group_dims);
     r = planner::rehearse(f, world, groups, *memory, a.options);
+    if (sweep) sweeps = planner::sweep_links(f, world, groups, *memory, job.ranks_per_node);
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;
     print_error_line("shardplan: error: " + world.who() + ": " + e.what());
@@ -165,12 +208,12 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     job.abort(1);
   }
   if (world.rank() != 0) return;
-  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, job);
+  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, sweeps, job);
   if (!a.out.empty()) write_file_atomically(a.out, doc.dump(2) + "\n", "--out");
   if (ctx.json) {
     print_json_document(doc);
   } else {
-    print_rehearsal(a, f, r, job);
+    print_rehearsal(a, f, r, sweeps, job);
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }
 }
@@ -201,6 +244,7 @@ void run_rehearse(CliContext& ctx, const RehearseArgs& a) {
 #endif
     job.abort = [&session](int code) { session.abort(code); };
     job.local_rank = session.local_rank();
+    job.ranks_per_node = session.local_size();
     run_job(ctx, a, job);
     return;
   }
@@ -234,7 +278,12 @@ void register_rehearse(CLI::App& app, CliContext& ctx) {
                  "Timed calls per collective, the step's time scaled from them (default: all "
                  "calls of one step)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd.add_option("--out", a->out, "Also write the measurements (the --json document) to this file");
+  cmd.add_option("--out", a->out,
+                 "Also write the measurements (the --json document) to this file; "
+                 "'shardplan calibrate --rehearsal' fits a cluster file to it");
+  cmd.add_flag("!--no-links", a->links,
+               "Skip the all-reduce size sweeps on one group inside a node and one across nodes "
+               "that 'calibrate --rehearsal' fits the links to");
   cmd.callback([&ctx, a] { run_rehearse(ctx, *a); });
 }
 

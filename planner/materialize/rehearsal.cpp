@@ -17,22 +17,6 @@ std::vector<size_t> family_of(size_t dim) {
   return {dim};
 }
 
-// One buffer in `memory`, zeroed, released with it.
-class Buffer {
- public:
-  Buffer(ShardMemory& memory, int64_t bytes) : memory_(memory), data_(memory.allocate(bytes)) {
-    memory_.zero(data_, std::max<int64_t>(bytes, 1));
-  }
-  ~Buffer() { memory_.release(data_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  std::byte* data() const { return data_; }
-
- private:
-  ShardMemory& memory_;
-  std::byte* data_;
-};
-
 double elapsed_s(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -143,8 +127,8 @@ Rehearsal rehearse(const PlanFile& plan, collectives::Communicator& world,
     collectives::Communicator& group = *groups[g];
     SP_ASSERT(group.size() == c.group_size, "group of '", c.what, "' has ", group.size(),
               " ranks, the bill ", c.group_size);
-    const Buffer in(memory, std::max<int64_t>(c.bytes, 4));
-    const Buffer out(memory, std::max<int64_t>(c.bytes, 4));
+    const ZeroedBuffer in(memory, std::max<int64_t>(c.bytes, 4));
+    const ZeroedBuffer out(memory, std::max<int64_t>(c.bytes, 4));
     for (int w = 0; w < options.warmup; ++w) run_call(c, group, in.data(), out.data(), w);
     x.calls_run = std::max<int64_t>(
         1, options.max_calls > 0 ? std::min(c.calls, options.max_calls) : c.calls);

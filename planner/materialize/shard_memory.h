@@ -42,6 +42,23 @@ class ShardMemory {
   virtual int64_t used_bytes() = 0;
 };
 
+// One zeroed buffer in `memory`, released with it (rehearsal buffers).
+class ZeroedBuffer {
+ public:
+  ZeroedBuffer(ShardMemory& memory, int64_t bytes)
+      : memory_(memory), data_(memory.allocate(bytes)) {
+    memory_.zero(data_, bytes < 1 ? 1 : bytes);
+  }
+  ~ZeroedBuffer() { memory_.release(data_); }
+  ZeroedBuffer(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
+  std::byte* data() const { return data_; }
+
+ private:
+  ShardMemory& memory_;
+  std::byte* data_;
+};
+
 std::unique_ptr<ShardMemory> host_shard_memory();
 // The GPU of a rank with this local rank on its host: local_rank mod the visible GPUs (one rank
 // per GPU is the launch this assumes). Throws shardplan::Error when this shardplan was built

@@ -6,7 +6,8 @@
 #   model's bytes, whether dp 4 replicates everything or tp 2 x dp 2 shards it, and the broadcast
 #   rows verify against the file;
 # - `rehearse` times every collective of the bill of a tp x pp x dp plan (8 ranks) and of an
-#   expert-parallel one, and refuses a job of the wrong size.
+#   expert-parallel one, and refuses a job of the wrong size; its link sweep calibrates a cluster
+#   file (calibrate --rehearsal).
 # Run as cmake -DSHARDPLAN=<bin> -DMPIRUN=<tests/mpi/mpirun.sh> -DWORK_DIR=<dir>
 # -DDATA_DIR=<tests/data> -P ...
 cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
@@ -137,6 +138,25 @@ foreach(want "tp:all_gather" "tp:reduce_scatter" "pp:send_recv" "dp:reduce_scatt
     message(FATAL_ERROR "rehearse of tp x pp x dp: no ${want} in ${KINDS}")
   endif()
 endforeach()
+# Its link sweep (8 ranks on this one host: the largest group inside the node) feeds calibrate,
+# whose cluster file names the sweep as its source; a cluster priced for NCCL refuses MPI times.
+file(READ "${WORK_DIR}/rehearsal.json" written)
+json_get(link "${written}" links 0 link)
+json_length(sizes "${written}" links 0 rows)
+if(NOT link STREQUAL "intra" OR sizes LESS 5)
+  message(FATAL_ERROR "rehearse: no sweep inside the node (link '${link}', ${sizes} sizes):\n${written}")
+endif()
+run(0 calibrate --cluster cpu-local --rehearsal "${WORK_DIR}/rehearsal.json"
+    --out "${WORK_DIR}/calibrated.json")
+file(READ "${WORK_DIR}/calibrated.json" calibrated)
+if(NOT calibrated MATCHES "rehearsal.json: intra sweep on")
+  message(FATAL_ERROR "calibrate --rehearsal: the fitted links do not name the sweep:\n${calibrated}")
+endif()
+run(2 calibrate --cluster dgx-h100 --rehearsal "${WORK_DIR}/rehearsal.json"
+    --out "${WORK_DIR}/calibrated-nccl.json")
+if(EXISTS "${WORK_DIR}/calibrated-nccl.json" OR NOT ERR MATCHES "expected 'nccl'")
+  message(FATAL_ERROR "calibrate --rehearsal of MPI times on an NCCL cluster:\n${ERR}")
+endif()
 set(moe --model "${DATA_DIR}/hf_families/configs/tiny-mixtral.json" --cluster cpu-local
     --gpus 4 --seq 32 --global-batch 8 --dp 4 --ep 2)
 run(0 plan ${moe} --out "${WORK_DIR}/moe.json")
