@@ -616,25 +616,26 @@ StageStates largest_stage(const StepContext& ctx, const ParallelConfig& c,
     out.params = static_cast<uint64_t>(std::max<int64_t>(0, best));
     return out;
   }
-  int64_t most = 0;
   // The middle layers are alike, so the largest stage is an end or the widest middle stage; sums
-  // come from the prefix sums.
+  // come from the prefix sums. Compared per rank: each stage's routed experts split over ep (an
+  // end stage's embedding can outweigh a middle stage's extra layer once ep divides the experts).
+  int64_t most = -1, most_experts = 0;
   for (int64_t s : {int64_t{0}, out.widest_middle, pp - 1}) {
-    const int64_t n = stage_params(s);
+    const int64_t layers = stage_begin(L, pp, ends, s + 1) - stage_begin(L, pp, ends, s);
+    const int64_t experts = params.experts_per_layer * layers;
+    const int64_t local = c.ep > 1 ? local_experts(experts, c) : experts;
+    const int64_t n = stage_params(s) - (experts - local);
     if (n > most) {
       most = n;
+      most_experts = local;
       out.stage = static_cast<int>(s);
     }
   }
   if (pp == 1) most -= params.tied_twice;
-  // Expert parameters are split over ep more: ep ranks hold different experts.
-  const int64_t stage_experts = params.experts_per_layer * out.layers_max;
-  const int64_t expert_local = c.ep > 1 ? stage_experts - local_experts(stage_experts, c) : 0;
-  out.params = static_cast<uint64_t>(std::max<int64_t>(0, most - expert_local));
+  out.params = static_cast<uint64_t>(std::max<int64_t>(0, most));
   if (c.ep > 1) {
-    out.expert_params = std::min<uint64_t>(
-        out.params,
-        static_cast<uint64_t>(params.experts_per_layer * out.layers_max - expert_local));
+    out.expert_params =
+        std::min<uint64_t>(out.params, static_cast<uint64_t>(std::max<int64_t>(0, most_experts)));
   }
   out.window = uniform_load(out.layers_max);
   return out;

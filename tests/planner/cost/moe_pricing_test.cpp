@@ -8,6 +8,7 @@
 //   embedding and output layer 2 x 32000 x 4096 = 262,144,000, final norm 4,096.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -134,6 +135,40 @@ TEST(MoePricing, WholeExpertsLetEpSpanTensorAndDataParallelRanks) {
 // MoE layer, eh_proj [h, 2h], three norms and the router's e_score_correction_bias buffer, which
 // the planner, like transformers, does not count as a parameter), and the step by at least one
 // more MoE layer's time.
+// The memory peak is the stage holding the most parameters per rank, its routed experts split over
+// ep: an end stage's embedding can outweigh a middle stage's extra layers once ep divides the
+// experts. Qwen3-30B-A3B (48 layers, vocabulary 151,936 x 2,048 untied, 128 experts of 3 x 2,048
+// x 768 per layer) on pp 4 splits 11 / 13 / 13 / 11; with ep 8 an end stage's embedding or output
+// layer (311M) outweighs the middle stages' two extra layers (19M dense + 75M of experts per rank
+// each), while by whole counts the middle stages hold the most. The per-stage states are the
+// layout's own count (what materialize allocates); the peak must be the largest of them.
+TEST(MoePricing, ThePeakStageIsTheLargestPerRankAfterTheExpertSplit) {
+  for (int64_t ep : {1, 2, 8}) {
+    SCOPED_TRACE(ep);
+    Planner p(tensor::find_model_config("qwen3-30b-a3b"),
+              collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+              {.gpus = 64, .seq = 4096, .global_batch = 256}, {});
+    ParallelConfig c;
+    c.pp = 4;
+    c.dp = 16;
+    c.ep = ep;
+    c.zero = 1;
+    c.micro_batch = 1;
+    c.recompute = tensor::RecomputePolicy::kFull;
+    Bill bill;
+    (void)p.estimate(c, DimOrder::kTpInner, &bill);
+    ASSERT_EQ(bill.stage_states.size(), 4u);
+    int64_t largest = 0;
+    for (const StageStateBytes& s : bill.stage_states) largest = std::max(largest, s.parameters);
+    EXPECT_EQ(bill.parameter_bytes, largest);
+    if (ep == 8) {
+      // 11 / 13 / 13 / 11 layers: the ends hold 2 layers fewer and the embedding or the output
+      // layer (and final norm), and the most per rank.
+      EXPECT_GT(bill.parameter_bytes, bill.stage_states[1].parameters);
+    }
+  }
+}
+
 TEST(MoePricing, MultiTokenPredictionTrainsOnTheLastStage) {
   const tensor::ModelConfig with = tensor::find_model_config(
       std::string(SHARDPLAN_TEST_DATA_DIR) + "/hf_families/configs/tiny-deepseek-v3.json");
