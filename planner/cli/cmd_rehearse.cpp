@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -179,13 +180,8 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
   } catch (const Error& e) {
     error = e.what();
   }
-  int64_t failed = error.empty() ? 0 : 1;
-  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
-  if (failed != 0) {
-    if (world.size() == 1) throw Error(error);
-    print_error_line(
-        "shardplan: error: " + world.who() + ": " +
-        (error.empty() ? std::string("stopping: another rank found bad input") : error));
+  if (const std::optional<std::string> bad = planner::agree_on_input(world, error)) {
+    print_error_line("shardplan: error: " + world.who() + ": " + *bad);
     ctx.exit_code = ExitCode::kBadInput;
     return;
   }

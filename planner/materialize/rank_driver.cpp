@@ -83,6 +83,15 @@ std::string mesh_text(const MaterialLayout& l) {
   return os.str();
 }
 
+std::optional<std::string> agree_on_input(collectives::Communicator& world,
+                                          const std::string& error) {
+  int64_t failed = error.empty() ? 0 : 1;
+  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
+  if (failed == 0) return std::nullopt;
+  if (world.size() == 1) throw Error(error);
+  return error.empty() ? std::string("stopping: another rank found bad input") : error;
+}
+
 MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
                             const std::function<void(int64_t done, int64_t total)>& progress) {
   collectives::Communicator& world = *launch.world;
@@ -112,14 +121,8 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
   } catch (const Error& e) {
     error = e.what();
   }
-  int64_t failed = error.empty() ? 0 : 1;
-  world.all_reduce(&failed, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
-  if (failed != 0) {
-    if (world.size() == 1) throw Error(error);
-    report.bad_input =
-        error.empty() ? std::string("stopping: another rank found bad input") : error;
-    return report;
-  }
+  report.bad_input = agree_on_input(world, error);
+  if (report.bad_input) return report;
   report.layout = layout;
 
   // Run time: any failure ends the job.

@@ -81,6 +81,12 @@ struct MaterializeReport {
   std::optional<VerifyReport> verify;
 };
 
+// Note [Materialize failure policy]: the ranks agree on bad input with one all-reduce. `error` is
+// this rank's ("" when it found none); returns the line this rank stops with, or nothing when no
+// rank found any. With one rank its own error is thrown as shardplan::Error instead.
+std::optional<std::string> agree_on_input(collectives::Communicator& world,
+                                          const std::string& error);
+
 // "--device 'gpu'" is bad input: cpu or cuda.
 void check_device(const std::string& device);
 // The plan, checked against the request's --model and --cluster (if named): a plan for another

@@ -122,16 +122,8 @@ TEST(MaterializeShards, EveryPlacementEqualsTheSliceOfTheWhole) {
 using testing::tiny_llama;
 
 PlanFile tiny_plan(int64_t tp, int64_t pp, int64_t dp, int zero) {
-  Planner p(tiny_llama(), collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
-            {.gpus = tp * pp * dp, .seq = 64, .global_batch = 8}, {});
-  Pins pins;
-  pins.tp = tp;
-  pins.pp = pp;
-  pins.dp = dp;
-  pins.zero = zero;
-  const SearchResult r = p.search(pins, 1);
-  EXPECT_FALSE(r.top.empty());
-  return plan_file(p, r.top.at(0), "tiny-llama", 99);
+  return testing::pinned_plan(tiny_llama(), "tiny-llama",
+                              {.tp = tp, .pp = pp, .dp = dp, .zero = zero});
 }
 
 // The world and every mesh dim's group of a one-rank job.

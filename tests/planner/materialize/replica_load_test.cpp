@@ -56,17 +56,9 @@ TEST(ReplicaLoad, PartRowsTrimsTheRangesOfDimZero) {
 PlanFile tiny_checkpoint_plan(int64_t tp, int64_t pp, int64_t dp, int zero) {
   const std::filesystem::path dir =
       std::filesystem::path(SHARDPLAN_TEST_DATA_DIR) / "safetensors" / "tiny-llama";
-  Planner p(tensor::find_model_config((dir / "config.json").string()),
-            collectives::load_cluster(collectives::resolve_cluster("cpu-local")),
-            {.gpus = tp * pp * dp, .seq = 32, .global_batch = 8}, {});
-  Pins pins;
-  pins.tp = tp;
-  pins.pp = pp;
-  pins.dp = dp;
-  pins.zero = zero;
-  const SearchResult r = p.search(pins, 1);
-  EXPECT_FALSE(r.top.empty());
-  return plan_file(p, r.top.at(0), "tiny-llama", 0);
+  return testing::pinned_plan(tensor::find_model_config((dir / "config.json").string()),
+                              "tiny-llama",
+                              {.tp = tp, .pp = pp, .dp = dp, .zero = zero, .seq = 32, .seed = 0});
 }
 
 // tp 2 x pp 2 x dp 2 at ZeRO 0: a column-parallel weight is sharded on tp and replicated over dp
