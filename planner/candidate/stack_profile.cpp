@@ -108,6 +108,9 @@ StackProfile stack_from_json(const nlohmann::json& j, const std::string& origin)
   s.fp8_weight_casts = sourced_flag(doc, "fp8_weight_cast_per_micro_batch");
   s.interleaved_pipeline = sourced_flag(doc, "interleaved_pipeline");
   s.pp_overlap_interleaved = sourced_flag(doc, "pipeline_send_overlap");
+  if (doc.has("fp32_gradient_reduce")) {
+    s.fp32_gradient_reduce = sourced_flag(doc, "fp32_gradient_reduce");
+  }
   s.context_parallel = sourced_flag(doc, "context_parallel");
   s.expert_parallel = sourced_flag(doc, "expert_parallel");
   s.whole_experts = sourced_flag(doc, "whole_experts");

@@ -70,6 +70,9 @@ struct StackProfile {
   // micro-batch.
   bool fp8_current_scaling = true;
   bool fp8_weight_casts = false;
+  // The data-parallel gradient reduction in fp32 whatever the working dtype (torchtitan's FSDP2
+  // reduce_dtype; optional, false: in the recipe's gradient dtype).
+  bool fp32_gradient_reduce = false;
   // Pipeline sends overlapped with compute in interleaved schedules.
   bool pp_overlap_interleaved = true;
   std::vector<int> zero_stages = {0, 1, 2, 3};

@@ -360,7 +360,7 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
     if (c.zero == 3 && data_parallel_ranks(c) > 1 && kp.expert_params == 0) {
       // Every weight of the layer over the whole data-parallel group.
       const int64_t pbytes = kp.layer_params * ctx.recipe.param_bytes;
-      const int64_t gbytes = kp.layer_params * ctx.recipe.grad_bytes;
+      const int64_t gbytes = kp.layer_params * ctx.gradient_reduce_bytes;
       kp.fsdp_forward_s = seconds_of(CollectiveKind::kAllGather, pbytes, links[kDataGroup]);
       fsdp_scatter_s = seconds_of(CollectiveKind::kReduceScatter, gbytes, links[kDataGroup]);
       kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
@@ -369,11 +369,11 @@ const LayerPrices& price_layers(const StepContext& ctx, const ParallelConfig& c,
       kp.fsdp_dense_gather_s =
           seconds_of(CollectiveKind::kAllGather, kp.dense_params * ctx.recipe.param_bytes, data_l);
       kp.fsdp_dense_scatter_s = seconds_of(CollectiveKind::kReduceScatter,
-                                           kp.dense_params * ctx.recipe.grad_bytes, data_l);
+                                           kp.dense_params * ctx.gradient_reduce_bytes, data_l);
       kp.fsdp_expert_gather_s =
           seconds_of(CollectiveKind::kAllGather, kp.expert_params * ctx.recipe.param_bytes, dp_l);
       kp.fsdp_expert_scatter_s = seconds_of(CollectiveKind::kReduceScatter,
-                                            kp.expert_params * ctx.recipe.grad_bytes, dp_l);
+                                            kp.expert_params * ctx.gradient_reduce_bytes, dp_l);
       kp.fsdp_forward_s = kp.fsdp_dense_gather_s + kp.fsdp_expert_gather_s;
       fsdp_scatter_s = kp.fsdp_dense_scatter_s + kp.fsdp_expert_scatter_s;
       kp.fsdp_backward_s = kp.fsdp_forward_s + fsdp_scatter_s;
@@ -692,16 +692,16 @@ double split_data_parallel_sync(const StepContext& ctx, const ParallelConfig& c,
   };
   if (c.zero == 0) {
     return exposed_pair(part("all_reduce (dense gradients)", CollectiveKind::kAllReduce, data_l,
-                             dense * r.grad_bytes),
+                             dense * ctx.gradient_reduce_bytes),
                         part("all_reduce (expert gradients)", CollectiveKind::kAllReduce, dp_l,
-                             expert * r.grad_bytes),
+                             expert * ctx.gradient_reduce_bytes),
                         bwd_window);
   }
   const double e_rs =
       exposed_pair(part("reduce_scatter (dense gradients)", CollectiveKind::kReduceScatter, data_l,
-                        dense * r.grad_bytes),
+                        dense * ctx.gradient_reduce_bytes),
                    part("reduce_scatter (expert gradients)", CollectiveKind::kReduceScatter, dp_l,
-                        expert * r.grad_bytes),
+                        expert * ctx.gradient_reduce_bytes),
                    bwd_window);
   const double e_ag = exposed_pair(part("all_gather (updated dense parameters)",
                                         CollectiveKind::kAllGather, data_l, dense * r.param_bytes),
@@ -724,7 +724,7 @@ double data_parallel_sync(const StepContext& ctx, const ParallelConfig& c, const
     return split_data_parallel_sync(ctx, c, states, dp_l, data_l, bwd_window, fwd_window, buckets,
                                     rec, hidden);
   }
-  const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.recipe.grad_bytes;
+  const int64_t grad_bytes = static_cast<int64_t>(states.params) * ctx.gradient_reduce_bytes;
   const int64_t param_bytes = static_cast<int64_t>(states.params) * ctx.recipe.param_bytes;
   if (c.zero == 0) {
     const double t = seconds_of(CollectiveKind::kAllReduce, grad_bytes, data_l);
@@ -982,7 +982,7 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
           uniform ? "" : ", " + ctx.stack.names[static_cast<size_t>(k)] + " layers";
       if (kp.expert_params == 0) {
         const int64_t lp_bytes = kp.layer_params * recipe.param_bytes;
-        const int64_t lg_bytes = kp.layer_params * recipe.grad_bytes;
+        const int64_t lg_bytes = kp.layer_params * ctx.gradient_reduce_bytes;
         const double ag = seconds_of(CollectiveKind::kAllGather, lp_bytes, data_l);
         const double rs = seconds_of(CollectiveKind::kReduceScatter, lg_bytes, data_l);
         rec.add_data("all_gather (fsdp parameters" + of + ", forward and backward)",
@@ -1013,10 +1013,10 @@ void record_stage_collectives(const StepContext& ctx, const ParallelConfig& c,
               share(ag_exposed, kp.fsdp_expert_gather_s, ag));
       rec.add_data("reduce_scatter (fsdp dense gradients" + of + ")",
                    CollectiveKind::kReduceScatter, links[kDataGroup],
-                   kp.dense_params * recipe.grad_bytes, calls, kp.fsdp_dense_scatter_s * cd,
+                   kp.dense_params * ctx.gradient_reduce_bytes, calls, kp.fsdp_dense_scatter_s * cd,
                    share(rs_exposed, kp.fsdp_dense_scatter_s, rs));
       rec.add("reduce_scatter (fsdp expert gradients" + of + ")", CollectiveKind::kReduceScatter,
-              kDpDim, dp_l, kp.expert_params * recipe.grad_bytes, calls,
+              kDpDim, dp_l, kp.expert_params * ctx.gradient_reduce_bytes, calls,
               kp.fsdp_expert_scatter_s * cd, share(rs_exposed, kp.fsdp_expert_scatter_s, rs));
     }
   }

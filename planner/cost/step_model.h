@@ -104,6 +104,10 @@ struct StepContext {
   TrainingSetup setup;
   ComputeModel compute;
   MixedPrecision recipe = MixedPrecision::adam_16bit();
+  // Bytes per gradient element the data-parallel reduction moves (all-reduce, reduce-scatter):
+  // the recipe's gradients, or fp32 where the stack reduces in fp32 (StackProfile::
+  // fp32_gradient_reduce). Memory keeps the recipe's.
+  int64_t gradient_reduce_bytes = 2;
   int64_t activation_itemsize = 2;
   double memory_capacity_bytes = 0;
   // Kept free below the capacity (PlannerOptions::memory_headroom_bytes): a plan fits when its

@@ -795,6 +795,9 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.pp_overlap_interleaved = options.stack.pp_overlap_interleaved;
   ctx.compute.fp8_weight_casts = options.stack.fp8_weight_casts;
   ctx.recipe = training_recipe(cpu);
+  ctx.gradient_reduce_bytes = options.stack.fp32_gradient_reduce
+                                  ? std::max<int64_t>(4, ctx.recipe.grad_bytes)
+                                  : ctx.recipe.grad_bytes;
   ctx.activation_itemsize = tensor::itemsize(I.dtype);
   const collectives::Cluster sized = collectives::cluster_for(I.cluster, placed);
   ctx.memory_capacity_bytes = sized.accelerator.memory_gb.value * 1e9;

@@ -72,6 +72,12 @@ TEST(StackProfile, ABadFileNamesTheField) {
               ThrowsMessage<Error>(HasSubstr("source")));
   ring["ring_attention_rate"] = {{"value", 0.5}, {"source", "s"}};
   EXPECT_DOUBLE_EQ(stack_from_json(ring, "x.json").ring_attention_rate, 0.5);
+  // So is the optional fp32 gradient reduction, a flag with its source.
+  EXPECT_TRUE(load_stack(resolve_stack("torchtitan")).fp32_gradient_reduce);
+  EXPECT_FALSE(load_stack(resolve_stack("megatron")).fp32_gradient_reduce);
+  ring["fp32_gradient_reduce"] = {{"value", true}};
+  EXPECT_THAT([&] { (void)stack_from_json(ring, "x.json"); },
+              ThrowsMessage<Error>(HasSubstr("fp32_gradient_reduce")));
   EXPECT_THAT([&] { (void)resolve_stack("no-such-stack"); },
               ThrowsMessage<Error>(HasSubstr("no-such-stack")));
 }
