@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "planner/candidate/parallel_dims.h"
+#include "tests/tensor/json_hostile_support.h"
 
 namespace shardplan::planner {
 namespace {
@@ -117,6 +118,20 @@ TEST(LinkSweep, AHostileRehearsalDocumentNamesTheField) {
   j = doc();
   j["links"][0]["extra"] = 1;
   refused(j, "extra");
+}
+
+// Every field replaced by hostile values, removed, or joined by an unknown key, then mutated copies
+// of the document: read, or refused with shardplan::Error naming the field, nothing else.
+TEST(LinkSweep, MutatedRehearsalDocumentsAreReadOrRefused) {
+  const test::Reader r{"rehearsal",
+                       [](const nlohmann::json& j) {
+                         (void)rehearsal_link_inputs(j, "r.json", collectives::Library::kNccl);
+                       },
+                       doc(),
+                       {""},  // the rest of the rehearsal document is not calibrate's to check
+                       {"collectives"}};
+  test::sweep_fields(r);
+  EXPECT_GT(test::fuzz(r, 400, 2026), 100);
 }
 
 }  // namespace
