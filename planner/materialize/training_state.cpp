@@ -68,8 +68,9 @@ TrainingState allocate_training_state(const MaterialLayout& layout,
                                       const std::vector<LocalParameter>& parts,
                                       ShardMemory& memory) {
   const PlanFile& f = layout.file();
+  // What the prediction priced (plans written before it carried none: the cluster's recipe).
   const MixedPrecision recipe =
-      training_recipe(f.cluster.accelerator.arch == collectives::Arch::kCpu);
+      f.recipe.value_or(training_recipe(f.cluster.accelerator.arch == collectives::Arch::kCpu));
   TrainingState s;
   s.memory = &memory;
   const auto add = [&](int64_t bytes, const LocalParameter& part, const char* what) {

@@ -139,6 +139,7 @@ PlanFile plan_file(Planner& p, const PlanResult& r, std::string_view model_name,
   (void)p.estimate(r.config, r.order, &bill);
   f.stage_states = bill.stage_states;
   f.collectives = bill.collectives;
+  f.recipe = p.context().recipe;
   return f;
 }
 
@@ -191,6 +192,13 @@ nlohmann::ordered_json plan_to_json(const PlanFile& f) {
     nlohmann::ordered_json cs = nlohmann::ordered_json::array();
     for (const BillCollective& c : f.collectives) cs.push_back(collective_json(c));
     j["prediction"]["collectives"] = cs;
+  }
+  if (f.recipe) {
+    j["prediction"]["bytes_per_parameter"] = {
+        {"weights", f.recipe->param_bytes},
+        {"gradients", f.recipe->grad_bytes},
+        {"master_weights", f.recipe->master_bytes},
+        {"optimizer_states", f.recipe->optimizer_state_bytes}};
   }
   return j;
 }
@@ -392,6 +400,18 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
                 "holds " + std::to_string(f.stage_states.size()) + " stages, expected one per " +
                     "pipeline stage (pp " + std::to_string(f.config.pp) + ")");
       }
+    }
+    // Optional: plans written before it have none.
+    if (pr.has("bytes_per_parameter")) {
+      JsonFields b = pr.object("bytes_per_parameter");
+      constexpr int64_t kMaxBytes = 16;
+      MixedPrecision r;
+      r.param_bytes = b.integer("weights", 1, kMaxBytes);
+      r.grad_bytes = b.integer("gradients", 1, kMaxBytes);
+      r.master_bytes = b.integer("master_weights", 0, kMaxBytes);
+      r.optimizer_state_bytes = b.integer("optimizer_states", 0, kMaxBytes);
+      b.done();
+      f.recipe = r;
     }
     // Optional: plans written before rehearse have none.
     if (pr.has("collectives")) {

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "mesh/placement.h"
+#include "planner/cost/model_state_memory.h"
 #include "planner/search/planner.h"
 #include "tensor/dtype.h"
 #include "tensor/models/model_config.h"
@@ -63,6 +65,10 @@ struct PlanFile {
   // The bill's collectives, as priced (what `rehearse` runs and times). Empty in plans written
   // before it.
   std::vector<BillCollective> collectives;
+  // Bytes per parameter of the model state the prediction priced (working weights, gradients,
+  // master weights, optimizer moments): what `materialize --state model` allocates. Absent in
+  // plans written before it (training_recipe of the plan's cluster then).
+  std::optional<MixedPrecision> recipe;
   // [pp, dp / ep, ep, cp, tp] and the names of Note [Candidate mesh dims].
   std::vector<int64_t> mesh_shape() const;
   bool operator==(const PlanFile&) const = default;

@@ -204,6 +204,30 @@ TEST(PlanFile, CollectivesAreOptionalAndChecked) {
       nlohmann::json::parse(plan_to_json(old).dump())["prediction"].contains("collectives"));
 }
 
+// The model state's bytes per parameter the prediction priced (what materialize allocates):
+// fp32 Adam on a CPU cluster, 4 + 4 + 0 + 8; optional on read, each count checked.
+TEST(PlanFile, BytesPerParameterAreThePricedRecipe) {
+  nlohmann::json j = gpt2_plan_json();
+  const nlohmann::json& b = j["prediction"]["bytes_per_parameter"];
+  EXPECT_EQ(b,
+            nlohmann::json::parse(
+                R"({"weights": 4, "gradients": 4, "master_weights": 0, "optimizer_states": 8})"));
+  const PlanFile f = plan_from_json(j, "plan.json");
+  ASSERT_TRUE(f.recipe.has_value());
+  EXPECT_EQ(*f.recipe, MixedPrecision::adam_fp32());
+  nlohmann::json bad = j;
+  bad["prediction"]["bytes_per_parameter"]["gradients"] = 0;
+  EXPECT_THAT(refusal(bad), HasSubstr("bytes_per_parameter.gradients"));
+  bad = j;
+  bad["prediction"]["bytes_per_parameter"]["moments"] = 8;
+  EXPECT_THAT(refusal(bad), HasSubstr("unknown key"));
+  j["prediction"].erase("bytes_per_parameter");
+  const PlanFile old = plan_from_json(j, "plan.json");
+  EXPECT_FALSE(old.recipe.has_value());
+  EXPECT_FALSE(nlohmann::json::parse(plan_to_json(old).dump())["prediction"].contains(
+      "bytes_per_parameter"));
+}
+
 TEST(PlanFile, IsSelfContainedWithHashesOfModelAndCluster) {
   const nlohmann::json j = gpt2_plan_json();
   EXPECT_EQ(j["cluster"]["name"], "cpu-local");
