@@ -29,11 +29,11 @@ size_t checked_count(int64_t bytes) {
   return static_cast<size_t>(bytes / 4);
 }
 
-// Note [Measuring like nccl-tests]: `iterations` in-place operations between two barriers, the
-// slowest rank's average. In place and without a refill, as nccl-tests times it: the sums grow
-// (to infinity for large groups), which costs float additions nothing.
-NcclTestsRow timed_row(Communicator& comm, const BenchmarkOptions& options, void* buffer,
-                       int64_t bytes) {
+// Note [Measuring like nccl-tests]: `iterations` in-place operations between two barriers; this
+// rank's average, in microseconds. In place and without a refill, as nccl-tests times it: the
+// sums grow (to infinity for large groups), which costs float additions nothing.
+double local_time_us(Communicator& comm, const BenchmarkOptions& options, void* buffer,
+                     int64_t bytes) {
   const size_t count = checked_count(bytes);
   const int iterations =
       bytes >= (16 << 20) ? std::max(1, options.iterations / 2) : options.iterations;
@@ -43,13 +43,14 @@ NcclTestsRow timed_row(Communicator& comm, const BenchmarkOptions& options, void
     comm.all_reduce(buffer, count, ReduceElement::kFloat32, ReduceOp::kSum);
   }
   comm.barrier();
-  double us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-      iterations;
-  comm.all_reduce(&us, 1, ReduceElement::kFloat64, ReduceOp::kMax);
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+         iterations;
+}
+
+NcclTestsRow row_of(int64_t bytes, double us) {
   NcclTestsRow row;
   row.bytes = bytes;
-  row.count = static_cast<int64_t>(count);
+  row.count = bytes / 4;
   row.out_of_place_us = us;
   return row;
 }
@@ -75,7 +76,9 @@ NcclTestsLog benchmark_all_reduce(Communicator& comm, const BenchmarkOptions& op
                              std::to_string(buffer[i]) + ", expected " + std::to_string(want));
       }
     }
-    log.rows.push_back(timed_row(comm, options, buffer.data(), bytes));
+    double us = local_time_us(comm, options, buffer.data(), bytes);
+    comm.all_reduce(&us, 1, ReduceElement::kFloat64, ReduceOp::kMax);  // host memory: MPI, self
+    log.rows.push_back(row_of(bytes, us));
   }
   return log;
 }
@@ -90,7 +93,7 @@ NcclTestsLog benchmark_all_reduce_in(Communicator& comm, const BenchmarkOptions&
     for (int i = 0; i < options.warmup; ++i) {
       comm.all_reduce(buffer, checked_count(bytes), ReduceElement::kFloat32, ReduceOp::kSum);
     }
-    log.rows.push_back(timed_row(comm, options, buffer, bytes));
+    log.rows.push_back(row_of(bytes, local_time_us(comm, options, buffer, bytes)));
   }
   return log;
 }

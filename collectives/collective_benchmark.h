@@ -40,7 +40,9 @@ NcclTestsLog benchmark_all_reduce(Communicator& comm, const BenchmarkOptions& op
 
 // The same on a buffer of the caller's of at least the largest size, in the memory `comm` works
 // on (device memory for NCCL). Its contents are the caller's to fill; the results are not checked
-// (a device buffer is not readable here): `shardplan rehearse` times a job's own backend with it.
+// (a device buffer is not readable here), and each row's time is this rank's: the caller takes
+// the slowest rank's over a communicator of host memory (an NCCL one moves device buffers only).
+// `shardplan rehearse` times a job's own backend with it.
 NcclTestsLog benchmark_all_reduce_in(Communicator& comm, const BenchmarkOptions& options,
                                      void* buffer, int64_t buffer_bytes, int64_t nodes,
                                      int64_t ranks_per_node, std::string origin);

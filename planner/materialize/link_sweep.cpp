@@ -107,20 +107,33 @@ std::vector<LinkSweep> sweep_links(
   const std::vector<std::vector<size_t>> all = rehearsal_groups(plan);
   SP_ASSERT(all.size() == groups.size(), "one communicator per rehearsal group");
   for (LinkSweep& s : sweeps) {
+    // Every rank knows the sizes (from the plan), so every rank joins the one all-reduce of the
+    // times below; ranks outside rank 0's group give 0.
+    collectives::BenchmarkOptions bench;
+    const int64_t cap = sweep_cap(plan, s.dims);
+    std::erase_if(bench.sizes, [&](int64_t b) { return b > cap; });
+    if (bench.sizes.back() != cap) bench.sizes.push_back(cap);
+    std::vector<double> us(bench.sizes.size(), 0.0);
     const std::vector<int64_t> members = group_of_rank0(plan.mesh_shape(), s.dims);
     if (std::binary_search(members.begin(), members.end(), world.rank())) {
       const auto g = static_cast<size_t>(std::find(all.begin(), all.end(), s.dims) - all.begin());
-      collectives::BenchmarkOptions bench;
-      const int64_t cap = sweep_cap(plan, s.dims);
-      std::erase_if(bench.sizes, [&](int64_t b) { return b > cap; });
-      if (bench.sizes.back() != cap) bench.sizes.push_back(cap);
       const ZeroedBuffer buffer(memory, cap);
-      collectives::NcclTestsLog log = collectives::benchmark_all_reduce_in(
+      const collectives::NcclTestsLog mine = collectives::benchmark_all_reduce_in(
           *groups[g], bench, buffer.data(), cap, s.log.nodes, s.log.ranks_per_node, s.log.origin);
-      log.same_ranks_per_node = s.log.same_ranks_per_node;
-      s.log = std::move(log);
+      for (size_t i = 0; i < us.size(); ++i) us[i] = mine.rows[i].out_of_place_us;
     }
-    world.barrier();
+    // The slowest rank's time per size, over the world (host memory: MPI's, whatever moved the
+    // buffers).
+    world.all_reduce(us.data(), us.size(), collectives::ReduceElement::kFloat64,
+                     collectives::ReduceOp::kMax);
+    for (size_t i = 0; i < us.size(); ++i) {
+      collectives::NcclTestsRow row;
+      row.line = static_cast<int64_t>(i) + 1;
+      row.bytes = bench.sizes[i];
+      row.count = bench.sizes[i] / 4;
+      row.out_of_place_us = us[i];
+      s.log.rows.push_back(row);
+    }
   }
   return sweeps;
 }

@@ -14,7 +14,9 @@
 // contention of every group at once (which the cost model prices from the cluster file's NIC
 // shares). A group's nodes follow from the launcher's ranks per node, ranks placed node by node
 // in mesh order (the placement plan.json's mesh assumes). Device buffers are not read back, so
-// unlike `calibrate --mpi` the sums are not checked; rehearse is about time.
+// unlike `calibrate --mpi` the sums are not checked; rehearse is about time. The slowest rank's
+// time per size is taken over the world communicator (MPI, host memory), never over an NCCL
+// group, which moves device buffers only.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +45,8 @@ struct LinkSweep {
 std::vector<LinkSweep> link_sweep_groups(const PlanFile& plan, int64_t ranks_per_node);
 
 // Runs Note [Link sweeps]; `groups[i]` is this rank's communicator for rehearsal_groups(plan)[i].
-// Collective over `world`. Rank 0 gets the logs; ranks outside its groups get empty rows.
+// Collective over `world` (a communicator of host memory): every rank gets the logs, each row the
+// slowest rank's time.
 std::vector<LinkSweep> sweep_links(
     const PlanFile& plan, collectives::Communicator& world,
     const std::vector<std::unique_ptr<collectives::Communicator>>& groups, ShardMemory& memory,
