@@ -42,7 +42,11 @@ NcclTestsLog benchmark_all_reduce(Communicator& comm, const BenchmarkOptions& op
 // on (device memory for NCCL). Its contents are the caller's to fill; the results are not checked
 // (a device buffer is not readable here), and each row's time is this rank's: the caller takes
 // the slowest rank's over a communicator of host memory (an NCCL one moves device buffers only).
-// `shardplan rehearse` times a job's own backend with it.
+// The window ends at the last operation's return, not at a closing barrier (NCCL's allocates and
+// synchronizes). The job's backend blocks in every call (the NCCL communicator synchronizes its
+// stream), where nccl-tests queues its loop and synchronizes once: small sizes carry that host
+// synchronization, so a latency fitted to them is an upper bound. `shardplan rehearse` times a
+// job's own backend with it.
 NcclTestsLog benchmark_all_reduce_in(Communicator& comm, const BenchmarkOptions& options,
                                      void* buffer, int64_t buffer_bytes, int64_t nodes,
                                      int64_t ranks_per_node, std::string origin);

@@ -232,8 +232,9 @@ void calibrate_rehearsal(CliContext& ctx, const CalibrateOptions& o,
 // measurements (Note [Compute calibration] in planner/cost/compute_calibration.h).
 void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
                        const collectives::Cluster& base) {
-  SP_CHECK(o.logs.empty() && o.links.empty() && !o.mpi,
-           "--compute fits compute figures, expected no --log, --link or --mpi with it");
+  SP_CHECK(o.logs.empty() && o.links.empty() && !o.mpi && o.rehearsal.empty(),
+           "--compute fits compute figures, expected no --log, --link, --mpi or --rehearsal with "
+           "it");
   const std::filesystem::path stack_path = planner::resolve_stack(o.stack);
   const planner::StackProfile stack = planner::load_stack(stack_path);
   constexpr int kMaxDepth = 8;

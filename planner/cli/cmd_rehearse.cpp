@@ -53,6 +53,8 @@ struct RehearsalJob {
   std::function<void(int)> abort;
   int64_t local_rank = 0;
   int64_t ranks_per_node = 1;  // the launcher's, on this rank's node
+  // This rank's node holds world ranks r - r % ranks_per_node onwards (Note [Link sweeps]).
+  bool node_by_node = true;
   std::string backend;
   std::unique_ptr<collectives::Communicator> keep;  // a parent the groups were split from
 };
@@ -85,7 +87,7 @@ nlohmann::ordered_json links_json(const std::vector<planner::LinkSweep>& sweeps)
 nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::PlanFile& f,
                                       const planner::Rehearsal& r,
                                       const std::vector<planner::LinkSweep>& sweeps,
-                                      const RehearsalJob& job) {
+                                      const std::string& no_sweep, const RehearsalJob& job) {
   nlohmann::ordered_json j;
   j["format"] = "shardplan.rehearsal";
   j["model"] = f.model_name;
@@ -114,6 +116,7 @@ nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::Plan
   j["total"] = {{"predicted_s", r.predicted_s}, {"measured_s", r.measured_s}};
   j["exposed"] = {{"predicted_s", r.predicted_exposed_s}, {"measured_s", r.measured_exposed_s}};
   j["links"] = links_json(sweeps);
+  if (!no_sweep.empty()) j["links_skipped"] = no_sweep;
   return j;
 }
 
@@ -124,7 +127,8 @@ std::string seconds_text(double s) {
 }
 
 void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const planner::Rehearsal& r,
-                     const std::vector<planner::LinkSweep>& sweeps, const RehearsalJob& job) {
+                     const std::vector<planner::LinkSweep>& sweeps, const std::string& no_sweep,
+                     const RehearsalJob& job) {
   std::cout << "rehearsed " << a.plan << " (" << f.model_name << ") on " << job.world->size() << " "
             << a.device << " rank" << (job.world->size() == 1 ? "" : "s") << " through "
             << job.backend << ": one step's collectives, predicted against measured\n";
@@ -148,6 +152,9 @@ void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const pl
             << seconds_text(r.measured_s) << "; exposed (the plan's hiding applied): predicted "
             << seconds_text(r.predicted_exposed_s) << ", measured "
             << seconds_text(r.measured_exposed_s) << "\n";
+  if (!no_sweep.empty() && no_sweep != "--no-links") {
+    std::cout << "no link sweeps: " << no_sweep << "\n";
+  }
   for (const planner::LinkSweep& s : sweeps) {
     if (s.log.rows.empty()) continue;
     std::cout << "link sweep (" << (s.intra ? "inside a node" : "across nodes")
@@ -186,9 +193,20 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     return;
   }
   // Note [Link sweeps] assumes the same ranks on every node.
-  int64_t per_node[2] = {job.ranks_per_node, -job.ranks_per_node};  // max, -min
-  world.all_reduce(per_node, 2, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
-  const bool sweep = a.links && per_node[0] == -per_node[1];
+  // Note [Link sweeps] assumes the same ranks on every node, placed node by node.
+  int64_t placement[3] = {job.ranks_per_node, -job.ranks_per_node, job.node_by_node ? 0 : 1};
+  world.all_reduce(placement, 3, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
+  std::string no_sweep;
+  if (!a.links) {
+    no_sweep = "--no-links";
+  } else if (placement[0] != -placement[1]) {
+    no_sweep = "nodes run " + std::to_string(-placement[1]) + " to " +
+               std::to_string(placement[0]) + " ranks; the sweeps need the same on every node";
+  } else if (placement[2] != 0) {
+    no_sweep =
+        "ranks are not placed node by node (mpirun --map-by node?); the sweeps need ranks "
+        "0..n-1 on the first node, n..2n-1 on the next";
+  }
   planner::Rehearsal r;
   std::vector<planner::LinkSweep> sweeps;
   try {
@@ -196,7 +214,9 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     const std::vector<std::unique_ptr<collectives::Communicator>> groups =
         job.groups(m, group_dims);
     r = planner::rehearse(f, world, groups, *memory, a.options);
-    if (sweep) sweeps = planner::sweep_links(f, world, groups, *memory, job.ranks_per_node);
+    if (no_sweep.empty()) {
+      sweeps = planner::sweep_links(f, world, groups, *memory, job.ranks_per_node);
+    }
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;
     print_error_line("shardplan: error: " + world.who() + ": " + e.what());
@@ -204,12 +224,12 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     job.abort(1);
   }
   if (world.rank() != 0) return;
-  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, sweeps, job);
+  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, sweeps, no_sweep, job);
   if (!a.out.empty()) write_file_atomically(a.out, doc.dump(2) + "\n", "--out");
   if (ctx.json) {
     print_json_document(doc);
   } else {
-    print_rehearsal(a, f, r, sweeps, job);
+    print_rehearsal(a, f, r, sweeps, no_sweep, job);
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }
 }
@@ -241,6 +261,15 @@ void run_rehearse(CliContext& ctx, const RehearseArgs& a) {
     job.abort = [&session](int code) { session.abort(code); };
     job.local_rank = session.local_rank();
     job.ranks_per_node = session.local_size();
+    {
+      // The lowest world rank on this node is where node-by-node placement starts it.
+      const std::unique_ptr<collectives::Communicator> node =
+          collectives::mpi_node_communicator(session);
+      int64_t first = session.world_rank();
+      node->all_reduce(&first, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMin);
+      job.node_by_node =
+          first == session.world_rank() - session.world_rank() % session.local_size();
+    }
     run_job(ctx, a, job);
     return;
   }

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/json_fields.h"
+#include "base/limits.h"
 #include "collectives/collective_benchmark.h"
 #include "collectives/collective_call.h"
 #include "planner/materialize/rehearsal.h"
@@ -173,7 +174,6 @@ std::vector<collectives::CalibrationInput> rehearsal_link_inputs(const nlohmann:
                "', expected all_reduce (what rehearse sweeps)");
       return kind;
     });
-    constexpr int64_t kMaxRanks = int64_t{1} << 24;
     in.log.ranks = l.integer("ranks", 2, kMaxRanks);
     in.log.nodes = l.integer("nodes", 1, in.log.ranks);
     in.log.ranks_per_node = l.integer("ranks_per_node", 1, in.log.ranks);
@@ -189,7 +189,8 @@ std::vector<collectives::CalibrationInput> rehearsal_link_inputs(const nlohmann:
       if (row.bytes % 4 != 0) r.fail("bytes", "expected a multiple of 4 (float32 elements)");
       row.count = row.bytes / 4;
       const double t = r.number("time_s");
-      if (!(t > 0 && t < 1e6)) r.fail("time_s", "expected a time in seconds, > 0");
+      // A nanosecond is below any collective's time (and keeps the fit's 1 / t^2 weights finite).
+      if (!(t >= 1e-9 && t < 1e6)) r.fail("time_s", "expected a time in seconds, 1e-9 to 1e6");
       row.out_of_place_us = t * 1e6;
       r.done();
       in.log.rows.push_back(row);

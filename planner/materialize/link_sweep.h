@@ -1,6 +1,6 @@
-// The links under a plan's groups, measured by `shardplan rehearse` the way nccl-tests measures
-// them, so that `shardplan calibrate --rehearsal` fits the cluster file to the job's own backend
-// (NCCL on GPUs, MPI on CPUs) with the nccl-tests fit (collectives/calibration.h).
+// The links under a plan's groups, timed by `shardplan rehearse` at nccl-tests' sizes, so that
+// `shardplan calibrate --rehearsal` fits the cluster file to the job's own backend (NCCL on GPUs,
+// MPI on CPUs) with the nccl-tests fit (collectives/calibration.h).
 //   std::vector<LinkSweep> s = sweep_links(plan, *world, groups, *memory, ranks_per_node);
 //   s[0].log;   // an all-reduce over a group inside one node, nccl-tests' sizes
 //
@@ -13,10 +13,11 @@
 // other rank waits, so the network carries one group, as nccl-tests measures it, not the
 // contention of every group at once (which the cost model prices from the cluster file's NIC
 // shares). A group's nodes follow from the launcher's ranks per node, ranks placed node by node
-// in mesh order (the placement plan.json's mesh assumes). Device buffers are not read back, so
-// unlike `calibrate --mpi` the sums are not checked; rehearse is about time. The slowest rank's
-// time per size is taken over the world communicator (MPI, host memory), never over an NCCL
-// group, which moves device buffers only.
+// in mesh order (the placement plan.json's mesh assumes; rehearse checks it against the nodes the
+// launcher reports and skips the sweeps, saying why, when it does not hold). Device buffers are not
+// read back, so unlike `calibrate --mpi` the sums are not checked; rehearse is about time. The
+// slowest rank's time per size is taken over the world communicator (MPI, host memory), never over
+// an NCCL group, which moves device buffers only.
 #pragma once
 
 #include <cstddef>

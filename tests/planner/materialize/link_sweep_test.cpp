@@ -101,6 +101,12 @@ TEST(LinkSweep, AHostileRehearsalDocumentNamesTheField) {
   j["links"][0]["rows"][0]["time_s"] = 0;
   refused(j, "links[0].rows[0].time_s");
   j = doc();
+  j["links"][0]["rows"][0]["time_s"] = 1e-300;  // would overflow the fit's 1 / t^2 weights
+  refused(j, "1e-9 to 1e6");
+  j = doc();
+  j["links"][0]["ranks"] = int64_t{1} << 21;  // beyond the ranks any job can have
+  refused(j, "links[0].ranks");
+  j = doc();
   j["links"][0]["rows"][0]["bytes"] = 6;
   refused(j, "multiple of 4");
   j = doc();
