@@ -29,7 +29,13 @@ function(mpirun expected np)
 endfunction()
 
 # 1. The whole model state of a Llama-shaped fp32 model (about 100 MB per rank, so that the
-#    resident set's page-level noise is far below the 10 % asked).
+#    resident set's page-level noise is far below the 10 % asked). Under AddressSanitizer the
+#    resident set also holds its shadow memory, one byte per 8 allocated (12.5 %), and the
+#    allocations' redzones: 25 % there (seen: 14.3 %).
+set(tolerance_pct 10)
+if(SANITIZED)
+  set(tolerance_pct 25)
+endif()
 set(model "${WORK_DIR}/llama-fp32.json")
 file(WRITE "${model}" [=[{"model_type": "llama", "vocab_size": 8000, "hidden_size": 512,
  "intermediate_size": 1408, "num_hidden_layers": 4, "num_attention_heads": 8,
@@ -39,7 +45,7 @@ foreach(zero 1 3)
   run(0 plan --model "${model}" --cluster cpu-local --gpus 4 --seq 128 --global-batch 8 --tp 2
       --dp 2 --zero ${zero} --out "${WORK_DIR}/state${zero}.json")
   mpirun(0 4 materialize --plan "${WORK_DIR}/state${zero}.json" --state model --check-memory
-         --json)
+         --memory-tolerance 0.${tolerance_pct} --json)
   json_length(n "${OUT}" classes)
   math(EXPR last "${n} - 1")
   foreach(i RANGE ${last})
@@ -47,12 +53,13 @@ foreach(zero 1 3)
     json_get(predicted "${OUT}" classes ${i} predicted_bytes)
     json_get(grads "${OUT}" classes ${i} allocated_bytes gradients)
     json_get(params "${OUT}" classes ${i} allocated_bytes parameters)
-    # Within 10 %, in integer arithmetic: |measured - predicted| * 10 <= predicted.
-    math(EXPR off "(${measured} - ${predicted}) * 10")
+    # Within the tolerance, in integer arithmetic: |measured - predicted| * 100 <= pct x predicted.
+    math(EXPR off "(${measured} - ${predicted}) * 100")
+    math(EXPR allowed "${predicted} * ${tolerance_pct}")
     if(off LESS 0)
       math(EXPR off "-(${off})")
     endif()
-    if(off GREATER predicted OR grads EQUAL 0)
+    if(off GREATER allowed OR grads EQUAL 0)
       message(FATAL_ERROR "ZeRO ${zero}: class ${i} measured ${measured} bytes, predicted "
                           "${predicted}, gradients ${grads}:\n${OUT}")
     endif()
