@@ -3,6 +3,7 @@
 // point on CPU and CUDA] in kernels/fp_ops.h). Inputs are the integers a random draw produces:
 //   float l = det::log_scaled_f32(m, -24);   // log(m * 2^-24), 1 <= m <= 2^24
 //   float c = det::cos_turns_f32(n);         // cos(2 pi n / 2^24), n < 2^24
+//   float s = det::sin_turns_f32(n);         // sin(2 pi n / 2^24)
 #pragma once
 
 #include <cstdint>
@@ -20,9 +21,10 @@
 // cos(2 pi n / 2^bits): the angle is in whole turns, so the reduction to a quadrant q and an offset
 // f in [-1/2, 1/2] quarter-turns is integer arithmetic on n and exact; cos and sin of (pi/2) f are
 // Taylor series in f (coefficients (pi/2)^k / k!, alternating), truncated where the next term is
-// below 3e-9 (float) or 1e-20 (double) relative. Coefficients are hex literals (exact bits),
-// computed with 300-bit mpmath and rounded to nearest; never computed at compile time, so nvcc's
-// front end and GCC cannot disagree about them.
+// below 3e-9 (float) or 1e-20 (double) relative. sin is cos a quarter turn earlier: the same
+// reduction with the quadrant moved, so a Box-Muller pair shares one reduction and two series.
+// Coefficients are hex literals (exact bits), computed with 300-bit mpmath and rounded to nearest;
+// never computed at compile time, so nvcc's front end and GCC cannot disagree about them.
 
 namespace shardplan::kernels::det {
 
@@ -149,8 +151,15 @@ SHARDPLAN_HD SHARDPLAN_INLINE T by_quadrant(unsigned q, T cos_f, T sin_f) {
 
 }  // namespace detail
 
-// cos(2 pi n / 2^24) for 0 <= n < 2^24, in float.
-SHARDPLAN_HD SHARDPLAN_INLINE float cos_turns_f32(uint32_t n) {
+// The exact part of cos and sin of 2 pi n / 2^24: the quadrant q and the polynomials at the
+// centred offset, from which cos_turns_f32 and sin_turns_f32 pick their values.
+struct TurnsF32 {
+  unsigned q;
+  float cos_f;
+  float sin_f;
+};
+
+SHARDPLAN_HD SHARDPLAN_INLINE TurnsF32 reduce_turns_f32(uint32_t n) {
   // n / 2^24 turns = n / 2^22 quarter turns: q whole quarters plus r / 2^22 (exact integer split).
   unsigned q = n >> 22;
   int32_t r = static_cast<int32_t>(n & 0x3FFFFFu);
@@ -160,11 +169,29 @@ SHARDPLAN_HD SHARDPLAN_INLINE float cos_turns_f32(uint32_t n) {
   }
   const float f = static_cast<float>(r) * 0x1p-22f;  // exact
   const float f2 = f * f;
-  return detail::by_quadrant(q, detail::cos_quarter_f32(f2), detail::sin_quarter_f32(f, f2));
+  return TurnsF32{q, detail::cos_quarter_f32(f2), detail::sin_quarter_f32(f, f2)};
 }
 
-// cos(2 pi n / 2^53) for 0 <= n < 2^53, in double.
-SHARDPLAN_HD SHARDPLAN_INLINE double cos_turns_f64(uint64_t n) {
+// cos(2 pi n / 2^24) for 0 <= n < 2^24, in float.
+SHARDPLAN_HD SHARDPLAN_INLINE float cos_turns_f32(uint32_t n) {
+  const TurnsF32 t = reduce_turns_f32(n);
+  return detail::by_quadrant(t.q, t.cos_f, t.sin_f);
+}
+
+// sin(2 pi n / 2^24) = cos of the angle a quarter turn earlier: the same polynomials, the quadrant
+// moved by 3 (mod 4), so sin_turns_f32(n) == cos_turns_f32((n + 3 * 2^22) mod 2^24) bit for bit.
+SHARDPLAN_HD SHARDPLAN_INLINE float sin_turns_f32(uint32_t n) {
+  const TurnsF32 t = reduce_turns_f32(n);
+  return detail::by_quadrant(t.q + 3u, t.cos_f, t.sin_f);
+}
+
+struct TurnsF64 {
+  unsigned q;
+  double cos_f;
+  double sin_f;
+};
+
+SHARDPLAN_HD SHARDPLAN_INLINE TurnsF64 reduce_turns_f64(uint64_t n) {
   unsigned q = static_cast<unsigned>(n >> 51);
   int64_t r = static_cast<int64_t>(n & ((uint64_t{1} << 51) - 1));
   if (r >= (int64_t{1} << 50)) {
@@ -173,7 +200,19 @@ SHARDPLAN_HD SHARDPLAN_INLINE double cos_turns_f64(uint64_t n) {
   }
   const double f = static_cast<double>(r) * 0x1p-51;  // exact
   const double f2 = f * f;
-  return detail::by_quadrant(q, detail::cos_quarter_f64(f2), detail::sin_quarter_f64(f, f2));
+  return TurnsF64{q, detail::cos_quarter_f64(f2), detail::sin_quarter_f64(f, f2)};
+}
+
+// cos(2 pi n / 2^53) for 0 <= n < 2^53, in double.
+SHARDPLAN_HD SHARDPLAN_INLINE double cos_turns_f64(uint64_t n) {
+  const TurnsF64 t = reduce_turns_f64(n);
+  return detail::by_quadrant(t.q, t.cos_f, t.sin_f);
+}
+
+// sin(2 pi n / 2^53), as sin_turns_f32.
+SHARDPLAN_HD SHARDPLAN_INLINE double sin_turns_f64(uint64_t n) {
+  const TurnsF64 t = reduce_turns_f64(n);
+  return detail::by_quadrant(t.q + 3u, t.cos_f, t.sin_f);
 }
 
 }  // namespace shardplan::kernels::det

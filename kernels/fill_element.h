@@ -1,7 +1,9 @@
-// The one per-element fill function shared by the CPU loop (init_fill_cpu.cpp) and the CUDA kernel
-// (init_fill_cuda.cu): same code, same bits.
+// The per-element fill function shared by the CPU loop (init_fill_cpu.cpp) and the CUDA kernels
+// (init_fill_cuda.cu), and its group form for the CUDA fill's contiguous path: same code, same
+// bits.
 //   FillParams p = make_fill_params(type, spec);           // host, once per fill
 //   fill_one<ElementType::kBFloat16>(elem_ptr, p, global_index);  // host or device, per element
+//   uint16_t four[4]; fill_group<ElementType::kBFloat16>(four, p, global_index / 4);
 #pragma once
 
 #include <cmath>
@@ -76,14 +78,24 @@ inline FillParams make_fill_params(ElementType type, const FillSpec& spec) {
 
 namespace detail {
 
+SHARDPLAN_HD SHARDPLAN_INLINE unsigned float_lane(uint64_t index) {
+  return static_cast<unsigned>(index % kFloatGroup);
+}
+
+SHARDPLAN_HD SHARDPLAN_INLINE unsigned wide_lane(uint64_t index) {
+  return static_cast<unsigned>(index % kWideGroup);
+}
+
 SHARDPLAN_HD SHARDPLAN_INLINE float float_value(const FillParams& p, uint64_t index) {
   switch (p.kind) {
     case FillKind::kConstant:
       return p.f_a;
     case FillKind::kUniform:
-      return uniform_f32(element_random_bits(p.seed, p.tensor_key, index), p.f_a, p.f_b);
+      return uniform_f32(group_random_bits(p.seed, p.tensor_key, index / kFloatGroup),
+                         float_lane(index), p.f_a, p.f_b);
     case FillKind::kNormal:
-      return normal_f32(element_random_bits(p.seed, p.tensor_key, index), p.f_a, p.f_b);
+      return normal_f32(group_random_bits(p.seed, p.tensor_key, index / kFloatGroup),
+                        float_lane(index), p.f_a, p.f_b);
     case FillKind::kTruncatedNormal:
       return truncated_normal_f32(p.seed, p.tensor_key, index, p.f_a, p.f_b, p.f_low, p.f_high);
   }
@@ -95,20 +107,94 @@ SHARDPLAN_HD SHARDPLAN_INLINE double double_value(const FillParams& p, uint64_t 
     case FillKind::kConstant:
       return p.d_a;
     case FillKind::kUniform:
-      return uniform_f64(element_random_bits(p.seed, p.tensor_key, index), p.d_a, p.d_b);
+      return uniform_f64(group_random_bits(p.seed, p.tensor_key, index / kWideGroup),
+                         wide_lane(index), p.d_a, p.d_b);
     case FillKind::kNormal:
-      return normal_f64(element_random_bits(p.seed, p.tensor_key, index), p.d_a, p.d_b);
+      return normal_f64(group_random_bits(p.seed, p.tensor_key, index / kWideGroup),
+                        wide_lane(index), p.d_a, p.d_b);
     case FillKind::kTruncatedNormal:
       return truncated_normal_f64(p.seed, p.tensor_key, index, p.d_a, p.d_b, p.d_low, p.d_high);
   }
   return 0.0;
 }
 
+// Wrapping add: i_lo + offset stays inside [a, b) by construction.
+SHARDPLAN_HD SHARDPLAN_INLINE int64_t integer_from_bits(const FillParams& p, uint64_t bits) {
+  return static_cast<int64_t>(static_cast<uint64_t>(p.i_lo) + bits % p.i_range);
+}
+
 SHARDPLAN_HD SHARDPLAN_INLINE int64_t integer_value(const FillParams& p, uint64_t index) {
   if (p.kind != FillKind::kUniform) return p.i_lo;
-  const Uint4x32 r = element_random_bits(p.seed, p.tensor_key, index);
-  // Wrapping add: i_lo + offset stays inside [a, b) by construction.
-  return static_cast<int64_t>(static_cast<uint64_t>(p.i_lo) + join64(r.x[0], r.x[1]) % p.i_range);
+  const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, index / kWideGroup);
+  return integer_from_bits(p, wide_lane_bits(r, wide_lane(index)));
+}
+
+// The storage bits of a value computed in float or double, or of an integer.
+template <ElementType T>
+struct Storage;
+template <>
+struct Storage<ElementType::kFloat64> {
+  using type = double;
+};
+template <>
+struct Storage<ElementType::kFloat32> {
+  using type = float;
+};
+template <>
+struct Storage<ElementType::kFloat16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<ElementType::kBFloat16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<ElementType::kFloat8E4M3FN> {
+  using type = uint8_t;
+};
+template <>
+struct Storage<ElementType::kFloat8E5M2> {
+  using type = uint8_t;
+};
+template <>
+struct Storage<ElementType::kInt64> {
+  using type = int64_t;
+};
+template <>
+struct Storage<ElementType::kInt32> {
+  using type = int32_t;
+};
+template <>
+struct Storage<ElementType::kInt16> {
+  using type = int16_t;
+};
+template <>
+struct Storage<ElementType::kInt8> {
+  using type = int8_t;
+};
+template <>
+struct Storage<ElementType::kUInt8> {
+  using type = uint8_t;
+};
+template <>
+struct Storage<ElementType::kBool> {
+  using type = uint8_t;
+};
+
+template <ElementType T>
+SHARDPLAN_HD SHARDPLAN_INLINE typename Storage<T>::type from_float(float v) {
+  if constexpr (T == ElementType::kFloat32) {
+    return v;
+  } else if constexpr (T == ElementType::kFloat16) {
+    return float_to_fp16_bits(v);
+  } else if constexpr (T == ElementType::kBFloat16) {
+    return float_to_bf16_bits(v);
+  } else if constexpr (T == ElementType::kFloat8E4M3FN) {
+    return float_to_fp8e4m3fn_bits(v);
+  } else {
+    static_assert(T == ElementType::kFloat8E5M2);
+    return float_to_fp8e5m2_bits(v);
+  }
 }
 
 }  // namespace detail
@@ -118,32 +204,100 @@ template <ElementType T>
 SHARDPLAN_HD SHARDPLAN_INLINE void fill_one(void* elem, const FillParams& p, uint64_t index) {
   if constexpr (T == ElementType::kFloat64) {
     *static_cast<double*>(elem) = detail::double_value(p, index);
-  } else if constexpr (T == ElementType::kFloat32) {
-    *static_cast<float*>(elem) = detail::float_value(p, index);
-  } else if constexpr (T == ElementType::kFloat16) {
-    *static_cast<uint16_t*>(elem) = float_to_fp16_bits(detail::float_value(p, index));
-  } else if constexpr (T == ElementType::kBFloat16) {
-    *static_cast<uint16_t*>(elem) = float_to_bf16_bits(detail::float_value(p, index));
-  } else if constexpr (T == ElementType::kFloat8E4M3FN) {
-    *static_cast<uint8_t*>(elem) = float_to_fp8e4m3fn_bits(detail::float_value(p, index));
-  } else if constexpr (T == ElementType::kFloat8E5M2) {
-    *static_cast<uint8_t*>(elem) = float_to_fp8e5m2_bits(detail::float_value(p, index));
   } else if constexpr (T == ElementType::kComplex64) {
     // Real at 2g, imaginary at 2g + 1 (Note in init_fill.h); constant is a + 0i.
     float* parts = static_cast<float*>(elem);
     parts[0] = detail::float_value(p, 2 * index);
     parts[1] = p.kind == FillKind::kConstant ? 0.0f : detail::float_value(p, 2 * index + 1);
-  } else if constexpr (T == ElementType::kInt64) {
-    *static_cast<int64_t*>(elem) = detail::integer_value(p, index);
-  } else if constexpr (T == ElementType::kInt32) {
-    *static_cast<int32_t*>(elem) = static_cast<int32_t>(detail::integer_value(p, index));
-  } else if constexpr (T == ElementType::kInt16) {
-    *static_cast<int16_t*>(elem) = static_cast<int16_t>(detail::integer_value(p, index));
-  } else if constexpr (T == ElementType::kInt8) {
-    *static_cast<int8_t*>(elem) = static_cast<int8_t>(detail::integer_value(p, index));
+  } else if constexpr (is_floating(T)) {
+    using S = typename detail::Storage<T>::type;
+    *static_cast<S*>(elem) = detail::from_float<T>(detail::float_value(p, index));
   } else {
-    static_assert(T == ElementType::kUInt8 || T == ElementType::kBool);
-    *static_cast<uint8_t*>(elem) = static_cast<uint8_t>(detail::integer_value(p, index));
+    using S = typename detail::Storage<T>::type;
+    *static_cast<S*>(elem) = static_cast<S>(detail::integer_value(p, index));
+  }
+}
+
+// Every type but complex64 (whose elements take two float values each) in groups.
+template <ElementType T>
+inline constexpr bool kGroupFillable = T != ElementType::kComplex64;
+
+// Elements per Philox block for T (Note [Element random bits]).
+template <ElementType T>
+inline constexpr int kGroupSize =
+    T == ElementType::kFloat64 || !is_floating(T) ? static_cast<int>(kWideGroup)
+                                                  : static_cast<int>(kFloatGroup);
+
+// The storage values of group `group`'s elements, out[lane] == what fill_one writes for global
+// element group * kGroupSize<T> + lane: one Philox block and, for normal fills, one log and one
+// sqrt per Box-Muller pair, for the whole group. The CUDA fill's contiguous path runs this.
+template <ElementType T>
+SHARDPLAN_HD SHARDPLAN_INLINE void fill_group(typename detail::Storage<T>::type* out,
+                                              const FillParams& p, uint64_t group) {
+  static_assert(kGroupFillable<T>);
+  constexpr int kLanes = kGroupSize<T>;
+  using S = typename detail::Storage<T>::type;
+  if constexpr (T == ElementType::kFloat64) {
+    double v[kLanes];
+    if (p.kind == FillKind::kConstant) {
+      v[0] = v[1] = p.d_a;
+    } else if (p.kind == FillKind::kUniform) {
+      const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, group);
+      v[0] = uniform_f64(r, 0, p.d_a, p.d_b);
+      v[1] = uniform_f64(r, 1, p.d_a, p.d_b);
+    } else {
+      const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, group);
+      v[0] = normal_f64(r, 0, p.d_a, p.d_b);
+      v[1] = normal_f64(r, 1, p.d_a, p.d_b);
+      if (p.kind == FillKind::kTruncatedNormal) {
+        for (int lane = 0; lane < kLanes; ++lane) {
+          if (!(v[lane] >= p.d_low && v[lane] <= p.d_high)) {
+            v[lane] =
+                truncated_normal_retry_f64(v[lane], p.seed, p.tensor_key, group * kWideGroup + lane,
+                                           p.d_a, p.d_b, p.d_low, p.d_high);
+          }
+        }
+      }
+    }
+    for (int lane = 0; lane < kLanes; ++lane) out[lane] = v[lane];
+  } else if constexpr (is_floating(T)) {
+    float v[kLanes];
+    if (p.kind == FillKind::kConstant) {
+      for (int lane = 0; lane < kLanes; ++lane) v[lane] = p.f_a;
+    } else {
+      const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, group);
+      if (p.kind == FillKind::kUniform) {
+        for (int lane = 0; lane < kLanes; ++lane) {
+          v[lane] = uniform_f32(r, static_cast<unsigned>(lane), p.f_a, p.f_b);
+        }
+      } else {
+        for (int pair = 0; pair < kLanes / 2; ++pair) {
+          const NormalPairF32 z = standard_normal_pair_f32(r.x[2 * pair], r.x[2 * pair + 1]);
+          v[2 * pair] = fp::fma(p.f_b, z.even, p.f_a);
+          v[2 * pair + 1] = fp::fma(p.f_b, z.odd, p.f_a);
+        }
+        if (p.kind == FillKind::kTruncatedNormal) {
+          for (int lane = 0; lane < kLanes; ++lane) {
+            if (!(v[lane] >= p.f_low && v[lane] <= p.f_high)) {
+              v[lane] = truncated_normal_retry_f32(v[lane], p.seed, p.tensor_key,
+                                                   group * kFloatGroup + lane, p.f_a, p.f_b,
+                                                   p.f_low, p.f_high);
+            }
+          }
+        }
+      }
+    }
+    for (int lane = 0; lane < kLanes; ++lane) out[lane] = detail::from_float<T>(v[lane]);
+  } else {
+    if (p.kind != FillKind::kUniform) {
+      for (int lane = 0; lane < kLanes; ++lane) out[lane] = static_cast<S>(p.i_lo);
+    } else {
+      const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, group);
+      for (int lane = 0; lane < kLanes; ++lane) {
+        out[lane] = static_cast<S>(
+            detail::integer_from_bits(p, wide_lane_bits(r, static_cast<unsigned>(lane))));
+      }
+    }
   }
 }
 

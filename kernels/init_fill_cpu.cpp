@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -189,18 +190,9 @@ int fill_thread_count(int64_t numel, int max_threads) {
 // fill_one's conversion of a float-compute value to storage (float32, float16, bfloat16, fp8).
 template <ElementType T>
 void store_float_value(char* elem, float value) {
-  if constexpr (T == ElementType::kFloat32) {
-    *reinterpret_cast<float*>(elem) = value;
-  } else if constexpr (T == ElementType::kFloat16) {
-    *reinterpret_cast<uint16_t*>(elem) = float_to_fp16_bits(value);
-  } else if constexpr (T == ElementType::kBFloat16) {
-    *reinterpret_cast<uint16_t*>(elem) = float_to_bf16_bits(value);
-  } else if constexpr (T == ElementType::kFloat8E4M3FN) {
-    *reinterpret_cast<uint8_t*>(elem) = float_to_fp8e4m3fn_bits(value);
-  } else {
-    static_assert(T == ElementType::kFloat8E5M2);
-    *reinterpret_cast<uint8_t*>(elem) = float_to_fp8e5m2_bits(value);
-  }
+  using S = typename detail::Storage<T>::type;
+  const S bits = detail::from_float<T>(value);
+  std::memcpy(elem, &bits, sizeof bits);
 }
 
 // Storage types whose random fills compute in float, one value per element (complex64: two).

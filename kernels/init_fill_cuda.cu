@@ -1,9 +1,14 @@
-// CUDA fill: one thread per local element in a grid-stride loop, each decomposing its local linear
-// index into the multi-index and calling the shared fill_one. Compile without --use_fast_math
-// (Note [Bit-exact floating point on CPU and CUDA]); --fmad does not matter.
+// CUDA fill. Regions whose innermost dim is contiguous (whole tensors, row and column shards) run
+// one thread per Philox group (Note [Group runs] in kernels/internal/group_runs.h): one block and
+// one Box-Muller log per pair for 2 or 4 elements, stored with one vector store. Other regions
+// run one thread per element in a grid-stride loop, decomposing its local linear index into the
+// multi-index and calling fill_one. Both give fill_one's bits (kernels/fill_element.h). Compile
+// without --use_fast_math (Note [Bit-exact floating point on CPU and CUDA]); --fmad does not
+// matter.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -12,6 +17,7 @@
 #include "kernels/internal/check.h"
 #include "kernels/internal/cuda_check.h"
 #include "kernels/internal/dispatch.h"
+#include "kernels/internal/group_runs.h"
 #include "kernels/internal/region_walk.h"
 
 namespace shardplan::kernels {
@@ -41,6 +47,43 @@ __global__ void fill_kernel(char* dst, internal::CompactRegion region, FillParam
   }
 }
 
+// One task (a group's lanes inside one row) per iteration. A whole, aligned group is one vector
+// store (8 bytes of bfloat16, 16 of float32); the lane loop is unrolled so that the values stay in
+// registers.
+template <ElementType T>
+__global__ void fill_groups_kernel(char* dst, internal::GroupRuns runs, FillParams params) {
+  using S = typename detail::Storage<T>::type;
+  constexpr int kLanes = kGroupSize<T>;
+  struct alignas(sizeof(S) * kLanes) Vec {
+    S v[kLanes];
+  };
+  S* const out_base = reinterpret_cast<S*>(dst);
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < runs.tasks;
+       t += stride) {
+    internal::GroupTask task;
+    if (!internal::group_task(runs, t, &task)) continue;
+    Vec values;
+    fill_group<T>(values.v, params, task.group);
+    S* out = out_base + task.dst_offset;
+    if (task.first_lane == 0 && task.end_lane == kLanes &&
+        reinterpret_cast<uintptr_t>(out) % sizeof(Vec) == 0) {
+      *reinterpret_cast<Vec*>(out) = values;
+      continue;
+    }
+#pragma unroll
+    for (int lane = 0; lane < kLanes; ++lane) {
+      if (lane >= task.first_lane && lane < task.end_lane)
+        out[lane - task.first_lane] = values.v[lane];
+    }
+  }
+}
+
+unsigned blocks_for(int64_t work) {
+  return static_cast<unsigned>(
+      std::min<int64_t>((work + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks));
+}
+
 }  // namespace
 
 void fill_cuda(void* dst_device, ElementType type, const FillRegion& region, const FillSpec& spec,
@@ -50,13 +93,20 @@ void fill_cuda(void* dst_device, ElementType type, const FillRegion& region, con
   const internal::CompactRegion compact = internal::compact_region(region);
   if (compact.numel == 0) return;
   const FillParams params = make_fill_params(type, spec);
-  const auto blocks = static_cast<unsigned>(
-      std::min<int64_t>((compact.numel + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks));
   auto* stream = static_cast<cudaStream_t>(cuda_stream);
   char* dst = static_cast<char*>(dst_device);
   internal::dispatch_element_type(type, [&](auto tag) {
-    fill_kernel<decltype(tag)::value>
-        <<<blocks, kThreadsPerBlock, 0, stream>>>(dst, compact, params);
+    constexpr ElementType kType = decltype(tag)::value;
+    if constexpr (kGroupFillable<kType>) {
+      if (const std::optional<internal::GroupRuns> runs =
+              internal::group_runs(compact, kGroupSize<kType>)) {
+        fill_groups_kernel<kType>
+            <<<blocks_for(runs->tasks), kThreadsPerBlock, 0, stream>>>(dst, *runs, params);
+        return;
+      }
+    }
+    fill_kernel<kType>
+        <<<blocks_for(compact.numel), kThreadsPerBlock, 0, stream>>>(dst, compact, params);
   });
   SHARDPLAN_CUDA_CHECK(cudaGetLastError());
 }

@@ -46,24 +46,27 @@ inline LaneParams lane_params(const FillParams& p) {
                     p.f_b};
 }
 
-// The float value from Philox's first two output words.
+// The float value of lane j = index mod 4 from its group's Philox words.
 template <FillKind kKind>
-[[gnu::always_inline]] inline float simd_value_from_words(const LaneParams& p, uint32_t w0,
-                                                          uint32_t w1) {
+[[gnu::always_inline]] inline float simd_value_from_words(const LaneParams& p,
+                                                          const lanes::PhiloxOut& w, uint32_t j) {
   if constexpr (kKind == FillKind::kNormal) {
-    return lanes::normal_f32(w0, w1, p.a, p.b);
+    return lanes::normal_f32(lanes::pair_radius_word(w, j), lanes::pair_angle_word(w, j), j, p.a,
+                             p.b);
   } else {
-    return lanes::uniform_f32(w0, p.a, p.b);
+    return lanes::uniform_f32(lanes::lane_word(w, j), p.a, p.b);
   }
 }
 
-// The value of global element `index`, as float.
+// The value of global element `index`, as float (Note [Element random bits]: the block of group
+// index / 4, lane index mod 4).
 template <FillKind kKind>
 [[gnu::always_inline]] inline float simd_lane_value(const LaneParams& p, uint64_t index) {
+  const uint64_t group = index >> 2;
   const lanes::PhiloxOut w =
-      lanes::philox(static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), p.key_lo,
+      lanes::philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), p.key_lo,
                     p.key_hi, p.seed_lo, p.seed_hi);
-  return simd_value_from_words<kKind>(p, w.w0, w.w1);
+  return simd_value_from_words<kKind>(p, w, static_cast<uint32_t>(index) & 3u);
 }
 
 // Elements first + lane * step for lane < kSimdBlock into dst[lane].
@@ -76,8 +79,8 @@ template <FillKind kKind>
 // normal: 250M elements/s with float stores, 380M with 16-bit stores, 505M with bytes. The bytes
 // (of the little-endian float or bfloat16) go to a local buffer and are copied out with memcpy.
 //
-// `words` (AVX2, see philox_words_avx2): Philox's w0 and w1 of each lane, computed beforehand;
-// nullptr: Philox runs inside the loop.
+// `words` (AVX2, see philox_words_avx2): the four Philox words of each lane's group, computed
+// beforehand; nullptr: Philox runs inside the loop.
 template <FillKind kKind, class Out, bool kWordsGiven = false>
 [[gnu::always_inline]] inline void simd_block(const FillParams& params, uint64_t first,
                                               uint64_t step, Out* dst,
@@ -89,7 +92,9 @@ template <FillKind kKind, class Out, bool kWordsGiven = false>
   for (int lane = 0; lane < kSimdBlock; ++lane) {
     float value;
     if constexpr (kWordsGiven) {
-      value = simd_value_from_words<kKind>(p, words[0][lane], words[1][lane]);
+      const lanes::PhiloxOut w{words[0][lane], words[1][lane], words[2][lane], words[3][lane]};
+      value = simd_value_from_words<kKind>(
+          p, w, static_cast<uint32_t>(first + static_cast<uint64_t>(lane) * step) & 3u);
     } else {
       value = simd_lane_value<kKind>(p, first + static_cast<uint64_t>(lane) * step);
     }
@@ -145,10 +150,10 @@ SHARDPLAN_TARGET_AVX2 inline void mul_hi_lo_avx2(__m256i a, __m256i m, __m256i* 
   *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
 }
 
-// Philox's w0 and w1 (lanes::philox, the same rounds) of elements first + lane * step, lane <
-// kSimdBlock, written with AVX2 intrinsics; simd_block turns them into values. Why not the
-// vectorizer, as for AVX-512: GCC turns each 32x32->64 product into a round trip between 32- and
-// 64-bit lanes (~25 shuffles per product for 32 lanes), where mul_hi_lo_avx2 needs 7 operations
+// Philox's four words (lanes::philox, the same rounds) of the groups of elements first + lane *
+// step, lane < kSimdBlock, written with AVX2 intrinsics; simd_block turns them into values. Why not
+// the vectorizer, as for AVX-512: GCC turns each 32x32->64 product into a round trip between 32-
+// and 64-bit lanes (~25 shuffles per product for 32 lanes), where mul_hi_lo_avx2 needs 7 operations
 // per 8 lanes. kWays vectors go through the rounds side by side so that their multiplies overlap.
 // One Zen 4 core, normal float32: 180M elements/s with the vectorizer's Philox; 180M, 225M and
 // 260M with 1, 2 and 4 ways here.
@@ -165,9 +170,9 @@ SHARDPLAN_TARGET_AVX2 void philox_words_avx2(const LaneParams& p, uint64_t first
       alignas(32) uint32_t lo[8], hi[8];
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
-        const uint64_t index = first + static_cast<uint64_t>(v + 8 * w + l) * step;
-        lo[l] = static_cast<uint32_t>(index);
-        hi[l] = static_cast<uint32_t>(index >> 32);
+        const uint64_t group = (first + static_cast<uint64_t>(v + 8 * w + l) * step) >> 2;
+        lo[l] = static_cast<uint32_t>(group);
+        hi[l] = static_cast<uint32_t>(group >> 32);
       }
       c0[w] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
       c1[w] = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
@@ -196,6 +201,8 @@ SHARDPLAN_TARGET_AVX2 void philox_words_avx2(const LaneParams& p, uint64_t first
     for (int w = 0; w < kWays; ++w) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&words[0][v + 8 * w]), c0[w]);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&words[1][v + 8 * w]), c1[w]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&words[2][v + 8 * w]), c2[w]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&words[3][v + 8 * w]), c3[w]);
     }
   }
 }
@@ -206,7 +213,7 @@ SHARDPLAN_TARGET_AVX2 void simd_run_avx2(const FillParams& p, uint64_t first, ui
   simd_run(p, first, step, count, dst,
            [](const FillParams& params, uint64_t block_first, uint64_t block_step, Out* out)
                SHARDPLAN_TARGET_AVX2 {
-                 uint32_t words[2][kSimdBlock];
+                 uint32_t words[4][kSimdBlock];
                  philox_words_avx2(lane_params(params), block_first, block_step, words);
                  simd_block<kKind, Out, true>(params, block_first, block_step, out, words);
                });

@@ -3,7 +3,9 @@
 // branches, and bfloat16 rounding with one formula. Each performs the same IEEE operations in the
 // same order as the scalar reference (fill_one, kernels/fill_element.h), so it gives the same bits
 // (Note [Fast fill lanes]). Used by the CPU fast path only (kernels/init_fill_simd.cpp):
-//   float v = lanes::normal_f32(p, lo32(index), hi32(index));   // == detail::float_value(p, index)
+//   PhiloxOut w = lanes::philox(lo32(index / 4), hi32(index / 4), key_lo, key_hi, seed_lo,
+//   seed_hi); float v = lanes::normal_f32(pair_radius_word(w, j), pair_angle_word(w, j), j & 1,
+//   mean, std);
 #pragma once
 
 #include <cstdint>
@@ -23,9 +25,12 @@
 //  * log_scaled_f32: m <= 2^24 is converted through int32 (exact either way; x86 has a vector
 //    int32->float conversion but no uint32 one before AVX-512). Both candidate mantissas s in
 //    [1, 2) and [0.707, 1) are built from the same bits and one is selected by the same compare.
-//  * cos_turns_f32: the quadrant is centred by a select on r; by_quadrant's switch becomes "take
-//    sin for odd q, negate for q = 1, 2 (mod 4)", the same values it returns case by case (selected
-//    and negated on the bits: negation is exactly a flip of the sign bit).
+//  * cos_turns_f32 / sin_turns_f32 (turns_f32): the quadrant is centred by a select on r and moved
+//    by 3 for sin; by_quadrant's switch becomes "take sin for odd q, negate for q = 1, 2 (mod 4)",
+//    the same values it returns case by case (selected and negated on the bits: negation is
+//    exactly a flip of the sign bit).
+//  * the group's words: each lane runs its group's Philox block itself (four lanes of a group
+//    compute the same block) and selects its words; the CPU path keeps one element per lane.
 //  * bfloat16: round_magnitude_rne<8, 7> has a branch for targets' subnormals. bf16 has float's
 //    exponent range, so a float subnormal (exponent field 0) is a bf16 subnormal with the same
 //    scale, and the normal branch's formula (a + 0x7FFF + bit 16 of a) >> 16 rounds its mantissa
@@ -75,12 +80,12 @@ SHARDPLAN_LANE float log_scaled_f32(uint32_t m, int pow2) {
   return det::log_reduced_f32(s, e, pow2);
 }
 
-// det::cos_turns_f32(n), branch-free.
-SHARDPLAN_LANE float cos_turns_f32(uint32_t n) {
+// det::cos_turns_f32(n) for quarter_shift 0, det::sin_turns_f32(n) for 3: branch-free.
+SHARDPLAN_LANE float turns_f32(uint32_t n, uint32_t quarter_shift) {
   const int32_t r_low = static_cast<int32_t>(n & 0x3FFFFFu);
   const bool centre = r_low >= 0x200000;
   const int32_t r = centre ? r_low - 0x400000 : r_low;
-  const uint32_t q = (n >> 22) + (centre ? 1u : 0u);
+  const uint32_t q = (n >> 22) + (centre ? 1u : 0u) + quarter_shift;
   const float f = static_cast<float>(r) * 0x1p-22f;
   const float f2 = f * f;
   const float cos_f = det::detail::cos_quarter_f32(f2);
@@ -93,14 +98,33 @@ SHARDPLAN_LANE float cos_turns_f32(uint32_t n) {
   return fp::float_from_bits(v ^ negate);
 }
 
-// normal_f32(element_random_bits(...), mean, std) from the Philox words.
-SHARDPLAN_LANE float normal_f32(uint32_t w0, uint32_t w1, float mean, float std) {
-  const float log_u1 = log_scaled_f32((w0 >> 8) + 1u, -24);
-  const float radius = fp::sqrt(-2.0f * log_u1);
-  return fp::fma(std, radius * cos_turns_f32(w1 >> 8), mean);
+SHARDPLAN_LANE float cos_turns_f32(uint32_t n) { return turns_f32(n, 0u); }
+
+// The words of the group's block that lane j = index mod 4 reads (Note [Element random bits]):
+// its own word for uniform, its Box-Muller pair's radius and angle words for normal.
+SHARDPLAN_LANE uint32_t lane_word(const PhiloxOut& w, uint32_t j) {
+  const uint32_t low = (j & 1u) != 0 ? w.w1 : w.w0;
+  const uint32_t high = (j & 1u) != 0 ? w.w3 : w.w2;
+  return (j & 2u) != 0 ? high : low;
 }
 
-// uniform_f32(element_random_bits(...), low, width) from the Philox words.
+SHARDPLAN_LANE uint32_t pair_radius_word(const PhiloxOut& w, uint32_t j) {
+  return (j & 2u) != 0 ? w.w2 : w.w0;
+}
+
+SHARDPLAN_LANE uint32_t pair_angle_word(const PhiloxOut& w, uint32_t j) {
+  return (j & 2u) != 0 ? w.w3 : w.w1;
+}
+
+// normal_f32(group bits, lane, mean, std) from the pair's words; `odd`: the lane takes sin.
+SHARDPLAN_LANE float normal_f32(uint32_t w_radius, uint32_t w_angle, uint32_t odd, float mean,
+                                float std) {
+  const float log_u1 = log_scaled_f32((w_radius >> 8) + 1u, -24);
+  const float radius = fp::sqrt(-2.0f * log_u1);
+  return fp::fma(std, radius * turns_f32(w_angle >> 8, 3u & (0u - (odd & 1u))), mean);
+}
+
+// uniform_f32(group bits, lane, low, width) from the lane's word.
 SHARDPLAN_LANE float uniform_f32(uint32_t w0, float low, float width) {
   return fp::fma(width, static_cast<float>(static_cast<int32_t>(w0 >> 8)) * 0x1p-24f, low);
 }

@@ -86,6 +86,24 @@ TEST(DetMath, CosTurnsF32WithinTwoUlpsForEveryDraw) {
   EXPECT_EQ(cos_turns_f32(1u << 23), -1.0f);  // half turn
 }
 
+TEST(DetMath, SinTurnsIsCosAQuarterTurnEarlier) {
+  // sin(x) = cos(x - pi/2): bit for bit the cos of n - 2^22 (mod 2^24), and within two ulps of
+  // the long double reference of that angle (libm's sinl/cosl near the argument's quadrant).
+  double worst = 0;
+  for (uint32_t n = 0; n < (1u << 24); n += 7) {
+    const uint32_t earlier = (n + (3u << 22)) & 0xFFFFFFu;
+    ASSERT_EQ(fp::bits(sin_turns_f32(n)), fp::bits(cos_turns_f32(earlier))) << "n = " << n;
+    worst = std::max(worst, ulp_error(sin_turns_f32(n), cos_turns_reference(earlier, 24)));
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(sin_turns_f32(1u << 22), 1.0f);
+  EXPECT_EQ(sin_turns_f64(uint64_t{1} << 51), 1.0);
+  for (uint64_t n = 12345; n < (uint64_t{1} << 53); n += uint64_t{1} << 45) {
+    ASSERT_EQ(fp::bits(sin_turns_f64(n)),
+              fp::bits(cos_turns_f64((n + (uint64_t{3} << 51)) & ((uint64_t{1} << 53) - 1))));
+  }
+}
+
 TEST(DetMath, CosTurnsF64WithinTwoUlps) {
   double worst = 0;
   uint64_t s = 12345;

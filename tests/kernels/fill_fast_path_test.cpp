@@ -44,6 +44,12 @@ TEST(FillLanes, CosTurnsEqualsDetForEveryDraw) {
   }
 }
 
+TEST(FillLanes, SinTurnsEqualsDetForEveryDraw) {
+  for (uint32_t n = 0; n < (1u << 24); ++n) {
+    ASSERT_EQ(fp::bits(lanes::turns_f32(n, 3u)), fp::bits(det::sin_turns_f32(n))) << "n = " << n;
+  }
+}
+
 TEST(FillLanes, Bf16RoundingEqualsConvert) {
   // Every high half (sign, exponent, top 7 mantissa bits: every bf16 code, NaNs, infinities and
   // subnormals included) with the low halves where rounding decides: 0, just above, just below,

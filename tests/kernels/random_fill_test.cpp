@@ -28,11 +28,14 @@ std::vector<T> fill_vector(ElementType type, const FillSpec& spec, int64_t n) {
   return out;
 }
 
-// The counter layout of Note [Element random bits], written out again here.
-Uint4x32 bits_for(uint64_t seed, uint64_t key, uint64_t index) {
-  const Uint4x32 counter{
-      {static_cast<uint32_t>(index & 0xFFFFFFFFu), static_cast<uint32_t>(index >> 32),
-       static_cast<uint32_t>(key & 0xFFFFFFFFu), static_cast<uint32_t>(key >> 32)}};
+// The counter layout of Note [Element random bits], written out again here: the block of the
+// group that holds element `index`, groups of `group` elements (4 for float compute, 2 for float64
+// and integers).
+Uint4x32 bits_for(uint64_t seed, uint64_t key, uint64_t index, uint64_t group) {
+  const uint64_t g = index / group;
+  const Uint4x32 counter{{static_cast<uint32_t>(g & 0xFFFFFFFFu), static_cast<uint32_t>(g >> 32),
+                          static_cast<uint32_t>(key & 0xFFFFFFFFu),
+                          static_cast<uint32_t>(key >> 32)}};
   return philox4x32_10(
       counter, {{static_cast<uint32_t>(seed & 0xFFFFFFFFu), static_cast<uint32_t>(seed >> 32)}});
 }
@@ -41,13 +44,15 @@ constexpr uint64_t kSeed = 20240611;
 constexpr uint64_t kKey = tensor_key_from_name("layers.3.mlp.up_proj.weight");
 
 TEST(FillValues, UniformFloat32MatchesTheFormulaExactly) {
-  // float32 uniform(low, high) = round_to_float(low + (high - low) * (w0 >> 8) / 2^24). The
+  // float32 uniform(low, high) = round_to_float(low + (high - low) * (w_j >> 8) / 2^24), j the
+  // element's lane in its group of 4. The
   // product of two 24-bit significands and the sum fit in a double, so the double expression
   // below is the exact value and one rounding to float must give the same bits as the fill.
   const FillSpec spec{FillKind::kUniform, -0.75, 1.25, kSeed, kKey};
   const auto got = fill_vector<float>(ElementType::kFloat32, spec, 64);
   for (uint64_t i = 0; i < got.size(); ++i) {
-    const double u = std::ldexp(static_cast<double>(bits_for(kSeed, kKey, i).x[0] >> 8), -24);
+    const double u =
+        std::ldexp(static_cast<double>(bits_for(kSeed, kKey, i, 4).x[i % 4] >> 8), -24);
     const float expected = static_cast<float>(-0.75 + 2.0 * u);
     EXPECT_EQ(got[i], expected) << "index " << i;
   }
@@ -57,8 +62,9 @@ TEST(FillValues, UniformFloat64MatchesTheFormula) {
   const FillSpec spec{FillKind::kUniform, -3.0, 5.0, kSeed, kKey};
   const auto got = fill_vector<double>(ElementType::kFloat64, spec, 64);
   for (uint64_t i = 0; i < got.size(); ++i) {
-    const Uint4x32 r = bits_for(kSeed, kKey, i);
-    const uint64_t x53 = ((static_cast<uint64_t>(r.x[0]) << 32) | r.x[1]) >> 11;
+    const Uint4x32 r = bits_for(kSeed, kKey, i, 2);
+    const uint64_t j = i % 2;  // words 2j, 2j + 1
+    const uint64_t x53 = ((static_cast<uint64_t>(r.x[2 * j]) << 32) | r.x[2 * j + 1]) >> 11;
     // 8 * x53 / 2^53 is exact; so is subtracting 3 from a value in [0, 8) at this scale.
     const double expected = -3.0 + std::ldexp(static_cast<double>(x53), -50);
     EXPECT_EQ(got[i], expected) << "index " << i;
@@ -72,21 +78,26 @@ TEST(FillValues, NormalMatchesBoxMullerWithLibm) {
   const auto f32 = fill_vector<float>(ElementType::kFloat32, spec, 256);
   const auto f64 = fill_vector<double>(ElementType::kFloat64, spec, 256);
   const long double two_pi = 6.283185307179586476925286766559L;
+  // Lanes 2p and 2p + 1 of a group share one pair: the even lane takes cos, the odd one sin.
   for (uint64_t i = 0; i < f32.size(); ++i) {
-    const Uint4x32 r = bits_for(kSeed, kKey, i);
     {
-      const long double u1 = std::ldexp(static_cast<long double>((r.x[0] >> 8) + 1), -24);
-      const long double u2 = std::ldexp(static_cast<long double>(r.x[1] >> 8), -24);
-      const long double z = std::sqrt(-2 * std::log(u1)) * std::cos(two_pi * u2);
+      const Uint4x32 r = bits_for(kSeed, kKey, i, 4);
+      const uint64_t pair = (i % 4) / 2;
+      const long double u1 = std::ldexp(static_cast<long double>((r.x[2 * pair] >> 8) + 1), -24);
+      const long double u2 = std::ldexp(static_cast<long double>(r.x[2 * pair + 1] >> 8), -24);
+      const long double radius = std::sqrt(-2 * std::log(u1));
+      const long double z = radius * (i % 2 == 0 ? std::cos(two_pi * u2) : std::sin(two_pi * u2));
       EXPECT_NEAR(f32[i], 0.25L + 1.5L * z, 4e-6L * (1 + std::fabs(z))) << "index " << i;
     }
     {
+      const Uint4x32 r = bits_for(kSeed, kKey, i, 2);
       const auto x = [&](int hi, int lo) {
         return ((static_cast<uint64_t>(r.x[hi]) << 32) | r.x[lo]) >> 11;
       };
       const long double u1 = std::ldexp(static_cast<long double>(x(0, 1) + 1), -53);
       const long double u2 = std::ldexp(static_cast<long double>(x(2, 3)), -53);
-      const long double z = std::sqrt(-2 * std::log(u1)) * std::cos(two_pi * u2);
+      const long double radius = std::sqrt(-2 * std::log(u1));
+      const long double z = radius * (i % 2 == 0 ? std::cos(two_pi * u2) : std::sin(two_pi * u2));
       EXPECT_NEAR(f64[i], 0.25L + 1.5L * z, 1e-14L * (1 + std::fabs(z))) << "index " << i;
     }
   }
@@ -111,8 +122,9 @@ TEST(FillValues, IntegerUniformIsLowPlusBitsModuloRange) {
   const FillSpec spec{FillKind::kUniform, -5.0, 7.0, kSeed, kKey};
   const auto got = fill_vector<int32_t>(ElementType::kInt32, spec, 64);
   for (uint64_t i = 0; i < got.size(); ++i) {
-    const Uint4x32 r = bits_for(kSeed, kKey, i);
-    const uint64_t x = (static_cast<uint64_t>(r.x[0]) << 32) | r.x[1];
+    const Uint4x32 r = bits_for(kSeed, kKey, i, 2);
+    const uint64_t j = i % 2;
+    const uint64_t x = (static_cast<uint64_t>(r.x[2 * j]) << 32) | r.x[2 * j + 1];
     EXPECT_EQ(got[i], -5 + static_cast<int32_t>(x % 12)) << "index " << i;
   }
 }
@@ -157,6 +169,42 @@ TEST(FillStatistics, StandardNormalFloat32AndFloat64) {
   mean_and_std(fill_vector<double>(ElementType::kFloat64, spec, kDraws), &mean, &std);
   EXPECT_NEAR(mean, 0.0, 0.02);
   EXPECT_NEAR(std, 1.0, 0.02);
+}
+
+// Pearson correlation of v[i] and v[i + 1] over even i: the two lanes of one Box-Muller pair
+// (cos and sin of one angle, one radius) or of one uniform group.
+template <class T, class F>
+double pair_correlation(const std::vector<T>& v, F transform) {
+  std::vector<double> a, b;
+  for (size_t i = 0; i + 1 < v.size(); i += 2) {
+    a.push_back(transform(static_cast<double>(v[i])));
+    b.push_back(transform(static_cast<double>(v[i + 1])));
+  }
+  double ma = 0, sa = 0, mb = 0, sb = 0, cov = 0;
+  mean_and_std(a, &ma, &sa);
+  mean_and_std(b, &mb, &sb);
+  for (size_t i = 0; i < a.size(); ++i) cov += (a[i] - ma) * (b[i] - mb);
+  return cov / static_cast<double>(a.size() - 1) / (sa * sb);
+}
+
+TEST(FillStatistics, ThePairsOfAGroupAreIndependent) {
+  // Box-Muller's cos and sin outputs of one (u1, u2) are independent N(0,1) (Box and Muller 1958),
+  // so neither the values nor their squares correlate; neither do uniform lanes of one block.
+  // 5e4 pairs: standard error of a correlation about 1/sqrt(5e4) = 0.0045 (squares: ~0.006), so
+  // 0.03 is > 5 of them.
+  const FillSpec normal{FillKind::kNormal, 0.0, 1.0, kSeed, kKey};
+  const auto identity = [](double x) { return x; };
+  const auto square = [](double x) { return x * x; };
+  const auto f32 = fill_vector<float>(ElementType::kFloat32, normal, kDraws);
+  const auto f64 = fill_vector<double>(ElementType::kFloat64, normal, kDraws);
+  EXPECT_NEAR(pair_correlation(f32, identity), 0.0, 0.03);
+  EXPECT_NEAR(pair_correlation(f32, square), 0.0, 0.03);
+  EXPECT_NEAR(pair_correlation(f64, identity), 0.0, 0.03);
+  EXPECT_NEAR(pair_correlation(f64, square), 0.0, 0.03);
+  const FillSpec uniform{FillKind::kUniform, 0.0, 1.0, kSeed, kKey};
+  EXPECT_NEAR(
+      pair_correlation(fill_vector<float>(ElementType::kFloat32, uniform, kDraws), identity), 0.0,
+      0.03);
 }
 
 TEST(FillStatistics, NormalTailsLookGaussian) {
@@ -340,8 +388,10 @@ TEST(FillStreams, ComplexIsTheRealViewOfTheSameKey) {
 
 // A regression pin, not an oracle: these sums of the first 4096 values fix the exact streams. A
 // change here changes every initialised model (and its checkpoints' reproducibility), so it must be
-// a deliberate format change. It also fails if a compiler or flag (-ffp-contract, -march, -O0)
-// changes any bit, which is the point of Note [Bit-exact floating point on CPU and CUDA].
+// a deliberate format change (the last: Philox groups of 4 float / 2 wide elements and paired
+// Box-Muller, Note [Element random bits]). It also fails if a compiler or flag (-ffp-contract,
+// -march, -O0) changes any bit, which is the point of Note [Bit-exact floating point on CPU and
+// CUDA].
 uint64_t bit_sum(const std::vector<unsigned char>& bytes) {
   uint64_t h = 1469598103934665603u;
   for (unsigned char b : bytes) h = (h ^ b) * 1099511628211u;
@@ -357,16 +407,16 @@ TEST(FillStreams, StreamsArePinned) {
     fill_cpu(buffer.data(), type, box.region(), spec);
     return bit_sum(buffer);
   };
-  EXPECT_EQ(bytes(ElementType::kFloat32, normal), 12296264115474839743u);
-  EXPECT_EQ(bytes(ElementType::kFloat64, normal), 14892890919613399606u);
-  EXPECT_EQ(bytes(ElementType::kBFloat16, normal), 15137442936444811319u);
-  EXPECT_EQ(bytes(ElementType::kFloat32, uniform), 12695249447595991328u);
-  EXPECT_EQ(bytes(ElementType::kFloat64, uniform), 7692051092583655455u);
+  EXPECT_EQ(bytes(ElementType::kFloat32, normal), 12512032426765993927u);
+  EXPECT_EQ(bytes(ElementType::kFloat64, normal), 12806700197794623524u);
+  EXPECT_EQ(bytes(ElementType::kBFloat16, normal), 9389293046237999847u);
+  EXPECT_EQ(bytes(ElementType::kFloat32, uniform), 1833014488886520850u);
+  EXPECT_EQ(bytes(ElementType::kFloat64, uniform), 6792875871678731601u);
   FillSpec truncated{FillKind::kTruncatedNormal, 0.1, 0.02, 42, tensor_key_from_name("w")};
   truncated.low = 0.08;
   truncated.high = 0.15;
-  EXPECT_EQ(bytes(ElementType::kFloat32, truncated), 2987074022991166699u);
-  EXPECT_EQ(bytes(ElementType::kFloat64, truncated), 11366073340037355920u);
+  EXPECT_EQ(bytes(ElementType::kFloat32, truncated), 1156556627552325341u);
+  EXPECT_EQ(bytes(ElementType::kFloat64, truncated), 7862355855265536940u);
 }
 
 // ---- Validation and keys ----------------------------------------------------------------------
