@@ -75,6 +75,19 @@ SHARDPLAN_HD SHARDPLAN_INLINE uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>(((u >> 16) & 0x8000u) | code);
 }
 
+// float_to_bf16_bits in one formula, for the fills' hot loops (a GPU warp diverges on branches
+// that depend on random data). bf16 has float's exponent range, so a float subnormal is a bf16
+// subnormal of the same scale and the normal case's rounding, (a + 0x7FFF + bit 16 of a) >> 16,
+// is round-to-nearest-even for it too; NaN is selected as in float_to_bf16_bits. Equal for every
+// input (tests/kernels/fill_fast_path_test.cpp, FillLanes.Bf16RoundingEqualsConvert).
+SHARDPLAN_HD SHARDPLAN_INLINE uint16_t float_to_bf16_bits_branch_free(float f) {
+  const uint32_t u = fp::bits(f);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  const uint32_t rounded = (a + 0x7FFFu + ((a >> 16) & 1u)) >> 16;
+  const uint32_t code = a > 0x7F800000u ? 0x7FC0u : (((u >> 16) & 0x8000u) | rounded);
+  return static_cast<uint16_t>(code);
+}
+
 SHARDPLAN_HD SHARDPLAN_INLINE float bf16_bits_to_float(uint16_t h) {
   return fp::float_from_bits(static_cast<uint32_t>(h) << 16);
 }

@@ -46,14 +46,14 @@ SHARDPLAN_HD SHARDPLAN_INLINE float log_reduced_f32(float s, int e, int pow2) {
 }
 
 // log(m * 2^pow2) for 1 <= m <= 2^24, in float.
+// Selects, not branches: m is random, and a GPU warp would run both sides of a branch on it.
 SHARDPLAN_HD SHARDPLAN_INLINE float log_scaled_f32(uint32_t m, int pow2) {
   const uint32_t b = fp::bits(static_cast<float>(m));  // exact for m <= 2^24
-  int e = static_cast<int>(b >> 23) - 127;
-  float s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F800000u);  // [1, 2)
-  if (s > 0x1.6a09e6p+0f) {                                      // float(sqrt 2)
-    s = fp::float_from_bits((b & 0x7FFFFFu) | 0x3F000000u);      // [0.707, 1)
-    e += 1;
-  }
+  const uint32_t mantissa = b & 0x7FFFFFu;
+  const float s_high = fp::float_from_bits(mantissa | 0x3F800000u);  // [1, 2)
+  const bool above_sqrt2 = s_high > 0x1.6a09e6p+0f;                  // float(sqrt 2)
+  const float s = above_sqrt2 ? fp::float_from_bits(mantissa | 0x3F000000u) : s_high;  // [0.707, 1)
+  const int e = static_cast<int>(b >> 23) - 127 + (above_sqrt2 ? 1 : 0);
   return log_reduced_f32(s, e, pow2);
 }
 
@@ -134,19 +134,12 @@ SHARDPLAN_HD SHARDPLAN_INLINE double sin_quarter_f64(double f, double f2) {
   return f * p;
 }
 
-// cos((pi/2) (q + f)) from cos and sin of (pi/2) f, by quadrant.
+// cos((pi/2) (q + f)) from cos and sin of (pi/2) f, by quadrant: sin for odd q, negated for
+// q = 1, 2 (mod 4). Selects rather than a switch: q is random (see log_scaled_f32).
 template <class T>
 SHARDPLAN_HD SHARDPLAN_INLINE T by_quadrant(unsigned q, T cos_f, T sin_f) {
-  switch (q & 3u) {
-    case 0:
-      return cos_f;
-    case 1:
-      return -sin_f;
-    case 2:
-      return -cos_f;
-    default:
-      return sin_f;
-  }
+  const T v = (q & 1u) != 0 ? sin_f : cos_f;
+  return ((q + 1u) & 2u) != 0 ? -v : v;
 }
 
 }  // namespace detail
@@ -160,13 +153,12 @@ struct TurnsF32 {
 };
 
 SHARDPLAN_HD SHARDPLAN_INLINE TurnsF32 reduce_turns_f32(uint32_t n) {
-  // n / 2^24 turns = n / 2^22 quarter turns: q whole quarters plus r / 2^22 (exact integer split).
-  unsigned q = n >> 22;
-  int32_t r = static_cast<int32_t>(n & 0x3FFFFFu);
-  if (r >= 0x200000) {  // centre the offset: f in [-1/2, 1/2)
-    r -= 0x400000;
-    q += 1;
-  }
+  // n / 2^24 turns = n / 2^22 quarter turns: q whole quarters plus r / 2^22 (exact integer split),
+  // the offset centred (f in [-1/2, 1/2)) by selects, as log_scaled_f32.
+  const int32_t r_low = static_cast<int32_t>(n & 0x3FFFFFu);
+  const bool centre = r_low >= 0x200000;
+  const int32_t r = centre ? r_low - 0x400000 : r_low;
+  const unsigned q = (n >> 22) + (centre ? 1u : 0u);
   const float f = static_cast<float>(r) * 0x1p-22f;  // exact
   const float f2 = f * f;
   return TurnsF32{q, detail::cos_quarter_f32(f2), detail::sin_quarter_f32(f, f2)};

@@ -188,7 +188,7 @@ SHARDPLAN_HD SHARDPLAN_INLINE typename Storage<T>::type from_float(float v) {
   } else if constexpr (T == ElementType::kFloat16) {
     return float_to_fp16_bits(v);
   } else if constexpr (T == ElementType::kBFloat16) {
-    return float_to_bf16_bits(v);
+    return float_to_bf16_bits_branch_free(v);  // float_to_bf16_bits' bits, no branches
   } else if constexpr (T == ElementType::kFloat8E4M3FN) {
     return float_to_fp8e4m3fn_bits(v);
   } else {

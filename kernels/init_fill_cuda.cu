@@ -1,5 +1,6 @@
-// CUDA fill. Regions whose innermost dim is contiguous (whole tensors, row and column shards) run
-// one thread per Philox group (Note [Group runs] in kernels/internal/group_runs.h): one block and
+// CUDA fill. A constant over one contiguous run is a pattern of 16-byte stores. Regions whose
+// innermost dim is contiguous (whole tensors, row and column shards) run one thread per Philox
+// group (Note [Group runs] in kernels/internal/group_runs.h): one block and
 // one Box-Muller log per pair for 2 or 4 elements, stored with one vector store. Other regions
 // run one thread per element in a grid-stride loop, decomposing its local linear index into the
 // multi-index and calling fill_one. Both give fill_one's bits (kernels/fill_element.h). Compile
@@ -62,7 +63,7 @@ __global__ void fill_groups_kernel(char* dst, internal::GroupRuns runs, FillPara
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < runs.tasks;
        t += stride) {
     internal::GroupTask task;
-    if (!internal::group_task(runs, t, &task)) continue;
+    if (!internal::group_task<kLanes>(runs, t, &task)) continue;
     Vec values;
     fill_group<T>(values.v, params, task.group);
     S* out = out_base + task.dst_offset;
@@ -77,6 +78,30 @@ __global__ void fill_groups_kernel(char* dst, internal::GroupRuns runs, FillPara
         out[lane - task.first_lane] = values.v[lane];
     }
   }
+}
+
+// A constant over one contiguous run: 16-byte stores of the value repeated (memset's pattern),
+// the elements before the first 16-byte boundary and after the last one stored singly.
+template <class S>
+__global__ void fill_constant_kernel(S* dst, int64_t n, S value) {
+  constexpr int64_t kPerVector = 16 / static_cast<int64_t>(sizeof(S));
+  const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) % 16);
+  int64_t head = misaligned == 0 ? 0 : (16 - misaligned) / static_cast<int64_t>(sizeof(S));
+  head = head < n ? head : n;
+  const int64_t vectors = (n - head) / kPerVector;
+  const int64_t tail = head + vectors * kPerVector;
+  union {
+    S elements[kPerVector];
+    uint4 bits;
+  } pattern;
+#pragma unroll
+  for (int64_t i = 0; i < kPerVector; ++i) pattern.elements[i] = value;
+  uint4* const body = reinterpret_cast<uint4*>(dst + head);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = first; i < vectors; i += stride) body[i] = pattern.bits;
+  if (first < head) dst[first] = value;
+  if (first < n - tail) dst[tail + first] = value;
 }
 
 unsigned blocks_for(int64_t work) {
@@ -100,6 +125,16 @@ void fill_cuda(void* dst_device, ElementType type, const FillRegion& region, con
     if constexpr (kGroupFillable<kType>) {
       if (const std::optional<internal::GroupRuns> runs =
               internal::group_runs(compact, kGroupSize<kType>)) {
+        using S = typename detail::Storage<kType>::type;
+        if (spec.kind == FillKind::kConstant && runs->rows == 1) {
+          S value;
+          fill_one<kType>(&value, params, 0);  // a constant's bits, whatever the index
+          // One row whose innermost dim has buffer stride 1: elements dst[0, numel).
+          fill_constant_kernel<S>
+              <<<blocks_for(compact.numel / static_cast<int64_t>(16 / sizeof(S)) + 1),
+                 kThreadsPerBlock, 0, stream>>>(reinterpret_cast<S*>(dst), compact.numel, value);
+          return;
+        }
         fill_groups_kernel<kType>
             <<<blocks_for(runs->tasks), kThreadsPerBlock, 0, stream>>>(dst, *runs, params);
         return;

@@ -129,13 +129,9 @@ SHARDPLAN_LANE float uniform_f32(uint32_t w0, float low, float width) {
   return fp::fma(width, static_cast<float>(static_cast<int32_t>(w0 >> 8)) * 0x1p-24f, low);
 }
 
-// float_to_bf16_bits(f), branch-free.
+// float_to_bf16_bits(f), branch-free (convert.h's formula).
 SHARDPLAN_LANE uint16_t float_to_bf16_bits(float f) {
-  const uint32_t u = fp::bits(f);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  const uint32_t rounded = (a + 0x7FFFu + ((a >> 16) & 1u)) >> 16;
-  const uint32_t code = a > 0x7F800000u ? 0x7FC0u : (((u >> 16) & 0x8000u) | rounded);
-  return static_cast<uint16_t>(code);
+  return kernels::float_to_bf16_bits_branch_free(f);
 }
 
 }  // namespace shardplan::kernels::lanes

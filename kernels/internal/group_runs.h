@@ -4,7 +4,7 @@
 // walk every task (tests/kernels/group_runs_test.cpp) since CI has no GPU.
 //   std::optional<GroupRuns> g = group_runs(compact_region(region), kGroupSize<T>);
 //   GroupTask task;
-//   if (g && group_task(*g, t, &task)) fill_group<T>(values, params, task.group);  // t < g->tasks
+//   if (g && group_task<kGroupSize<T>>(*g, t, &task)) fill_group<T>(values, params, task.group);
 #pragma once
 
 #include <cstdint>
@@ -65,7 +65,10 @@ inline std::optional<GroupRuns> group_runs(const CompactRegion& r, int group) {
   return g;
 }
 
-// Task t (0 <= t < g.tasks): false when it holds no element of its row.
+// Task t (0 <= t < g.tasks): false when it holds no element of its row. kGroup == g.group, a
+// constant so that dividing by it is a shift (a 64-bit division by a variable is ~70 GPU
+// instructions, as much as a group's Philox block).
+template <int kGroup>
 SHARDPLAN_HD SHARDPLAN_INLINE bool group_task(const GroupRuns& g, int64_t t, GroupTask* out) {
   const CompactRegion& r = g.region;
   int64_t row = 0;
@@ -93,11 +96,11 @@ SHARDPLAN_HD SHARDPLAN_INLINE bool group_task(const GroupRuns& g, int64_t t, Gro
     dst_row += rest * r.dst_strides[0];
     global_row += rest * r.global_strides[0];
   }
-  const int64_t group = global_row / g.group + k;
-  const int64_t lane0 = group * g.group;
+  const int64_t group = global_row / kGroup + k;  // global_row >= 0
+  const int64_t lane0 = group * kGroup;
   const int64_t begin = lane0 > global_row ? lane0 : global_row;
   const int64_t row_end = global_row + g.run;
-  const int64_t end = lane0 + g.group < row_end ? lane0 + g.group : row_end;
+  const int64_t end = lane0 + kGroup < row_end ? lane0 + kGroup : row_end;
   if (begin >= end) return false;
   out->group = static_cast<uint64_t>(group);
   out->first_lane = static_cast<int>(begin - lane0);

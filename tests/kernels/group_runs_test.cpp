@@ -34,7 +34,7 @@ void fill_by_tasks(const GroupRuns& runs, const FillParams& p, unsigned char* ds
   constexpr int kLanes = kGroupSize<T>;
   for (int64_t t = 0; t < runs.tasks; ++t) {
     GroupTask task;
-    if (!internal::group_task(runs, t, &task)) continue;
+    if (!internal::group_task<kLanes>(runs, t, &task)) continue;
     ASSERT_GE(task.first_lane, 0);
     ASSERT_LE(task.end_lane, kLanes);
     ASSERT_LT(task.first_lane, task.end_lane);
