@@ -13,7 +13,11 @@
 #   6. a checkpoint read through NCCL (dp over every GPU, ZeRO 0): rows split across the replicas
 #      and broadcast on device buffers, verified against the file;
 #   7. with two GPUs or more, `rehearse --device cuda` of a tp x dp plan through NCCL (NCCL refuses
-#      two ranks on one GPU, so one GPU has no multi-rank rehearsal).
+#      two ranks on one GPU, so one GPU has no multi-rank rehearsal);
+#   8. a one-GPU rehearsal of Llama 2 7B: one layer's GEMMs timed with cuBLAS at the plan's shapes
+#      beside the prediction, and `calibrate --rehearsal` fitting hgx-h200's compute figures to it;
+#   9. the CUDA fill's throughput (bench_init_fill_cuda_bench) beside PyTorch's on the same GPU
+#      (scripts/bench_init_fill_cuda_torch.py, where PyTorch imports).
 #   bash scripts/gpu_check.sh [build-dir]          # default: build (the default preset's folder)
 # Exits non-zero on the first failure. Needs a build with CUDA, NCCL and MPI (`shardplan env`).
 set -euo pipefail
@@ -75,5 +79,20 @@ if [[ "$gpus" -ge 2 ]]; then
     --device cuda
 else
   echo "== gpu_check.sh: one GPU: no multi-rank rehearsal (NCCL refuses two ranks on one GPU)"
+fi
+echo "== gpu_check.sh: a one-GPU rehearsal: llama2-7b's layer GEMMs through cuBLAS, then calibrate"
+"$bin/shardplan" plan --model llama2-7b --cluster hgx-h200 --gpus 1 --seq 4096 --global-batch 8 \
+  --out "$work/one.json" > /dev/null
+"$bin/shardplan" rehearse --plan "$work/one.json" --device cuda --out "$work/one-rehearsal.json"
+"$bin/shardplan" calibrate --cluster hgx-h200 --rehearsal "$work/one-rehearsal.json" \
+  --out "$work/h200-rehearsed.json"
+echo "== gpu_check.sh: llama2-7b's parameters filled on the GPU (init time)"
+"$bin/shardplan" materialize --plan "$work/one.json" --device cuda --state params
+if [[ -x "$bin/bench_init_fill_cuda_bench" ]]; then
+  echo "== gpu_check.sh: CUDA fill throughput"
+  "$bin/bench_init_fill_cuda_bench" --benchmark_counters_tabular=true
+  if python3 -c "import torch" 2> /dev/null; then
+    python3 scripts/bench_init_fill_cuda_torch.py --gib 4 --repetitions 10
+  fi
 fi
 echo "== gpu_check.sh: all GPU checks passed (${SECONDS}s)"

@@ -88,7 +88,8 @@ std::string link_name(const collectives::Cluster& c, collectives::CalibratedLink
              : "ib";
 }
 
-void print_text(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
+void print_text(const CalibrateOptions& o, const collectives::CalibrationResult& r,
+                bool announce_write = true) {
   std::cout << std::fixed << std::setprecision(3);
   for (const collectives::LogFit& f : r.logs) {
     std::cout << "log   " << f.origin << ": " << collectives::to_string(f.kind) << ", " << f.ranks
@@ -104,7 +105,7 @@ void print_text(const CalibrateOptions& o, const collectives::CalibrationResult&
               << " -> " << l.bandwidth_gbps << " GB/s (" << l.points << " times, rms residual "
               << l.rms_relative_residual * 100 << "%)\n";
   }
-  std::cout << "wrote " << o.out << '\n';
+  if (announce_write) std::cout << "wrote " << o.out << '\n';
 }
 
 void print_json(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
@@ -211,8 +212,13 @@ void calibrate_ranks(CliContext& ctx, const CalibrateOptions& opts,
 }
 #endif
 
+void fit_compute(CliContext& ctx, const CalibrateOptions& o, const collectives::Cluster& base,
+                 const nlohmann::json& measured, const std::string& origin);
+
 // --rehearsal: the links fitted to a rehearsal's sweeps (Note [Link sweeps] in
-// planner/materialize/link_sweep.h), the same fit as nccl-tests logs.
+// planner/materialize/link_sweep.h), the same fit as nccl-tests logs, and, when it timed its
+// layers' GEMMs on a GPU (Note [Layer GEMMs] in planner/materialize/layer_gemms.h), the compute
+// figures on top of them, as --compute fits a measurement file.
 void calibrate_rehearsal(CliContext& ctx, const CalibrateOptions& o,
                          const collectives::Cluster& base) {
   SP_CHECK(o.logs.empty() && o.links.empty() && !o.mpi && o.compute.empty(), "--rehearsal ",
@@ -223,9 +229,26 @@ void calibrate_rehearsal(CliContext& ctx, const CalibrateOptions& o,
   const nlohmann::json doc =
       parse_strict_json(read_text_file(o.rehearsal, "rehearsal file"), o.rehearsal, kMaxDepth,
                         "a rehearsal file ('shardplan rehearse --out')");
-  write_and_print(
-      ctx, o,
-      collectives::calibrate(base, planner::rehearsal_link_inputs(doc, o.rehearsal, base.library)));
+  const bool compute = doc.is_object() && doc.contains("compute");
+  const bool links =
+      !compute || (doc.contains("links") && doc["links"].is_array() && !doc["links"].empty());
+  if (!compute) {
+    write_and_print(ctx, o,
+                    collectives::calibrate(
+                        base, planner::rehearsal_link_inputs(doc, o.rehearsal, base.library)));
+    return;
+  }
+  SP_CHECK(doc.value("format", std::string()) == "shardplan.rehearsal", "--rehearsal ", o.rehearsal,
+           ": field 'format': expected 'shardplan.rehearsal' (a file written by 'shardplan "
+           "rehearse --out')");
+  collectives::Cluster start = base;
+  if (links) {
+    const collectives::CalibrationResult r = collectives::calibrate(
+        base, planner::rehearsal_link_inputs(doc, o.rehearsal, base.library));
+    if (!ctx.json) print_text(o, r, /*announce_write=*/false);
+    start = r.cluster;
+  }
+  fit_compute(ctx, o, start, doc["compute"], o.rehearsal + ": compute");
 }
 
 // --compute: the cluster's compute figures and the stack's efficiency fitted to one GPU's
@@ -235,15 +258,21 @@ void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
   SP_CHECK(o.logs.empty() && o.links.empty() && !o.mpi && o.rehearsal.empty(),
            "--compute fits compute figures, expected no --log, --link, --mpi or --rehearsal with "
            "it");
-  const std::filesystem::path stack_path = planner::resolve_stack(o.stack);
-  const planner::StackProfile stack = planner::load_stack(stack_path);
   constexpr int kMaxDepth = 8;
   const nlohmann::json measured =
       parse_strict_json(read_text_file(o.compute, "measurement file"), o.compute, kMaxDepth,
                         "a measurement file (scripts/gpu_measure.py's output)");
-  const planner::ComputeCalibration r =
-      planner::calibrate_compute(base, stack, measured, o.compute);
-  SP_CHECK(o.stack_out.empty() || r.stack_fitted, "--stack-out ", o.stack_out, ": ", o.compute,
+  fit_compute(ctx, o, base, measured, o.compute);
+}
+
+// The compute figures of `base` (and the stack's efficiency, with --stack-out) fitted to one
+// GPU's measurements (Note [Compute calibration]), written to --out.
+void fit_compute(CliContext& ctx, const CalibrateOptions& o, const collectives::Cluster& base,
+                 const nlohmann::json& measured, const std::string& origin) {
+  const std::filesystem::path stack_path = planner::resolve_stack(o.stack);
+  const planner::StackProfile stack = planner::load_stack(stack_path);
+  const planner::ComputeCalibration r = planner::calibrate_compute(base, stack, measured, origin);
+  SP_CHECK(o.stack_out.empty() || r.stack_fitted, "--stack-out ", o.stack_out, ": ", origin,
            " has no llama_layers to fit the stack on, expected measured layers");
   // Both files are built and re-read with the strict loaders before either is written.
   const nlohmann::ordered_json cluster_json = collectives::cluster_to_json(r.cluster);
@@ -255,7 +284,7 @@ void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
     const planner::ComputeFit& f = r.fits.back();  // compute_efficiency comes last
     stack_json["compute_efficiency"] = {
         {"value", f.fitted},
-        {"source", "measured: " + o.compute + ", " + std::to_string(f.points) +
+        {"source", "measured: " + origin + ", " + std::to_string(f.points) +
                        " decoder layers in this stack against the fitted cluster (shardplan "
                        "calibrate --compute, Note [Compute calibration])"}};
     planner::stack_from_json(nlohmann::json::parse(stack_json.dump()), o.stack_out);
@@ -267,7 +296,7 @@ void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
   if (ctx.json) {
     nlohmann::ordered_json j;
     j["cluster"] = o.cluster;
-    j["measured"] = o.compute;
+    j["measured"] = origin;
     j["stack"] = stack.name;
     j["out"] = o.out;
     j["stack_out"] =

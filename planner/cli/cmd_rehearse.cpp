@@ -2,6 +2,8 @@
 // the plan's prediction (Note [Rehearsal] in planner/materialize/rehearsal.h; docs/launching.md
 // "Rehearsal"):
 //   mpirun -np 8 shardplan rehearse --plan plan.json [--device cuda] [--calls 20] [--out r.json]
+// With --device cuda, rank 0 also times one layer of each kind's GEMMs with cuBLAS (Note [Layer
+// GEMMs] in planner/materialize/layer_gemms.h); a one-rank plan rehearses that alone.
 // Bad input (the plan, a world size that is not the plan's) is found on every rank before any
 // collective runs and agreed with one all-reduce, as materialize does (Note [Materialize failure
 // policy] in planner/materialize/rank_driver.h); a failure at run time aborts the job.
@@ -20,6 +22,7 @@
 #include "collectives/communicator.h"
 #include "planner/cli/cli_common.h"
 #include "planner/cli/text_format.h"
+#include "planner/materialize/layer_gemms.h"
 #include "planner/materialize/link_sweep.h"
 #include "planner/materialize/rank_driver.h"
 #include "planner/materialize/rehearsal.h"
@@ -39,7 +42,8 @@ struct RehearseArgs {
   std::string plan;
   std::string device = "cpu";
   std::string out;
-  bool links = true;  // Note [Link sweeps]
+  bool links = true;    // Note [Link sweeps]
+  bool compute = true;  // Note [Layer GEMMs]: with --device cuda
   planner::RehearsalOptions options;
 };
 
@@ -84,10 +88,18 @@ nlohmann::ordered_json links_json(const std::vector<planner::LinkSweep>& sweeps)
   return out;
 }
 
+// What rank 0 timed of the plan's layers on its GPU (Note [Layer GEMMs]); empty gemms: none.
+struct ComputeTimed {
+  std::vector<planner::LayerGemm> gemms;
+  planner::LayerTimings timings;
+  std::string skipped;  // why not, on a GPU rehearsal
+};
+
 nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::PlanFile& f,
                                       const planner::Rehearsal& r,
                                       const std::vector<planner::LinkSweep>& sweeps,
-                                      const std::string& no_sweep, const RehearsalJob& job) {
+                                      const std::string& no_sweep, const RehearsalJob& job,
+                                      const ComputeTimed& compute) {
   nlohmann::ordered_json j;
   j["format"] = "shardplan.rehearsal";
   j["model"] = f.model_name;
@@ -117,6 +129,11 @@ nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::Plan
   j["exposed"] = {{"predicted_s", r.predicted_exposed_s}, {"measured_s", r.measured_exposed_s}};
   j["links"] = links_json(sweeps);
   if (!no_sweep.empty()) j["links_skipped"] = no_sweep;
+  if (!compute.gemms.empty()) {
+    j["compute"] = planner::compute_measurement_json(compute.gemms, compute.timings);
+  } else if (!compute.skipped.empty()) {
+    j["compute_skipped"] = compute.skipped;
+  }
   return j;
 }
 
@@ -126,25 +143,67 @@ std::string seconds_text(double s) {
   return os.str();
 }
 
+std::string ratio_text(double measured, double predicted) {
+  std::ostringstream ratio;
+  ratio << std::fixed << std::setprecision(2) << (predicted > 0 ? measured / predicted : 0.0);
+  return ratio.str();
+}
+
+// Note [Layer GEMMs]: each GEMM predicted against measured, then each layer kind's sum.
+void print_compute(const ComputeTimed& c) {
+  if (c.gemms.empty()) {
+    if (!c.skipped.empty()) std::cout << "no layer GEMMs timed: " << c.skipped << "\n";
+    return;
+  }
+  const planner::LayerTimings& t = c.timings;
+  std::cout << "layer GEMMs on " << t.device << " (cuBLAS bf16, CUDA " << t.cuda
+            << "), one rank's shapes, predicted against measured; device copy " << std::fixed
+            << std::setprecision(0) << t.copy_bytes_per_s / 1e9 << " GB/s\n";
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < c.gemms.size(); ++i) {
+    const planner::LayerGemm& g = c.gemms[i];
+    const double measured = t.measured_s[i];
+    std::ostringstream shape, rate;
+    shape << (g.shape.batch > 1 ? std::to_string(g.shape.batch) + " x " : "") << g.shape.m << "x"
+          << g.shape.n << "x" << g.shape.k;
+    rate << std::fixed << std::setprecision(0) << (measured > 0 ? g.flops / measured / 1e12 : 0.0);
+    rows.push_back({g.name + " " + g.pass, shape.str(), std::to_string(g.count),
+                    seconds_text(g.predicted_s), seconds_text(measured), rate.str(),
+                    ratio_text(measured, g.predicted_s)});
+  }
+  print_table({"GEMM", "M x N x K", "count", "predicted", "measured", "TFLOP/s", "ratio"}, rows,
+              {false, true, true, true, true, true, true});
+  const nlohmann::ordered_json doc = planner::compute_measurement_json(c.gemms, t);
+  for (const auto& layer : doc["layers"]) {
+    const double p = layer["predicted_s"].get<double>(), m = layer["measured_s"].get<double>();
+    std::cout << "layer " << layer["layer"].get<std::string>() << ": GEMMs predicted "
+              << seconds_text(p) << ", measured " << seconds_text(m) << " (ratio "
+              << ratio_text(m, p) << ")\n";
+  }
+}
+
 void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const planner::Rehearsal& r,
                      const std::vector<planner::LinkSweep>& sweeps, const std::string& no_sweep,
-                     const RehearsalJob& job) {
+                     const RehearsalJob& job, const ComputeTimed& compute) {
   std::cout << "rehearsed " << a.plan << " (" << f.model_name << ") on " << job.world->size() << " "
             << a.device << " rank" << (job.world->size() == 1 ? "" : "s") << " through "
             << job.backend << ": one step's collectives, predicted against measured\n";
+  print_compute(compute);
+  if (r.collectives.empty()) {
+    std::cout << "no collectives: the plan's bill has none on one rank\n";
+    return;
+  }
   std::vector<std::vector<std::string>> rows;
   for (const planner::RehearsedCollective& x : r.collectives) {
     std::string group;
     for (const size_t d : x.dims) group += (group.empty() ? "" : "x") + planner::mesh_names()[d];
-    std::ostringstream ratio;
-    ratio << std::fixed << std::setprecision(2)
-          << (x.planned.seconds > 0 ? x.measured_s / x.planned.seconds : 0.0);
     rows.push_back(
         {x.planned.what, group + "[" + std::to_string(x.planned.group_size) + "]",
          human_bytes(static_cast<double>(x.planned.bytes)),
          with_commas(x.planned.calls) +
              (x.calls_run < x.planned.calls ? " (" + with_commas(x.calls_run) + " run)" : ""),
-         seconds_text(x.planned.seconds), seconds_text(x.measured_s), ratio.str()});
+         seconds_text(x.planned.seconds), seconds_text(x.measured_s),
+         ratio_text(x.measured_s, x.planned.seconds)});
   }
   print_table({"collective", "group", "bytes", "calls", "predicted", "measured", "ratio"}, rows,
               {false, false, true, true, true, true, true});
@@ -175,9 +234,11 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     planner::check_device(a.device);
     f = planner::read_plan_file(a.plan);
     group_dims = planner::rehearsal_groups(f);
-    SP_CHECK(!f.collectives.empty(), "plan ", a.plan,
+    // A GPU rehearsal of a one-rank plan still times the layers' GEMMs.
+    SP_CHECK(!f.collectives.empty() || (a.device == "cuda" && a.compute), "plan ", a.plan,
              " has no collectives to rehearse (prediction.collectives): written before rehearse "
-             "or for one rank, expected a plan from 'shardplan plan --out' of this version");
+             "or for one rank, expected a plan from 'shardplan plan --out' of this version (or "
+             "--device cuda, which times the layers' GEMMs)");
     SP_CHECK(f.setup.gpus == world.size(), "the plan is for ", f.setup.gpus,
              " ranks but this job has ", world.size(), ", expected a launch with -np ",
              f.setup.gpus);
@@ -209,13 +270,24 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
   }
   planner::Rehearsal r;
   std::vector<planner::LinkSweep> sweeps;
+  ComputeTimed compute;
+  if (a.device == "cuda" && !a.compute) compute.skipped = "--no-compute";
   try {
-    const mesh::DeviceMesh m(f.mesh_shape(), planner::mesh_names());
-    const std::vector<std::unique_ptr<collectives::Communicator>> groups =
-        job.groups(m, group_dims);
-    r = planner::rehearse(f, world, groups, *memory, a.options);
-    if (no_sweep.empty()) {
-      sweeps = planner::sweep_links(f, world, groups, *memory, job.ranks_per_node);
+    if (!f.collectives.empty()) {
+      const mesh::DeviceMesh m(f.mesh_shape(), planner::mesh_names());
+      const std::vector<std::unique_ptr<collectives::Communicator>> groups =
+          job.groups(m, group_dims);
+      r = planner::rehearse(f, world, groups, *memory, a.options);
+      if (no_sweep.empty()) {
+        sweeps = planner::sweep_links(f, world, groups, *memory, job.ranks_per_node);
+      }
+    } else if (no_sweep.empty()) {
+      no_sweep = "the plan has no collectives (one rank)";
+    }
+    // Note [Layer GEMMs]: rank 0's GPU times one layer of each kind at the plan's local shapes.
+    if (a.device == "cuda" && a.compute && world.rank() == 0) {
+      compute.gemms = planner::layer_gemms(f);
+      compute.timings = planner::time_layer_gemms(compute.gemms, 10);
     }
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;
@@ -224,12 +296,12 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     job.abort(1);
   }
   if (world.rank() != 0) return;
-  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, sweeps, no_sweep, job);
+  const nlohmann::ordered_json doc = rehearsal_json(a, f, r, sweeps, no_sweep, job, compute);
   if (!a.out.empty()) write_file_atomically(a.out, doc.dump(2) + "\n", "--out");
   if (ctx.json) {
     print_json_document(doc);
   } else {
-    print_rehearsal(a, f, r, sweeps, no_sweep, job);
+    print_rehearsal(a, f, r, sweeps, no_sweep, job, compute);
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }
 }
@@ -306,6 +378,9 @@ void register_rehearse(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--out", a->out,
                  "Also write the measurements (the --json document) to this file; "
                  "'shardplan calibrate --rehearsal' fits a cluster file to it");
+  cmd.add_flag("!--no-compute", a->compute,
+               "With --device cuda: skip timing one layer of each kind's GEMMs with cuBLAS at the "
+               "plan's local shapes on rank 0's GPU");
   cmd.add_flag("!--no-links", a->links,
                "Skip the all-reduce size sweeps on one group inside a node and one across nodes "
                "that 'calibrate --rehearsal' fits the links to");

@@ -182,6 +182,44 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   return t;
 }
 
+GemmShape local_gemm_shape(const TracedModel& t, size_t i, const RankSplit& split) {
+  const TrainingOp& op = t.step.ops[i];
+  GemmShape g = gemm_shape(t.step, op);
+  const int64_t tp = split.tp;
+  const bool sp = split.sequence_parallel && tp > 1;
+  if (split.whole_experts && t.expert_op[i] && t.split[i] != OpSplit::kReplicated) {
+    // Whole experts on 1 / tp of the tokens: the same work, in shorter, full-width GEMMs.
+    g.m = ceil_div(g.m, tp);
+  } else {
+    switch (t.split[i]) {
+      case OpSplit::kColumn:
+        g.n = ceil_div(g.n, tp);
+        break;
+      case OpSplit::kRow:
+        g.k = ceil_div(g.k, tp);
+        break;
+      case OpSplit::kSharded:
+        if (g.batch >= tp) {
+          g.batch = ceil_div(g.batch, tp);
+        } else {
+          g.m = ceil_div(g.m, tp);
+        }
+        break;
+      case OpSplit::kReplicated:
+        if (sp) g.m = ceil_div(g.m, tp);
+        break;
+    }
+  }
+  if (t.score_op[i]) g.k *= split.cp;
+  if (t.expert_op[i] && split.ep > 1 && g.batch >= split.ep && g.batch % split.ep == 0) {
+    // A grouped GEMM over the layer's experts: this rank's E / ep of them, each fed by the
+    // ep ranks of its group (RankSplit::ep).
+    g.batch /= split.ep;
+    g.m *= split.ep;
+  }
+  return g;
+}
+
 RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit& split) {
   SP_CHECK(split.tp >= 1 && split.cp >= 1, "rank split tp ", split.tp, " cp ", split.cp,
            ", expected positive degrees");
@@ -244,40 +282,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   for (size_t i = 0; i < st.ops.size(); ++i) {
     const TrainingOp& op = st.ops[i];
     if (op.is_view || op.skipped) continue;
-    GemmShape g;
-    if (op.matmul_flops > 0) {
-      g = gemm_shape(st, op);
-      if (split.whole_experts && t.expert_op[i] && t.split[i] != OpSplit::kReplicated) {
-        // Whole experts on 1 / tp of the tokens: the same work, in shorter, full-width GEMMs.
-        g.m = ceil_div(g.m, tp);
-      } else {
-        switch (t.split[i]) {
-          case OpSplit::kColumn:
-            g.n = ceil_div(g.n, tp);
-            break;
-          case OpSplit::kRow:
-            g.k = ceil_div(g.k, tp);
-            break;
-          case OpSplit::kSharded:
-            if (g.batch >= tp) {
-              g.batch = ceil_div(g.batch, tp);
-            } else {
-              g.m = ceil_div(g.m, tp);
-            }
-            break;
-          case OpSplit::kReplicated:
-            if (sp) g.m = ceil_div(g.m, tp);
-            break;
-        }
-      }
-      if (t.score_op[i]) g.k *= split.cp;
-      if (t.expert_op[i] && split.ep > 1 && g.batch >= split.ep && g.batch % split.ep == 0) {
-        // A grouped GEMM over the layer's experts: this rank's E / ep of them, each fed by the
-        // ep ranks of its group (RankSplit::ep).
-        g.batch /= split.ep;
-        g.m *= split.ep;
-      }
-    }
+    const GemmShape g = op.matmul_flops > 0 ? local_gemm_shape(t, i, split) : GemmShape{};
     const ComputeModel& rate = t.part[i] == Part::kHead ? head : a;
     double eff = op.matmul_flops > 0 ? gemm_efficiency(rate, g) : 1;
     OpSeconds s;

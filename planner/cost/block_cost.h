@@ -167,6 +167,11 @@ struct RankWork {
   int64_t ep_dispatch_bytes = 0;  // S of one all-to-all (dispatch or combine) per block
 };
 
+// The GEMM one rank runs for matrix-product op `i` of `t` under `split` (its 1 / tp of N or K,
+// the sequence-parallel rows, the experts it holds): the shape rank_work prices and `rehearse`
+// times (planner/materialize/layer_gemms.h).
+GemmShape local_gemm_shape(const TracedModel& t, size_t i, const RankSplit& split);
+
 // The work of one rank for one micro-batch under `split`.
 RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit& split);
 

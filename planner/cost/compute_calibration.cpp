@@ -65,8 +65,11 @@ ComputeFit fit_gemms(JsonFields& doc, std::string_view key, const std::string& d
   std::vector<double> bound, all;
   for (size_t i = 0; i < rows.size(); ++i) {
     JsonFields r(rows[i], doc.origin(), doc.join(key) + "[" + std::to_string(i) + "]");
-    const GemmShape g{
-        .batch = 1, .m = r.integer("m", 1), .n = r.integer("n", 1), .k = r.integer("k", 1)};
+    // "batch": a batch of GEMMs (a rank's experts, rehearse's rows); one when absent.
+    const GemmShape g{.batch = r.has("batch") ? r.integer("batch", 1, int64_t{1} << 31) : 1,
+                      .m = r.integer("m", 1),
+                      .n = r.integer("n", 1),
+                      .k = r.integer("k", 1)};
     const double rate = r.number("flops_per_s");
     if (!(rate > 0)) r.fail("flops_per_s", "expected a positive rate, got " + fixed(rate, 0));
     const double shape = gemm_efficiency(unit, g);
@@ -93,9 +96,11 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
   out.stack = stack;
   collectives::AcceleratorSpec& acc = out.cluster.accelerator;
   const std::string device = doc.str("device");
-  const std::string where = "measured: " + origin + " (" + device + ", PyTorch " +
-                            doc.str("torch") + ", CUDA " + doc.str("cuda") +
-                            "; shardplan calibrate --compute, Note [Compute calibration])";
+  // "torch" is absent from a rehearsal's measurements (cuBLAS called directly).
+  const std::string where = "measured: " + origin + " (" + device +
+                            (doc.has("torch") ? ", PyTorch " + doc.str("torch") : std::string()) +
+                            ", CUDA " + doc.str("cuda") +
+                            "; shardplan calibrate, Note [Compute calibration])";
   const int64_t sms = doc.integer("streaming_multiprocessors", 1);
   if (acc.streaming_multiprocessors &&
       sms != static_cast<int64_t>(acc.streaming_multiprocessors->value)) {

@@ -3,6 +3,8 @@
 // can calibrate before buying. FILE is scripts/gpu_measure.py's output:
 //   {"device", "streaming_multiprocessors", "memory_bytes", "torch", "cuda",
 //    "hbm": {"copy_bytes_per_s", ...}, "bf16_gemm": [{"m", "n", "k", "flops_per_s"}, ...],
+//    (each GEMM may state "batch"; "torch" is optional: `rehearse --device cuda` writes the same
+//    document without it, under "compute", from cuBLAS at the plan's local shapes),
 //    "fp8_gemm": [...], "attention": [...], "llama_layers": [{"model", "tp", "seq",
 //    "micro_batch", "forward_s", "backward_s"}, ...]}
 //   ComputeCalibration r = calibrate_compute(cluster, stack, measured, "h100.json");

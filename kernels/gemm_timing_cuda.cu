@@ -1,0 +1,160 @@
+// cuBLAS GEMM and copy timing (kernels/gemm_timing.h).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm_timing.h"
+
+namespace shardplan::kernels {
+namespace {
+
+// Owns what one timing allocates; frees it on every path.
+struct Scratch {
+  std::vector<void*> buffers;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cublasHandle_t handle = nullptr;
+  ~Scratch() {
+    for (void* b : buffers) cudaFree(b);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (handle) cublasDestroy(handle);
+  }
+  bool allocate(size_t bytes, void** out, std::string* error) {
+    const cudaError_t e = cudaMalloc(out, bytes);
+    if (e != cudaSuccess) {
+      *error = "cudaMalloc(" + std::to_string(bytes) + " bytes): " + cudaGetErrorString(e);
+      return false;
+    }
+    buffers.push_back(*out);
+    return true;
+  }
+  bool events(std::string* error) {
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+      *error = "cudaEventCreate failed";
+      return false;
+    }
+    return true;
+  }
+};
+
+// Small values in [-1/8, 1/8), a hash of the index: no host transfer, no generator state.
+__global__ void fill_small(__nv_bfloat16* x, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
+    h ^= h >> 15;
+    x[i] = __float2bfloat16(static_cast<float>(h & 0xFFFFu) / 262144.0f - 0.125f);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+bool time_gemm_bf16_cuda(const GemmDims& d, int repeats, double* seconds, std::string* error) {
+  if (d.batch < 1 || d.m < 1 || d.n < 1 || d.k < 1 || d.m > INT_MAX || d.n > INT_MAX ||
+      d.k > INT_MAX || d.batch > INT_MAX || repeats < 1) {
+    *error = "GEMM " + std::to_string(d.batch) + " x " + std::to_string(d.m) + " x " +
+             std::to_string(d.n) + " x " + std::to_string(d.k) +
+             ": expected positive dimensions within cuBLAS's int range";
+    return false;
+  }
+  Scratch s;
+  const int64_t a_elems = d.batch * d.m * d.k, b_elems = d.batch * d.k * d.n,
+                c_elems = d.batch * d.m * d.n;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  if (!s.allocate(static_cast<size_t>(a_elems) * 2, &a, error) ||
+      !s.allocate(static_cast<size_t>(b_elems) * 2, &b, error) ||
+      !s.allocate(static_cast<size_t>(c_elems) * 2, &c, error) || !s.events(error)) {
+    return false;
+  }
+  fill_small<<<1024, 256>>>(static_cast<__nv_bfloat16*>(a), a_elems);
+  fill_small<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b), b_elems);
+  if (cublasCreate(&s.handle) != CUBLAS_STATUS_SUCCESS) {
+    *error = "cublasCreate failed";
+    return false;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+  // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's (n, m, k) with B first.
+  auto call = [&]() {
+    return cublasGemmStridedBatchedEx(
+        s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n, d.k * d.n, a,
+        CUDA_R_16BF, k, d.m * d.k, &beta, c, CUDA_R_16BF, n, d.m * d.n, static_cast<int>(d.batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  std::vector<double> times;
+  for (int i = 0; i < repeats + 2; ++i) {
+    cudaEventRecord(s.start);
+    if (call() != CUBLAS_STATUS_SUCCESS) {
+      *error = "cublasGemmStridedBatchedEx (bf16, fp32 compute) failed";
+      return false;
+    }
+    cudaEventRecord(s.stop);
+    if (cudaEventSynchronize(s.stop) != cudaSuccess) {
+      *error = std::string("GEMM: ") + cudaGetErrorString(cudaGetLastError());
+      return false;
+    }
+    float ms = 0;
+    cudaEventElapsedTime(&ms, s.start, s.stop);
+    if (i >= 2) times.push_back(ms * 1e-3);
+  }
+  *seconds = median(times);
+  return true;
+}
+
+bool time_copy_cuda(int64_t bytes, int repeats, double* bytes_per_s, std::string* error) {
+  if (bytes < 1 || repeats < 1) {
+    *error = "copy of " + std::to_string(bytes) + " bytes: expected a positive size";
+    return false;
+  }
+  Scratch s;
+  void *from = nullptr, *to = nullptr;
+  if (!s.allocate(static_cast<size_t>(bytes), &from, error) ||
+      !s.allocate(static_cast<size_t>(bytes), &to, error) || !s.events(error)) {
+    return false;
+  }
+  std::vector<double> times;
+  for (int i = 0; i < repeats + 1; ++i) {
+    cudaEventRecord(s.start);
+    cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice);
+    cudaEventRecord(s.stop);
+    if (cudaEventSynchronize(s.stop) != cudaSuccess) {
+      *error = std::string("copy: ") + cudaGetErrorString(cudaGetLastError());
+      return false;
+    }
+    float ms = 0;
+    cudaEventElapsedTime(&ms, s.start, s.stop);
+    if (i >= 1) times.push_back(ms * 1e-3);
+  }
+  *bytes_per_s = 2.0 * static_cast<double>(bytes) / median(times);
+  return true;
+}
+
+bool cuda_device_facts(CudaDeviceFacts* out, std::string* error) {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    *error = std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(cudaGetLastError());
+    return false;
+  }
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  out->name = prop.name;
+  out->multiprocessors = prop.multiProcessorCount;
+  out->memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  out->runtime = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+  return true;
+}
+
+}  // namespace shardplan::kernels
