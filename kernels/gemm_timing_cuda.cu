@@ -1,7 +1,11 @@
-// cuBLAS GEMM and copy timing (kernels/gemm_timing.h).
+// cuBLAS GEMM and copy timing (kernels/gemm_timing.h). cuBLAS is loaded at run time by name
+// (dlopen), not linked: mapping libcublas and libcublasLt into every shardplan process grew the
+// resident set of a plain `shardplan plan` by about 120 MB, past the search's memory budget, for
+// a library that only `rehearse --device cuda` calls.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <climits>
@@ -11,19 +15,62 @@
 
 #include "kernels/gemm_timing.h"
 
+#ifndef SHARDPLAN_CUBLAS_MAJOR  // kernels/CMakeLists.txt sets it from the toolkit's version
+#define SHARDPLAN_CUBLAS_MAJOR "13"
+#endif
+
 namespace shardplan::kernels {
 namespace {
+
+// The three cuBLAS entry points the timing calls, from the library found at run time.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  // The C entry point (the header also has a C++ overload taking cudaDataType_t for the compute
+  // type, an inline wrapper the library does not export).
+  using Gemm = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                  int, const void*, const void*, cudaDataType, int, long long,
+                                  const void*, cudaDataType, int, long long, const void*, void*,
+                                  cudaDataType, int, long long, int, cublasComputeType_t,
+                                  cublasGemmAlgo_t);
+  Gemm gemm = nullptr;
+};
+
+// Loaded once; nullptr with *error saying why when no cuBLAS of this CUDA major is found.
+const Cublas* load_cublas(std::string* error) {
+  static const Cublas* loaded = []() -> const Cublas* {
+    void* lib = nullptr;
+    for (const char* name : {"libcublas.so." SHARDPLAN_CUBLAS_MAJOR, "libcublas.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+    }
+    if (lib == nullptr) return nullptr;
+    auto* c = new Cublas;  // lives as long as the process, as the library does
+    c->create = reinterpret_cast<decltype(c->create)>(dlsym(lib, "cublasCreate_v2"));
+    c->destroy = reinterpret_cast<decltype(c->destroy)>(dlsym(lib, "cublasDestroy_v2"));
+    c->gemm = reinterpret_cast<decltype(c->gemm)>(dlsym(lib, "cublasGemmStridedBatchedEx"));
+    if (c->create == nullptr || c->destroy == nullptr || c->gemm == nullptr) return nullptr;
+    return c;
+  }();
+  if (loaded == nullptr) {
+    *error = "cuBLAS (libcublas.so." SHARDPLAN_CUBLAS_MAJOR
+             ") could not be loaded: put the CUDA toolkit's lib64 folder on LD_LIBRARY_PATH, or "
+             "skip the layer timing with --no-compute";
+  }
+  return loaded;
+}
 
 // Owns what one timing allocates; frees it on every path.
 struct Scratch {
   std::vector<void*> buffers;
   cudaEvent_t start = nullptr, stop = nullptr;
   cublasHandle_t handle = nullptr;
+  const Cublas* cublas = nullptr;
   ~Scratch() {
     for (void* b : buffers) cudaFree(b);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
-    if (handle) cublasDestroy(handle);
+    if (handle) cublas->destroy(handle);
   }
   bool allocate(size_t bytes, void** out, std::string* error) {
     const cudaError_t e = cudaMalloc(out, bytes);
@@ -79,7 +126,9 @@ bool time_gemm_bf16_cuda(const GemmDims& d, int repeats, double* seconds, std::s
   }
   fill_small<<<1024, 256>>>(static_cast<__nv_bfloat16*>(a), a_elems);
   fill_small<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b), b_elems);
-  if (cublasCreate(&s.handle) != CUBLAS_STATUS_SUCCESS) {
+  s.cublas = load_cublas(error);
+  if (s.cublas == nullptr) return false;
+  if (s.cublas->create(&s.handle) != CUBLAS_STATUS_SUCCESS) {
     *error = "cublasCreate failed";
     return false;
   }
@@ -87,10 +136,10 @@ bool time_gemm_bf16_cuda(const GemmDims& d, int repeats, double* seconds, std::s
   const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
   // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's (n, m, k) with B first.
   auto call = [&]() {
-    return cublasGemmStridedBatchedEx(
-        s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n, d.k * d.n, a,
-        CUDA_R_16BF, k, d.m * d.k, &beta, c, CUDA_R_16BF, n, d.m * d.n, static_cast<int>(d.batch),
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return s.cublas->gemm(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n,
+                          d.k * d.n, a, CUDA_R_16BF, k, d.m * d.k, &beta, c, CUDA_R_16BF, n,
+                          d.m * d.n, static_cast<int>(d.batch), CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
   };
   std::vector<double> times;
   for (int i = 0; i < repeats + 2; ++i) {
