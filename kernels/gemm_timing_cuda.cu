@@ -105,6 +105,28 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The median seconds of `repeats` calls of `enqueue` (false: it failed and set *error) after
+// `warmup` untimed ones, each between the scratch's two events on the legacy stream.
+template <class Enqueue>
+bool median_event_seconds(Scratch& s, int warmup, int repeats, const char* what, Enqueue enqueue,
+                          double* seconds, std::string* error) {
+  std::vector<double> times;
+  for (int i = 0; i < warmup + repeats; ++i) {
+    cudaEventRecord(s.start);
+    if (!enqueue()) return false;
+    cudaEventRecord(s.stop);
+    if (cudaEventSynchronize(s.stop) != cudaSuccess) {
+      *error = std::string(what) + ": " + cudaGetErrorString(cudaGetLastError());
+      return false;
+    }
+    float ms = 0;
+    cudaEventElapsedTime(&ms, s.start, s.stop);
+    if (i >= warmup) times.push_back(ms * 1e-3);
+  }
+  *seconds = median(times);
+  return true;
+}
+
 }  // namespace
 
 bool time_gemm_bf16_cuda(const GemmDims& d, int repeats, double* seconds, std::string* error) {
@@ -136,29 +158,16 @@ bool time_gemm_bf16_cuda(const GemmDims& d, int repeats, double* seconds, std::s
   const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
   // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's (n, m, k) with B first.
   auto call = [&]() {
-    return s.cublas->gemm(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n,
-                          d.k * d.n, a, CUDA_R_16BF, k, d.m * d.k, &beta, c, CUDA_R_16BF, n,
-                          d.m * d.n, static_cast<int>(d.batch), CUBLAS_COMPUTE_32F,
-                          CUBLAS_GEMM_DEFAULT);
+    if (s.cublas->gemm(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n,
+                       d.k * d.n, a, CUDA_R_16BF, k, d.m * d.k, &beta, c, CUDA_R_16BF, n,
+                       d.m * d.n, static_cast<int>(d.batch), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS) {
+      return true;
+    }
+    *error = "cublasGemmStridedBatchedEx (bf16, fp32 compute) failed";
+    return false;
   };
-  std::vector<double> times;
-  for (int i = 0; i < repeats + 2; ++i) {
-    cudaEventRecord(s.start);
-    if (call() != CUBLAS_STATUS_SUCCESS) {
-      *error = "cublasGemmStridedBatchedEx (bf16, fp32 compute) failed";
-      return false;
-    }
-    cudaEventRecord(s.stop);
-    if (cudaEventSynchronize(s.stop) != cudaSuccess) {
-      *error = std::string("GEMM: ") + cudaGetErrorString(cudaGetLastError());
-      return false;
-    }
-    float ms = 0;
-    cudaEventElapsedTime(&ms, s.start, s.stop);
-    if (i >= 2) times.push_back(ms * 1e-3);
-  }
-  *seconds = median(times);
-  return true;
+  return median_event_seconds(s, 2, repeats, "GEMM", call, seconds, error);
 }
 
 bool time_copy_cuda(int64_t bytes, int repeats, double* bytes_per_s, std::string* error) {
@@ -172,20 +181,13 @@ bool time_copy_cuda(int64_t bytes, int repeats, double* bytes_per_s, std::string
       !s.allocate(static_cast<size_t>(bytes), &to, error) || !s.events(error)) {
     return false;
   }
-  std::vector<double> times;
-  for (int i = 0; i < repeats + 1; ++i) {
-    cudaEventRecord(s.start);
+  auto copy = [&]() {
     cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice);
-    cudaEventRecord(s.stop);
-    if (cudaEventSynchronize(s.stop) != cudaSuccess) {
-      *error = std::string("copy: ") + cudaGetErrorString(cudaGetLastError());
-      return false;
-    }
-    float ms = 0;
-    cudaEventElapsedTime(&ms, s.start, s.stop);
-    if (i >= 1) times.push_back(ms * 1e-3);
-  }
-  *bytes_per_s = 2.0 * static_cast<double>(bytes) / median(times);
+    return true;
+  };
+  double seconds = 0;
+  if (!median_event_seconds(s, 1, repeats, "copy", copy, &seconds, error)) return false;
+  *bytes_per_s = 2.0 * static_cast<double>(bytes) / seconds;
   return true;
 }
 

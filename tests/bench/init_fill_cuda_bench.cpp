@@ -95,6 +95,26 @@ bool sampled_elements_match(const void* device, ElementType type, const BenchBox
   return true;
 }
 
+// Each benchmark iteration: `enqueue` between two CUDA events on the legacy stream, its time the
+// iteration's (UseManualTime).
+template <class Enqueue>
+void time_with_events(benchmark::State& state, Enqueue enqueue) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (auto _ : state) {
+    cudaEventRecord(start, nullptr);
+    enqueue();
+    cudaEventRecord(stop, nullptr);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    state.SetIterationTime(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
 // args: element type (0 float32, 1 bfloat16), kind (FillKind), shape (Shape).
 void BM_CudaFill(benchmark::State& state) {
   if (cuda_device_count() == 0) {
@@ -121,20 +141,7 @@ void BM_CudaFill(benchmark::State& state) {
     cuda_free(buffer, -1);
     return;
   }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (auto _ : state) {
-    cudaEventRecord(start, nullptr);
-    fill_cuda(buffer, type, box.region(), spec, nullptr);
-    cudaEventRecord(stop, nullptr);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    state.SetIterationTime(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  time_with_events(state, [&] { fill_cuda(buffer, type, box.region(), spec, nullptr); });
   cuda_free(buffer, -1);
   state.SetBytesProcessed(state.iterations() * kBufferBytes);
   const char* kinds[] = {"constant", "uniform", "normal", "truncated"};
@@ -173,21 +180,10 @@ void BM_CudaCopy(benchmark::State& state) {
     state.SkipWithError(error.c_str());
     return;
   }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaMemcpy(b, a, static_cast<size_t>(kBufferBytes), cudaMemcpyDeviceToDevice);
-  for (auto _ : state) {
-    cudaEventRecord(start, nullptr);
+  cudaMemcpy(b, a, static_cast<size_t>(kBufferBytes), cudaMemcpyDeviceToDevice);  // warm-up
+  time_with_events(state, [&] {
     cudaMemcpyAsync(b, a, static_cast<size_t>(kBufferBytes), cudaMemcpyDeviceToDevice, nullptr);
-    cudaEventRecord(stop, nullptr);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    state.SetIterationTime(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  });
   cuda_free(a, -1);
   cuda_free(b, -1);
   state.SetBytesProcessed(state.iterations() * 2 * kBufferBytes);

@@ -18,7 +18,15 @@
 namespace shardplan::planner {
 namespace {
 
-PlanFile plan_of(const std::string& model, const Pins& pins, int64_t gpus, int64_t seq) {
+// The best plan of `model` on dgx-h100 with tp, pp, cp and ep pinned (dp: 0 leaves it free).
+PlanFile plan_of(const std::string& model, int64_t gpus, int64_t seq, int64_t tp, int64_t pp,
+                 int64_t cp, int64_t ep = 1, int64_t dp = 0) {
+  Pins pins;
+  pins.tp = tp;
+  pins.pp = pp;
+  pins.cp = cp;
+  pins.ep = ep;
+  if (dp > 0) pins.dp = dp;
   Planner p(tensor::find_model_config(model),
             collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
             {.gpus = gpus, .seq = seq, .global_batch = 256}, {});
@@ -52,12 +60,7 @@ TEST(LayerGemms, LlamaThreeEightBOnTensorParallelEight) {
   // hidden 4096, 32 query heads and 8 key/value heads of 128, MLP 14336 (config.json); tp 8:
   // column-parallel q 4096 / 8 = 512, k and v 1024 / 8 = 128, gate and up 14336 / 8 = 1792;
   // row-parallel o and down reduce over 512 and 1792. Rows: micro-batch x 4096 tokens.
-  Pins pins;
-  pins.tp = 8;
-  pins.pp = 2;
-  pins.dp = 4;
-  pins.cp = 1;
-  const PlanFile plan = plan_of("llama3-8b", pins, 64, 4096);
+  const PlanFile plan = plan_of("llama3-8b", 64, 4096, /*tp=*/8, /*pp=*/2, /*cp=*/1, 1, /*dp=*/4);
   const int64_t m = plan.config.micro_batch * 4096;
   const std::vector<LayerGemm> gs = layer_gemms(plan);
   expect_shape(find(gs, "q_proj", "fwd"), 1, m, 512, 4096, 1, "q fwd");
@@ -78,12 +81,7 @@ TEST(LayerGemms, LlamaThreeEightBOnTensorParallelEight) {
 }
 
 TEST(LayerGemms, ContextParallelShortensTheRows) {
-  Pins pins;
-  pins.tp = 1;
-  pins.cp = 4;
-  pins.dp = 2;
-  pins.pp = 1;
-  const PlanFile plan = plan_of("llama3.1-8b", pins, 8, 16384);
+  const PlanFile plan = plan_of("llama3.1-8b", 8, 16384, /*tp=*/1, /*pp=*/1, /*cp=*/4, 1, /*dp=*/2);
   const std::vector<LayerGemm> gs = layer_gemms(plan);
   // 16384 tokens over cp 4: 4096 per rank, at full width (tp 1), where q and o are one shape.
   const LayerGemm* q = find(gs, "q_proj", "fwd");
@@ -95,12 +93,7 @@ TEST(LayerGemms, ExpertsAreABatchOfTheRanksExperts) {
   // Mixtral 8x7B: 8 experts of 14336, top 2; ep 8 holds one expert per rank, fed by the tokens of
   // 8 ranks: a batch of 1 GEMM. At tp 1 its gate and up projections (one grouped weight of
   // 2 x 14336 = 28672 rows) map 4096 -> 28672 and its down projection 14336 -> 4096.
-  Pins pins;
-  pins.tp = 1;
-  pins.ep = 8;
-  pins.pp = 1;
-  pins.cp = 1;
-  const PlanFile plan = plan_of("mixtral-8x7b", pins, 64, 4096);
+  const PlanFile plan = plan_of("mixtral-8x7b", 64, 4096, /*tp=*/1, /*pp=*/1, /*cp=*/1, /*ep=*/8);
   const std::vector<LayerGemm> gs = layer_gemms(plan);
   bool expert = false;
   for (const LayerGemm& g : gs) {
@@ -118,11 +111,7 @@ TEST(LayerGemms, TheRehearsalsComputeObjectIsWhatCalibrateFits) {
   // A GPU rehearsal's "compute" (as rehearse --device cuda writes it, timings made up here) is a
   // measurement document calibrate_compute reads: the copy at 0.9 of the H100's 3350 GB/s fits
   // memory_efficiency 0.9 by hand, and every GEMM row counts.
-  Pins pins;
-  pins.tp = 8;
-  pins.pp = 2;
-  pins.dp = 4;
-  const PlanFile plan = plan_of("llama3-8b", pins, 64, 4096);
+  const PlanFile plan = plan_of("llama3-8b", 64, 4096, /*tp=*/8, /*pp=*/2, /*cp=*/1, 1, /*dp=*/4);
   const std::vector<LayerGemm> gs = layer_gemms(plan);
   LayerTimings t;
   t.device = "NVIDIA H100 80GB HBM3";
