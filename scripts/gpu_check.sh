@@ -5,7 +5,8 @@
 #   2. the MPI tests under mpirun with one rank per GPU, which runs the NCCL communicator's
 #      collectives (tests/mpi/nccl_communicator_test.cpp);
 #   3. `plan` then `materialize --device cuda --verify` of small shipped models, without a launcher
-#      and under mpirun, one rank per GPU;
+#      and under mpirun, one rank per GPU (with two GPUs or more, verified through NCCL on device
+#      buffers), and Llama 2 7B's parameters verified on one GPU, timed;
 #   4. an 8-rank tp 4 x dp 2 GPT-2 (ranks share GPUs when there are fewer) materialized on the GPUs
 #      and on the CPU: every tensor's checksum must be the same.
 #   5. the whole model state of Qwen3-0.6B (bf16) on the GPUs, the driver's measured growth within
@@ -43,8 +44,17 @@ for model in gpt2 pythia-160m; do
     "$bin/shardplan" materialize --plan "$work/$model.json" --device cuda --verify
   fi
   tests/mpi/mpirun.sh -np "$gpus" "$bin/shardplan" materialize --plan "$work/$model.json" \
-    --device cuda --verify
+    --device cuda --verify | tee "$work/verify.txt"
+  # One rank per GPU: verification's reductions and gathers ran through NCCL on device buffers.
+  if [[ "$gpus" -ge 2 ]]; then grep -q "NCCL on device buffers" "$work/verify.txt"; fi
 done
+echo "== gpu_check.sh: Llama 2 7B parameters verified on one GPU, timed"
+"$bin/shardplan" plan --model llama2-7b --cluster hgx-h200 --gpus 1 --seq 1024 --global-batch 8 \
+  --out "$work/llama-verify.json" > /dev/null
+start=$(date +%s.%N)
+"$bin/shardplan" materialize --plan "$work/llama-verify.json" --device cuda --state params \
+  --verify | tail -1
+echo "llama2-7b materialize --verify: $(python3 -c "import sys; print(f\"{float(sys.argv[1]) - float(sys.argv[2]):.2f}\")" "$(date +%s.%N)" "$start") s in all"
 echo "== gpu_check.sh: 8 ranks, tp 4 x dp 2, on the GPUs and on the CPU"
 "$bin/shardplan" plan --model gpt2 --cluster dgx-h100 --gpus 8 --seq 1024 --global-batch 8 --tp 4 \
   --dp 2 --out "$work/tp4dp2.json" > /dev/null
@@ -55,6 +65,7 @@ done
 python3 - "$work/cuda.json" "$work/cpu.json" <<'PY'
 import json, sys
 gpu, cpu = (json.load(open(f))["verify"]["tensor_checksums"] for f in sys.argv[1:])
+print("GPU verification:", json.load(open(sys.argv[1]))["verify"]["transport"])
 bad = [name for name in cpu if gpu.get(name) != cpu[name]]
 print(f"{len(cpu) - len(bad)} of {len(cpu)} tensors have the CPU's checksum on the GPUs")
 sys.exit(1 if bad or len(gpu) != len(cpu) else 0)

@@ -34,6 +34,7 @@
 #endif
 #if SHARDPLAN_HAVE_MPI && SHARDPLAN_HAVE_NCCL
 #include "collectives/nccl/nccl_communicator.h"
+#include "kernels/device_memory.h"
 #endif
 
 namespace shardplan::cli {
@@ -123,6 +124,19 @@ void run_dry(CliContext& ctx, const MaterializeArgs& a) {
 
 // ---- the ranks -------------------------------------------------------------------------------
 
+// How --verify's checksums and gathered shards travelled (docs/launching.md "Verification").
+const char* verify_transport(const planner::VerifyReport& v, const std::string& device) {
+  switch (v.wire) {
+    case planner::VerifyWire::kLocal:
+      return "one rank, nothing moved";
+    case planner::VerifyWire::kShardMemory:
+      return device == "cuda" ? "NCCL on device buffers" : "MPI on host buffers";
+    case planner::VerifyWire::kHostCopies:
+      return "MPI over host copies";
+  }
+  return "";
+}
+
 void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::MaterialLayout& layout,
                  const std::vector<planner::RankSummary>& ranks, double seconds,
                  const planner::VerifyReport* v) {
@@ -191,6 +205,7 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
                      {"covered", v->covered},
                      {"samples_rank0", v->samples},
                      {"gathered", v->gathered},
+                     {"transport", verify_transport(*v, a.device)},
                      {"tensor_checksums", sums}};
     }
     print_json_document(j);
@@ -228,7 +243,7 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
               << with_commas(v->covered) << "/" << layout.parameters().size()
               << " tensors covered exactly once, " << with_commas(v->samples)
               << " sampled elements recomputed (rank 0), " << with_commas(v->gathered)
-              << " tensors gathered whole: "
+              << " tensors gathered whole (" << verify_transport(*v, a.device) << "): "
               << (v->failures == 0 ? "all match" : std::to_string(v->failures) + " mismatches")
               << "\n";
   }
@@ -300,6 +315,16 @@ void run_ranks(CliContext& ctx, const MaterializeArgs& a, planner::Launch& launc
   if (a.check_memory) check_memory(ctx, a, launch.world->rank() == 0, r.ranks);
 }
 
+#if SHARDPLAN_HAVE_MPI && SHARDPLAN_HAVE_NCCL
+// Whether every host has a GPU for each of its ranks, as NCCL requires (it refuses two ranks on
+// one GPU). Collective over the world; every rank gets the same answer.
+bool one_gpu_per_rank(const collectives::MpiSession& session, collectives::Communicator& world) {
+  int64_t enough = session.local_size() <= kernels::cuda_device_count() ? 1 : 0;
+  world.all_reduce(&enough, 1, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMin);
+  return enough == 1;
+}
+#endif
+
 void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
   if (a.dry_run) {
     planner::check_device(a.device);
@@ -319,8 +344,10 @@ void run_materialize(CliContext& ctx, const MaterializeArgs& a) {
     launch.local_rank = session.local_rank();
     if (a.device == "cpu") launch.device_split = launch.split;
 #if SHARDPLAN_HAVE_NCCL
-    // The GPU data path: NCCL communicators over device buffers, bootstrapped over MPI.
-    if (a.device == "cuda") {
+    // The GPU data path: NCCL communicators over device buffers, bootstrapped over MPI. NCCL
+    // takes one rank per GPU; where a host runs more ranks than it has GPUs, every rank keeps the
+    // host path (decided together, so that all take the same one).
+    if (a.device == "cuda" && one_gpu_per_rank(session, *launch.world)) {
       launch.device_split = [&session](const mesh::DeviceMesh& m) {
         const collectives::NcclDevice gpu(session);
         return collectives::nccl_mesh_communicators(session, gpu, m);

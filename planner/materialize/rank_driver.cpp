@@ -128,16 +128,15 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
   // Run time: any failure ends the job.
   try {
     collectives::MeshCommunicators comms = launch.split(layout->mesh());
-    // Note [Each byte read once per replica group]: over communicators that move the shards'
-    // memory; the host ones when the shards are on the host.
+    // The communicators that move the shards' memory: the host ones when the shards are on the
+    // host, NCCL's when they are on GPUs (where the job has NCCL). Checkpoint loading (Note [Each
+    // byte read once per replica group]) and verification run their data over them.
     std::optional<collectives::MeshCommunicators> device_comms;
-    if (!a.checkpoint.empty() && a.device == "cuda" && launch.device_split) {
+    if (a.device == "cuda" && launch.device_split && (!a.checkpoint.empty() || a.verify)) {
       device_comms = launch.device_split(layout->mesh());
     }
-    collectives::MeshCommunicators* data_comms = a.checkpoint.empty() ? nullptr
-                                                 : a.device == "cpu"
-                                                     ? &comms
-                                                     : (device_comms ? &*device_comms : nullptr);
+    collectives::MeshCommunicators* data_comms =
+        a.device == "cpu" ? &comms : (device_comms ? &*device_comms : nullptr);
     const int64_t rank = world.rank();
     // What the device holds from here on is the state's (Note [Measured state memory] in
     // docs/launching.md): nothing else is allocated until it is measured.
@@ -148,7 +147,7 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
     const auto shown = [&](int64_t done, int64_t total) {
       if (rank == 0 && progress) progress(done, total);
     };
-    if (data_comms != nullptr) {
+    if (!a.checkpoint.empty() && data_comms != nullptr) {
       load_across_replicas(*layout, shards, *source, *data_comms, shown);
     } else {
       init_shards(*layout, shards, *source, shown);
@@ -172,7 +171,7 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
                                                            : layout->file().memory_per_gpu_bytes;
     }
     mine.peak_bytes = state.bytes.peak_rest;
-    if (a.verify) report.verify = verify_shards(*layout, shards, *source, comms);
+    if (a.verify) report.verify = verify_shards(*layout, shards, *source, comms, data_comms);
     report.ranks.resize(static_cast<size_t>(world.size()));
     world.all_gather(&mine, report.ranks.data(), sizeof mine);
   } catch (const std::exception& e) {

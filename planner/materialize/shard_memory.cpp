@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -12,6 +13,8 @@
 #include "kernels/checksum_cuda.h"
 #include "kernels/device_memory.h"
 #include "kernels/init_fill_cuda.h"
+#include "kernels/region_copy.h"
+#include "kernels/region_copy_cuda.h"
 
 namespace shardplan::planner {
 namespace {
@@ -23,6 +26,13 @@ void fill_part_on_host(const MaterialParameter& m, const LocalParameter& part,
   for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
     source.read_box(part.index, region, data + static_cast<size_t>(local_offset) * elem);
   });
+}
+
+// Elements [begin, begin + count) of parameter `index`, flat, into host memory at `data`.
+void read_flat(size_t index, ParameterSource& source, int64_t begin, int64_t count,
+               std::byte* data) {
+  const int64_t one = 1;
+  source.read_box(index, kernels::FillRegion{1, &count, &one, &one, begin}, data);
 }
 
 // This process's resident set: the second field of /proc/self/statm, in pages. Linux only; 0
@@ -53,17 +63,27 @@ class HostMemory final : public ShardMemory {
                  std::byte* data) override {
     fill_part_on_host(m, part, source, data);
   }
-  uint64_t checksum_part(const MaterialParameter& m, const LocalParameter& part,
-                         const std::byte* data) override {
-    const size_t elem = kernels::element_size(m.type);
-    uint64_t sum = 0;
-    for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
-      sum += kernels::checksum_cpu(data + static_cast<size_t>(local_offset) * elem, m.type, region);
-    });
-    return sum;
+  uint64_t checksum_region(kernels::ElementType type, const kernels::FillRegion& region,
+                           const std::byte* data) override {
+    return kernels::checksum_cpu(data, type, region);
+  }
+  void fill_flat(const MaterialParameter& /*m*/, size_t index, ParameterSource& source,
+                 int64_t begin, int64_t count, std::byte* data) override {
+    read_flat(index, source, begin, count, data);
+  }
+  void scatter_region(const std::byte* local, std::byte* whole, size_t element_bytes,
+                      const kernels::FillRegion& region) override {
+    kernels::scatter_region_cpu(local, whole, element_bytes, region);
+  }
+  int64_t first_difference(const std::byte* a, const std::byte* b, int64_t bytes) override {
+    const auto at = std::mismatch(a, a + bytes, b);
+    return at.first == a + bytes ? -1 : at.first - a;
   }
   void to_host(const std::byte* data, int64_t offset, std::byte* out, int64_t bytes) override {
     std::memcpy(out, data + offset, static_cast<size_t>(bytes));
+  }
+  void from_host(const std::byte* in, std::byte* data, int64_t offset, int64_t bytes) override {
+    std::memcpy(data + offset, in, static_cast<size_t>(bytes));
   }
   void zero(std::byte* data, int64_t bytes) override {
     std::memset(data, 0, static_cast<size_t>(bytes));
@@ -98,31 +118,49 @@ class CudaMemory final : public ShardMemory {
         kernels::fill_cuda(data + static_cast<size_t>(local_offset) * elem, m.type, region, *spec,
                            nullptr);
       });
-      std::string error;
-      if (!kernels::cuda_synchronize(device_, &error)) throw RuntimeFailure(error);
+      synchronize();
       return;
     }
     std::vector<std::byte> staged(static_cast<size_t>(part.bytes));
     fill_part_on_host(m, part, source, staged.data());
-    std::string error;
-    if (!kernels::cuda_copy(data, staged.data(), staged.size(), true, device_, &error)) {
-      throw RuntimeFailure(error);
-    }
+    from_host(staged.data(), data, 0, part.bytes);
   }
-  uint64_t checksum_part(const MaterialParameter& m, const LocalParameter& part,
-                         const std::byte* data) override {
-    const size_t elem = kernels::element_size(m.type);
-    uint64_t sum = 0;
-    for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
-      sum += kernels::checksum_cuda(data + static_cast<size_t>(local_offset) * elem, m.type, region,
-                                    nullptr);
-    });
-    return sum;
+  uint64_t checksum_region(kernels::ElementType type, const kernels::FillRegion& region,
+                           const std::byte* data) override {
+    return kernels::checksum_cuda(data, type, region, nullptr);
+  }
+  void fill_flat(const MaterialParameter& m, size_t index, ParameterSource& source, int64_t begin,
+                 int64_t count, std::byte* data) override {
+    if (count == 0) return;
+    const kernels::FillSpec* spec = source.fill_spec(index);
+    if (spec != nullptr) {
+      const int64_t one = 1;
+      kernels::fill_cuda(data, m.type, kernels::FillRegion{1, &count, &one, &one, begin}, *spec,
+                         nullptr);
+      synchronize();
+      return;
+    }
+    std::vector<std::byte> staged(static_cast<size_t>(count) * kernels::element_size(m.type));
+    read_flat(index, source, begin, count, staged.data());
+    from_host(staged.data(), data, 0, static_cast<int64_t>(staged.size()));
+  }
+  void scatter_region(const std::byte* local, std::byte* whole, size_t element_bytes,
+                      const kernels::FillRegion& region) override {
+    kernels::scatter_region_cuda(local, whole, element_bytes, region, nullptr);
+  }
+  int64_t first_difference(const std::byte* a, const std::byte* b, int64_t bytes) override {
+    return kernels::first_difference_cuda(a, b, static_cast<size_t>(bytes), nullptr);
   }
   void to_host(const std::byte* data, int64_t offset, std::byte* out, int64_t bytes) override {
     std::string error;
     if (!kernels::cuda_copy(out, data + offset, static_cast<size_t>(bytes), false, device_,
                             &error)) {
+      throw RuntimeFailure(error);
+    }
+  }
+  void from_host(const std::byte* in, std::byte* data, int64_t offset, int64_t bytes) override {
+    std::string error;
+    if (!kernels::cuda_copy(data + offset, in, static_cast<size_t>(bytes), true, device_, &error)) {
       throw RuntimeFailure(error);
     }
   }
@@ -140,11 +178,26 @@ class CudaMemory final : public ShardMemory {
   }
 
  private:
+  void synchronize() {
+    std::string error;
+    if (!kernels::cuda_synchronize(device_, &error)) throw RuntimeFailure(error);
+  }
+
   int device_;
 };
 #endif
 
 }  // namespace
+
+uint64_t ShardMemory::checksum_part(const MaterialParameter& m, const LocalParameter& part,
+                                    const std::byte* data) {
+  const size_t elem = kernels::element_size(m.type);
+  uint64_t sum = 0;
+  for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+    sum += checksum_region(m.type, region, data + static_cast<size_t>(local_offset) * elem);
+  });
+  return sum;
+}
 
 std::unique_ptr<ShardMemory> host_shard_memory() { return std::make_unique<HostMemory>(); }
 

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "kernels/checksum.h"
 
 namespace shardplan::planner {
 
@@ -65,19 +64,19 @@ void init_shards(const MaterialLayout& layout, RankShards& shards, ParameterSour
 }
 
 uint64_t reference_checksum(const MaterialLayout& layout, size_t index, ParameterSource& source,
-                            int64_t chunk_elements) {
+                            ShardMemory& memory, int64_t chunk_elements) {
   const MaterialParameter& m = layout.parameters()[index];
-  const size_t elem = kernels::element_size(m.type);
+  const int64_t elem = static_cast<int64_t>(kernels::element_size(m.type));
   const int64_t chunk = std::max<int64_t>(1, std::min(chunk_elements, m.numel));
-  std::vector<std::byte> buffer(static_cast<size_t>(chunk) * elem);
+  const MemoryBuffer buffer(memory, chunk * elem);
   uint64_t sum = 0;
   // The tensor as a flat run of numel elements: a 1-d region per chunk.
   for (int64_t begin = 0; begin < m.numel; begin += chunk) {
     const int64_t n = std::min(chunk, m.numel - begin);
+    memory.fill_flat(m, index, source, begin, n, buffer.data());
     const int64_t one = 1;
-    const kernels::FillRegion region{1, &n, &one, &one, begin};
-    source.read_box(index, region, buffer.data());
-    sum += kernels::checksum_cpu(buffer.data(), m.type, region);
+    sum += memory.checksum_region(m.type, kernels::FillRegion{1, &n, &one, &one, begin},
+                                  buffer.data());
   }
   return sum;
 }

@@ -44,10 +44,11 @@ RankShards allocate_shards(const MaterialLayout& layout, int64_t rank, ShardMemo
 void init_shards(const MaterialLayout& layout, RankShards& shards, ParameterSource& source,
                  const std::function<void(int64_t, int64_t)>& progress = {});
 
-// The checksum of parameter `index` unsharded, taken from `source` in bounded chunks (never more
-// than `chunk_elements` at once).
+// The checksum of parameter `index` unsharded, taken from `source` in `memory` (on the GPU when
+// the shards are there: it fills computed values itself) in bounded chunks, never more than
+// `chunk_elements` at once.
 uint64_t reference_checksum(const MaterialLayout& layout, size_t index, ParameterSource& source,
-                            int64_t chunk_elements = int64_t{1} << 22);
+                            ShardMemory& memory, int64_t chunk_elements = int64_t{1} << 22);
 
 // Global linear index of local element `local` (row-major over part.local_shape).
 int64_t global_index_of(const MaterialParameter& p, const LocalParameter& part, int64_t local);

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/fill_reference.h"
 #include "kernels/splitmix64.h"
@@ -35,40 +38,64 @@ uint64_t element_bits(ShardMemory& memory, const std::byte* data, int64_t index,
   return bits;
 }
 
+// Where the collectives that carry shard data or checksums run: `comms` over buffers in
+// `memory`. That is the shards' own memory where the communicators move it (NCCL on device
+// buffers, MPI on host ones) or where there is one rank (nothing moves); host memory otherwise,
+// with the shards copied out first.
+struct Wire {
+  collectives::MeshCommunicators& comms;
+  ShardMemory& memory;
+  ShardMemory& shards;  // where the shards live
+};
+
+// An all-reduce of a host vector through a buffer in the wire's memory.
+template <class T>
+void reduce_on(collectives::Communicator& comm, ShardMemory& memory, std::vector<T>& values,
+               ReduceElement e, ReduceOp op) {
+  if (comm.size() == 1 || values.empty()) return;
+  const auto bytes = static_cast<int64_t>(values.size() * sizeof(T));
+  const MemoryBuffer buffer(memory, bytes);
+  memory.from_host(reinterpret_cast<const std::byte*>(values.data()), buffer.data(), 0, bytes);
+  comm.all_reduce(buffer.data(), values.size(), e, op);
+  memory.to_host(buffer.data(), 0, reinterpret_cast<std::byte*>(values.data()), bytes);
+}
+
 // Replicas: over each non-pp dim, the shards a dim does not split must agree across its group.
 void check_replicas(const MaterialLayout& l, const RankShards& s, const std::vector<uint64_t>& sums,
-                    collectives::MeshCommunicators& comms, VerifyReport& v) {
+                    Wire& wire, VerifyReport& v) {
   // Indexed by parameter, not by part: the members of a dim's group may hold different
   // parameters (pipeline stages). A parameter a rank does not hold, or that the dim splits, gives
   // the neutral values, so min == max compares the holders only.
   const size_t p = l.parameters().size();
   std::vector<int64_t> part_of(p, -1);
   for (size_t k = 0; k < s.parts.size(); ++k) part_of[s.parts[k].index] = static_cast<int64_t>(k);
-  for (size_t d = 0; d < comms.dims.size(); ++d) {
-    if (d == kPpDim || comms.dims[d]->size() == 1) continue;
+  for (size_t d = 0; d < wire.comms.dims.size(); ++d) {
+    collectives::Communicator& group = *wire.comms.dims[d];
+    if (d == kPpDim || group.size() == 1) continue;
     std::vector<uint64_t> lo(p, UINT64_MAX), hi(p, 0);
     for (size_t i = 0; i < p; ++i) {
       if (part_of[i] < 0 || shards_on(l.parameters()[i], static_cast<int64_t>(d))) continue;
       lo[i] = hi[i] = sums[static_cast<size_t>(part_of[i])];
     }
-    comms.dims[d]->all_reduce(lo.data(), p, ReduceElement::kUInt64, ReduceOp::kMin);
-    comms.dims[d]->all_reduce(hi.data(), p, ReduceElement::kUInt64, ReduceOp::kMax);
+    reduce_on(group, wire.memory, lo, ReduceElement::kUInt64, ReduceOp::kMin);
+    reduce_on(group, wire.memory, hi, ReduceElement::kUInt64, ReduceOp::kMax);
     for (size_t i = 0; i < p; ++i) {
       const MaterialParameter& m = l.parameters()[i];
       if (part_of[i] < 0 || shards_on(m, static_cast<int64_t>(d))) continue;
       ++v.replica_checks;
       if (lo[i] != hi[i]) {
-        note(v, comms.world->who() + ": '" + m.plan->name +
-                    "' differs between the replicas of mesh dim " + l.mesh().dim_names()[d]);
+        note(v, group.who() + ": '" + m.plan->name + "' differs between the replicas of mesh dim " +
+                    l.mesh().dim_names()[d]);
       }
     }
   }
 }
 
-// Coverage: the shard leaders' checksums and counts add up to the whole tensor's.
+// Coverage: the shard leaders' checksums and counts add up to the whole tensor's. Each rank takes
+// the reference checksum of every world-size-th parameter, where the shards live.
 void check_coverage(const MaterialLayout& l, const RankShards& s, ParameterSource& source,
-                    const std::vector<uint64_t>& sums, collectives::Communicator& world,
-                    VerifyReport& v) {
+                    const std::vector<uint64_t>& sums, Wire& wire, VerifyReport& v) {
+  collectives::Communicator& world = *wire.comms.world;
   const size_t p = l.parameters().size();
   std::vector<uint64_t> total(p, 0), reference(p, 0);
   std::vector<int64_t> counts(p, 0);
@@ -79,11 +106,11 @@ void check_coverage(const MaterialLayout& l, const RankShards& s, ParameterSourc
   }
   for (size_t i = static_cast<size_t>(world.rank()); i < p;
        i += static_cast<size_t>(world.size())) {
-    reference[i] = reference_checksum(l, i, source);
+    reference[i] = reference_checksum(l, i, source, wire.shards);
   }
-  world.all_reduce(total.data(), p, ReduceElement::kUInt64, ReduceOp::kSum);
-  world.all_reduce(counts.data(), p, ReduceElement::kInt64, ReduceOp::kSum);
-  world.all_reduce(reference.data(), p, ReduceElement::kUInt64, ReduceOp::kSum);
+  reduce_on(world, wire.memory, total, ReduceElement::kUInt64, ReduceOp::kSum);
+  reduce_on(world, wire.memory, counts, ReduceElement::kInt64, ReduceOp::kSum);
+  reduce_on(world, wire.memory, reference, ReduceElement::kUInt64, ReduceOp::kSum);
   v.whole_checksums = total;
   for (size_t i = 0; i < p; ++i) {
     const MaterialParameter& m = l.parameters()[i];
@@ -125,76 +152,86 @@ void check_samples(const MaterialLayout& l, const RankShards& s, ParameterSource
   }
 }
 
-// Copies the box `region` of a local buffer into the unsharded tensor.
-void copy_box(const kernels::FillRegion& region, const std::byte* local, std::byte* whole,
-              size_t elem) {
-  const int n = region.ndim;
-  std::vector<int64_t> i(static_cast<size_t>(n), 0);
-  for (int d = 0; d < n; ++d) {
-    if (region.sizes[d] == 0) return;
+// A shard's bytes in the wire's memory: the shard's own buffer when the wire is its memory, a
+// copy otherwise.
+class OnWire {
+ public:
+  OnWire(Wire& wire, const std::byte* data, int64_t bytes) : data_(data) {
+    if (&wire.memory == &wire.shards) return;
+    copy_ = std::make_unique<MemoryBuffer>(wire.memory, bytes);
+    std::vector<std::byte> host(static_cast<size_t>(bytes));
+    wire.shards.to_host(data, 0, host.data(), bytes);
+    wire.memory.from_host(host.data(), copy_->data(), 0, bytes);
+    data_ = copy_->data();
   }
-  while (true) {
-    int64_t src = 0;
-    int64_t dst = region.global_offset;
-    for (int d = 0; d < n; ++d) {
-      src += i[static_cast<size_t>(d)] * region.dst_strides[d];
-      dst += i[static_cast<size_t>(d)] * region.global_strides[d];
-    }
-    std::memcpy(whole + static_cast<size_t>(dst) * elem, local + static_cast<size_t>(src) * elem,
-                elem);
-    int d = n - 1;
-    for (; d >= 0; --d) {
-      if (++i[static_cast<size_t>(d)] < region.sizes[d]) break;
-      i[static_cast<size_t>(d)] = 0;
-    }
-    if (d < 0) return;
-  }
-}
+  const std::byte* data() const { return data_; }
 
-// Gather: every tensor whole on rank 0, compared with the unsharded fill.
+ private:
+  const std::byte* data_;
+  std::unique_ptr<MemoryBuffer> copy_;
+};
+
+// Gather: every tensor whole on rank 0, compared byte for byte with the unsharded source there.
+// Each distinct shard's leader sends it to rank 0 (parameters in order, then ranks in order, so
+// every send meets its receive); rank 0 places each into the whole tensor in the wire's memory
+// and compares it with the reference filled there. Every rank can tell from the layout who sends
+// what, so no sizes travel.
 void check_gathered(const MaterialLayout& l, const RankShards& s, ParameterSource& source,
-                    collectives::Communicator& world, VerifyReport& v) {
-  std::vector<const LocalParameter*> mine(l.parameters().size(), nullptr);
-  std::vector<std::byte*> mine_data(l.parameters().size(), nullptr);
-  for (size_t k = 0; k < s.parts.size(); ++k) {
-    if (!s.parts[k].shard_leader) continue;
-    mine[s.parts[k].index] = &s.parts[k];
-    mine_data[s.parts[k].index] = s.data[k];
-  }
-  std::vector<std::byte> gathered, whole, reference;
-  std::vector<size_t> counts;
-  for (size_t i = 0; i < l.parameters().size(); ++i) {
-    const MaterialParameter& m = l.parameters()[i];
-    const size_t bytes = mine[i] ? static_cast<size_t>(mine[i]->bytes) : 0;
-    // The collective moves host bytes: a part on a GPU is copied out first.
-    std::vector<std::byte> host(bytes);
-    if (bytes > 0) s.memory->to_host(mine_data[i], 0, host.data(), static_cast<int64_t>(bytes));
-    world.all_gather_varying(host.data(), bytes, gathered, counts);
-    if (world.rank() != 0) continue;
-    const size_t elem = kernels::element_size(m.type);
-    whole.assign(static_cast<size_t>(m.numel) * elem, std::byte{0});
-    size_t offset = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      if (counts[r] == 0) {
-        continue;
+                    Wire& wire, VerifyReport& v) {
+  collectives::Communicator& world = *wire.comms.world;
+  constexpr int kTag = 0x5EF;
+  const size_t p = l.parameters().size();
+  // Rank 0's view: each parameter's leaders and their parts.
+  std::vector<std::vector<std::pair<int64_t, LocalParameter>>> leaders(p);
+  if (world.rank() == 0) {
+    for (int64_t r = 0; r < world.size(); ++r) {
+      for (LocalParameter& part : l.rank_parameters(r)) {
+        if (part.shard_leader && part.bytes > 0) leaders[part.index].emplace_back(r, part);
       }
-      const std::optional<mesh::MeshCoord> coord = l.mesh().coordinate_of(static_cast<int64_t>(r));
-      std::vector<int64_t> sub;
-      for (const int64_t d : m.shard_dims) sub.push_back((*coord)[static_cast<size_t>(d)]);
-      const LocalParameter part = l.local_part(i, sub);
-      for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
-        copy_box(region, gathered.data() + offset + static_cast<size_t>(local_offset) * elem,
-                 whole.data(), elem);
-      });
-      offset += counts[r];
     }
-    reference.resize(whole.size());
-    const int64_t one = 1;
-    const kernels::FillRegion flat{1, &m.numel, &one, &one, 0};
-    source.read_box(i, flat, reference.data());
+  }
+  std::vector<int64_t> mine(p, -1);
+  for (size_t k = 0; k < s.parts.size(); ++k) {
+    if (s.parts[k].shard_leader && s.parts[k].bytes > 0)
+      mine[s.parts[k].index] = static_cast<int64_t>(k);
+  }
+  for (size_t i = 0; i < p; ++i) {
+    const MaterialParameter& m = l.parameters()[i];
+    if (world.rank() != 0) {
+      if (mine[i] < 0) continue;
+      const auto k = static_cast<size_t>(mine[i]);
+      const OnWire part(wire, s.data[k], s.parts[k].bytes);
+      world.send(part.data(), static_cast<size_t>(s.parts[k].bytes), 0, kTag);
+      continue;
+    }
+    const size_t elem = kernels::element_size(m.type);
+    const int64_t bytes = m.numel * static_cast<int64_t>(elem);
+    const MemoryBuffer whole(wire.memory, bytes);
+    wire.memory.zero(whole.data(), std::max<int64_t>(bytes, 1));
+    for (const auto& [r, part] : leaders[i]) {
+      std::unique_ptr<MemoryBuffer> received;
+      std::unique_ptr<OnWire> own;
+      const std::byte* data = nullptr;
+      if (r == 0) {
+        own = std::make_unique<OnWire>(wire, s.data[static_cast<size_t>(mine[i])], part.bytes);
+        data = own->data();
+      } else {
+        received = std::make_unique<MemoryBuffer>(wire.memory, part.bytes);
+        world.recv(received->data(), static_cast<size_t>(part.bytes), r, kTag);
+        data = received->data();
+      }
+      for_each_box(m, part, [&](const kernels::FillRegion& region, int64_t local_offset) {
+        wire.memory.scatter_region(data + static_cast<size_t>(local_offset) * elem, whole.data(),
+                                   elem, region);
+      });
+    }
+    const MemoryBuffer reference(wire.memory, bytes);
+    wire.memory.fill_flat(m, i, source, 0, m.numel, reference.data());
     ++v.gathered;
-    if (whole != reference) {
-      note(v, "'" + m.plan->name + "' gathered from its shards differs from the unsharded fill");
+    const int64_t at = wire.memory.first_difference(whole.data(), reference.data(), bytes);
+    if (at >= 0) {
+      note(v, "'" + m.plan->name + "' gathered from its shards differs from the unsharded " +
+                  source.name() + " at element " + std::to_string(at / static_cast<int64_t>(elem)));
     }
   }
 }
@@ -203,21 +240,32 @@ void check_gathered(const MaterialLayout& l, const RankShards& s, ParameterSourc
 
 VerifyReport verify_shards(const MaterialLayout& layout, const RankShards& shards,
                            ParameterSource& source, collectives::MeshCommunicators& comms,
-                           int64_t gather_limit_bytes) {
+                           collectives::MeshCommunicators* data_comms, int64_t gather_limit_bytes) {
   VerifyReport v;
+  // The wire (see Wire): the data communicators over the shards' memory when there are some or
+  // nothing moves, the host communicators over host copies otherwise.
+  std::unique_ptr<ShardMemory> host;
+  const bool on_shards = data_comms != nullptr || comms.world->size() == 1;
+  if (!on_shards) host = host_shard_memory();
+  Wire wire{on_shards && data_comms != nullptr ? *data_comms : comms,
+            on_shards ? *shards.memory : *host, *shards.memory};
+  v.wire = comms.world->size() == 1 ? VerifyWire::kLocal
+           : on_shards              ? VerifyWire::kShardMemory
+                                    : VerifyWire::kHostCopies;
   std::vector<uint64_t> sums(shards.parts.size());
   for (size_t k = 0; k < shards.parts.size(); ++k) {
     const LocalParameter& part = shards.parts[k];
     sums[k] = shards.memory->checksum_part(layout.parameters()[part.index], part, shards.data[k]);
   }
-  check_replicas(layout, shards, sums, comms, v);
-  check_coverage(layout, shards, source, sums, *comms.world, v);
+  check_replicas(layout, shards, sums, wire, v);
+  check_coverage(layout, shards, source, sums, wire, v);
   check_samples(layout, shards, source, comms.world->who(), v);
   int64_t model_bytes = 0;
   for (const MaterialParameter& m : layout.parameters()) {
     model_bytes += m.numel * static_cast<int64_t>(kernels::element_size(m.type));
   }
-  if (model_bytes <= gather_limit_bytes) check_gathered(layout, shards, source, *comms.world, v);
+  if (model_bytes <= gather_limit_bytes) check_gathered(layout, shards, source, wire, v);
+  // The tallies are the report's, not shard data: host communicators.
   int64_t failures = v.failures;
   comms.world->all_reduce(&failures, 1, ReduceElement::kInt64, ReduceOp::kSum);
   v.failures = failures;

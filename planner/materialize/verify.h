@@ -7,10 +7,11 @@
 //   samples     elements of every shard recomputed one by one by the source's reference
 //               (ParameterSource::element_bits: the scalar fill, or a read of that element alone),
 //               not by the bulk path under test;
-//   gather      for models of at most `gather_limit_bytes`, every tensor all-gathered and compared
-//               byte for byte with the unsharded source (on rank 0).
+//   gather      for models of at most `gather_limit_bytes`, every tensor gathered whole on rank 0
+//               (each distinct shard sent once) and compared byte for byte with the unsharded
+//               source there.
 // The reference is the source the shards were made from: the init rules or the checkpoint.
-//   VerifyReport v = verify_shards(layout, shards, source, comms);
+//   VerifyReport v = verify_shards(layout, shards, source, comms, &data_comms);
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,15 @@ namespace shardplan::planner {
 inline constexpr int64_t kSamplesPerShard = 16;
 inline constexpr int64_t kDefaultGatherLimitBytes = int64_t{1} << 30;
 
+// Where verification's checksum reductions and gathers ran (verify_shards' `data_comms`).
+enum class VerifyWire {
+  kLocal,        // one rank: nothing moved
+  kShardMemory,  // the data communicators, on buffers in the shards' memory (NCCL on GPUs)
+  kHostCopies,   // the host communicators, over host copies of the shards
+};
+
 struct VerifyReport {
+  VerifyWire wire = VerifyWire::kLocal;
   int64_t replica_checks = 0;  // (shard, mesh dim) pairs compared over a group
   int64_t covered = 0;         // parameters whose shards sum to the whole
   int64_t samples = 0;         // elements recomputed on this rank
@@ -38,8 +47,14 @@ struct VerifyReport {
 };
 
 // Collective over comms.world and every comms.dims[d]; every rank gets the same `failures`.
+// `data_comms`, when given, are communicators over the shards' memory (NCCL where the shards are
+// on GPUs, MPI where they are on the host, as load_across_replicas takes): the collectives that
+// carry shard bytes or checksums run on them, on buffers in that memory, and rank 0 assembles and
+// compares the gathered tensors there. Without them, those collectives run on `comms` over host
+// copies (one rank needs none: nothing moves).
 VerifyReport verify_shards(const MaterialLayout& layout, const RankShards& shards,
                            ParameterSource& source, collectives::MeshCommunicators& comms,
+                           collectives::MeshCommunicators* data_comms = nullptr,
                            int64_t gather_limit_bytes = kDefaultGatherLimitBytes);
 
 }  // namespace shardplan::planner
