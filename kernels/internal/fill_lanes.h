@@ -29,8 +29,11 @@
 //    by 3 for sin; by_quadrant's switch becomes "take sin for odd q, negate for q = 1, 2 (mod 4)",
 //    the same values it returns case by case (selected and negated on the bits: negation is
 //    exactly a flip of the sign bit).
-//  * the group's words: each lane runs its group's Philox block itself (four lanes of a group
-//    compute the same block) and selects its words; the CPU path keeps one element per lane.
+//  * the group's words: on a contiguous run each lane is one group (Note [Group lanes]): it runs
+//    the group's Philox block once and computes its four values, a normal pair's log and sqrt
+//    once for both (normal_pair_f32) and the cos and sin from one reduction (cos_sin_turns_f32),
+//    as fill_group does on the GPU. Strided runs keep one element per lane: each lane runs its
+//    group's block itself and selects its words.
 //  * bfloat16: round_magnitude_rne<8, 7> has a branch for targets' subnormals. bf16 has float's
 //    exponent range, so a float subnormal (exponent field 0) is a bf16 subnormal with the same
 //    scale, and the normal branch's formula (a + 0x7FFF + bit 16 of a) >> 16 rounds its mantissa
@@ -99,6 +102,39 @@ SHARDPLAN_LANE float turns_f32(uint32_t n, uint32_t quarter_shift) {
 }
 
 SHARDPLAN_LANE float cos_turns_f32(uint32_t n) { return turns_f32(n, 0u); }
+
+// turns_f32(n, 0) and turns_f32(n, 3) at once: the reduction and both polynomials are shared, as
+// each call computes them from n alone.
+SHARDPLAN_LANE void cos_sin_turns_f32(uint32_t n, float* cos_out, float* sin_out) {
+  const int32_t r_low = static_cast<int32_t>(n & 0x3FFFFFu);
+  const bool centre = r_low >= 0x200000;
+  const int32_t r = centre ? r_low - 0x400000 : r_low;
+  const uint32_t q = (n >> 22) + (centre ? 1u : 0u);
+  const float f = static_cast<float>(r) * 0x1p-22f;
+  const float f2 = f * f;
+  const uint32_t cos_bits = fp::bits(det::detail::cos_quarter_f32(f2));
+  const uint32_t sin_bits = fp::bits(det::detail::sin_quarter_f32(f, f2));
+  const auto pick = [&](uint32_t quadrant) {
+    const uint32_t take_sin = 0u - (quadrant & 1u);
+    const uint32_t v = (sin_bits & take_sin) | (cos_bits & ~take_sin);
+    return fp::float_from_bits(v ^ (((quadrant + 1u) & 2u) << 30));
+  };
+  *cos_out = pick(q);
+  *sin_out = pick(q + 3u);
+}
+
+// The Box-Muller pair of one group (lanes 2p and 2p + 1, Note [Element random bits]) from its
+// radius and angle words: one log and one sqrt for both, the cos to the even lane and the sin to
+// the odd one, each the value normal_f32 gives that lane.
+SHARDPLAN_LANE void normal_pair_f32(uint32_t w_radius, uint32_t w_angle, float mean, float std,
+                                    float* even, float* odd) {
+  const float log_u1 = log_scaled_f32((w_radius >> 8) + 1u, -24);
+  const float radius = fp::sqrt(-2.0f * log_u1);
+  float c = 0.0f, s = 0.0f;
+  cos_sin_turns_f32(w_angle >> 8, &c, &s);
+  *even = fp::fma(std, radius * c, mean);
+  *odd = fp::fma(std, radius * s, mean);
+}
 
 // The words of the group's block that lane j = index mod 4 reads (Note [Element random bits]):
 // its own word for uniform, its Box-Muller pair's radius and angle words for normal.

@@ -50,6 +50,16 @@ TEST(FillLanes, SinTurnsEqualsDetForEveryDraw) {
   }
 }
 
+// The group path's shared reduction: both values of every draw are the single functions' bits.
+TEST(FillLanes, CosSinTogetherEqualDetForEveryDraw) {
+  for (uint32_t n = 0; n < (1u << 24); ++n) {
+    float c = 0.0f, s = 0.0f;
+    lanes::cos_sin_turns_f32(n, &c, &s);
+    ASSERT_EQ(fp::bits(c), fp::bits(det::cos_turns_f32(n))) << "n = " << n;
+    ASSERT_EQ(fp::bits(s), fp::bits(det::sin_turns_f32(n))) << "n = " << n;
+  }
+}
+
 TEST(FillLanes, Bf16RoundingEqualsConvert) {
   // Every high half (sign, exponent, top 7 mantissa bits: every bf16 code, NaNs, infinities and
   // subnormals included) with the low halves where rounding decides: 0, just above, just below,
@@ -147,8 +157,10 @@ class FastPathFill : public ::testing::TestWithParam<TypeAndKind> {
 };
 
 TEST_P(FastPathFill, ContiguousRunsOfEveryLengthAroundTheBlocks) {
-  // Block tails: lengths around the 8/16-lane vectors and the 32-element block, odd starts.
-  for (const int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 257, 1031}) {
+  // Block tails: lengths around the vectors, the 64-element block and the 256-element block of
+  // 64 groups (contiguous runs go by whole groups, Note [Group lanes]), starts inside a group.
+  for (const int64_t n : {1,  2,  7,  8,   9,   15,  16,  17,  31,  32,  33,  47,
+                          63, 64, 65, 100, 255, 256, 257, 511, 512, 513, 1031}) {
     for (const int64_t offset : {0, 1, 13, 4099}) {
       expect_same_as_scalar(type(), spec(), contiguous_1d(n, offset),
                             "n=" + std::to_string(n) + " offset=" + std::to_string(offset));
