@@ -14,7 +14,7 @@
 #   6. a checkpoint read through NCCL (dp over every GPU, ZeRO 0): rows split across the replicas
 #      and broadcast on device buffers, verified against the file;
 #   7. with two GPUs or more, `rehearse --device cuda` of a tp x dp plan through NCCL (NCCL refuses
-#      two ranks on one GPU, so one GPU has no multi-rank rehearsal);
+#      two ranks on one GPU: with one GPU, two ranks must be refused as bad input, exit 2);
 #   8. a one-GPU rehearsal of Llama 2 7B: one layer's GEMMs timed with cuBLAS at the plan's shapes
 #      beside the prediction, and `calibrate --rehearsal` fitting hgx-h200's compute figures to it;
 #   9. the CUDA fill's throughput (bench_init_fill_cuda_bench) beside PyTorch's on the same GPU
@@ -89,7 +89,14 @@ if [[ "$gpus" -ge 2 ]]; then
   tests/mpi/mpirun.sh -np "$gpus" "$bin/shardplan" rehearse --plan "$work/rehearse.json" \
     --device cuda
 else
-  echo "== gpu_check.sh: one GPU: no multi-rank rehearsal (NCCL refuses two ranks on one GPU)"
+  echo "== gpu_check.sh: one GPU: two ranks on it are refused as bad input (NCCL refuses them)"
+  "$bin/shardplan" plan --model qwen3-0.6b --cluster dgx-h100 --gpus 2 --seq 2048 \
+    --global-batch 8 --tp 2 --out "$work/rehearse.json" > /dev/null
+  rc=0
+  tests/mpi/mpirun.sh -np 2 "$bin/shardplan" rehearse --plan "$work/rehearse.json" \
+    --device cuda 2> "$work/refused.txt" || rc=$?
+  grep -q "NCCL takes one rank per GPU" "$work/refused.txt" && [[ "$rc" == 2 ]] ||
+    { cat "$work/refused.txt"; echo "gpu_check.sh: expected exit 2 and the one-rank-per-GPU line" >&2; exit 1; }
 fi
 echo "== gpu_check.sh: a one-GPU rehearsal: llama2-7b's layer GEMMs through cuBLAS, then calibrate"
 "$bin/shardplan" plan --model llama2-7b --cluster hgx-h200 --gpus 1 --seq 4096 --global-batch 8 \

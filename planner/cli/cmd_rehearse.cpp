@@ -33,6 +33,7 @@
 #endif
 #if SHARDPLAN_HAVE_MPI && SHARDPLAN_HAVE_NCCL
 #include "collectives/nccl/nccl_communicator.h"
+#include "kernels/device_memory.h"
 #endif
 
 namespace shardplan::cli {
@@ -60,6 +61,8 @@ struct RehearsalJob {
   // This rank's node holds world ranks r - r % ranks_per_node onwards (Note [Link sweeps]).
   bool node_by_node = true;
   std::string backend;
+  // NCCL's GPUs on this rank's node (-1: not NCCL): NCCL refuses two ranks on one GPU.
+  int64_t visible_gpus = -1;
   std::unique_ptr<collectives::Communicator> keep;  // a parent the groups were split from
 };
 
@@ -245,6 +248,10 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     if (!a.out.empty()) check_output_path(a.out, "--out");
     memory = a.device == "cpu" ? planner::host_shard_memory()
                                : planner::cuda_shard_memory(job.local_rank);
+    SP_CHECK(job.visible_gpus < 0 || job.ranks_per_node <= job.visible_gpus,
+             "--device cuda: this node runs ", job.ranks_per_node, " ranks on ", job.visible_gpus,
+             " GPU(s) and NCCL takes one rank per GPU, expected at most ", job.visible_gpus,
+             " ranks per node (or --device cpu)");
   } catch (const Error& e) {
     error = e.what();
   }
@@ -253,7 +260,6 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     ctx.exit_code = ExitCode::kBadInput;
     return;
   }
-  // Note [Link sweeps] assumes the same ranks on every node.
   // Note [Link sweeps] assumes the same ranks on every node, placed node by node.
   int64_t placement[3] = {job.ranks_per_node, -job.ranks_per_node, job.node_by_node ? 0 : 1};
   world.all_reduce(placement, 3, collectives::ReduceElement::kInt64, collectives::ReduceOp::kMax);
@@ -319,6 +325,7 @@ void run_rehearse(CliContext& ctx, const RehearseArgs& a) {
 #if SHARDPLAN_HAVE_NCCL
     if (a.device == "cuda") {
       job.backend = "nccl";
+      job.visible_gpus = kernels::cuda_device_count();
       // The NCCL world the groups are split from lives as long as the job.
       job.groups = [&session, &job](const mesh::DeviceMesh& m,
                                     const std::vector<std::vector<size_t>>& g) {
