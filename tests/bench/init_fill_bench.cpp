@@ -1,6 +1,6 @@
-// CPU init fill throughput: normal fill of a 64 MiB float32 and bfloat16 buffer (16M and 32M
-// elements) on 1 and 2 threads, on each instruction set the fast path has (Note [Fast fill lanes]
-// in kernels/internal/fill_lanes.h) and the scalar fill_one loop, next to memset of the same
+// CPU init fill throughput: normal (and uniform) fill of a 64 MiB float32 and bfloat16 buffer (16M
+// and 32M elements) on 1 and 2 threads, on each instruction set the fast path has (Note [Fast fill
+// lanes] in kernels/internal/fill_lanes.h) and the scalar fill_one loop, next to memset of the same
 // 64 MiB on the same number of threads (the store bandwidth a fill cannot beat). Bytes/s is bytes
 // written; the console shows it in binary units (G/s = 2^30 B/s), --benchmark_format=csv in B/s.
 // scripts/bench_init_fill_torch.py times PyTorch's normal_() on the same sizes; the numbers are
@@ -29,7 +29,8 @@ using internal::FillIsa;
 constexpr int64_t kBufferBytes = int64_t{64} << 20;
 
 // args: element type (0 float32, 1 bfloat16), instruction set (FillIsa), threads.
-void BM_NormalFill(benchmark::State& state) {
+template <FillKind kKind>
+void BM_Fill(benchmark::State& state) {
   const ElementType type = state.range(0) == 0 ? ElementType::kFloat32 : ElementType::kBFloat16;
   const auto isa = static_cast<FillIsa>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
@@ -42,7 +43,7 @@ void BM_NormalFill(benchmark::State& state) {
   std::vector<unsigned char> buffer(static_cast<size_t>(kBufferBytes));
   const int64_t sizes[1] = {n}, strides[1] = {1};
   const FillRegion region{1, sizes, strides, strides, 0};
-  const FillSpec spec{FillKind::kNormal, 0.0, 0.02, 1234,
+  const FillSpec spec{kKind, kKind == FillKind::kNormal ? 0.0 : -0.02, 0.02, 1234,
                       tensor_key_from_name("layers.0.mlp.up_proj.weight")};
   internal::fill_cpu_on(isa, threads, buffer.data(), type, region, spec);
   const FillParams params = make_fill_params(type, spec);
@@ -67,6 +68,9 @@ void BM_NormalFill(benchmark::State& state) {
   state.SetLabel(type == ElementType::kFloat32 ? "float32" : "bfloat16");
 }
 
+void BM_NormalFill(benchmark::State& state) { BM_Fill<FillKind::kNormal>(state); }
+void BM_UniformFill(benchmark::State& state) { BM_Fill<FillKind::kUniform>(state); }
+
 // The scalar loop is ~0.05 GB/s: two iterations of 64 MiB already take seconds.
 BENCHMARK(BM_NormalFill)
     ->ArgNames({"bf16", "isa", "threads"})
@@ -82,6 +86,13 @@ BENCHMARK(BM_NormalFill)
     ->Iterations(2)
     ->UseRealTime();
 
+BENCHMARK(BM_UniformFill)
+    ->ArgNames({"bf16", "isa", "threads"})
+    ->ArgsProduct({{0, 1},
+                   {static_cast<int64_t>(FillIsa::kAvx512), static_cast<int64_t>(FillIsa::kAvx2)},
+                   {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 // memset of the same 64 MiB, split over `threads` the way the fill splits its range.
 void BM_Memset(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
