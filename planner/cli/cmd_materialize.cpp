@@ -140,13 +140,14 @@ const char* verify_transport(const planner::VerifyReport& v, const std::string& 
 void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::MaterialLayout& layout,
                  const std::vector<planner::RankSummary>& ranks, double seconds,
                  const planner::VerifyReport* v) {
-  // Ranks with the same stage, bytes and bytes read are one row.
-  std::map<std::tuple<int64_t, int64_t, int64_t>,
+  // Ranks with the same stage, bytes, bytes read and bytes received are one row.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>,
            std::pair<planner::RankSummary, std::vector<int64_t>>>
       classes;
   double slowest = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    auto& c = classes[{ranks[r].stage, -ranks[r].bytes, -ranks[r].read_bytes}];
+    auto& c =
+        classes[{ranks[r].stage, -ranks[r].bytes, -ranks[r].read_bytes, -ranks[r].received_bytes}];
     const int64_t worst = c.second.empty()
                               ? ranks[r].measured_bytes
                               : std::max(c.first.measured_bytes, ranks[r].measured_bytes);
@@ -176,6 +177,7 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
       nlohmann::ordered_json row = {{"stage", c.first.stage},
                                     {"bytes", c.first.bytes},
                                     {"read_bytes", c.first.read_bytes},
+                                    {"received_bytes", c.first.received_bytes},
                                     {"tensors", c.first.tensors},
                                     {"count", c.second.size()},
                                     {"first_ranks", first},
@@ -233,11 +235,12 @@ void print_ranks(CliContext& ctx, const MaterializeArgs& a, const planner::Mater
          human_bytes(static_cast<double>(c.first.measured_bytes)),
          c.first.predicted_bytes > 0 ? human_bytes(static_cast<double>(c.first.predicted_bytes))
                                      : "-",
-         a.checkpoint.empty() ? "-" : with_commas(c.first.read_bytes), bracketed(first)});
+         a.checkpoint.empty() ? "-" : with_commas(c.first.read_bytes),
+         a.checkpoint.empty() ? "-" : with_commas(c.first.received_bytes), bracketed(first)});
   }
   print_table({"stage", "ranks", "tensors", "allocated", "measured", "predicted", "bytes read",
-               "first ranks"},
-              rows, {true, true, true, true, true, true, true, false});
+               "received", "first ranks"},
+              rows, {true, true, true, true, true, true, true, true, false});
   if (v != nullptr) {
     std::cout << "verify: " << with_commas(v->replica_checks) << " replica checks (rank 0), "
               << with_commas(v->covered) << "/" << layout.parameters().size()

@@ -147,8 +147,9 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
     const auto shown = [&](int64_t done, int64_t total) {
       if (rank == 0 && progress) progress(done, total);
     };
+    int64_t received = 0;
     if (!a.checkpoint.empty() && data_comms != nullptr) {
-      load_across_replicas(*layout, shards, *source, *data_comms, shown);
+      received = load_across_replicas(*layout, shards, *source, *data_comms, shown);
     } else {
       init_shards(*layout, shards, *source, shown);
     }
@@ -158,8 +159,12 @@ MaterializeReport run_ranks(const MaterializeRequest& a, Launch& launch,
       state = allocate_training_state(*layout, shards.parts, *memory);
     }
     if (level == StateLevel::kPeak) allocate_peak_rest(*layout, shards.coord[kPpDim], state);
-    RankSummary mine{shards.coord[kPpDim], static_cast<int64_t>(shards.parts.size()), shards.bytes,
-                     source->bytes_read(), init_s};
+    RankSummary mine{shards.coord[kPpDim],
+                     static_cast<int64_t>(shards.parts.size()),
+                     shards.bytes,
+                     source->bytes_read(),
+                     received,
+                     init_s};
     mine.gradient_bytes = state.bytes.gradients;
     mine.optimizer_bytes = state.bytes.optimizer;
     mine.measured_bytes = memory->used_bytes() - used_before;

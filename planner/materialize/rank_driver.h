@@ -60,7 +60,8 @@ struct RankSummary {
   int64_t stage = 0;
   int64_t tensors = 0;
   int64_t bytes = 0;
-  int64_t read_bytes = 0;  // from a checkpoint (0 when initialized)
+  int64_t read_bytes = 0;      // from a checkpoint's storage (0 when initialized)
+  int64_t received_bytes = 0;  // of the checkpoint, from replicas over the network
   double init_s = 0;
   // The state asked for (--state): what was allocated by category, the device's memory in use
   // that grew while it was allocated and written (ShardMemory::used_bytes), and the plan's

@@ -59,10 +59,11 @@ LocalParameter part_rows(const LocalParameter& part, mesh::IndexRange rows) {
   return sub;
 }
 
-void load_across_replicas(const MaterialLayout& layout, RankShards& shards, ParameterSource& source,
-                          collectives::MeshCommunicators& comms,
-                          const std::function<void(int64_t, int64_t)>& progress) {
+int64_t load_across_replicas(const MaterialLayout& layout, RankShards& shards,
+                             ParameterSource& source, collectives::MeshCommunicators& comms,
+                             const std::function<void(int64_t, int64_t)>& progress) {
   int64_t done = 0;
+  int64_t received = 0;
   for (size_t k = 0; k < shards.parts.size(); ++k) {
     const LocalParameter& part = shards.parts[k];
     const MaterialParameter& m = layout.parameters()[part.index];
@@ -88,11 +89,13 @@ void load_across_replicas(const MaterialLayout& layout, RankShards& shards, Para
         if (r.size() == 0) continue;
         group.broadcast(shards.data[k] + r.begin * row_bytes,
                         static_cast<size_t>(r.size() * row_bytes), j);
+        if (j != shards.coord[dims[i]]) received += r.size() * row_bytes;
       }
     }
     done += part.bytes;
     if (progress) progress(done, shards.bytes);
   }
+  return received;
 }
 
 }  // namespace shardplan::planner

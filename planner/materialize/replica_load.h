@@ -43,8 +43,9 @@ LocalParameter part_rows(const LocalParameter& part, mesh::IndexRange rows);
 // Fills every part of `shards` from `source` under Note [Each byte read once per replica group]:
 // `comms` must be collective over the shards' memory (MPI for host buffers, NCCL for device
 // ones). Collective over every dim group; `progress(done, total)` after each part (bytes).
-void load_across_replicas(const MaterialLayout& layout, RankShards& shards, ParameterSource& source,
-                          collectives::MeshCommunicators& comms,
-                          const std::function<void(int64_t, int64_t)>& progress = {});
+// Returns the bytes this rank received from its replicas (each byte it did not read, once).
+int64_t load_across_replicas(const MaterialLayout& layout, RankShards& shards,
+                             ParameterSource& source, collectives::MeshCommunicators& comms,
+                             const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace shardplan::planner
