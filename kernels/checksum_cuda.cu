@@ -8,6 +8,7 @@
 #include "kernels/checksum.h"
 #include "kernels/checksum_cuda.h"
 #include "kernels/internal/cuda_check.h"
+#include "kernels/internal/device_word.h"
 #include "kernels/internal/region_walk.h"
 
 namespace shardplan::kernels {
@@ -40,19 +41,6 @@ __global__ void checksum_kernel(const unsigned char* data, internal::CompactRegi
   if ((threadIdx.x & 31u) == 0) atomicAdd(out, static_cast<unsigned long long>(sum));
 }
 
-// Device memory released on scope exit, also when a later check throws.
-class DeviceAccumulator {
- public:
-  DeviceAccumulator() { SHARDPLAN_CUDA_CHECK(cudaMalloc(&ptr_, sizeof(unsigned long long))); }
-  ~DeviceAccumulator() { cudaFree(ptr_); }
-  DeviceAccumulator(const DeviceAccumulator&) = delete;
-  DeviceAccumulator& operator=(const DeviceAccumulator&) = delete;
-  unsigned long long* get() const { return ptr_; }
-
- private:
-  unsigned long long* ptr_ = nullptr;
-};
-
 }  // namespace
 
 uint64_t checksum_cuda(const void* data_device, ElementType type, const FillRegion& region,
@@ -60,7 +48,7 @@ uint64_t checksum_cuda(const void* data_device, ElementType type, const FillRegi
   const internal::CompactRegion compact = internal::compact_region(region);
   if (compact.numel == 0) return 0;
   auto* stream = static_cast<cudaStream_t>(cuda_stream);
-  DeviceAccumulator sum;
+  internal::DeviceWord sum;
   SHARDPLAN_CUDA_CHECK(cudaMemsetAsync(sum.get(), 0, sizeof(unsigned long long), stream));
   const auto blocks = static_cast<unsigned>(
       std::min<int64_t>((compact.numel + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks));

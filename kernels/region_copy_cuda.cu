@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/internal/cuda_check.h"
+#include "kernels/internal/device_word.h"
 #include "kernels/internal/region_walk.h"
 #include "kernels/region_copy_cuda.h"
 
@@ -64,19 +65,6 @@ __global__ void first_difference_kernel(const unsigned char* a, const unsigned c
   }
 }
 
-// One device word released on scope exit, also when a later check throws.
-class DeviceWord {
- public:
-  DeviceWord() { SHARDPLAN_CUDA_CHECK(cudaMalloc(&ptr_, sizeof(unsigned long long))); }
-  ~DeviceWord() { cudaFree(ptr_); }
-  DeviceWord(const DeviceWord&) = delete;
-  DeviceWord& operator=(const DeviceWord&) = delete;
-  unsigned long long* get() const { return ptr_; }
-
- private:
-  unsigned long long* ptr_ = nullptr;
-};
-
 }  // namespace
 
 void scatter_region_cuda(const void* local_device, void* whole_device, size_t element_bytes,
@@ -95,7 +83,7 @@ int64_t first_difference_cuda(const void* a_device, const void* b_device, size_t
                               void* cuda_stream) {
   if (bytes == 0) return -1;
   auto* stream = static_cast<cudaStream_t>(cuda_stream);
-  DeviceWord first;
+  internal::DeviceWord first;
   // All ones: no difference found (atomicMin only lowers it).
   SHARDPLAN_CUDA_CHECK(cudaMemsetAsync(first.get(), 0xFF, sizeof(unsigned long long), stream));
   const auto n = static_cast<int64_t>(bytes);

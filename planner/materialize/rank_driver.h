@@ -50,8 +50,9 @@ struct Launch {
   std::function<void(const std::string&)> error_line;
   int64_t local_rank = 0;  // among the ranks of this host (picks the GPU)
   // Communicators whose collectives take buffers in the shards' memory: for --device cuda the
-  // NCCL ones where this shardplan has NCCL; unset when the backend cannot move device buffers
-  // (each rank then reads its whole part of a checkpoint itself). For --device cpu, `split`.
+  // NCCL ones where this shardplan has NCCL and every rank has its own GPU; unset when the backend
+  // cannot move device buffers (each rank then reads its whole part of a checkpoint itself, and
+  // verification runs over host copies). For --device cpu, `split`.
   std::function<collectives::MeshCommunicators(const mesh::DeviceMesh&)> device_split;
 };
 

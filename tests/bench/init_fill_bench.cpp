@@ -71,28 +71,26 @@ void BM_Fill(benchmark::State& state) {
 void BM_NormalFill(benchmark::State& state) { BM_Fill<FillKind::kNormal>(state); }
 void BM_UniformFill(benchmark::State& state) { BM_Fill<FillKind::kUniform>(state); }
 
+// The fast paths (AVX-512, AVX2) on 1 and 2 threads.
+void fast_paths(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"bf16", "isa", "threads"})
+      ->ArgsProduct({{0, 1},
+                     {static_cast<int64_t>(FillIsa::kAvx512), static_cast<int64_t>(FillIsa::kAvx2)},
+                     {1, 2}})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+
+BENCHMARK(BM_NormalFill)->Apply(fast_paths);
 // The scalar loop is ~0.05 GB/s: two iterations of 64 MiB already take seconds.
-BENCHMARK(BM_NormalFill)
-    ->ArgNames({"bf16", "isa", "threads"})
-    ->ArgsProduct({{0, 1},
-                   {static_cast<int64_t>(FillIsa::kAvx512), static_cast<int64_t>(FillIsa::kAvx2)},
-                   {1, 2}})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
 BENCHMARK(BM_NormalFill)
     ->ArgNames({"bf16", "isa", "threads"})
     ->ArgsProduct({{0, 1}, {static_cast<int64_t>(FillIsa::kScalar)}, {1}})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2)
     ->UseRealTime();
+BENCHMARK(BM_UniformFill)->Apply(fast_paths);
 
-BENCHMARK(BM_UniformFill)
-    ->ArgNames({"bf16", "isa", "threads"})
-    ->ArgsProduct({{0, 1},
-                   {static_cast<int64_t>(FillIsa::kAvx512), static_cast<int64_t>(FillIsa::kAvx2)},
-                   {1, 2}})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
 // memset of the same 64 MiB, split over `threads` the way the fill splits its range.
 void BM_Memset(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
