@@ -287,7 +287,18 @@ SHARDPLAN_HD SHARDPLAN_INLINE void fill_group(typename detail::Storage<T>::type*
         }
       }
     }
-    for (int lane = 0; lane < kLanes; ++lane) out[lane] = detail::from_float<T>(v[lane]);
+    if constexpr (T == ElementType::kBFloat16 || T == ElementType::kFloat16) {
+      // Two lanes per conversion (Note [Paired narrow conversions on the GPU]).
+      for (int lane = 0; lane < kLanes; lane += 2) {
+        const uint32_t pair = T == ElementType::kBFloat16
+                                  ? floats_to_bf16_pair(v[lane], v[lane + 1])
+                                  : floats_to_fp16_pair(v[lane], v[lane + 1]);
+        out[lane] = static_cast<uint16_t>(pair);
+        out[lane + 1] = static_cast<uint16_t>(pair >> 16);
+      }
+    } else {
+      for (int lane = 0; lane < kLanes; ++lane) out[lane] = detail::from_float<T>(v[lane]);
+    }
   } else {
     if (p.kind != FillKind::kUniform) {
       for (int lane = 0; lane < kLanes; ++lane) out[lane] = static_cast<S>(p.i_lo);
