@@ -23,6 +23,7 @@
 #include "collectives/cluster.h"
 #include "collectives/communicator.h"
 #include "planner/cli/cli_common.h"
+#include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
 #include "planner/materialize/dry_run.h"
 #include "planner/materialize/layout.h"
@@ -411,7 +412,7 @@ void register_materialize(CLI::App& app, CliContext& ctx) {
                "--memory-tolerance");
   cmd.add_option("--memory-tolerance", a->memory_tolerance,
                  "Fraction over the prediction --check-memory allows (default 0.10)")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(number_in(0.0, 10.0, "a fraction over the prediction"));
   cmd.add_flag("--dry-run", a->dry_run,
                "Check the plan on virtual ranks without allocating or a launcher");
   cmd.callback([&ctx, a] { run_materialize(ctx, *a); });

@@ -395,7 +395,7 @@ void register_compare(CLI::App& app, CliContext& ctx) {
       cmd.add_option("--price-per-gpu-hour", *price,
                      "USD per GPU-hour for the cost columns (overrides the cluster files' "
                      "price_per_gpu_hour_usd)")
-          ->check(CLI::Range(1e-6, 1e4))
+          ->check(number_in(1e-6, 1e4, "US dollars per GPU-hour"))
           ->type_name("USD");
   cmd.add_option("--tokens", *tokens,
                  "A training budget in tokens for the time and cost columns: 15T, 2.5B, 1e12 "

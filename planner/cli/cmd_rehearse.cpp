@@ -21,6 +21,7 @@
 #include "base/file_io.h"
 #include "collectives/communicator.h"
 #include "planner/cli/cli_common.h"
+#include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
 #include "planner/materialize/layer_gemms.h"
 #include "planner/materialize/link_sweep.h"
@@ -381,7 +382,7 @@ void register_rehearse(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--calls", a->options.max_calls,
                  "Timed calls per collective, the step's time scaled from them (default: all "
                  "calls of one step)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(count_in(1, int64_t{1} << 40, "timed calls per collective"));
   cmd.add_option("--out", a->out,
                  "Also write the measurements (the --json document) to this file; "
                  "'shardplan calibrate --rehearsal' fits a cluster file to it");

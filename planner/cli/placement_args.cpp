@@ -1,6 +1,7 @@
 #include "planner/cli/placement_args.h"
 
 #include <charconv>
+#include <sstream>
 
 #include "base/error.h"
 #include "base/strict_json.h"
@@ -34,6 +35,21 @@ CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& what) {
                "), got '" + printable(text, 40) + "'";
       },
       "N");
+}
+
+CLI::Validator number_in(double lo, double hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& text) -> std::string {
+        double v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc() && ptr == end && v >= lo && v <= hi) return "";  // false for NaN
+        std::ostringstream range;
+        range << lo << " to " << hi;
+        return "expected a number from " + range.str() + " (" + what + "), got '" +
+               printable(text, 40) + "'";
+      },
+      "X");
 }
 
 Placed PlacementArgs::place(int64_t world) const {

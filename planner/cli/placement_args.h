@@ -23,6 +23,10 @@ namespace shardplan::cli {
 CLI::Validator positive_count(const std::string& noun);
 // A whole number in [lo, hi]: "--zero: expected 0 to 3 (the ZeRO stage), got '1.5'".
 CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& what);
+// A number in [lo, hi]: "--moe-imbalance: expected a number from 1 to 1000 (...), got 'nan'".
+// CLI11's Range lets NaN through (every comparison with NaN is false), so floating options use
+// this.
+CLI::Validator number_in(double lo, double hi, const std::string& what);
 
 // The cluster, sized for the placement, and the placement.
 struct Placed {

@@ -215,7 +215,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
                  "MoE routing imbalance: the busiest expert's tokens over the balanced load "
                  "(scales its GEMMs and the all-to-all); default 1, the force-balanced routing "
                  "of published benchmarks")
-      ->check(CLI::Range(1.0, 1000.0))
+      ->check(number_in(1.0, 1000.0, "the busiest expert's load over the balanced one"))
       ->type_name("F");
   cmd.add_flag("--rope-scaling", a.rope_scaling,
                "Allow --seq beyond the model's positions, trained by scaling its rotary "

@@ -163,3 +163,12 @@ set(ENV{SHARDPLAN_TEST_FAIL_RANK} "one")
 run(2 materialize --plan "${W}/one.json")
 expect_one_line("SHARDPLAN_TEST_FAIL_RANK=one" "SHARDPLAN_TEST_FAIL_RANK='one', expected a rank of this job, 0 to 0")
 unset(ENV{SHARDPLAN_TEST_FAIL_RANK})
+
+# 9. NaN is not a number in range: CLI11's Range compares, and every comparison with NaN is false.
+run(2 plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --seq 4096 --global-batch 256
+    --moe-imbalance nan)
+expect_one_line("--moe-imbalance nan" "--moe-imbalance: expected a number from 1 to 1000 .*got 'nan'")
+run(2 compare ${gpt2} --price-per-gpu-hour NaN)
+expect_one_line("--price-per-gpu-hour NaN" "--price-per-gpu-hour: expected a number from 1e-06 to 10000")
+run(2 materialize --plan "${W}/cpu.json" --dry-run --memory-tolerance nan)
+expect_one_line("--memory-tolerance nan" "--memory-tolerance: expected a number from 0 to 10")
