@@ -23,6 +23,14 @@ CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
   return *cmd;
 }
 
+CLI::Validator non_empty(const std::string& expected) {
+  return CLI::Validator(
+      [expected](const std::string& text) -> std::string {
+        return text.empty() ? "expected " + expected + ", got ''" : "";
+      },
+      "");
+}
+
 void print_json_document(const nlohmann::ordered_json& doc) { std::cout << doc.dump() << '\n'; }
 
 // Note [One line, one write]

@@ -48,6 +48,11 @@ struct CliContext {
 CLI::App& add_verb(CLI::App& app, CliContext& ctx, const std::string& name,
                    const std::string& description);
 
+// A CLI11 check for a string option whose empty value would otherwise mean "not given" (the
+// defaults are empty strings): "--checkpoint: expected a safetensors file, index or folder, got
+// ''". A user who passes an empty path (an unset shell variable) is told, not silently ignored.
+CLI::Validator non_empty(const std::string& expected);
+
 // Prints a verb's --json document: one compact line on stdout, the same formatting for every verb
 // (docs/user-guide.md "JSON conventions"; `jq .` pretty-prints it).
 void print_json_document(const nlohmann::ordered_json& doc);

@@ -362,17 +362,21 @@ void register_calibrate(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--compute", opts->compute,
                  "Fit the GPU's memory, HBM and GEMM figures (and --stack's efficiency) to "
                  "scripts/gpu_measure.py's output instead of the links")
+      ->check(non_empty("a measurement file"))
       ->type_name("FILE");
   cmd.add_option("--rehearsal", opts->rehearsal,
                  "Fit the links to the size sweeps of 'shardplan rehearse --out' (the job's own "
                  "backend: NCCL on GPUs, MPI on CPUs) instead of --log files")
+      ->check(non_empty("a file written by 'shardplan rehearse --out'"))
       ->type_name("FILE");
   cmd.add_option("--stack", opts->stack,
                  "With --compute: the stack the measured layers ran in (default pytorch, as "
                  "gpu_measure.py runs them)")
+      ->check(non_empty("a configs/stacks name or a stack file"))
       ->type_name("NAME");
   cmd.add_option("--stack-out", opts->stack_out,
                  "With --compute: where to write the stack file with the fitted efficiency")
+      ->check(non_empty("a file path"))
       ->type_name("FILE");
   cmd.callback([&ctx, opts] {
     check_output_path(opts->out, "--out");  // before any work: nothing half-done on a bad path

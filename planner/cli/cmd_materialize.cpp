@@ -27,9 +27,11 @@
 #include "planner/cli/text_format.h"
 #include "planner/materialize/dry_run.h"
 #include "planner/materialize/layout.h"
+#include "planner/materialize/parameter_source.h"
 #include "planner/materialize/rank_driver.h"
 #include "planner/materialize/training_state.h"
 #include "planner/plan/plan_file.h"
+#include "tensor/safetensors.h"
 #if SHARDPLAN_HAVE_MPI
 #include "collectives/mpi/mpi_communicator.h"
 #endif
@@ -67,6 +69,12 @@ int64_t device_memory_bytes(const planner::PlanFile& f) {
 void run_dry(CliContext& ctx, const MaterializeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const planner::MaterialLayout layout(planner::read_checked_plan(a));
+  // The checks a real run makes of the checkpoint before it reads a byte (its files, headers,
+  // and every parameter there with its shape and dtype), so a dry run does not pass a
+  // checkpoint the job would refuse.
+  if (!a.checkpoint.empty()) {
+    (void)planner::CheckpointSource(layout, tensor::read_checkpoint(a.checkpoint));
+  }
   const int64_t capacity = device_memory_bytes(layout.file());
   const planner::DryRunReport r = planner::dry_run(layout, capacity);
   const double s = seconds_since(t0);
@@ -390,17 +398,20 @@ void register_materialize(CLI::App& app, CliContext& ctx) {
   cmd.add_option("--model", a->model,
                  "Check that the plan is for this model (configs/models name or config.json); "
                  "refused, naming both, when it is not")
+      ->check(non_empty("a configs/models name or a config.json"))
       ->type_name("NAME|PATH");
   cmd.add_option("--cluster", a->cluster,
                  "Check that the plan is for this cluster (configs/clusters name or path); "
                  "refused, naming both, when it is not")
+      ->check(non_empty("a configs/clusters name or a cluster file"))
       ->type_name("NAME|PATH");
   cmd.add_flag("--verify", a->verify,
                "Prove sharded == unsharded: replica checksums, coverage, sampled elements, and "
                "a whole-tensor gather for models up to 1 GiB");
   cmd.add_option("--checkpoint", a->checkpoint,
                  "Read each rank's shards from a safetensors file, index or folder instead of "
-                 "initializing them (each rank reads only its own bytes)");
+                 "initializing them (each rank reads only its own bytes)")
+      ->check(non_empty("a safetensors file, index or folder"));
   cmd.add_option("--state", a->state,
                  "What each rank allocates: params (its parameter shards) or model (with the "
                  "gradients and optimizer states of the plan's recipe and ZeRO stage; default) "

@@ -7,6 +7,7 @@
 // Bad input (the plan, a world size that is not the plan's) is found on every rank before any
 // collective runs and agreed with one all-reduce, as materialize does (Note [Materialize failure
 // policy] in planner/materialize/rank_driver.h); a failure at run time aborts the job.
+#include <algorithm>
 #include <chrono>
 #include <iomanip>
 #include <iostream>
@@ -243,6 +244,19 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
              " has no collectives to rehearse (prediction.collectives): written before rehearse "
              "or for one rank, expected a plan from 'shardplan plan --out' of this version (or "
              "--device cuda, which times the layers' GEMMs)");
+    // The calls one step makes, all of which the rehearsal runs without --calls: a plan the tool
+    // writes has thousands at most (layers x micro-batches); a count beyond kMaxStepCalls is an
+    // edited plan or a step nobody rehearses whole in a minute.
+    constexpr int64_t kMaxStepCalls = 1'000'000;
+    int64_t timed = 0;
+    for (const planner::BillCollective& c : f.collectives) {
+      const int64_t n = a.options.max_calls > 0 ? std::min(c.calls, a.options.max_calls) : c.calls;
+      timed = n > kMaxStepCalls - timed ? kMaxStepCalls + 1 : timed + n;
+    }
+    SP_CHECK(timed <= kMaxStepCalls, "plan ", a.plan, "'s collectives make more than ",
+             kMaxStepCalls,
+             " calls in one step, expected at most that many to run (or --calls K "
+             "to time K calls of each and scale them to the step)");
     SP_CHECK(f.setup.gpus == world.size(), "the plan is for ", f.setup.gpus,
              " ranks but this job has ", world.size(), ", expected a launch with -np ",
              f.setup.gpus);
@@ -385,7 +399,8 @@ void register_rehearse(CLI::App& app, CliContext& ctx) {
       ->check(count_in(1, int64_t{1} << 40, "timed calls per collective"));
   cmd.add_option("--out", a->out,
                  "Also write the measurements (the --json document) to this file; "
-                 "'shardplan calibrate --rehearsal' fits a cluster file to it");
+                 "'shardplan calibrate --rehearsal' fits a cluster file to it")
+      ->check(non_empty("a file path"));
   cmd.add_flag("!--no-compute", a->compute,
                "With --device cuda: skip timing one layer of each kind's GEMMs with cuBLAS at the "
                "plan's local shapes on rank 0's GPU");

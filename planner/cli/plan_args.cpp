@@ -188,6 +188,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
       ->transform(positive_count("sequences"))
       ->type_name("N");
   cmd.add_option("--recompute", a.recompute, "Pin recomputation: none, selective or full")
+      ->check(non_empty("none, selective or full"))
       ->type_name("POLICY");
   cmd.add_option("--recompute-layers", a.recompute_layers,
                  "Pin partial recomputation: the first N layers of each model chunk recomputed "
@@ -199,6 +200,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
       ->transform(positive_count("chunks"))
       ->type_name("V");
   cmd.add_option("--sequence-parallel", a.sequence_parallel, "Pin sequence parallelism: on or off")
+      ->check(non_empty("on or off"))
       ->type_name("on|off");
   cmd.add_option("--precision", a.precision,
                  "bf16, or fp8 (GEMMs at the FP8 peak, the rest in bf16); default bf16")
@@ -206,10 +208,12 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
   cmd.add_option("--attention", a.attention,
                  "Attention kernels: flash or math (scores materialized); default: the model "
                  "config's attn_implementation (eager: math), else flash")
+      ->check(non_empty("flash or math"))
       ->type_name("flash|math");
   cmd.add_option("--stack", a.stack,
                  "Software stack the plan is for (configs/stacks name or path): megatron (the "
                  "default), megatron-2021, torchtitan, torchtitan-compile, deepspeed, pytorch")
+      ->check(non_empty("a configs/stacks name or a stack file"))
       ->type_name("NAME|PATH");
   cmd.add_option("--moe-imbalance", a.moe_imbalance,
                  "MoE routing imbalance: the busiest expert's tokens over the balanced load "
@@ -223,6 +227,7 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
   cmd.add_option("--memory-headroom", a.memory_headroom,
                  "Memory per GPU a plan must leave free below the device's (the allocator's "
                  "fragmentation, framework buffers): 4GiB, 500MB, ...; default 0")
+      ->check(non_empty("a size such as 4GiB or 0"))
       ->type_name("SIZE");
 }
 

@@ -384,7 +384,18 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
     f.step_time_s = pr.number("step_time_s");
     f.mfu = pr.number("mfu");
     f.tokens_per_s = pr.number("tokens_per_s");
+    // A plan only holds what fits its own cluster's device (the search keeps nothing larger), so
+    // the prediction and every collective's buffer are at most the device's memory: anything
+    // larger is an edited plan that materialize --state peak or rehearse would try to allocate.
+    const auto device_bytes =
+        static_cast<int64_t>(std::min(f.cluster.accelerator.memory_gb.value * 1e9, 9e18));
+    const std::string device_note = "expected at most the device memory of the plan's cluster (" +
+                                    std::to_string(device_bytes) + " bytes)";
     f.memory_per_gpu_bytes = pr.integer("memory_per_gpu_bytes", 0);
+    if (f.memory_per_gpu_bytes > device_bytes) {
+      pr.fail("memory_per_gpu_bytes",
+              "is " + std::to_string(f.memory_per_gpu_bytes) + ", " + device_note);
+    }
     // Optional: plans written before it have none.
     if (pr.has("model_state_per_stage_bytes")) {
       const nlohmann::json& states = pr.array("model_state_per_stage_bytes");
@@ -428,6 +439,9 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
         }
         c.group_size = e.integer("group_size", 1, f.setup.gpus);
         c.bytes = e.integer("bytes", 0);
+        if (c.bytes > device_bytes) {
+          e.fail("bytes", "is " + std::to_string(c.bytes) + ", " + device_note);
+        }
         c.calls = e.integer("calls_per_step", 0);
         c.seconds = e.number("time_s");
         c.exposed_s = e.number("exposed_s");

@@ -172,3 +172,38 @@ run(2 compare ${gpt2} --price-per-gpu-hour NaN)
 expect_one_line("--price-per-gpu-hour NaN" "--price-per-gpu-hour: expected a number from 1e-06 to 10000")
 run(2 materialize --plan "${W}/cpu.json" --dry-run --memory-tolerance nan)
 expect_one_line("--memory-tolerance nan" "--memory-tolerance: expected a number from 0 to 10")
+
+# 10. An empty value is refused, not taken for "not given"; a dry run checks a checkpoint as the
+#     job would (files, headers, every parameter with its shape and dtype).
+execute_process(COMMAND "${SHARDPLAN}" materialize --plan "${W}/cpu.json" --dry-run --checkpoint ""
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE ERR)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "--checkpoint '': exit ${rc}, expected 2\n${ERR}")
+endif()
+expect_one_line("--checkpoint ''" "--checkpoint: expected a safetensors file, index or folder, got ''")
+execute_process(COMMAND "${SHARDPLAN}" plan ${gpt2} --memory-headroom ""
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE ERR)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "--memory-headroom '': exit ${rc}, expected 2\n${ERR}")
+endif()
+expect_one_line("--memory-headroom ''" "--memory-headroom: expected a size")
+set(tiny "${DATA_DIR}/safetensors/tiny-llama")
+run(0 plan --model "${tiny}/config.json" --cluster cpu-local --gpus 2 --seq 32 --global-batch 4
+    --tp 2 --out "${W}/tiny.json")
+run(0 materialize --plan "${W}/tiny.json" --dry-run --checkpoint "${tiny}/model.safetensors")
+run(2 materialize --plan "${W}/tiny.json" --dry-run --checkpoint "${W}")
+expect_one_line("--checkpoint a folder without one" "holds neither model.safetensors.index.json")
+run(2 materialize --plan "${W}/cpu.json" --dry-run --checkpoint "${tiny}/model.safetensors")
+expect_one_line("--checkpoint of another model" "checkpoint [^ ]* has no tensor")
+
+# 11. A plan's prediction beyond its own device's memory is an edited plan: refused on reading,
+#     before materialize --state peak or rehearse would allocate it.
+file(READ "${W}/cpu.json" cpu_plan)
+string(JSON edited SET "${cpu_plan}" prediction memory_per_gpu_bytes 9223372036854775807)
+file(WRITE "${W}/edited.json" "${edited}")
+run(2 materialize --plan "${W}/edited.json" --dry-run)
+expect_one_line("memory_per_gpu_bytes 2^63-1" "field 'prediction.memory_per_gpu_bytes': is 9223372036854775807, expected at most the device memory")
+string(JSON edited SET "${cpu_plan}" prediction collectives 0 bytes 4611686018427387904)
+file(WRITE "${W}/edited.json" "${edited}")
+run(2 materialize --plan "${W}/edited.json" --dry-run)
+expect_one_line("collective bytes 2^62" "field 'prediction.collectives\\[0\\].bytes': is 4611686018427387904, expected at most the device memory")
