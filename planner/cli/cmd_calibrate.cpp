@@ -24,6 +24,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -89,23 +90,23 @@ std::string link_name(const collectives::Cluster& c, collectives::CalibratedLink
 }
 
 void print_text(const CalibrateOptions& o, const collectives::CalibrationResult& r,
-                bool announce_write = true) {
-  std::cout << std::fixed << std::setprecision(3);
+                bool announce_write = true, std::ostream& out = std::cout) {
+  out << std::fixed << std::setprecision(3);
   for (const collectives::LogFit& f : r.logs) {
-    std::cout << "log   " << f.origin << ": " << collectives::to_string(f.kind) << ", " << f.ranks
-              << " ranks on " << f.nodes << " node(s), " << f.points << " times: latency "
-              << f.latency_us << " us, busbw " << f.busbw_gbps << " GB/s (rms residual "
-              << f.rms_relative_residual * 100 << "%)\n";
+    out << "log   " << f.origin << ": " << collectives::to_string(f.kind) << ", " << f.ranks
+        << " ranks on " << f.nodes << " node(s), " << f.points << " times: latency " << f.latency_us
+        << " us, busbw " << f.busbw_gbps << " GB/s (rms residual " << f.rms_relative_residual * 100
+        << "%)\n";
   }
   for (const collectives::LinkFit& l : r.links) {
     const bool intra = l.link == collectives::CalibratedLink::kIntra;
-    std::cout << "link  " << link_name(r.cluster, l.link) << ": per-step latency "
-              << l.previous_latency_us << " -> " << l.latency_us << " us, "
-              << (intra ? "bus bandwidth " : "bandwidth per NIC ") << l.previous_bandwidth_gbps
-              << " -> " << l.bandwidth_gbps << " GB/s (" << l.points << " times, rms residual "
-              << l.rms_relative_residual * 100 << "%)\n";
+    out << "link  " << link_name(r.cluster, l.link) << ": per-step latency "
+        << l.previous_latency_us << " -> " << l.latency_us << " us, "
+        << (intra ? "bus bandwidth " : "bandwidth per NIC ") << l.previous_bandwidth_gbps << " -> "
+        << l.bandwidth_gbps << " GB/s (" << l.points << " times, rms residual "
+        << l.rms_relative_residual * 100 << "%)\n";
   }
-  if (announce_write) std::cout << "wrote " << o.out << '\n';
+  if (announce_write) out << "wrote " << o.out << '\n';
 }
 
 void print_json(const CalibrateOptions& o, const collectives::CalibrationResult& r) {
@@ -213,7 +214,8 @@ void calibrate_ranks(CliContext& ctx, const CalibrateOptions& opts,
 #endif
 
 void fit_compute(CliContext& ctx, const CalibrateOptions& o, const collectives::Cluster& base,
-                 const nlohmann::json& measured, const std::string& origin);
+                 const nlohmann::json& measured, const std::string& origin,
+                 const std::string& preamble = "");
 
 // --rehearsal: the links fitted to a rehearsal's sweeps (Note [Link sweeps] in
 // planner/materialize/link_sweep.h), the same fit as nccl-tests logs, and, when it timed its
@@ -242,13 +244,14 @@ void calibrate_rehearsal(CliContext& ctx, const CalibrateOptions& o,
            ": field 'format': expected 'shardplan.rehearsal' (a file written by 'shardplan "
            "rehearse --out')");
   collectives::Cluster start = base;
+  std::ostringstream link_text;  // printed by fit_compute once the compute fit has succeeded
   if (links) {
     const collectives::CalibrationResult r = collectives::calibrate(
         base, planner::rehearsal_link_inputs(doc, o.rehearsal, base.library));
-    if (!ctx.json) print_text(o, r, /*announce_write=*/false);
+    if (!ctx.json) print_text(o, r, /*announce_write=*/false, link_text);
     start = r.cluster;
   }
-  fit_compute(ctx, o, start, doc["compute"], o.rehearsal + ": compute");
+  fit_compute(ctx, o, start, doc["compute"], o.rehearsal + ": compute", link_text.str());
 }
 
 // --compute: the cluster's compute figures and the stack's efficiency fitted to one GPU's
@@ -266,9 +269,11 @@ void calibrate_compute(CliContext& ctx, const CalibrateOptions& o,
 }
 
 // The compute figures of `base` (and the stack's efficiency, with --stack-out) fitted to one
-// GPU's measurements (Note [Compute calibration]), written to --out.
+// GPU's measurements (Note [Compute calibration]), written to --out. `preamble` is text printed
+// before the fits, once everything has succeeded: nothing reaches stdout from a run that fails.
 void fit_compute(CliContext& ctx, const CalibrateOptions& o, const collectives::Cluster& base,
-                 const nlohmann::json& measured, const std::string& origin) {
+                 const nlohmann::json& measured, const std::string& origin,
+                 const std::string& preamble) {
   const std::filesystem::path stack_path = planner::resolve_stack(o.stack);
   const planner::StackProfile stack = planner::load_stack(stack_path);
   const planner::ComputeCalibration r = planner::calibrate_compute(base, stack, measured, origin);
@@ -314,7 +319,7 @@ void fit_compute(CliContext& ctx, const CalibrateOptions& o, const collectives::
     print_json_document(j);
     return;
   }
-  std::cout << std::fixed << std::setprecision(3);
+  std::cout << preamble << std::fixed << std::setprecision(3);
   for (const planner::ComputeFit& f : r.fits) {
     std::cout << std::left << std::setw(24) << f.what << std::right << " " << f.previous << " -> "
               << f.fitted;

@@ -38,6 +38,13 @@ ComputeFit fit_of(std::string what, double previous, const std::vector<double>& 
   return f;
 }
 
+// A measured time: a pass that ran took some.
+double positive_seconds(JsonFields& row, std::string_view key) {
+  const double s = row.number(key);
+  if (!(s > 0)) row.fail(key, "expected a positive time in seconds, got " + fixed(s, 6));
+  return s;
+}
+
 // A fitted fraction must be a fraction.
 void check_fraction(const JsonFields& doc, const ComputeFit& f, std::string_view field) {
   if (!(f.fitted > 0 && f.fitted <= 1)) {
@@ -47,8 +54,10 @@ void check_fraction(const JsonFields& doc, const ComputeFit& f, std::string_view
 }
 
 // The GEMM ceiling of `dtype` from the rows at `key`.
+// `memory_bytes` is the measured device's: a GEMM whose operands and output (at least
+// `operand_bytes` each element) would not fit in it was not run there.
 ComputeFit fit_gemms(JsonFields& doc, std::string_view key, const std::string& dtype,
-                     const collectives::Cluster& c) {
+                     const collectives::Cluster& c, int64_t memory_bytes, double operand_bytes) {
   const nlohmann::json& rows = doc.array(key);
   const std::string field(key);
   const auto peak = c.accelerator.dense_tflops.find(dtype);
@@ -70,6 +79,16 @@ ComputeFit fit_gemms(JsonFields& doc, std::string_view key, const std::string& d
                       .m = r.integer("m", 1),
                       .n = r.integer("n", 1),
                       .k = r.integer("k", 1)};
+    const double elements =
+        static_cast<double>(g.batch) * (static_cast<double>(g.m) * static_cast<double>(g.k) +
+                                        static_cast<double>(g.k) * static_cast<double>(g.n) +
+                                        static_cast<double>(g.m) * static_cast<double>(g.n));
+    if (elements * operand_bytes > static_cast<double>(memory_bytes)) {
+      r.fail("m", "a GEMM of batch " + std::to_string(g.batch) + " x " + std::to_string(g.m) +
+                      " x " + std::to_string(g.n) + " x " + std::to_string(g.k) +
+                      " needs more than the device's memory_bytes " + std::to_string(memory_bytes) +
+                      " for its operands, expected a shape that was run on it");
+    }
     const double rate = r.number("flops_per_s");
     if (!(rate > 0)) r.fail("flops_per_s", "expected a positive rate, got " + fixed(rate, 0));
     const double shape = gemm_efficiency(unit, g);
@@ -112,13 +131,23 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
   }
 
   // The device memory the GPU offers, in the files' GB of 10^9 bytes.
-  const int64_t bytes = doc.integer("memory_bytes", 1);
+  // From 1 MB to 100 TB: the cluster file's own bounds on memory_gb.
+  const int64_t bytes = doc.integer("memory_bytes", 1'000'000, 100'000'000'000'000);
   out.fits.push_back(fit_of("memory_gb", acc.memory_gb.value, {static_cast<double>(bytes) / 1e9}));
   acc.memory_gb = {out.fits.back().fitted, where + ": the device's total memory"};
 
   {  // Note [HBM efficiency]: the copy's rate over the datasheet bandwidth.
     JsonFields hbm = doc.object("hbm");
     const double copy = hbm.number("copy_bytes_per_s");
+    if (!(copy > 0))
+      hbm.fail("copy_bytes_per_s", "expected a positive rate, got " + fixed(copy, 0));
+    // Measured beside the copy (scripts/gpu_measure.py), reported, not fitted: still rates.
+    for (const char* other : {"read_bytes_per_s", "triad_bytes_per_s"}) {
+      if (hbm.has(other) && !(hbm.number(other) > 0)) {
+        hbm.fail(other, "expected a positive rate, got " + fixed(hbm.number(other), 0));
+      }
+    }
+    hbm.done();
     const double datasheet = acc.memory_bandwidth_gbps.value * 1e9;
     out.fits.push_back(fit_of("memory_efficiency",
                               acc.memory_efficiency ? acc.memory_efficiency->value : 0,
@@ -132,7 +161,9 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
   for (const auto& [key, dtype] : {std::pair<const char*, const char*>{"bf16_gemm", "bf16"},
                                    std::pair<const char*, const char*>{"fp8_gemm", "fp8"}}) {
     if (!doc.has(key)) continue;
-    const ComputeFit f = fit_gemms(doc, key, dtype, base);
+    // bf16 operands take 2 bytes, fp8's at least 1.
+    const ComputeFit f =
+        fit_gemms(doc, key, dtype, base, bytes, std::string_view(dtype) == "bf16" ? 2.0 : 1.0);
     out.fits.push_back(f);
     const std::string src = where + ": the median of " + std::to_string(f.points) +
                             " GEMMs' rate over the peak and their shape factor (" +
@@ -155,9 +186,21 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
       const tensor::ModelConfig cfg = r.parsed(
           "model", [](const std::string& name) { return tensor::find_model_config(name); });
       const TraceKey key{.micro_batch = r.integer("micro_batch", 1), .seq = r.integer("seq", 1)};
-      const int64_t tp = r.integer("tp", 1);
-      const double seconds = r.number("forward_s") + r.number("backward_s");
-      const RankWork work = rank_work(trace_one_block(cfg, key), a, {.tp = tp});
+      const int64_t tp = r.integer("tp", 1, cfg.num_attention_heads);
+      if (cfg.num_attention_heads % tp != 0) {
+        r.fail("tp", std::to_string(tp) + " does not divide the model's " +
+                         std::to_string(cfg.num_attention_heads) +
+                         " attention heads, expected a tensor-parallel degree it runs at");
+      }
+      const double seconds = positive_seconds(r, "forward_s") + positive_seconds(r, "backward_s");
+      // A shape the trace refuses (a micro-batch x seq beyond int64) names this row.
+      const RankWork work = [&] {
+        try {
+          return rank_work(trace_one_block(cfg, key), a, {.tp = tp});
+        } catch (const Error& e) {
+          r.fail("micro_batch", std::string("micro_batch x seq: ") + e.what());
+        }
+      }();
       const PartWork& w = work.block();
       const double attention = w.attention_s;
       const double rest = w.forward_s + w.backward_s - attention;
@@ -184,7 +227,7 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
       const double batch = static_cast<double>(r.integer("batch", 1));
       const int64_t seq = r.integer("seq", 1);
       const int64_t dim = r.integer("head_dim", 1);
-      const double seconds = r.number("forward_s") + r.number("backward_s");
+      const double seconds = positive_seconds(r, "forward_s") + positive_seconds(r, "backward_s");
       // The full square's forward FLOPs, 2 products of 2 L S E per (batch x head), at the rate
       // that counts the causal half FlashAttention skips; the backward takes 2 / 0.8 + 0.5 of
       // the forward (Note [Attention backward rate]).
@@ -198,6 +241,12 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
       out.attention_ratio.push_back(predicted / seconds);
     }
   }
+  // Read and reported by the measuring scripts, not fitted; any other key is a typo or another
+  // file, refused like every other shardplan file's.
+  for (const char* informational : {"idle", "attention_kernels", "source", "layers"}) {
+    if (doc.has(informational)) (void)doc.get(informational);
+  }
+  doc.done();
   return out;
 }
 

@@ -8,8 +8,10 @@
 #include "base/error.h"
 #include "base/json_fields.h"
 #include "base/limits.h"
+#include "base/strict_json.h"
 #include "collectives/collective_benchmark.h"
 #include "collectives/collective_call.h"
+#include "planner/candidate/parallel_dims.h"
 #include "planner/materialize/rehearsal.h"
 
 namespace shardplan::planner {
@@ -164,9 +166,26 @@ std::vector<collectives::CalibrationInput> rehearsal_link_inputs(const nlohmann:
       l.fail("link", "got '" + link + "', expected intra or inter");
     in.link =
         link == "intra" ? collectives::CalibratedLink::kIntra : collectives::CalibratedLink::kInter;
+    // rehearse sweeps one group inside a node and one across nodes (Note [Link sweeps]): a
+    // second sweep of one link would be merged into its fit unseen.
+    for (const collectives::CalibrationInput& earlier : out) {
+      if (earlier.link == in.link) {
+        l.fail("link", "a second " + link + " sweep, expected one per link (rehearse --out)");
+      }
+    }
     const std::vector<std::string> dims = l.strings("group_dims");
+    if (dims.empty()) l.fail("group_dims", "expected the mesh dims of the swept group");
+    const std::vector<std::string>& names = mesh_names();
     std::string dims_text;
-    for (const std::string& x : dims) dims_text += (dims_text.empty() ? "" : "x") + x;
+    for (const std::string& x : dims) {
+      if (std::find(names.begin(), names.end(), x) == names.end()) {
+        std::string all;
+        for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+        l.fail("group_dims",
+               "'" + printable(x, 20) + "' is not a mesh dim, expected some of " + all);
+      }
+      dims_text += (dims_text.empty() ? "" : "x") + x;
+    }
     in.log.origin = origin + ": " + link + " sweep on " + dims_text;
     in.log.kind = l.parsed("kind", [](const std::string& k) {
       const collectives::CollectiveKind kind = collectives::parse_collective_kind(k);

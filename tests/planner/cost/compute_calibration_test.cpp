@@ -89,8 +89,8 @@ TEST(ComputeCalibration, StackEfficiencyInvertsTheLayerPrice) {
                                  {"tp", 1},
                                  {"seq", 4096},
                                  {"micro_batch", 1},
-                                 {"forward_s", rest / e + attention},
-                                 {"backward_s", 0.0}});
+                                 {"forward_s", (rest / e + attention) / 3},
+                                 {"backward_s", (rest / e + attention) * 2 / 3}});
   }
   const ComputeCalibration r = calibrate_compute(h100(), default_stack(), m, "m.json");
   ASSERT_TRUE(r.stack_fitted);
@@ -142,6 +142,57 @@ TEST(ComputeCalibration, BadMeasurementsNameTheField) {
                         {"backward_s", 1.0}}};
   EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
               ThrowsMessage<Error>(HasSubstr("llama_layers[0].model")));
+}
+
+// What a GPU cannot have measured: a pass that took no time, a layer at a tensor-parallel degree
+// that does not divide its heads, a GEMM whose operands exceed the device, a device of one byte,
+// a rate of zero, a key nobody reads.
+TEST(ComputeCalibration, ImpossibleMeasurementsAreRefused) {
+  const auto refused = [](const nlohmann::json& m, const std::string& what) {
+    EXPECT_THAT([&] { (void)calibrate_compute(h100(), default_stack(), m, "m.json"); },
+                ThrowsMessage<Error>(HasSubstr(what)))
+        << m.dump();
+  };
+  const nlohmann::json layer = {{"model", "llama3-8b"}, {"tp", 1},           {"seq", 4096},
+                                {"micro_batch", 1},     {"forward_s", 0.01}, {"backward_s", 0.02}};
+  nlohmann::json m = synthetic();
+  m["llama_layers"] = {layer};
+  m["llama_layers"][0]["backward_s"] = 0.0;
+  refused(m, "field 'llama_layers[0].backward_s': expected a positive time");
+  m["llama_layers"] = {layer};
+  m["llama_layers"][0]["tp"] = 3;  // llama3-8b has 32 heads
+  refused(m, "field 'llama_layers[0].tp': 3 does not divide the model's 32 attention heads");
+  m["llama_layers"][0]["tp"] = int64_t{1} << 40;
+  refused(m, "field 'llama_layers[0].tp': expected an integer in [1, 32]");
+  m = synthetic();
+  m["attention"] = {{{"batch", 1},
+                     {"heads", 32},
+                     {"seq", 4096},
+                     {"head_dim", 128},
+                     {"forward_s", -1.0},
+                     {"backward_s", 0.01}}};
+  refused(m, "field 'attention[0].forward_s': expected a positive time");
+  m = synthetic();
+  // 2^20 x 2^20 x 2^20 in bf16: 3 x 2^40 elements x 2 bytes = 6.6 TB on an 85 GB device.
+  m["bf16_gemm"][0]["m"] = m["bf16_gemm"][0]["n"] = m["bf16_gemm"][0]["k"] = int64_t{1} << 20;
+  refused(m, "field 'bf16_gemm[0].m': a GEMM of batch 1 x 1048576 x 1048576 x 1048576 needs more");
+  m = synthetic();
+  m["memory_bytes"] = 1;
+  refused(m, "field 'memory_bytes': expected an integer in [1000000, 100000000000000], got 1");
+  m = synthetic();
+  m["hbm"]["copy_bytes_per_s"] = 0.0;
+  refused(m, "field 'hbm.copy_bytes_per_s': expected a positive rate");
+  m = synthetic();
+  m["hbm"]["triad_bytes_per_s"] = -5.0;
+  refused(m, "field 'hbm.triad_bytes_per_s': expected a positive rate");
+  m = synthetic();
+  m["hbm_copy"] = 3e12;
+  refused(m, "field 'hbm_copy': unknown key");
+  // The measuring scripts' informational keys pass.
+  m = synthetic();
+  m["idle"] = {{"sm_clock_mhz", 1980}};
+  m["source"] = "test";
+  EXPECT_NO_THROW((void)calibrate_compute(h100(), default_stack(), m, "m.json"));
 }
 
 }  // namespace

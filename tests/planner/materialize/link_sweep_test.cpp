@@ -124,6 +124,15 @@ TEST(LinkSweep, AHostileRehearsalDocumentNamesTheField) {
   j = doc();
   j["links"][0]["extra"] = 1;
   refused(j, "extra");
+  j = doc();
+  j["links"][0]["group_dims"] = {"zz"};
+  refused(j, "field 'links[0].group_dims': 'zz' is not a mesh dim, expected some of pp, dp");
+  j = doc();
+  j["links"][0]["group_dims"] = nlohmann::json::array();
+  refused(j, "field 'links[0].group_dims': expected the mesh dims");
+  j = doc();
+  j["links"].push_back(j["links"][0]);  // merged into one fit unseen, were it read
+  refused(j, "field 'links[1].link': a second intra sweep, expected one per link");
 }
 
 // Every field replaced by hostile values, removed, or joined by an unknown key, then mutated copies
