@@ -201,6 +201,13 @@ InterRows inter_rows(const collectives::Cluster& c, const NcclTestsLog& log) {
   return out;
 }
 
+// "link shared_memory (fitted to r.json: intra sweep on tp)": a fit's refusal names its logs.
+std::string link_fitted_to(std::string_view link, const std::vector<const NcclTestsLog*>& logs) {
+  std::string s = "link " + std::string(link) + " (fitted to ";
+  for (size_t i = 0; i < logs.size(); ++i) s += (i ? ", " : "") + logs[i]->origin;
+  return s + ")";
+}
+
 std::string source_of(std::string_view what, const std::vector<const NcclTestsLog*>& logs) {
   std::string s = "shardplan calibrate: " + std::string(what) + " fitted to nccl-tests logs ";
   for (size_t i = 0; i < logs.size(); ++i) s += (i ? ", " : "") + describe(*logs[i]);
@@ -274,7 +281,7 @@ CalibrationResult calibrate(const collectives::Cluster& cluster,
       const std::vector<Row> r = intra_rows(c, *log);
       rows.insert(rows.end(), r.begin(), r.end());
     }
-    const std::string what = "link " + std::string(collectives::to_string(c.intra.fabric));
+    const std::string what = link_fitted_to(collectives::to_string(c.intra.fabric), intra_logs);
     const Fit fit = least_squares(rows, what);
     const double line = c.intra.links_per_gpu.value * c.intra.link_bandwidth_gbps.value;
     SP_CHECK(fit.bandwidth_gbps > 0, what,
@@ -299,15 +306,15 @@ CalibrationResult calibrate(const collectives::Cluster& cluster,
       parts.push_back(inter_rows(c, *log));
       rows.insert(rows.end(), parts.back().rows.begin(), parts.back().rows.end());
     }
-    const Fit fit = least_squares(rows, "link ib");
+    const std::string what = link_fitted_to("ib", inter_logs);
+    const Fit fit = least_squares(rows, what);
     collectives::NetworkSpec& net = *c.network;
     const double line = net.nic_line_rate_gbit_per_s.value / 8;
-    SP_CHECK(fit.bandwidth_gbps > 0,
-             "link ib: fitted NIC bandwidth is not positive, expected "
-             "larger sizes to take longer");
-    SP_CHECK(fit.latency_us > 0, "link ib: fitted per-step latency ", fit.latency_us,
+    SP_CHECK(fit.bandwidth_gbps > 0, what,
+             ": fitted NIC bandwidth is not positive, expected larger sizes to take longer");
+    SP_CHECK(fit.latency_us > 0, what, ": fitted per-step latency ", fit.latency_us,
              " us is not positive, expected > 0");
-    SP_CHECK(fit.bandwidth_gbps <= line, "link ib: fitted NIC bandwidth ", fit.bandwidth_gbps,
+    SP_CHECK(fit.bandwidth_gbps <= line, what, ": fitted NIC bandwidth ", fit.bandwidth_gbps,
              " GB/s is above the NIC line rate ", net.nic_line_rate_gbit_per_s.value,
              " Gb/s = ", line,
              " GB/s, expected a ring measurement (a 2-node tree exceeds the NICs: "

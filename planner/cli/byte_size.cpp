@@ -49,6 +49,7 @@ int64_t parse_byte_size(std::string_view text, std::string_view option) {
   const size_t dot = number.find('.');
   const std::string_view whole = number.substr(0, dot);
   const std::string_view fraction = dot == std::string_view::npos ? "" : number.substr(dot + 1);
+  SP_CHECK(t.empty() || t.front() != '-', option, " '", text, "': negative", expected);
   SP_CHECK(!whole.empty() || !fraction.empty(), option, " '", text, "': not a number", expected);
   SP_CHECK(fraction.find('.') == std::string_view::npos, option, " '", text, "': not a number",
            expected);
@@ -73,12 +74,9 @@ int64_t parse_byte_size(std::string_view text, std::string_view option) {
   SP_CHECK((whole.empty() || (ec == std::errc() && ptr == whole.data() + whole.size())) &&
                mul_into(w, scale, bytes) && add_into(bytes, carry, bytes),
            option, " '", text, "': more bytes than fit in 64 bits", expected);
-  if (partial) {
-    double approx = 0;  // for the message only
-    std::from_chars(number.data(), number.data() + number.size(), approx);
-    SP_FAIL(option, " '", text, "' is ", approx * static_cast<double>(scale),
-            " bytes, expected a whole number of bytes");
-  }
+  // Named, not printed: a double cannot show the part of a byte ("1.0000000000000000001GiB").
+  SP_CHECK(!partial, option, " '", text, "' is ", number, " x ", scale,
+           " bytes, a fraction of a byte over ", bytes, ", expected a whole number of bytes");
   return bytes;
 }
 

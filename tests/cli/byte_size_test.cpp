@@ -35,11 +35,15 @@ TEST(ByteSize, BadSizesNameOptionAndText) {
   EXPECT_THAT([] { parse_byte_size("1Gb", "--bytes"); },
               ThrowsMessage<Error>(HasSubstr("--bytes '1Gb': unknown unit 'Gb'")));
   EXPECT_THAT([] { parse_byte_size("-5", "--bytes"); },
-              ThrowsMessage<Error>(HasSubstr("--bytes '-5': not a number")));
+              ThrowsMessage<Error>(HasSubstr("--bytes '-5': negative")));
+  EXPECT_THAT([] { parse_byte_size("-1GiB", "--bytes"); },
+              ThrowsMessage<Error>(HasSubstr("--bytes '-1GiB': negative")));
   EXPECT_THAT([] { parse_byte_size("GiB", "--bytes"); },
               ThrowsMessage<Error>(HasSubstr("not a number")));
   EXPECT_THAT([] { parse_byte_size("1.5B", "--bytes"); },
-              ThrowsMessage<Error>(HasSubstr("expected a whole number of bytes")));
+              ThrowsMessage<Error>(HasSubstr(
+                  "--bytes '1.5B' is 1.5 x 1 bytes, a fraction of a byte over 1, expected a whole "
+                  "number of bytes")));
   EXPECT_THAT([] { parse_byte_size("9000000TiB", "--bytes"); },
               ThrowsMessage<Error>(HasSubstr("more bytes than fit in 64 bits")));
 }
