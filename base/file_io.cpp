@@ -182,6 +182,16 @@ void check_output_path(const std::filesystem::path& path, std::string_view flag)
   const std::string p = path.string();
   SP_CHECK(!p.empty(), flag, " '': expected a file path");
   struct stat st {};
+  // The file is replaced by a rename, which would replace a symbolic link itself (a link to
+  // /dev/stdout became a regular file) rather than write through it: refused, naming the target.
+  if (::lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+    SP_FAIL(flag, " '", shown(p), "' is a symbolic link",
+            ec ? std::string() : " to '" + shown(target.string()) + "'",
+            ", expected a regular file or a new file's path (shardplan replaces a file whole, "
+            "which would replace the link: give the link's target)");
+  }
   if (::stat(p.c_str(), &st) == 0) {
     SP_CHECK(S_ISREG(st.st_mode), flag, " '", shown(p), "' is ", file_kind(st.st_mode),
              ", expected a regular file or a new file's path (shardplan replaces only regular "

@@ -94,6 +94,18 @@ std::string JsonFields::str(std::string_view key) {
   return v.get<std::string>();
 }
 
+std::string JsonFields::line(std::string_view key) {
+  std::string s = str(key);
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      fail(key, "'" + printable(s, 60) + "' holds a control character, expected one line of " +
+                    "text (a name is printed in reports and written into exported configs)");
+    }
+  }
+  return s;
+}
+
 bool JsonFields::boolean(std::string_view key) {
   const nlohmann::json& v = get(key);
   if (!v.is_boolean()) fail(key, "expected true or false, got " + json_excerpt(v));

@@ -39,6 +39,9 @@ class JsonFields {
   // The raw value of a required key (marked as read); missing is an error.
   const nlohmann::json& get(std::string_view key);
   std::string str(std::string_view key);
+  // A string without control characters (newline, ESC, NUL): a name that reports print and
+  // exports write into comment lines, where a newline would start a line of its own.
+  std::string line(std::string_view key);
   bool boolean(std::string_view key);
   // A JSON integer in [min, max] (a float such as 2.0 or 2.5 is refused: counts are exact).
   int64_t integer(std::string_view key, int64_t min = std::numeric_limits<int64_t>::min(),

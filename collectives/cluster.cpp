@@ -169,13 +169,13 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view,
     doc.fail("version", "expected " + std::to_string(kVersion) + ", got " + json_excerpt(version));
   }
   Cluster c;
-  c.name = doc.str("name");
+  c.name = doc.line("name");
   if (c.name.empty()) doc.fail("name", "expected a non-empty name");
   if (static_cast<int64_t>(c.name.size()) > kMaxNameBytes) {
     doc.fail("name", std::to_string(c.name.size()) + " bytes (" + json_excerpt(c.name) +
                          "), expected a name of at most " + std::to_string(kMaxNameBytes));
   }
-  c.description = doc.str("description");
+  c.description = doc.line("description");
   {
     JsonFields lib = doc.object("collective_library");
     c.library = lib.enumeration("name", kLibraryNames);
@@ -184,7 +184,7 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view,
   }
   {
     JsonFields a = doc.object("accelerator");
-    c.accelerator.model = a.str("model");
+    c.accelerator.model = a.line("model");
     c.accelerator.arch = a.enumeration("arch", kArchNames);
     JsonFields peaks = a.object("dense_tflops");
     for (auto it = peaks.json().begin(); it != peaks.json().end(); ++it) {

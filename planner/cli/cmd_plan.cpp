@@ -470,7 +470,11 @@ void register_compare(CLI::App& app, CliContext& ctx) {
       rows.push_back(row);
       chart.push_back(cr);
     }
-    if (writes_chart) {
+    const bool none_fits = std::none_of(best.begin(), best.end(),
+                                        [](const planner::Planner::Best& b) { return b.best; });
+    if (none_fits) ctx.exit_code = ExitCode::kNothingFits;
+    // A run that exits non-zero writes nothing, as plan --out on exit 3.
+    if (writes_chart && !none_fits) {
       write_file_atomically(
           *svg,
           compare_chart_svg(chart, p->context().memory_capacity_bytes,
@@ -479,9 +483,6 @@ void register_compare(CLI::App& app, CliContext& ctx) {
                                 ", global batch " + std::to_string(a->global_batch)),
           "--svg");
     }
-    const bool none_fits = std::none_of(best.begin(), best.end(),
-                                        [](const planner::Planner::Best& b) { return b.best; });
-    if (none_fits) ctx.exit_code = ExitCode::kNothingFits;
     if (ctx.json) {
       nlohmann::ordered_json j;
       j["setup"] = setup_json(*a, *p);
@@ -516,7 +517,7 @@ void register_compare(CLI::App& app, CliContext& ctx) {
         std::cout << "does not fit: " << row["reason"].get<std::string>() << "\n";
       }
     }
-    if (writes_chart) std::cout << "wrote " << *svg << "\n";
+    if (writes_chart && !none_fits) std::cout << "wrote " << *svg << "\n";
     if (none_fits) {
       std::cout << nothing_fits_text(*p, all) << "\n";
       std::cout.flush();

@@ -105,6 +105,27 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
   return std::string(e.what()) + help;
 }
 
+// Every option that takes a value refuses an empty one: the verbs keep "not given" as an empty
+// string, so `--checkpoint ""` (an unset shell variable) would silently mean no checkpoint, and
+// `--out ""` stdout. Verbs may have named the value expected (non_empty in cli_common.h); this
+// covers the rest, after their checks.
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::App* verb : app.get_subcommands({})) {
+    for (CLI::Option* option : verb->get_options()) {
+      if (option->get_type_size() != 0 && option->get_positional() == false) {
+        const std::string type = option->get_type_name();
+        const bool path =
+            type.find("PATH") != std::string::npos || type.find("FILE") != std::string::npos;
+        const bool name = type.find("NAME") != std::string::npos;
+        option->check(shardplan::cli::non_empty(path && name ? "a name or a file path"
+                                                : path       ? "a file path"
+                                                : name       ? "a name"
+                                                             : "a value"));
+      }
+    }
+  }
+}
+
 int run_parsed(int argc, char** argv) {
   using shardplan::cli::ExitCode;
   shardplan::cli::CliContext ctx;
@@ -114,6 +135,7 @@ int run_parsed(int argc, char** argv) {
     app.add_flag("--json", ctx.json, "Print one JSON document on stdout instead of text");
     app.require_subcommand(1);
     for (RegisterVerb register_verb : kVerbs) register_verb(app, ctx);
+    refuse_empty_values(app);
     // The chosen verb runs inside parse(), from its callback, once the whole command line is valid.
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,7 +1,11 @@
 // Megatron-LM pretrain_gpt.py arguments for a plan (Note [Export is exact or refused] in
 // plan_export.h; the names are those of tests/data/frameworks/megatron_lm_args.txt).
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <sstream>
+#include <string_view>
+#include <type_traits>
 
 #include "base/error.h"
 #include "planner/plan/plan_export.h"
@@ -19,7 +23,14 @@ class Args {
   }
   template <typename T>
   Args& add(const std::string& flag, const T& value) {
-    os_ << flag << " " << value << "\n";
+    if constexpr (std::is_floating_point_v<T>) {
+      // The shortest text that reads back as the same double (an ostream keeps 6 digits).
+      char buf[32];
+      const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+      os_ << flag << " " << std::string_view(buf, static_cast<size_t>(end - buf)) << "\n";
+    } else {
+      os_ << flag << " " << value << "\n";
+    }
     return *this;
   }
   void comment(const std::string& text) { os_ << "# " << text << "\n"; }
@@ -28,6 +39,17 @@ class Args {
  private:
   std::ostringstream os_;
 };
+
+// Megatron's --rotary-base is an integer flag: a rope_theta it cannot hold is refused, not cast
+// (a cast made 1e19 into -9223372036854775808 and 0.5 into 0).
+int64_t rotary_base(const tensor::ModelConfig& m) {
+  constexpr double kLimit = 9007199254740992.0;  // 2^53: every integer below it is a double
+  SP_CHECK(m.rope_theta >= 1 && m.rope_theta <= kLimit && std::floor(m.rope_theta) == m.rope_theta,
+           "rope_theta ", m.rope_theta,
+           ": Megatron's --rotary-base takes a whole number from 1 to ",
+           "2^53, expected such a rope_theta (or export to torchtitan)");
+  return static_cast<int64_t>(m.rope_theta);
+}
 
 // The Llama-shaped families (rotary positions, RMSNorm, a SwiGLU MLP), whose shape Megatron's
 // GPT model takes from flags alone.
@@ -63,7 +85,7 @@ void model_flags(const PlanFile& p, Args& a) {
       .add("--norm-epsilon", m.norm_eps)
       .add("--swiglu")
       .add("--position-embedding-type", "rope")
-      .add("--rotary-base", static_cast<int64_t>(m.rope_theta))
+      .add("--rotary-base", rotary_base(m))
       .add("--vocab-size", m.vocab_size);
   if (!m.tie_word_embeddings) a.add("--untie-embeddings-and-output-weights");
   if (!m.o_bias && !m.mlp_bias) a.add("--disable-bias-linear");

@@ -223,7 +223,7 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   PlanFile f;
   {
     JsonFields m = doc.object("model");
-    f.model_name = m.str("name");
+    f.model_name = m.line("name");
     if (static_cast<int64_t>(f.model_name.size()) > kMaxNameBytes) {
       m.fail("name", std::to_string(f.model_name.size()) + " bytes ('" +
                          printable(f.model_name, 40) + "'), expected a name or path of at most " +
@@ -246,7 +246,7 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   }
   {
     JsonFields c = doc.object("cluster");
-    const std::string name = c.str("name");
+    const std::string name = c.line("name");
     if (static_cast<int64_t>(name.size()) > kMaxNameBytes) {
       c.fail("name", std::to_string(name.size()) + " bytes ('" + printable(name, 40) +
                          "'), expected a name of at most " + std::to_string(kMaxNameBytes));
@@ -269,11 +269,19 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   {
     JsonFields s = doc.object("setup");
     f.setup.gpus = s.integer("gpus", 1);
+    // The job fills whole nodes, or part of one: what the search plans for, and what export's
+    // launch line (nodes x GPUs per node) assumes.
+    const int64_t per_node = collectives::gpus_per_node(f.cluster);
+    if (f.setup.gpus > per_node && f.setup.gpus % per_node != 0) {
+      s.fail("gpus", std::to_string(f.setup.gpus) + " GPUs on nodes of " +
+                         std::to_string(per_node) + ", expected whole nodes (a multiple of " +
+                         std::to_string(per_node) + ") or part of one node");
+    }
     f.setup.seq = s.integer("seq", 1);
     f.setup.global_batch = s.integer("global_batch", 1);
     // Plans written before stacks existed were made for Megatron-Core's.
     if (s.has("stack")) {
-      f.stack = s.str("stack");
+      f.stack = s.line("stack");
       if (f.stack.empty()) s.fail("stack", "expected the name of the stack planned for");
     }
     s.done();

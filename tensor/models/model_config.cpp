@@ -322,6 +322,11 @@ std::filesystem::path model_config_path(std::string_view name_or_path) {
   std::error_code ec;
   const std::filesystem::path p(name_or_path);
   if (!name_or_path.empty() && std::filesystem::is_directory(p, ec)) {
+    // A config.json that is there but no file (a FIFO, a folder, a link to a device) is named by
+    // the reader ("... is a FIFO"): only a missing one means the folder is not a model's.
+    if (std::filesystem::exists(std::filesystem::symlink_status(p / "config.json", ec))) {
+      return p / "config.json";
+    }
     SP_CHECK(std::filesystem::is_regular_file(p / "config.json", ec), "model folder '",
              printable(p.string(), 256),
              "' has no config.json, expected a Hugging Face model folder (its config.json, with "

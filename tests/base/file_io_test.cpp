@@ -125,10 +125,15 @@ TEST_F(FileIo, OutputPathsThatAreNotRegularFilesAreRefused) {
       ::testing::ThrowsMessage<Error>(HasSubstr("--svg '/dev/null' is a character device")));
   EXPECT_THAT([&] { check_output_path(dir_, "--out"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("is a directory")));
-  // A link to a device is the device.
+  // A symbolic link is refused whatever it points to: the rename that replaces a file would
+  // replace the link itself (a link to /dev/stdout became a regular file).
   fs::create_symlink("/dev/null", dir_ / "link");
   EXPECT_THAT([&] { check_output_path(dir_ / "link", "--out"); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("is a character device")));
+              ::testing::ThrowsMessage<Error>(HasSubstr("is a symbolic link to '/dev/null'")));
+  std::ofstream(dir_ / "target.json") << "{}";
+  fs::create_symlink(dir_ / "target.json", dir_ / "file_link");
+  EXPECT_THAT([&] { check_output_path(dir_ / "file_link", "--out"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("is a symbolic link")));
   EXPECT_THAT([&] { check_output_path("", "--out"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("--out '': expected a file path")));
   EXPECT_THAT([&] { check_output_path(dir_ / "no_such_dir" / "p.json", "--out"); },

@@ -52,7 +52,7 @@ execute_process(COMMAND "${SHARDPLAN}" plan --model gpt2 --cluster cpu-local --g
 if(NOT rc EQUAL 2)
   message(FATAL_ERROR "--out '': exit ${rc}, expected 2\n${ERR}")
 endif()
-expect_one_line("--out ''" "--out '': expected a file path")
+expect_one_line("--out ''" "--out: expected a file path, got ''")
 run(2 plan ${gpt2} --out "${W}/no/such/plan.json")
 expect_one_line("--out in a missing folder" "directory '[^']*no/such' does not exist")
 run(2 plan ${gpt2} --out /dev/null)
@@ -207,3 +207,53 @@ string(JSON edited SET "${cpu_plan}" prediction collectives 0 bytes 461168601842
 file(WRITE "${W}/edited.json" "${edited}")
 run(2 materialize --plan "${W}/edited.json" --dry-run)
 expect_one_line("collective bytes 2^62" "field 'prediction.collectives\\[0\\].bytes': is 4611686018427387904, expected at most the device memory")
+
+# 12. Outputs: a symbolic link is refused, not replaced by the rename (a link to /dev/stdout became
+#     a regular file); export never overwrites its own plan; a compare that exits 3 writes no chart.
+file(WRITE "${W}/target.txt" "keep")
+file(CREATE_LINK "${W}/target.txt" "${W}/link.json" SYMBOLIC)
+run(2 plan ${gpt2} --out "${W}/link.json")
+expect_one_line("--out onto a symbolic link" "--out '[^']*link.json' is a symbolic link to '[^']*target.txt'")
+file(READ "${W}/target.txt" kept)
+if(NOT IS_SYMLINK "${W}/link.json" OR NOT kept STREQUAL "keep")
+  message(FATAL_ERROR "the link or its target was replaced")
+endif()
+file(COPY_FILE "${W}/cpu.json" "${W}/self.json")
+run(2 export --plan "${W}/self.json" --to megatron --out "${W}/self.json")
+expect_one_line("export onto its plan" "--out [^ ]*self.json is the plan being exported")
+run(0 plan --model llama3-8b --cluster dgx-h100 --gpus 16 --seq 4096 --global-batch 64 --top 1
+    --out "${W}/llama.json")
+run(0 --json export --plan "${W}/llama.json" --to torchtitan)
+json_get(launch "${OUT}" launch)
+if(NOT launch MATCHES "^torchrun")
+  message(FATAL_ERROR "export --json: expected one document with the launch line\n${OUT}")
+endif()
+run(3 compare --model llama3-8b --cluster dgx-h100 --gpus 16 --seq 4096 --global-batch 64
+    --strategies ddp --svg "${W}/none.svg")
+if(EXISTS "${W}/none.svg")
+  message(FATAL_ERROR "compare exited 3 (nothing fits) but wrote its chart")
+endif()
+
+# 13. A name with a control character (a newline in a cluster's GPU model or a plan's stack) would
+#     start a line of its own in an exported config: refused where it is read.
+file(READ "${W}/llama.json" llama_plan)
+string(JSON edited SET "${llama_plan}" setup stack "\"megatron\\n--load /tmp/evil\\n#\"")
+file(WRITE "${W}/edited.json" "${edited}")
+run(2 export --plan "${W}/edited.json" --to megatron)
+expect_one_line("a stack with newlines" "field 'setup.stack': 'megatron\\\\x0a--load /tmp/evil\\\\x0a#' holds a control character")
+if(NOT OUT STREQUAL "")
+  message(FATAL_ERROR "export of a refused plan printed:\n${OUT}")
+endif()
+
+# 14. Empty values of any option are refused; a model folder's config.json that is no file is named.
+execute_process(COMMAND "${SHARDPLAN}" collective --cluster dgx-h100 --kind all_reduce
+                        --group-size 8 --bytes 1GiB --algorithm ""
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE ERR)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "--algorithm '': exit ${rc}, expected 2\n${ERR}")
+endif()
+expect_one_line("--algorithm ''" "--algorithm: expected a name, got ''")
+file(MAKE_DIRECTORY "${W}/fifo_model")
+execute_process(COMMAND mkfifo "${W}/fifo_model/config.json" RESULT_VARIABLE rc)
+run(2 inspect --model "${W}/fifo_model")
+expect_one_line("config.json a FIFO" "model config '[^']*fifo_model/config.json' is a FIFO")
