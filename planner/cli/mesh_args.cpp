@@ -1,5 +1,6 @@
 #include "planner/cli/mesh_args.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "base/error.h"
@@ -75,6 +76,9 @@ std::vector<std::string> parse_name_list(std::string_view text) {
   if (trim(text).empty()) return out;
   for (std::string_view item : split(text, ",")) {
     SP_CHECK(!item.empty(), "--mesh-names '", text, "': empty name, expected names like dp,tp");
+    // DTensor refuses a mesh with two dims of one name; so do redistribute and shard.
+    SP_CHECK(std::find(out.begin(), out.end(), item) == out.end(), "--mesh-names '", text, "': '",
+             item, "' names two dims, expected distinct names");
     out.emplace_back(item);
   }
   return out;

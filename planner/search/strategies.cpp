@@ -1,5 +1,7 @@
 #include "planner/search/strategies.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/nearest_name.h"
 
@@ -57,6 +59,9 @@ std::vector<Strategy> parse_strategies(std::string_view list) {
     bool found = false;
     for (const Strategy& s : known) {
       if (s.name == name) {
+        SP_CHECK(
+            std::none_of(out.begin(), out.end(), [&](const Strategy& o) { return o.name == name; }),
+            "--strategies: '", name, "' is listed twice, expected each strategy once");
         out.push_back(s);
         found = true;
       }
