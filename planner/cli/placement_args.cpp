@@ -24,32 +24,34 @@ CLI::Validator positive_count(const std::string& noun) {
       "N");
 }
 
-CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& what) {
+namespace {
+
+// A whole-text number of type T in [lo, hi] (false for NaN), else "expected <range> (<what>), got
+// '<text>'": count_in and number_in differ only in T and how the range reads.
+template <class T>
+CLI::Validator in_range(T lo, T hi, const std::string& range, const std::string& what,
+                        const std::string& type_name) {
   return CLI::Validator(
-      [lo, hi, what](std::string& text) -> std::string {
-        int64_t v = 0;
+      [lo, hi, range, what](std::string& text) -> std::string {
+        T v{};
         const char* end = text.data() + text.size();
         const auto [ptr, ec] = std::from_chars(text.data(), end, v);
         if (ec == std::errc() && ptr == end && v >= lo && v <= hi) return "";
-        return "expected " + std::to_string(lo) + " to " + std::to_string(hi) + " (" + what +
-               "), got '" + printable(text, 40) + "'";
+        return "expected " + range + " (" + what + "), got '" + printable(text, 40) + "'";
       },
-      "N");
+      type_name);
+}
+
+}  // namespace
+
+CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& what) {
+  return in_range(lo, hi, std::to_string(lo) + " to " + std::to_string(hi), what, "N");
 }
 
 CLI::Validator number_in(double lo, double hi, const std::string& what) {
-  return CLI::Validator(
-      [lo, hi, what](std::string& text) -> std::string {
-        double v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (ec == std::errc() && ptr == end && v >= lo && v <= hi) return "";  // false for NaN
-        std::ostringstream range;
-        range << lo << " to " << hi;
-        return "expected a number from " + range.str() + " (" + what + "), got '" +
-               printable(text, 40) + "'";
-      },
-      "X");
+  std::ostringstream range;
+  range << "a number from " << lo << " to " << hi;
+  return in_range(lo, hi, range.str(), what, "X");
 }
 
 Placed PlacementArgs::place(int64_t world) const {
