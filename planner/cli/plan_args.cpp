@@ -40,6 +40,11 @@ planner::Pins PlanArgs::pins() const {
 
 std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   tensor::ModelConfig cfg = tensor::find_model_config(model);
+  // Once per command, though compare builds a planner per strategy and cluster.
+  if (const std::string note = tensor::multimodal_note(cfg); !note.empty() && !noted_multimodal_) {
+    print_error_line("note: " + model + ": " + note);
+    noted_multimodal_ = true;
+  }
   // Note [Long context by RoPE scaling]: a sequence beyond the config's positions is trained by
   // scaling the rotary embedding (Llama 3.1: factor 8 over 8,192 positions; Chen et al. 2023,
   // position interpolation). Positions carry no parameters, so the planned model is the config's

@@ -46,6 +46,8 @@ struct PlanArgs {
   // flash.
   std::string attention_for(const tensor::ModelConfig& model) const;
   std::unique_ptr<planner::Planner> planner() const;
+  // Whether planner() printed the multimodal note (tensor::multimodal_note) yet.
+  mutable bool noted_multimodal_ = false;
 };
 
 // --model, --cluster, --gpus, --seq, --global-batch, the pins and --precision / --attention.

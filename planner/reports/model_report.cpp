@@ -157,6 +157,10 @@ ordered_json model_report(const ModelReportOptions& opts) {
   }
   r["activation_bytes_by_recompute"] = acts;
   ordered_json notes = ordered_json::array();
+  if (!cfg.multimodal_model_type.empty()) {
+    r["multimodal_model_type"] = cfg.multimodal_model_type;
+    notes.push_back(multimodal_note(cfg));
+  }
   if (!opts.seq) {
     notes.push_back("seq " + std::to_string(seq) + " by default: the model's maximum positions (" +
                     std::to_string(cfg.max_position_embeddings) + ") capped at " +

@@ -53,11 +53,15 @@ int64_t ConfigFields::as_int(std::string_view f, const json& v) const {
 RopeScaling parse_rope_scaling(const ConfigFields& top) {
   const json& r = top.raw("rope_scaling");
   if (!r.is_object()) top.fail("rope_scaling", "expected an object or null, got " + r.dump());
+  return parse_rope_scaling(r, top, "rope_scaling");
+}
+
+RopeScaling parse_rope_scaling(const json& r, const ConfigFields& top, const char* key) {
   const ConfigFields f(r, top.source());
   RopeScaling s;
   // transformers reads "rope_type" and, for old configs, "type".
   s.rope_type = f.has("rope_type") ? f.string("rope_type", "") : f.string("type", "");
-  auto bad = [&](const std::string& what) { top.fail("rope_scaling", what); };
+  auto bad = [&](const std::string& what) { top.fail(key, what); };
   if (s.rope_type.empty()) bad("missing 'rope_type' (or 'type')");
   if (s.rope_type != "linear" && s.rope_type != "dynamic" && s.rope_type != "yarn" &&
       s.rope_type != "longrope" && s.rope_type != "llama3") {
@@ -85,6 +89,49 @@ RopeScaling parse_rope_scaling(const ConfigFields& top) {
     bad("original_max_position_embeddings must be positive");
   }
   return s;
+}
+
+// Note [rope_parameters]
+// transformers 5 keeps a model's RoPE settings in one "rope_parameters" object, in place of the
+// top-level rope_theta and rope_scaling (and with partial_rotary_factor): {"rope_type": "llama3",
+// "rope_theta": 500000.0, "factor": 8.0, ...}; rope_type "default" is no scaling. Files saved by
+// transformers 5 have it alone. Read as transformers 5's convert_rope_params_to_dict reads a file
+// (configuration_deepseek_v3.py and its siblings): a legacy rope_scaling that is set wins for the
+// scaling; otherwise rope_parameters gives it; rope_parameters' own rope_theta wins over the
+// top-level one (setdefault), which stays the fallback. A model whose layer types rotate
+// differently (Gemma 3's global and sliding layers) keys it by layer type: the full-attention
+// set is the model's rope_theta and scaling, as the legacy rope_theta and rope_scaling were (the
+// sliding layers' base was rope_local_base_freq, which changes no shape), and a legacy
+// rope_scaling updates that set. Keys only inference uses (mrope_section) pass.
+void parse_rope_parameters(const ConfigFields& top, ModelConfig& c) {
+  const json& r = top.raw("rope_parameters");
+  if (!r.is_object()) top.fail("rope_parameters", "expected an object or null, got " + r.dump());
+  const json* set = &r;
+  for (const char* type : {"full_attention", "sliding_attention", "chunked_attention"}) {
+    if (!r.contains(type)) continue;
+    if (!r.contains("full_attention") || !r.at("full_attention").is_object()) {
+      top.fail("rope_parameters", "keyed by layer type without a 'full_attention' object, got " +
+                                      r.dump().substr(0, 120));
+    }
+    set = &r.at("full_attention");
+    break;
+  }
+  const ConfigFields f(*set, top.source());
+  if (f.has("rope_theta")) {
+    c.rope_theta = f.number("rope_theta", c.rope_theta);
+    if (!(c.rope_theta > 0)) {
+      top.fail("rope_parameters",
+               "rope_theta must be positive, got " + std::to_string(c.rope_theta));
+    }
+  }
+  if (f.has("partial_rotary_factor")) {
+    c.partial_rotary_factor = f.number("partial_rotary_factor", c.partial_rotary_factor);
+  }
+  if (top.has("rope_scaling")) return;  // the legacy scaling, parsed by the family, wins
+  const std::string type =
+      f.has("rope_type") ? f.string("rope_type", "") : f.string("type", "default");
+  c.rope_scaling.reset();
+  if (type != "default") c.rope_scaling = parse_rope_scaling(*set, top, "rope_parameters");
 }
 
 json rope_scaling_json(const std::optional<RopeScaling>& scaling) {

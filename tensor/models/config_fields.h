@@ -65,6 +65,12 @@ class ConfigFields {
 // The document's `rope_scaling` object (call when f.has("rope_scaling")), checked as
 // transformers' modeling_rope_utils does.
 RopeScaling parse_rope_scaling(const ConfigFields& f);
+// The same checks of the scaling object `r`, errors naming the document's field `key`.
+RopeScaling parse_rope_scaling(const nlohmann::json& r, const ConfigFields& top, const char* key);
+// transformers 5's "rope_parameters" (call when f.has("rope_parameters")): rope_theta, the
+// scaling and partial_rotary_factor of `c`, over what the legacy keys said (Note
+// [rope_parameters] in config_fields.cpp).
+void parse_rope_parameters(const ConfigFields& f, ModelConfig& c);
 // What parse_rope_scaling reads back (null when unset).
 nlohmann::json rope_scaling_json(const std::optional<RopeScaling>& s);
 

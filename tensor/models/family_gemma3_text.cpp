@@ -21,8 +21,16 @@ ModulePtr make_norm(int64_t dim, double eps, const TensorOptions& o) {
 }
 
 void parse(const ConfigFields& f, ModelConfig& c) {
+  // Gemma3TextConfig's sizes (the 1B-like default): the text_config of Gemma 3 4B's config.json
+  // states neither vocab_size nor the head counts.
   models::parse_rotary_decoder(f, c,
-                               {.max_position_embeddings = 131072,
+                               {.sizes = models::RotaryDecoderSizes{.vocab_size = 262208,
+                                                                    .hidden_size = 2304,
+                                                                    .intermediate_size = 9216,
+                                                                    .num_hidden_layers = 26,
+                                                                    .num_attention_heads = 8,
+                                                                    .num_key_value_heads = 4},
+                                .max_position_embeddings = 131072,
                                 .rms_norm_eps = 1e-6,
                                 .rope_theta = 1e6,
                                 .tie_word_embeddings = true,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "base/checked.h"
 #include "base/config_paths.h"
@@ -155,23 +156,116 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   }
   if (!is_floating(c.torch_dtype))
     fail("torch_dtype", "must be a floating dtype, got ", c.torch_dtype);
-  // The parameter count must fit int64 with room to spare: bound it in floating point first.
+  // The parameter count must fit int64 with room to spare: bound it in floating point first,
+  // every product and sum in double (heads * head_dim or vocab + positions may not fit int64).
+  // The error names the largest factor of the largest term: the field a user mistyped.
+  struct Factor {
+    const char* field;
+    int64_t value;
+  };
+  struct Term {
+    double count;
+    std::vector<Factor> factors;  // hidden_size is in every term: named only if largest
+  };
   const double h = static_cast<double>(c.hidden_size);
+  const double layers = static_cast<double>(c.num_hidden_layers);
   const double experts = static_cast<double>(std::max<int64_t>(1, c.num_local_experts));
-  // Every product and sum in double: heads * head_dim or vocab + positions may not fit int64.
-  const double per_layer =
-      4.0 * h * static_cast<double>(c.num_attention_heads) * static_cast<double>(c.head_dim) +
-      3.0 * h * static_cast<double>(c.intermediate_size) * experts +
-      3.0 * h * static_cast<double>(c.dense_intermediate_size) +
-      3.0 * h * static_cast<double>(c.shared_expert_intermediate_size);
-  const double total =
-      static_cast<double>(c.num_hidden_layers) * per_layer +
-      2.0 * h *
-          (static_cast<double>(c.vocab_size) + static_cast<double>(c.max_position_embeddings));
+  const Factor layer_count{"num_hidden_layers", c.num_hidden_layers};
+  const Term terms[] = {
+      {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
+           static_cast<double>(c.head_dim),
+       {layer_count, {"num_attention_heads", c.num_attention_heads}, {"head_dim", c.head_dim}}},
+      {layers * 3.0 * h * static_cast<double>(c.intermediate_size) * experts,
+       {layer_count,
+        {"intermediate_size", c.intermediate_size},
+        {"num_local_experts", c.num_local_experts}}},
+      {layers * 3.0 * h * static_cast<double>(c.dense_intermediate_size),
+       {layer_count, {"dense_intermediate_size", c.dense_intermediate_size}}},
+      {layers * 3.0 * h * static_cast<double>(c.shared_expert_intermediate_size),
+       {layer_count, {"shared_expert_intermediate_size", c.shared_expert_intermediate_size}}},
+      {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
+      {2.0 * h * static_cast<double>(c.max_position_embeddings),
+       {{"max_position_embeddings", c.max_position_embeddings}}}};
+  double total = 0;
+  const Term* largest = &terms[0];
+  for (const Term& t : terms) {
+    total += t.count;
+    if (t.count > largest->count) largest = &t;
+  }
   if (!(total < 1e18)) {
-    fail("hidden_size", "the model would hold about ", total,
+    Factor blamed{"hidden_size", c.hidden_size};
+    for (const Factor& f : largest->factors) {
+      if (f.value > blamed.value) blamed = f;
+    }
+    fail(blamed.field, blamed.value, " makes the model hold about ", total,
          " parameters, beyond what shardplan counts exactly (1e18)");
   }
+}
+
+// Note [Multimodal configs]
+// The config.json of a vision-language model (Gemma 3 4B-27B: model_type "gemma3"; Llama 4 Scout
+// and Maverick: "llama4"; Mistral Small 3.1: "mistral3"; LLaVA) nests its language model's
+// config as "text_config" beside a "vision_config". transformers builds the language model from
+// text_config alone, and its settings decide the language model's shape, including whether the
+// output layer is tied (PreTrainedModel.tie_weights reads config.get_text_config()). So such a
+// file parses to its text_config, when that is a family shardplan builds, and the result remembers
+// the outer model_type (ModelConfig::multimodal_model_type). Two things come from the outer
+// object: the dtype, which the outer file states for the whole model when text_config does not,
+// and the text model_type when text_config omits it (transformers then uses the wrapper's default
+// text config class: kDefaultTextTypes). The vision encoder and its projector are not modelled:
+// they are a few percent of these models' parameters (Gemma 3 27B: a 0.4B SigLIP encoder), and
+// the commands say so (multimodal_note). Parameter names are the language model's as its own
+// *ForCausalLM names them, so a multimodal checkpoint's (language_model.*) do not load.
+namespace {
+
+struct DefaultTextType {
+  std::string_view wrapper;
+  std::string_view text;
+};
+constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
+                                                 {"llama4", "llama4_text"},
+                                                 {"mistral3", "mistral"},
+                                                 {"llava", "llama"},
+                                                 {"llava_next", "llama"}};
+
+ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::string& type,
+                              std::string_view source) {
+  const json& inner = j.at("text_config");
+  const std::string text_source = std::string(source) + ": text_config";
+  json text = inner;
+  if (!text.contains("model_type")) {
+    for (const DefaultTextType& d : kDefaultTextTypes) {
+      if (d.wrapper == type) text["model_type"] = d.text;
+    }
+  }
+  const ConfigFields tf(text, text_source);
+  if (!tf.has("model_type")) {
+    tf.fail("model_type", "missing, and model_type '" + type +
+                              "' of the outer config has no default text model; expected one of: " +
+                              model_types_list());
+  }
+  const std::string text_type = tf.string("model_type", "");
+  if (!find_family(text_type)) {
+    f.fail("model_type", "'" + type + "' is not supported, nor is its text_config's model_type '" +
+                             text_type + "'; expected one of: " + model_types_list());
+  }
+  if (!text.contains("torch_dtype") && !text.contains("dtype")) {
+    for (const char* key : {"torch_dtype", "dtype"}) {
+      if (f.has(key)) text[key] = j.at(key);
+    }
+  }
+  ModelConfig c = parse_model_config(text, text_source);
+  c.multimodal_model_type = type;
+  return c;
+}
+
+}  // namespace
+
+std::string multimodal_note(const ModelConfig& c) {
+  if (c.multimodal_model_type.empty()) return "";
+  return "'" + c.multimodal_model_type + "' is a multimodal model: its language model (" +
+         c.model_type +
+         ", its text_config) is what is planned; the vision encoder and projector are not modelled";
 }
 
 ModelConfig parse_model_config(const json& j, std::string_view source) {
@@ -183,6 +277,9 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
   }
   const std::string type = f.string("model_type", "");
   const ModelFamily* family = find_family(type);
+  if (!family && f.has("text_config") && j.at("text_config").is_object()) {
+    return parse_text_config(j, f, type, source);
+  }
   if (!family) {
     f.fail("model_type", "'" + type + "' is not supported; expected one of: " + model_types_list());
   }
@@ -238,12 +335,22 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
   ModelConfig c;
   c.model_type = family.model_type;
   family.parse(f, c);
-  if (f.has("torch_dtype")) {
-    const std::string name = f.string("torch_dtype", "");
-    if (!try_parse_dtype(name, &c.torch_dtype) || !is_floating(c.torch_dtype)) {
-      f.fail("torch_dtype",
-             "'" + name + "' is not a floating dtype (float32, bfloat16, float16, ...)");
+  if (family.rotary && f.has("rope_parameters")) parse_rope_parameters(f, c);
+  // Note [dtype and torch_dtype]: transformers 4.56 renamed the config's torch_dtype to dtype
+  // (huggingface/transformers#39782), and files saved since then say "dtype". A file without
+  // either is float32, as transformers reads it; one naming two different dtypes is refused.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!f.has(key)) continue;
+    const std::string name = f.string(key, "");
+    DType t = DType::kFloat32;
+    if (!try_parse_dtype(name, &t) || !is_floating(t)) {
+      f.fail(key, "'" + name + "' is not a floating dtype (float32, bfloat16, float16, ...)");
     }
+    if (key == std::string_view("dtype") && f.has("torch_dtype") && t != c.torch_dtype) {
+      f.fail(key, "'" + name + "' differs from torch_dtype '" + f.string("torch_dtype", "") +
+                      "', expected one dtype for the model's parameters");
+    }
+    c.torch_dtype = t;
   }
   for (const char* key : {"attn_implementation", "_attn_implementation"}) {
     if (f.has(key)) c.attn_implementation = f.string(key, "");

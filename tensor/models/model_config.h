@@ -122,6 +122,10 @@ struct ModelConfig {
   // nn.Embedding as padding_idx, whose row starts at zero (InitFill::kNormalPaddingRowZero); a
   // negative id counts from the end, as padding_idx does.
   std::optional<int64_t> pad_token_id;
+  // Set when the file was a multimodal model's config (Note [Multimodal configs] in
+  // model_config.cpp): its model_type ("gemma3", "llama4"), of which this is the text_config,
+  // the language model. Not written by to_hf_json: a plan holds the language model alone.
+  std::string multimodal_model_type;
 
   bool operator==(const ModelConfig&) const = default;
 };
@@ -132,8 +136,13 @@ std::ostream& operator<<(std::ostream& os, const ModelConfig& c);
 // model_type. `source` names where it came from in the error ("<file>: field 'x': ...").
 void validate(const ModelConfig& c, std::string_view source = "model config");
 
-// Strict parse of a Hugging Face config.json document (Note [Strict config parsing]).
+// Strict parse of a Hugging Face config.json document (Note [Strict config parsing]). A
+// multimodal config whose text_config is a supported family parses to its language model (Note
+// [Multimodal configs]).
 ModelConfig parse_model_config(const nlohmann::json& j, std::string_view source = "config.json");
+// "" for a language model's own config; for the language model of a multimodal config, a
+// sentence saying what is planned and what is not, for the commands to print as a note.
+std::string multimodal_note(const ModelConfig& c);
 // The Hugging Face config.json fields that describe `c` (what parse_model_config reads back to
 // an equal ModelConfig).
 nlohmann::json to_hf_json(const ModelConfig& c);

@@ -359,12 +359,21 @@ ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, boo
 }
 
 void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDecoderDefaults& d) {
-  c.vocab_size = f.integer("vocab_size");
-  c.hidden_size = f.integer("hidden_size");
-  c.intermediate_size = f.integer("intermediate_size");
-  c.num_hidden_layers = f.integer("num_hidden_layers");
-  c.num_attention_heads = f.integer("num_attention_heads");
-  c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+  if (d.sizes) {
+    c.vocab_size = f.integer("vocab_size", d.sizes->vocab_size);
+    c.hidden_size = f.integer("hidden_size", d.sizes->hidden_size);
+    c.intermediate_size = f.integer("intermediate_size", d.sizes->intermediate_size);
+    c.num_hidden_layers = f.integer("num_hidden_layers", d.sizes->num_hidden_layers);
+    c.num_attention_heads = f.integer("num_attention_heads", d.sizes->num_attention_heads);
+    c.num_key_value_heads = f.integer("num_key_value_heads", d.sizes->num_key_value_heads);
+  } else {
+    c.vocab_size = f.integer("vocab_size");
+    c.hidden_size = f.integer("hidden_size");
+    c.intermediate_size = f.integer("intermediate_size");
+    c.num_hidden_layers = f.integer("num_hidden_layers");
+    c.num_attention_heads = f.integer("num_attention_heads");
+    c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+  }
   if (!f.has("head_dim") && d.head_dim == 0) {
     if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
       f.fail("num_attention_heads",

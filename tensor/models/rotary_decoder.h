@@ -25,7 +25,21 @@
 namespace shardplan::tensor::models {
 
 // The defaults of a family's config class where config.json leaves a field out.
+// The sizes a family's config class defaults when its file omits them. Most families' files state
+// every size and a file without one is refused (a config with no hidden_size is not a model's);
+// a family whose real files omit sizes (Gemma 3's text_config inside the multimodal config.json)
+// gives its config class's defaults here.
+struct RotaryDecoderSizes {
+  int64_t vocab_size;
+  int64_t hidden_size;
+  int64_t intermediate_size;
+  int64_t num_hidden_layers;
+  int64_t num_attention_heads;
+  int64_t num_key_value_heads;
+};
+
 struct RotaryDecoderDefaults {
+  std::optional<RotaryDecoderSizes> sizes = std::nullopt;  // absent: the sizes are required
   int64_t max_position_embeddings = 2048;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000;

@@ -235,3 +235,22 @@ string(JSON seq GET "${OUT}" seq)
 if(NOT seq EQUAL 4096)
   message(FATAL_ERROR "inspect --model llama3-8b: seq ${seq}, expected 4096 (8192 capped)\n${OUT}")
 endif()
+
+# A multimodal config.json (Note [Multimodal configs]): its language model is inspected and
+# planned, with a note on stderr saying the vision encoder is not modelled. Gemma 3 4B's text
+# model: 3,880,263,168 parameters (the hand formula of ModelParams.Gemma3_4BLanguageModelOfIts...).
+set(mm "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_gemma3.json")
+file(WRITE "${mm}" [=[{"model_type": "gemma3", "torch_dtype": "bfloat16",
+  "vision_config": {"model_type": "siglip_vision_model"},
+  "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                  "num_hidden_layers": 34, "sliding_window": 1024}}]=])
+run(0 inspect --model "${mm}" --seq 1024 --json)
+json_get(params "${OUT}" parameters)
+json_get(outer "${OUT}" multimodal_model_type)
+if(NOT params EQUAL 3880263168 OR NOT outer STREQUAL "gemma3")
+  message(FATAL_ERROR "inspect --model gemma3 config: ${params} parameters, ${outer}\n${OUT}")
+endif()
+run(0 estimate --model "${mm}" --cluster dgx-h100 --gpus 8 --seq 4096 --global-batch 64 --dp 8)
+expect_match("estimate of a multimodal config, stderr"
+             "^note: [^\n]*'gemma3' is a multimodal model: its language model \\(gemma3_text, its text_config\\) is what is planned; the vision encoder and projector are not modelled\n$"
+             "${ERR}")

@@ -73,6 +73,24 @@ TEST(ModelParams, Llama31_405B) {
   EXPECT_EQ(params_of("llama3.1-405b"), hand);
 }
 
+// Gemma 3 4B's language model from its multimodal config.json (Note [Multimodal configs] in
+// model_config.cpp): hidden 2560, ffn 10240, 34 layers, and Gemma3TextConfig's 8 heads, 4 kv heads,
+// head_dim 256, vocab 262208, tied. Per layer, the rotary formula plus q_norm and k_norm (2 x 256)
+// and Gemma's two extra norms (pre/post feed-forward, 2 x 2560).
+TEST(ModelParams, Gemma3_4BLanguageModelOfItsMultimodalConfig) {
+  const nlohmann::json j = nlohmann::json::parse(R"({"model_type": "gemma3",
+    "torch_dtype": "bfloat16", "vision_config": {"model_type": "siglip_vision_model"},
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "sliding_window": 1024}})");
+  const int64_t hand =
+      rotary_params({262208, 2560, 10240, 34, 8, 4, 256, true}) + 34 * (2 * 256 + 2 * 2560);
+  EXPECT_EQ(hand, 3'880'263'168);
+  // The Gemma 3 technical report (2025), Table 1: 3,209M non-embedding parameters for 4B (and a
+  // 417M vision encoder, which is not modelled).
+  EXPECT_EQ((hand - 262208 * 2560) / 1'000'000, 3209);
+  EXPECT_EQ(build_model(parse_model_config(j, "gemma-3-4b"))->parameters_numel(), hand);
+}
+
 TEST(ModelParams, Mistral7B) {
   const int64_t hand = rotary_params({32000, 4096, 14336, 32, 32, 8, 128});
   EXPECT_EQ(hand, 7'241'732'096);

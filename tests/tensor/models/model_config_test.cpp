@@ -133,6 +133,153 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
               AllOf(HasSubstr("c.json"), HasSubstr("'model_type': missing")));
 }
 
+// transformers 4.56 saves the parameters' dtype as "dtype" (torch_dtype before): either key.
+TEST(ModelConfig, DtypeKeyOfNewerTransformersFiles) {
+  json j = llama_json();
+  j.erase("torch_dtype");
+  EXPECT_EQ(parse_model_config(j, "x.json").torch_dtype, DType::kFloat32);  // neither: float32
+  j["dtype"] = "bfloat16";
+  EXPECT_EQ(parse_model_config(j, "x.json").torch_dtype, DType::kBFloat16);
+  j["torch_dtype"] = "bfloat16";  // both, the same
+  EXPECT_EQ(parse_model_config(j, "x.json").torch_dtype, DType::kBFloat16);
+  j["torch_dtype"] = "float16";
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
+              HasSubstr("x.json: field 'dtype': 'bfloat16' differs from torch_dtype 'float16', "
+                        "expected one dtype"));
+  j.erase("torch_dtype");
+  j["dtype"] = "int8";
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
+              HasSubstr("x.json: field 'dtype': 'int8' is not a floating dtype"));
+}
+
+// Note [rope_parameters]: transformers 5's one RoPE object, over the legacy keys.
+TEST(ModelConfig, RopeParametersOfTransformers5) {
+  // Llama 3.1 8B as transformers 5 saves it equals the shipped (legacy) file.
+  const ModelConfig legacy = find_model_config("llama3.1-8b");
+  json v5 = to_hf_json(legacy);
+  json rope = v5["rope_scaling"];
+  rope["rope_theta"] = v5["rope_theta"];
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = rope;
+  EXPECT_EQ(parse_model_config(v5, "v5.json"), legacy);
+  EXPECT_EQ(legacy.rope_theta, 500000.0);
+  // It wins over stale legacy keys, as in transformers 5.
+  json both = v5;
+  both["rope_theta"] = 10000.0;
+  both["rope_scaling"] = nullptr;
+  EXPECT_EQ(parse_model_config(both, "b.json"), legacy);
+  // A legacy rope_scaling that is set wins for the scaling (convert_rope_params_to_dict).
+  json legacy_wins = v5;
+  legacy_wins["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  const ModelConfig lw = parse_model_config(legacy_wins, "lw.json");
+  ASSERT_TRUE(lw.rope_scaling.has_value());
+  EXPECT_EQ(lw.rope_scaling->rope_type, "linear");
+  EXPECT_EQ(lw.rope_theta, 500000.0);  // rope_parameters' own theta still
+  // rope_type default: no scaling; partial_rotary_factor read from it.
+  json plain = llama_json();
+  plain["rope_parameters"] = {
+      {"rope_type", "default"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.5}};
+  const ModelConfig p = parse_model_config(plain, "p.json");
+  EXPECT_EQ(p.rope_theta, 1e6);
+  EXPECT_FALSE(p.rope_scaling.has_value());
+  EXPECT_EQ(p.partial_rotary_factor, 0.5);
+  // Keyed by layer type (Gemma 3): the full-attention layers' set.
+  json gemma = to_hf_json(find_model_config("gemma-3-1b"));
+  gemma.erase("rope_theta");
+  gemma["rope_parameters"] = json::parse(R"({
+      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})");
+  const ModelConfig g = parse_model_config(gemma, "g.json");
+  EXPECT_EQ(g.rope_theta, 1e6);
+  ASSERT_TRUE(g.rope_scaling.has_value());
+  EXPECT_EQ(g.rope_scaling->rope_type, "linear");
+  EXPECT_EQ(g.rope_scaling->factor, 8.0);
+  // Errors name rope_parameters.
+  plain["rope_parameters"] = 5;
+  EXPECT_THAT(error_of([&] { parse_model_config(plain, "x.json"); }),
+              HasSubstr("x.json: field 'rope_parameters': expected an object or null, got 5"));
+  plain["rope_parameters"] = {{"rope_type", "spiral"}, {"factor", 2.0}};
+  EXPECT_THAT(error_of([&] { parse_model_config(plain, "x.json"); }),
+              HasSubstr("x.json: field 'rope_parameters': rope_type 'spiral' is not supported"));
+  plain["rope_parameters"] = {{"rope_type", "yarn"}};
+  EXPECT_THAT(error_of([&] { parse_model_config(plain, "x.json"); }),
+              HasSubstr("x.json: field 'rope_parameters': missing 'factor'"));
+  plain["rope_parameters"] = {{"rope_theta", -1.0}};
+  EXPECT_THAT(error_of([&] { parse_model_config(plain, "x.json"); }),
+              HasSubstr("x.json: field 'rope_parameters': rope_theta must be positive"));
+  plain["rope_parameters"] = {{"sliding_attention", {{"rope_theta", 1e4}}}};
+  EXPECT_THAT(error_of([&] { parse_model_config(plain, "x.json"); }),
+              HasSubstr("x.json: field 'rope_parameters': keyed by layer type without a "
+                        "'full_attention' object"));
+}
+
+// Note [Multimodal configs]: a vision-language config.json parses to its text_config.
+TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
+  // Gemma 3 4B's config.json (google/gemma-3-4b-it) states few of its text model's sizes; the
+  // rest are Gemma3TextConfig's defaults (vocab 262208, 8 heads, 4 kv heads, head_dim 256).
+  const json gemma = json::parse(R"({
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+    "mm_tokens_per_image": 256, "torch_dtype": "bfloat16",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model",
+                      "num_hidden_layers": 27, "patch_size": 14}})");
+  const ModelConfig g = parse_model_config(gemma, "g.json");
+  EXPECT_EQ(g.model_type, "gemma3_text");
+  EXPECT_EQ(g.multimodal_model_type, "gemma3");
+  EXPECT_EQ(g.vocab_size, 262208);
+  EXPECT_EQ(g.num_attention_heads, 8);
+  EXPECT_EQ(g.num_key_value_heads, 4);
+  EXPECT_EQ(g.head_dim, 256);
+  EXPECT_TRUE(g.tie_word_embeddings);
+  EXPECT_EQ(g.torch_dtype, DType::kBFloat16);  // the outer file's, text_config states none
+  EXPECT_EQ(g.sliding_window, 1024);
+  EXPECT_THAT(multimodal_note(g), HasSubstr("'gemma3' is a multimodal model: its language model "
+                                            "(gemma3_text, its text_config) is what is planned"));
+  // The same text model given alone plans the same model; to_hf_json writes the language model.
+  json alone = gemma["text_config"];
+  alone["torch_dtype"] = "bfloat16";
+  ModelConfig a = parse_model_config(alone, "a.json");
+  EXPECT_EQ(multimodal_note(a), "");
+  a.multimodal_model_type = "gemma3";
+  EXPECT_EQ(a, g);
+  EXPECT_EQ(to_hf_json(g)["model_type"], "gemma3_text");
+  // text_config decides the tie (transformers' tie_weights reads get_text_config()), and its own
+  // dtype wins over the outer one.
+  json untied = gemma;
+  untied["tie_word_embeddings"] = false;
+  untied["text_config"]["dtype"] = "float16";
+  const ModelConfig u = parse_model_config(untied, "u.json");
+  EXPECT_TRUE(u.tie_word_embeddings);
+  EXPECT_EQ(u.torch_dtype, DType::kFloat16);
+  // Mistral Small 3.1's wrapper (mistral3) without a text model_type: transformers' default
+  // text config class for it, MistralConfig.
+  json mistral = {
+      {"model_type", "mistral3"}, {"dtype", "bfloat16"}, {"vision_config", json::object()}};
+  mistral["text_config"] = to_hf_json(find_model_config("mistral-7b"));
+  mistral["text_config"].erase("model_type");
+  mistral["text_config"].erase("torch_dtype");
+  const ModelConfig m = parse_model_config(mistral, "m.json");
+  EXPECT_EQ(m.model_type, "mistral");
+  EXPECT_EQ(m.torch_dtype, DType::kBFloat16);
+  EXPECT_EQ(m.hidden_size, 4096);
+  // Errors in the text model name it; a text model of no supported family is refused.
+  json bad = gemma;
+  bad["text_config"]["num_attention_heads"] = 0;
+  EXPECT_THAT(error_of([&] { parse_model_config(bad, "b.json"); }),
+              HasSubstr("b.json: text_config: field 'num_attention_heads': must be a positive"));
+  const json vl = json::parse(
+      R"({"model_type": "qwen2_5_vl", "text_config": {"model_type": "qwen2_5_vl_text"}})");
+  EXPECT_THAT(error_of([&] { parse_model_config(vl, "v.json"); }),
+              HasSubstr("v.json: field 'model_type': 'qwen2_5_vl' is not supported, nor is its "
+                        "text_config's model_type 'qwen2_5_vl_text'; expected one of: "));
+  const json bare = json::parse(R"({"model_type": "foo", "text_config": {}})");
+  EXPECT_THAT(error_of([&] { parse_model_config(bare, "f.json"); }),
+              HasSubstr("f.json: text_config: field 'model_type': missing, and model_type 'foo'"));
+}
+
 TEST(ModelConfig, MissingRequiredFieldNamed) {
   for (const char* field : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                             "num_attention_heads"}) {
@@ -199,13 +346,28 @@ TEST(ModelConfig, SizesBeyondInt64AreErrorsNotOverflows) {
   j["num_attention_heads"] = int64_t{1} << 32;  // heads * head_dim = 2^64
   j["num_key_value_heads"] = 1;
   j["head_dim"] = int64_t{1} << 32;
+  // The error names the largest factor of the largest term (heads before head_dim on a tie).
   EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
-              AllOf(HasSubstr("x.json: field 'hidden_size'"), HasSubstr("parameters")));
+              HasSubstr("x.json: field 'num_attention_heads': 4294967296 makes the model hold "
+                        "about"));
+  // A huge head_dim alone: 32 layers x 4 x 4096 x 32 heads x 2^40 = 2^64 parameters in attention.
+  j = llama_json();
+  j["head_dim"] = int64_t{1} << 40;
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
+              AllOf(HasSubstr("x.json: field 'head_dim': 1099511627776 makes the model hold about "
+                              "1.84467e+19 parameters"),
+                    HasSubstr("beyond what shardplan counts exactly (1e18)")));
   j = llama_json();
   j["vocab_size"] = INT64_MAX;  // vocab + positions
   j["max_position_embeddings"] = INT64_MAX;
   EXPECT_THAT(error_of([&] { parse_model_config(j, "x.json"); }),
-              AllOf(HasSubstr("x.json: field 'hidden_size'"), HasSubstr("parameters")));
+              HasSubstr("x.json: field 'vocab_size': 9223372036854775807 makes the model hold"));
+  // The experts' MLPs: 32 layers x 3 x 4096 x 2^40 x 8 experts = 3 x 2^60, about 3.5e18.
+  json m = to_hf_json(find_model_config("mixtral-8x7b"));
+  m["intermediate_size"] = int64_t{1} << 40;
+  EXPECT_THAT(error_of([&] { parse_model_config(m, "m.json"); }),
+              HasSubstr("m.json: field 'intermediate_size': 1099511627776 makes the model hold "
+                        "about 3.45876e+18 parameters"));
   json g = to_hf_json(find_model_config("gpt2"));
   g.erase("n_inner");
   g["n_embd"] = int64_t{1} << 62;  // the default n_inner, 4 * n_embd
