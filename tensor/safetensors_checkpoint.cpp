@@ -37,6 +37,7 @@ int64_t checked_add(int64_t a, int64_t b, std::string_view source, std::string_v
 
 // The tensors of one file as CheckpointTensors with absolute offsets.
 void add_tensors(const SafetensorsHeader& h, size_t file, std::vector<CheckpointTensor>& out) {
+  out.reserve(out.size() + h.tensors.size());
   for (const SafetensorsEntry& e : h.tensors) {
     CheckpointTensor t;
     t.name = e.name;

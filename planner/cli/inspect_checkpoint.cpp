@@ -68,15 +68,20 @@ void print_check(const nlohmann::json& check) {
   list("tied_omitted", "tied, omitted   ");
 }
 
-void print_checkpoint_text(const ordered_json& r) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& t : r["tensors"]) {
-    rows.push_back({t["name"].get<std::string>(), t["dtype"].get<std::string>(), dims(t["shape"]),
-                    t["file"].get<std::string>(), with_commas(t["offset"].get<int64_t>()),
-                    with_commas(t["nbytes"].get<int64_t>())});
-  }
-  print_table({"name", "dtype", "shape", "file", "offset", "bytes"}, rows,
+void print_checkpoint_text(const planner::CheckpointReport& report) {
+  const tensor::Checkpoint& ck = report.checkpoint;
+  print_table({"name", "dtype", "shape", "file", "offset", "bytes"}, ck.tensors.size(),
+              [&](size_t i) -> std::vector<std::string> {
+                const tensor::CheckpointTensor& t = ck.tensors[i];
+                return {t.name,
+                        std::string(tensor::safetensors_dtype_name(t.dtype)),
+                        bracketed(t.shape),
+                        ck.file_of(t).filename().string(),
+                        with_commas(t.offset),
+                        with_commas(t.nbytes)};
+              },
               {false, false, false, false, true, true});
+  const ordered_json& r = report.summary;
   const int64_t bytes = r["bytes"].get<int64_t>();
   std::cout << '\n'
             << "checkpoint  " << r["checkpoint"].get<std::string>() << " (" << r["files"].size()
@@ -109,11 +114,13 @@ void add_checkpoint_options(CLI::App& cmd, CheckpointInspectOptions& o) {
 
 void run_inspect_checkpoint(const CheckpointInspectOptions& o, CliContext& ctx) {
   SP_CHECK(!o.strict || !o.config.empty(), "inspect: --strict needs --config to check against");
-  const ordered_json r = planner::checkpoint_report(o.checkpoint, o.config);
+  const planner::CheckpointReport report = planner::checkpoint_report(o.checkpoint, o.config);
+  const ordered_json& r = report.summary;
   if (ctx.json) {
-    print_json_document(r);
+    report.write_json(std::cout);
+    std::cout << '\n';
   } else {
-    print_checkpoint_text(r);
+    print_checkpoint_text(report);
   }
   if (o.strict && r.contains("check") && !r["check"]["loadable"].get<bool>()) {
     ctx.exit_code = ExitCode::kRuntimeFailure;

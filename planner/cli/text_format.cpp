@@ -43,25 +43,35 @@ std::string bracketed(std::span<const int64_t> v) {
   return out + "]";
 }
 
+void print_table(const std::vector<std::string>& header, size_t rows,
+                 const std::function<std::vector<std::string>(size_t)>& row,
+                 const std::vector<bool>& right_aligned) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (size_t i = 0; i < rows; ++i) {
+    const std::vector<std::string> cells = row(i);
+    for (size_t c = 0; c < header.size(); ++c) width[c] = std::max(width[c], cells[c].size());
+  }
+  std::string line;
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    line.clear();
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(width[c] - cells[c].size(), ' ');
+      const bool last = c + 1 == cells.size();
+      line += (c ? "  " : "") + (right_aligned[c] ? pad + cells[c] : cells[c] + (last ? "" : pad));
+    }
+    line += '\n';
+    std::cout << line;
+  };
+  print_row(header);
+  for (size_t i = 0; i < rows; ++i) print_row(row(i));
+}
+
 void print_table(const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows,
                  const std::vector<bool>& right_aligned) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
-  }
-  auto print_row = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - row[c].size(), ' ');
-      const bool last = c + 1 == row.size();
-      line += (c ? "  " : "") + (right_aligned[c] ? pad + row[c] : row[c] + (last ? "" : pad));
-    }
-    std::cout << line << '\n';
-  };
-  print_row(header);
-  for (const auto& row : rows) print_row(row);
+  print_table(
+      header, rows.size(), [&](size_t i) { return rows[i]; }, right_aligned);
 }
 
 }  // namespace shardplan::cli

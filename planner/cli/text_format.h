@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -25,6 +26,11 @@ std::string bracketed(std::span<const int64_t> v);
 // where `right_aligned` says (numbers) and left-aligned otherwise, on stdout.
 void print_table(const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows,
+                 const std::vector<bool>& right_aligned);
+// The same with row i made by `row(i)`, twice (for the widths, then to print), so a table of
+// millions of rows is never held whole.
+void print_table(const std::vector<std::string>& header, size_t rows,
+                 const std::function<std::vector<std::string>(size_t)>& row,
                  const std::vector<bool>& right_aligned);
 
 }  // namespace shardplan::cli

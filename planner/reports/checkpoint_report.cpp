@@ -9,16 +9,46 @@
 #include "base/error.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
-#include "tensor/safetensors.h"
 
 namespace shardplan::planner {
 
 using nlohmann::ordered_json;
 
-ordered_json checkpoint_report(const std::string& checkpoint, const std::string& config) {
+ordered_json CheckpointReport::tensor_row(size_t i) const {
+  const tensor::CheckpointTensor& t = checkpoint.tensors.at(i);
+  return {{"name", t.name},
+          {"dtype", std::string(tensor::safetensors_dtype_name(t.dtype))},
+          {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+          {"file", checkpoint.file_of(t).filename().string()},
+          {"offset", t.offset},
+          {"nbytes", t.nbytes}};
+}
+
+void CheckpointReport::write_json(std::ostream& os) const {
+  // ordered_json prints keys in insertion order: the summary's keys, "tensors" after "files".
+  os << '{';
+  bool first = true;
+  auto key = [&](const std::string& k) {
+    os << (first ? "" : ",") << ordered_json(k).dump() << ':';
+    first = false;
+  };
+  for (const auto& [k, v] : summary.items()) {
+    key(k);
+    os << v.dump();
+    if (k != "files") continue;
+    key("tensors");
+    os << '[';
+    for (size_t i = 0; i < tensor_count(); ++i) os << (i ? "," : "") << tensor_row(i).dump();
+    os << ']';
+  }
+  os << '}';
+}
+
+CheckpointReport checkpoint_report(const std::string& checkpoint, const std::string& config) {
   SP_CHECK(!checkpoint.empty(), "inspect: --checkpoint is required with --config or --strict");
-  const tensor::Checkpoint ck = tensor::read_checkpoint(checkpoint);
-  ordered_json r;
+  CheckpointReport out{tensor::read_checkpoint(checkpoint), ordered_json::object()};
+  const tensor::Checkpoint& ck = out.checkpoint;
+  ordered_json& r = out.summary;
   r["checkpoint"] = ck.source.string();
   r["files"] = ordered_json::array();
   for (const tensor::CheckpointFile& f : ck.files) {
@@ -27,22 +57,13 @@ ordered_json checkpoint_report(const std::string& checkpoint, const std::string&
                           {"data_bytes", f.header.data_bytes},
                           {"metadata", f.header.metadata}});
   }
-  r["tensors"] = ordered_json::array();
   // By dtype in the format's spelling; std::map keeps the output order stable.
   std::map<std::string, std::array<int64_t, 3>> by_dtype;  // tensors, parameters, bytes
   for (const tensor::CheckpointTensor& t : ck.tensors) {
-    const std::string dtype(tensor::safetensors_dtype_name(t.dtype));
-    const int64_t numel = tensor::checked_numel(t.shape, "inspect");
-    r["tensors"].push_back({{"name", t.name},
-                            {"dtype", dtype},
-                            {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
-                            {"file", ck.file_of(t).filename().string()},
-                            {"offset", t.offset},
-                            {"nbytes", t.nbytes}});
-    auto& d = by_dtype[dtype];
+    auto& d = by_dtype[std::string(tensor::safetensors_dtype_name(t.dtype))];
     d[0] += 1;
-    d[1] += numel;  // bounded by the file sizes, which ck.numel() below checks in total
-    d[2] += t.nbytes;
+    d[1] += tensor::checked_numel(t.shape, "inspect");  // bounded by the files' sizes, which
+    d[2] += t.nbytes;                                   // ck.numel() below checks in total
   }
   r["tensor_count"] = ck.tensors.size();
   r["parameters"] = ck.numel();
@@ -61,7 +82,7 @@ ordered_json checkpoint_report(const std::string& checkpoint, const std::string&
     for (const auto& [k, v] : check.items()) c[k] = v;
     r["check"] = std::move(c);
   }
-  return r;
+  return out;
 }
 
 }  // namespace shardplan::planner

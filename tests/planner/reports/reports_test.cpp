@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
 #include "base/error.h"
@@ -46,8 +47,9 @@ TEST(ModelReport, BadOptionsAreBadInput) {
 
 TEST(CheckpointReport, TinyLlamaFitsItsConfig) {
   const std::string dir = kData + "/safetensors/tiny-llama";
-  const nlohmann::ordered_json r =
+  const CheckpointReport report =
       checkpoint_report(dir + "/model.safetensors", dir + "/config.json");
+  const nlohmann::ordered_json& r = report.summary;
   // vocab 32, hidden 16, ffn 24, 2 layers, 4 heads of 4, 2 kv heads: embed 32*16 = 512; per layer
   // q 256 + k 128 + v 128 + o 256 + mlp 3*16*24 = 1152 + 2 norms of 16 = 1952; final norm 16;
   // lm_head 512. 512 + 2*1952 + 16 + 512 = 4944 elements in 1 + 2*9 + 1 + 1 = 21 tensors, bf16.
@@ -56,6 +58,22 @@ TEST(CheckpointReport, TinyLlamaFitsItsConfig) {
   EXPECT_EQ(r["bytes"].get<int64_t>(), 2 * 4944);
   EXPECT_EQ(r["by_dtype"]["BF16"]["parameters"].get<int64_t>(), 4944);
   EXPECT_TRUE(r["check"]["loadable"].get<bool>());
+  // The streamed document (Note [Checkpoint rows one at a time]) is one JSON value with the
+  // summary's keys, "tensors" after "files", and a row per tensor in name order.
+  std::ostringstream os;
+  report.write_json(os);
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(os.str());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : doc.items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"checkpoint", "files", "tensors", "tensor_count",
+                                            "parameters", "bytes", "by_dtype", "check"}));
+  ASSERT_EQ(doc["tensors"].size(), 21u);
+  EXPECT_EQ(doc["tensors"][0]["name"], "lm_head.weight");
+  EXPECT_EQ(doc["tensors"][0]["shape"], nlohmann::json::parse("[32, 16]"));
+  EXPECT_EQ(doc["tensors"][0]["dtype"], "BF16");
+  EXPECT_EQ(doc["tensors"][0]["nbytes"], 2 * 32 * 16);
+  EXPECT_EQ(doc["tensors"][0], report.tensor_row(0));
+  EXPECT_EQ(doc["check"], r["check"]);
 }
 
 TEST(CheckpointReport, WithoutACheckpointIsBadInput) {
