@@ -80,8 +80,11 @@ RopeScaling parse_rope_scaling(const json& r, const ConfigFields& top, const cha
     }
     s.low_freq_factor = f.number("low_freq_factor", 0);
     s.high_freq_factor = f.number("high_freq_factor", 0);
-    if (!(*s.low_freq_factor > 0 && *s.high_freq_factor > *s.low_freq_factor)) {
-      bad("llama3 needs 0 < low_freq_factor < high_freq_factor, got " +
+    // Positive factors; transformers only warns when high_freq_factor <= low_freq_factor (its
+    // medium band is then empty), and Llama 4 Scout ships both at 1.0.
+    if (!(*s.low_freq_factor > 0 && *s.high_freq_factor > 0 && std::isfinite(*s.low_freq_factor) &&
+          std::isfinite(*s.high_freq_factor))) {
+      bad("llama3 needs positive low_freq_factor and high_freq_factor, got " +
           std::to_string(*s.low_freq_factor) + " and " + std::to_string(*s.high_freq_factor));
     }
   }

@@ -43,7 +43,10 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   // Which layers route to experts: moe_layers, else every interleave_moe_layer_step-th.
   std::vector<int64_t> moe;
   if (f.has("moe_layers")) {
+    // Llama4TextConfig keeps moe_layers when given and ignores interleave_moe_layer_step, which
+    // transformers' save_pretrained writes beside it.
     moe = int_list(f, "moe_layers");
+    f.integer("interleave_moe_layer_step", 1);
   } else {
     const int64_t step = f.integer("interleave_moe_layer_step", 1);
     if (step <= 0) f.fail("interleave_moe_layer_step", "must be positive");
@@ -83,7 +86,12 @@ void parse(const ConfigFields& f, ModelConfig& c) {
              "layers and full_attention on the others");
     }
   }
-  f.boolean("attn_temperature_tuning", true);
+  // An attention temperature on the NoPE layers (an elementwise scale, not traced). transformers
+  // tested it for truthiness and defaulted it to the integer 4 before it became a boolean, and
+  // files saved then say 4: a boolean or a number.
+  if (f.has("attn_temperature_tuning") && !f.raw("attn_temperature_tuning").is_number()) {
+    f.boolean("attn_temperature_tuning", true);
+  }
   f.number("floor_scale", 8192);
   f.number("attn_scale", 0.1);
 }

@@ -15,7 +15,11 @@ namespace {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c, {.max_position_embeddings = 131072, .rms_norm_eps = 1e-5, .rope_theta = 1e6});
-  c.sliding_window = f.opt_integer("sliding_window");
+  c.sliding_window = f.opt_integer("sliding_window");  // MixtralConfig: none by default
+  if (c.sliding_window) {
+    c.layer_types =
+        models::parse_layer_types(f, c.num_hidden_layers, models::every_layer_sliding, c);
+  }
   c.num_local_experts = f.integer("num_local_experts");
   c.num_experts_per_tok = f.integer("num_experts_per_tok");
 }

@@ -15,16 +15,13 @@ extern const ModelFamily kPhi3Family;  // listed in family_registry.cpp
 
 namespace {
 
-AttentionType every_layer_sliding(const ModelConfig& c, int64_t /*layer*/) {
-  return c.sliding_window ? AttentionType::kSliding : AttentionType::kFull;
-}
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 4096, .rms_norm_eps = 1e-5});
   c.partial_rotary_factor = f.number("partial_rotary_factor", 1.0);
   c.sliding_window = f.opt_integer("sliding_window");
   if (c.sliding_window) {
-    c.layer_types = models::parse_layer_types(f, c.num_hidden_layers, every_layer_sliding, c);
+    c.layer_types =
+        models::parse_layer_types(f, c.num_hidden_layers, models::every_layer_sliding, c);
   }
   c.resid_dropout = f.number("resid_pdrop", 0.0);
   c.embd_dropout = f.number("embd_pdrop", 0.0);

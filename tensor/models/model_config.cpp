@@ -228,6 +228,23 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"llava", "llama"},
                                                  {"llava_next", "llama"}};
 
+// The sizes of transformers' LlamaConfig and MistralConfig defaults. A top-level config.json must
+// state its sizes (a file without hidden_size is more likely the wrong file than a default
+// model), but a multimodal file's text_config often leans on its class's defaults as
+// transformers builds it (llava-1.5-7b-hf's states only vocab_size, max positions and eps).
+// gemma3_text's family applies Gemma3TextConfig's own (RotaryDecoderSizes).
+struct TextSizeDefaults {
+  std::string_view model_type;
+  const char* sizes;
+};
+constexpr TextSizeDefaults kTextSizeDefaults[] = {
+    {"llama",
+     R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+         "num_hidden_layers": 32, "num_attention_heads": 32})"},
+    {"mistral",
+     R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8})"}};
+
 ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::string& type,
                               std::string_view source) {
   const json& inner = j.at("text_config");
@@ -248,6 +265,13 @@ ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::s
   if (!find_family(text_type)) {
     f.fail("model_type", "'" + type + "' is not supported, nor is its text_config's model_type '" +
                              text_type + "'; expected one of: " + model_types_list());
+  }
+  for (const TextSizeDefaults& d : kTextSizeDefaults) {
+    if (d.model_type != text_type) continue;
+    const json sizes = json::parse(d.sizes);
+    for (const auto& [key, value] : sizes.items()) {
+      if (!text.contains(key) || text.at(key).is_null()) text[key] = value;
+    }
   }
   if (!text.contains("torch_dtype") && !text.contains("dtype")) {
     for (const char* key : {"torch_dtype", "dtype"}) {

@@ -72,6 +72,7 @@ struct ModelConfig {
   double partial_rotary_factor = 1;  // fraction of head_dim rotated (GPT-NeoX rotary_pct)
   std::optional<RopeScaling> rope_scaling;
   std::optional<int64_t> sliding_window;  // the window of kSliding layers
+  int64_t max_window_layers = 0;  // Qwen2 with use_sliding_window: layers from this one on slide
   // Per layer, how it attends; empty: every layer full attention. Families fill it from
   // layer_types or their own rule (Mistral: every layer sliding when sliding_window is set).
   std::vector<AttentionType> layer_types;

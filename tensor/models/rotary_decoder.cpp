@@ -392,6 +392,10 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   c.attention_dropout = f.number("attention_dropout", 0.0);
 }
 
+AttentionType every_layer_sliding(const ModelConfig& c, int64_t /*layer*/) {
+  return c.sliding_window ? AttentionType::kSliding : AttentionType::kFull;
+}
+
 std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t layers,
                                              AttentionType (*rule)(const ModelConfig&, int64_t),
                                              const ModelConfig& c) {

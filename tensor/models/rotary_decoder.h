@@ -97,6 +97,9 @@ std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t laye
                                              AttentionType (*rule)(const ModelConfig&, int64_t),
                                              const ModelConfig& c);
 nlohmann::json layer_types_json(const ModelConfig& c);
+// Every layer slides when the config has a sliding_window (Mistral, Mixtral, Phi-3: their
+// attention passes config.sliding_window to every layer); the rule for parse_layer_types.
+AttentionType every_layer_sliding(const ModelConfig& c, int64_t layer);
 
 // What parse_rotary_decoder reads back, and sliding_window when set.
 void rotary_decoder_to_hf_json(const ModelConfig& c, nlohmann::json& j,

@@ -9,6 +9,7 @@
 // And every family's parameters have an init rule, so materialize can fill them.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tensor/models/family.h"
@@ -65,6 +66,51 @@ TEST(FamilyFlops, SlidingWindowCountsWindowKeys) {
   const OpGraph short_g = trace_model_forward(*build_model(c), 1, 32);
   EXPECT_DOUBLE_EQ(matmul_of(short_g, "model.layers.0.self_attn"),
                    matmul_of(short_g, "model.layers.1.self_attn"));
+}
+
+// The window of Mistral (MistralConfig: 4096 unless null) and Mixtral (none unless set) on every
+// layer, and Qwen2's from max_window_layers on with use_sliding_window (Qwen2Config): a layer of
+// H heads of d attending within W keys counts 2 products x 2 H s W d, a full one 2 x 2 H s s d.
+TEST(FamilyFlops, MistralMixtralAndQwen2Windows) {
+  const double s = 512, W = 128;
+  auto core = [&](const ModelConfig& c, const OpGraph& g, int layer) {
+    const std::string a = "model.layers." + std::to_string(layer) + ".self_attn";
+    double proj = 0;
+    for (const char* p : {".q_proj", ".k_proj", ".v_proj", ".o_proj"}) proj += matmul_of(g, a + p);
+    return (matmul_of(g, a) - proj) /
+           (4 * s * static_cast<double>(c.num_attention_heads * c.head_dim));
+  };
+  nlohmann::json m = to_hf_json(find_model_config("mistral-7b"));
+  m["num_hidden_layers"] = 2;
+  m.erase("sliding_window");  // MistralConfig's default, 4096, is then the window
+  EXPECT_EQ(parse_model_config(m).sliding_window, 4096);
+  m["sliding_window"] = W;
+  ModelConfig c = parse_model_config(m);
+  ASSERT_EQ(layer_stack(c).kinds.size(), 1u);
+  EXPECT_EQ(layer_stack(c).kinds[0].attention, AttentionType::kSliding);
+  EXPECT_EQ(layer_stack(c).kinds[0].window, W);
+  EXPECT_DOUBLE_EQ(core(c, trace_model_forward(*build_model(c), 1, 512), 1), W);  // keys/query
+  m["sliding_window"] = nullptr;  // Mistral 7B v0.2 and later: none
+  c = parse_model_config(m);
+  EXPECT_TRUE(c.layer_types.empty());
+  EXPECT_DOUBLE_EQ(core(c, trace_model_forward(*build_model(c), 1, 512), 1), s);
+  nlohmann::json x = to_hf_json(find_model_config("mixtral-8x7b"));
+  x["num_hidden_layers"] = 2;
+  x["sliding_window"] = W;
+  c = parse_model_config(x);
+  EXPECT_DOUBLE_EQ(core(c, trace_model_forward(*build_model(c), 1, 512), 0), W);
+  nlohmann::json q = to_hf_json(find_model_config("qwen2.5-7b"));
+  q["num_hidden_layers"] = 4;
+  q["use_sliding_window"] = true;
+  q["sliding_window"] = W;
+  q["max_window_layers"] = 2;
+  c = parse_model_config(q);
+  const OpGraph gq = trace_model_forward(*build_model(c), 1, 512);
+  EXPECT_DOUBLE_EQ(core(c, gq, 1), s);  // below max_window_layers: full
+  EXPECT_DOUBLE_EQ(core(c, gq, 2), W);
+  EXPECT_EQ(parse_model_config(to_hf_json(c)), c);  // written back with its layer_types
+  q["use_sliding_window"] = false;  // the window is then ignored, as Qwen2Config does
+  EXPECT_TRUE(parse_model_config(q).layer_types.empty());
 }
 
 // tiny-llama4-text: chunks of 64 on the RoPE layers (0, 1, 2), layer 3 NoPE and full; 8 heads of

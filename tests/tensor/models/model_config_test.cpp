@@ -152,6 +152,30 @@ TEST(ModelConfig, DtypeKeyOfNewerTransformersFiles) {
               HasSubstr("x.json: field 'dtype': 'int8' is not a floating dtype"));
 }
 
+// Llama 4 files as Meta ships them and transformers saves them: llama3 RoPE factors both 1.0
+// (transformers only warns), attn_temperature_tuning the integer 4 (its old default, tested for
+// truthiness), and moe_layers beside interleave_moe_layer_step (moe_layers wins).
+TEST(ModelConfig, Llama4FilesAsShipped) {
+  json j = to_hf_json(find_model_config("llama4-scout"));
+  j["rope_scaling"] = json::parse(R"({"factor": 16.0, "high_freq_factor": 1.0,
+      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"})");
+  j["attn_temperature_tuning"] = 4;
+  j["interleave_moe_layer_step"] = 2;  // ignored: moe_layers is given
+  j["moe_layers"] = json::array();
+  for (int i = 0; i < 48; ++i) j["moe_layers"].push_back(i);
+  const ModelConfig c = parse_model_config(j, "scout.json");
+  EXPECT_TRUE(c.dense_layers.empty());  // every layer routes, as moe_layers says
+  EXPECT_EQ(c.rope_scaling->high_freq_factor, 1.0);
+  j["attn_temperature_tuning"] = "yes";
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "scout.json"); }),
+              HasSubstr("field 'attn_temperature_tuning'"));
+  j["attn_temperature_tuning"] = true;
+  j["rope_scaling"]["low_freq_factor"] = 0.0;
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "scout.json"); }),
+              HasSubstr("field 'rope_scaling': llama3 needs positive low_freq_factor and "
+                        "high_freq_factor, got 0.000000 and 1.000000"));
+}
+
 // Note [rope_parameters]: transformers 5's one RoPE object, over the legacy keys.
 TEST(ModelConfig, RopeParametersOfTransformers5) {
   // Llama 3.1 8B as transformers 5 saves it equals the shipped (legacy) file.
@@ -265,6 +289,20 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   EXPECT_EQ(m.model_type, "mistral");
   EXPECT_EQ(m.torch_dtype, DType::kBFloat16);
   EXPECT_EQ(m.hidden_size, 4096);
+  // llava-1.5-7b-hf's text_config states little: LlamaConfig's sizes (4096 hidden, 11008 ffn, 32
+  // layers and heads) fill the rest, as transformers builds it; its own vocab_size stays.
+  const json llava = json::parse(R"({"model_type": "llava", "torch_dtype": "float16",
+    "text_config": {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 4096,
+                    "model_type": "llama", "rms_norm_eps": 1e-05, "torch_dtype": "float16",
+                    "vocab_size": 32064},
+    "vision_config": {"model_type": "clip_vision_model"}})");
+  const ModelConfig l = parse_model_config(llava, "llava.json");
+  EXPECT_EQ(l.vocab_size, 32064);
+  EXPECT_EQ(l.hidden_size, 4096);
+  EXPECT_EQ(l.intermediate_size, 11008);
+  EXPECT_EQ(l.num_hidden_layers, 32);
+  EXPECT_EQ(l.num_key_value_heads, 32);
+  EXPECT_EQ(l.torch_dtype, DType::kFloat16);
   // Errors in the text model name it; a text model of no supported family is refused.
   json bad = gemma;
   bad["text_config"]["num_attention_heads"] = 0;
