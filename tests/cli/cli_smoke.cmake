@@ -254,3 +254,14 @@ run(0 estimate --model "${mm}" --cluster dgx-h100 --gpus 8 --seq 4096 --global-b
 expect_match("estimate of a multimodal config, stderr"
              "^note: [^\n]*'gemma3' is a multimodal model: its language model \\(gemma3_text, its text_config\\) is what is planned; the vision encoder and projector are not modelled\n$"
              "${ERR}")
+
+# quantization_config (DeepSeek-V3's published checkpoint is fp8): counts unchanged, said in a note.
+run(0 inspect --model deepseek-v3 --seq 128 --json)
+json_get(quant "${OUT}" quantization_method)
+if(NOT quant STREQUAL "fp8")
+  message(FATAL_ERROR "inspect --model deepseek-v3: quantization_method '${quant}', expected fp8")
+endif()
+run(0 inspect --model deepseek-v3 --seq 128)
+expect_match("inspect deepseek-v3 quantization note"
+             "note: the config's checkpoint stores weights quantized \\(quantization_config fp8\\); bytes here are in torch_dtype, bfloat16"
+             "${OUT}")
