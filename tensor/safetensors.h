@@ -47,6 +47,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -207,8 +208,14 @@ struct CheckpointReport {
   // Fused expert tensors (mlp.experts.gate_up_proj, down_proj: transformers 5's layout) that the
   // checkpoint stores one expert at a time, as the Hub's Mixtral, Qwen-MoE and DeepSeek files do
   // (Note [Experts stored one by one] in tensor/safetensors_check.cpp): present, every slice of
-  // the right shape. materialize cannot load these yet.
+  // the right shape; materialize reads each slice into its place.
   std::vector<std::string> stacked_experts;
+  // A multimodal checkpoint (Note [Multimodal checkpoints] in tensor/safetensors_check.cpp): the
+  // prefix its language model is under ("language_model." or "model.language_model."; "" for a
+  // language model's own checkpoint), and its tensors outside the language model (vision
+  // encoder, projector), which are not loaded.
+  std::string language_model_prefix;
+  std::vector<std::string> outside_language_model;
   int64_t matched = 0;  // checkpoint tensors with the right name and shape
 
   // No missing, unexpected or mis-shaped tensors (dtype differences allowed).
@@ -221,6 +228,21 @@ struct CheckpointReport {
 // Compares by name: the model's parameters and persistent buffers (every name of a tied tensor,
 // as state_dict lists them) against the checkpoint's tensors. Lists are sorted by name.
 CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model);
+
+// The report, and where each model tensor's bytes lie: the concatenation, in order, of
+// checkpoint tensors (indices into Checkpoint::tensors). One tensor for a name stored whole
+// (under a name the report says how it matched, or a tie's other name); every slice, expert by
+// expert, for a fused expert tensor stored one expert at a time.
+struct CheckpointMatch {
+  CheckpointReport report;
+  std::unordered_map<std::string, std::vector<size_t>> parts;  // by model name
+  // By model name: the checkpoint tensor (or slice) found with the wrong shape, where that is why
+  // the name has no parts.
+  std::unordered_map<std::string, CheckpointReport::Mismatch> mis_shaped;
+  // The parts of model tensor `name`, nullptr when the checkpoint does not hold it whole.
+  const std::vector<size_t>* parts_of(const std::string& name) const;
+};
+CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model);
 
 void to_json(nlohmann::json& j, const CheckpointReport& r);
 void from_json(const nlohmann::json& j, CheckpointReport& r);

@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -71,20 +73,37 @@ std::optional<ExpertSlice> expert_slice(std::string_view name) {
                      part};
 }
 
-}  // namespace
+// Note [Multimodal checkpoints]
+// A multimodal model's checkpoint (Gemma 3, Llama 4, Mistral 3, LLaVA) holds its language model
+// under a prefix, beside its other parts (vision encoder, projector). transformers before 4.52,
+// and so most files on the Hub, name it language_model.model.* and language_model.lm_head.*;
+// later versions save model.language_model.* and lm_head.* (the *ForConditionalGeneration
+// classes' _checkpoint_conversion_mapping reads the older names into the newer). The language
+// model shardplan builds (Note [Multimodal configs] in tensor/models/model_config.cpp) is named
+// as its own *ForCausalLM: model.*, lm_head.*. A checkpoint is matched under whichever layout
+// finds more of the model's names than the plain names do; its tensors outside the language
+// model are listed (outside_language_model), neither loaded nor counted against it.
+struct LanguageModelLayout {
+  std::string_view root;   // the language model's tensors start with it (or with head)
+  std::string_view model;  // what the model's "model." is in the checkpoint
+  std::string_view head;   // what the model's "lm_head." is in the checkpoint
+};
+constexpr std::array<LanguageModelLayout, 2> kLanguageModelLayouts = {{
+    {"language_model.", "language_model.model.", "language_model.lm_head."},
+    {"model.language_model.", "model.language_model.", "lm_head."},
+}};
 
-CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
-  // state_dict's names: every name of a tied tensor, persistent buffers only.
-  std::vector<NamedTensor> expected = model.named_parameters({.remove_duplicate = false});
-  for (NamedTensor& b : model.named_buffers({.remove_duplicate = false, .persistent_only = true})) {
-    expected.push_back(std::move(b));
-  }
+std::string in_layout(const LanguageModelLayout& l, std::string_view name) {
+  if (name.starts_with("model.")) return std::string(l.model).append(name.substr(6));
+  if (name.starts_with("lm_head.")) return std::string(l.head).append(name.substr(8));
+  return std::string(name);
+}
 
-  CheckpointReport r;
-  // A base-model checkpoint (GPT-2's "h.0...") for a model with a head ("transformer.h.0..."):
-  // Hugging Face strips base_model_prefix when the checkpoint has no key under it. We infer the
-  // prefix: a first path component none of the checkpoint's names start with, whose stripped
-  // names the checkpoint holds.
+// A base-model checkpoint (GPT-2's "h.0...") for a model with a head ("transformer.h.0..."):
+// Hugging Face strips base_model_prefix when the checkpoint has no key under it. We infer the
+// prefix: a first path component none of the checkpoint's names start with, whose stripped names
+// the checkpoint holds.
+std::string stripped_prefix(const Checkpoint& ck, const std::vector<NamedTensor>& expected) {
   std::map<std::string, int64_t> strip_hits;
   for (const NamedTensor& e : expected) {
     const size_t dot = e.name.find('.');
@@ -92,6 +111,7 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
     if (ck.find(std::string_view(e.name).substr(dot + 1))) ++strip_hits[e.name.substr(0, dot + 1)];
   }
   int64_t best = 0;
+  std::string out;
   // Not a structured binding: clang before 16 cannot capture one in a lambda (the fuzz preset).
   for (const auto& hit : strip_hits) {
     const std::string& prefix = hit.first;
@@ -101,10 +121,49 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
                     [&](const auto& t) { return t.name.starts_with(prefix); });
     if (!ck_has_prefix && hits > best) {
       best = hits;
-      r.stripped_prefix = prefix;
+      out = prefix;
     }
   }
+  return out;
+}
+
+// The layout of Note [Multimodal checkpoints] that finds more of the model's names than the
+// plain names do, or nullptr.
+const LanguageModelLayout* language_model_layout(const Checkpoint& ck,
+                                                 const std::vector<NamedTensor>& expected) {
+  auto hits = [&](auto&& name_of) {
+    return std::count_if(expected.begin(), expected.end(),
+                         [&](const NamedTensor& e) { return ck.find(name_of(e.name)) != nullptr; });
+  };
+  auto best = hits([](const std::string& n) { return n; });
+  const LanguageModelLayout* out = nullptr;
+  for (const LanguageModelLayout& l : kLanguageModelLayouts) {
+    const auto h = hits([&](const std::string& n) { return in_layout(l, n); });
+    if (h > best) {
+      best = h;
+      out = &l;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
+  // state_dict's names: every name of a tied tensor, persistent buffers only.
+  std::vector<NamedTensor> expected = model.named_parameters({.remove_duplicate = false});
+  for (NamedTensor& b : model.named_buffers({.remove_duplicate = false, .persistent_only = true})) {
+    expected.push_back(std::move(b));
+  }
+
+  CheckpointMatch out;
+  CheckpointReport& r = out.report;
+  r.stripped_prefix = stripped_prefix(ck, expected);
+  const LanguageModelLayout* layout =
+      r.stripped_prefix.empty() ? language_model_layout(ck, expected) : nullptr;
+  if (layout) r.language_model_prefix = layout->root;
   auto ck_name = [&](const std::string& name) {
+    if (layout) return in_layout(*layout, name);
     return !r.stripped_prefix.empty() && name.starts_with(r.stripped_prefix)
                ? name.substr(r.stripped_prefix.size())
                : name;
@@ -119,7 +178,6 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
   }
   // Note [Experts stored one by one]: the slices each fused expert tensor receives, and the
   // Mixtral router renamed; a fused tensor is present once every slice is.
-  std::unordered_map<std::string, int64_t> slices;       // fused model name -> slices held
   std::unordered_map<std::string, std::string> renamed;  // checkpoint name -> model name
   for (const CheckpointTensor& t : ck.tensors) {
     if (by_name.count(t.name)) continue;
@@ -145,23 +203,32 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
     }
   }
 
-  for (const CheckpointTensor& t : ck.tensors) {
+  // Fused expert tensor (by checkpoint name) -> the checkpoint tensor of each slice, in the fused
+  // tensor's order: expert by expert, gate before up (-1 while not seen).
+  std::unordered_map<std::string, std::vector<int64_t>> slots;
+  for (size_t i = 0; i < ck.tensors.size(); ++i) {
+    const CheckpointTensor& t = ck.tensors[i];
     auto it = by_name.find(t.name);
     if (it == by_name.end()) {
       const auto rn = renamed.find(t.name);
       if (rn == renamed.end()) {
-        r.unexpected.push_back(t.name);
+        const bool outside =
+            layout && !t.name.starts_with(layout->root) && !t.name.starts_with(layout->head);
+        (outside ? r.outside_language_model : r.unexpected).push_back(t.name);
         continue;
       }
-      const Tensor& fused = by_name.at(rn->second)->tensor;
+      const NamedTensor& target = *by_name.at(rn->second);
+      const Tensor& fused = target.tensor;
       const std::optional<ExpertSlice> x = expert_slice(t.name);
       if (!x) {  // a renamed whole tensor (Mixtral's router)
         CheckpointReport::Mismatch m{t.name, fused.sizes(), t.shape, fused.dtype(), t.dtype};
         if (fused.sizes() != t.shape) {
+          out.mis_shaped.emplace(target.name, m);
           r.shape_mismatches.push_back(std::move(m));
           continue;
         }
         present.insert(rn->second);
+        out.parts[target.name] = {i};
         ++r.matched;
         if (fused.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
         continue;
@@ -174,10 +241,18 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
       }
       CheckpointReport::Mismatch m{t.name, want, t.shape, fused.dtype(), t.dtype};
       if (want.empty() || want != t.shape) {
+        out.mis_shaped.emplace(target.name, m);
         r.shape_mismatches.push_back(std::move(m));
         continue;
       }
-      ++slices[rn->second];
+      std::vector<int64_t>& s = slots[rn->second];
+      s.resize(static_cast<size_t>(fused.size(0) * (x->part == 2 ? 1 : 2)), -1);
+      int64_t& slot = s[static_cast<size_t>(x->part == 2 ? x->expert : 2 * x->expert + x->part)];
+      if (slot >= 0) {  // the same slice under a second name (w1 beside gate_proj)
+        r.unexpected.push_back(t.name);
+        continue;
+      }
+      slot = static_cast<int64_t>(i);
       ++r.matched;
       if (fused.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
       continue;
@@ -185,25 +260,44 @@ CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
     const Tensor& want = it->second->tensor;
     CheckpointReport::Mismatch m{t.name, want.sizes(), t.shape, want.dtype(), t.dtype};
     if (want.sizes() != t.shape) {
+      out.mis_shaped.emplace(it->second->name, m);
       r.shape_mismatches.push_back(std::move(m));
       continue;
     }
+    out.parts[it->second->name] = {i};
     ++r.matched;
     if (want.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
   }
-  for (const auto& [name, n] : slices) {
-    const Tensor& fused = by_name.at(name)->tensor;
-    const bool gate_up = name.ends_with("gate_up_proj");
-    if (n == fused.size(0) * (gate_up ? 2 : 1)) {
-      present.insert(name);
-      r.stacked_experts.push_back(name);
-    }
+  for (const auto& [name, s] : slots) {
+    if (std::find(s.begin(), s.end(), -1) != s.end()) continue;
+    present.insert(name);
+    r.stacked_experts.push_back(name);
+    std::vector<size_t>& parts = out.parts[by_name.at(name)->name];
+    for (const int64_t i : s) parts.push_back(static_cast<size_t>(i));
+  }
+  // A tied name the checkpoint omits reads the bytes of the name it holds.
+  for (const auto& [impl, names] : ties) {
+    const auto held = std::find_if(names.begin(), names.end(),
+                                   [&](const NamedTensor* e) { return out.parts.count(e->name); });
+    if (held == names.end()) continue;
+    const std::vector<size_t> parts = out.parts.at((*held)->name);
+    for (const NamedTensor* e : names) out.parts.emplace(e->name, parts);
   }
   std::erase_if(r.missing, [&](const std::string& m) { return present.count(ck_name(m)) > 0; });
   std::sort(r.missing.begin(), r.missing.end());
   std::sort(r.tied_omitted.begin(), r.tied_omitted.end());
   std::sort(r.stacked_experts.begin(), r.stacked_experts.end());
-  return r;  // unexpected and mismatches follow ck.tensors: sorted already
+  std::sort(r.unexpected.begin(), r.unexpected.end());
+  return out;  // the other lists follow ck.tensors: sorted already
+}
+
+CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
+  return match_checkpoint(ck, model).report;
+}
+
+const std::vector<size_t>* CheckpointMatch::parts_of(const std::string& name) const {
+  const auto it = parts.find(name);
+  return it == parts.end() ? nullptr : &it->second;
 }
 
 void to_json(json& j, const CheckpointReport& r) {
@@ -228,7 +322,9 @@ void to_json(json& j, const CheckpointReport& r) {
            {"dtype_mismatches", mismatches(r.dtype_mismatches)},
            {"tied_omitted", r.tied_omitted},
            {"stripped_prefix", r.stripped_prefix},
-           {"stacked_experts", r.stacked_experts}};
+           {"stacked_experts", r.stacked_experts},
+           {"language_model_prefix", r.language_model_prefix},
+           {"outside_language_model", r.outside_language_model}};
 }
 
 void from_json(const json& j, CheckpointReport& r) {
@@ -259,6 +355,10 @@ void from_json(const json& j, CheckpointReport& r) {
   out.tied_omitted = f.strings("tied_omitted");
   out.stripped_prefix = f.str("stripped_prefix");
   if (f.has("stacked_experts")) out.stacked_experts = f.strings("stacked_experts");
+  if (f.has("language_model_prefix")) out.language_model_prefix = f.str("language_model_prefix");
+  if (f.has("outside_language_model")) {
+    out.outside_language_model = f.strings("outside_language_model");
+  }
   // Derived from the lists: checked, not stored.
   const bool loadable = f.boolean("loadable");
   if (loadable != out.loadable()) {

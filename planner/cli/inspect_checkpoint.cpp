@@ -40,6 +40,11 @@ void print_check(const nlohmann::json& check) {
               << check["stripped_prefix"].get<std::string>()
               << "' matched without it (a base-model checkpoint)\n";
   }
+  if (!check["language_model_prefix"].get<std::string>().empty()) {
+    std::cout << "  prefix            the language model is under '"
+              << check["language_model_prefix"].get<std::string>()
+              << "' (a multimodal checkpoint)\n";
+  }
   auto list = [&](const char* key, const char* label) {
     if (check[key].empty()) return;
     std::cout << "  " << label << " (" << check[key].size() << "): " << name_list(check[key])
@@ -66,6 +71,8 @@ void print_check(const nlohmann::json& check) {
               << " in the model: " << name_list(nlohmann::json(names)) << '\n';
   }
   list("tied_omitted", "tied, omitted   ");
+  list("stacked_experts", "experts stacked ");
+  list("outside_language_model", "not modelled    ");  // vision encoder, projector
 }
 
 void print_checkpoint_text(const planner::CheckpointReport& report) {

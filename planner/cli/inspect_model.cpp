@@ -58,7 +58,14 @@ void run_inspect_model(const ModelInspectOptions& opts, const CliContext& ctx) {
     std::cout << "checkpoint   " << ck["path"].get<std::string>() << ": "
               << with_commas(ck["tensors"].get<int64_t>()) << " tensors in "
               << ck["files"].get<int64_t>() << " file(s), "
-              << human_bytes(ck["bytes"].get<double>()) << ", fits the model\n";
+              << human_bytes(ck["bytes"].get<double>());
+    if (ck.contains("language_model_prefix")) {
+      std::cout << "; its language model, under '" << ck["language_model_prefix"].get<std::string>()
+                << "', fits the model and " << ck["outside_language_model"].get<int64_t>()
+                << " tensor(s) outside it (vision encoder, projector) are not modelled\n";
+    } else {
+      std::cout << ", fits the model\n";
+    }
   }
   const auto params = r["parameters"].get<int64_t>();
   std::cout << "parameters   " << with_commas(params) << fmt(" (%.2f billion)", params / 1e9)

@@ -1,5 +1,6 @@
 #include "planner/materialize/parameter_source.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -7,6 +8,7 @@
 #include "base/error.h"
 #include "kernels/fill_reference.h"
 #include "kernels/init_fill.h"
+#include "tensor/models/models.h"
 
 namespace shardplan::planner {
 
@@ -72,25 +74,38 @@ const kernels::FillSpec* InitSource::fill_spec(size_t index) const {
 CheckpointSource::CheckpointSource(const MaterialLayout& layout, tensor::Checkpoint checkpoint)
     : layout_(layout), checkpoint_(std::move(checkpoint)) {
   const std::string where = checkpoint_.source.string();
+  const tensor::CheckpointMatch match =
+      tensor::match_checkpoint(checkpoint_, *tensor::build_model(layout_.file().model));
   for (const MaterialParameter& m : layout_.parameters()) {
-    const tensor::CheckpointTensor* t = checkpoint_.find(m.plan->name);
-    // Note [Experts stored one by one] (tensor/safetensors_check.cpp): such a checkpoint fits the
-    // model, but its slices are not stacked into the fused tensors while loading yet.
     const std::string& n = m.plan->name;
-    SP_CHECK(t != nullptr ||
-                 !(n.ends_with(".experts.gate_up_proj") || n.ends_with(".experts.down_proj")),
-             "checkpoint ", where, " stores the routed experts one by one, and '", n,
-             "' is their fused tensor: loading per-expert tensors is not built yet, expected a "
-             "checkpoint saved by transformers 5 (fused experts), or materialize without "
-             "--checkpoint");
-    SP_CHECK(t != nullptr, "checkpoint ", where, " has no tensor '", m.plan->name,
+    const std::vector<size_t>* parts = match.parts_of(n);
+    if (const auto bad = match.mis_shaped.find(n);
+        parts == nullptr && bad != match.mis_shaped.end()) {
+      const tensor::CheckpointReport::Mismatch& m = bad->second;
+      SP_FAIL("checkpoint ", where, ": '", m.name, "' has shape ",
+              std::span<const int64_t>(m.actual_shape), ", expected ",
+              std::span<const int64_t>(m.expected_shape));
+    }
+    SP_CHECK(parts != nullptr, "checkpoint ", where, " has no tensor '", n,
              "', expected every parameter of ", layout_.file().model_name);
-    SP_CHECK(std::vector<int64_t>(t->shape.begin(), t->shape.end()) == m.plan->shape, "checkpoint ",
-             where, ": '", m.plan->name, "' has shape ", std::span<const int64_t>(t->shape),
-             ", expected ", std::span<const int64_t>(m.plan->shape));
-    SP_CHECK(t->dtype == m.plan->dtype, "checkpoint ", where, ": '", m.plan->name, "' is ",
-             t->dtype, ", expected ", m.plan->dtype, " (the plan's dtype)");
-    tensors_.push_back(t);
+    std::vector<const tensor::CheckpointTensor*>& mine = parts_.emplace_back();
+    int64_t numel = 0;
+    for (const size_t i : *parts) {
+      const tensor::CheckpointTensor& t = checkpoint_.tensors[i];
+      // A fused tensor stored one expert at a time: each slice's shape was checked against the
+      // model's (tensor::match_checkpoint); a whole tensor is checked here against the plan's.
+      SP_CHECK(parts->size() > 1 ||
+                   std::vector<int64_t>(t.shape.begin(), t.shape.end()) == m.plan->shape,
+               "checkpoint ", where, ": '", t.name, "' has shape ",
+               std::span<const int64_t>(t.shape), ", expected ",
+               std::span<const int64_t>(m.plan->shape));
+      SP_CHECK(t.dtype == m.plan->dtype, "checkpoint ", where, ": '", t.name, "' is ", t.dtype,
+               ", expected ", m.plan->dtype, " (the plan's dtype)");
+      numel += tensor::checked_numel(t.shape, "materialize");
+      mine.push_back(&t);
+    }
+    SP_CHECK(numel == m.numel, "checkpoint ", where, ": the parts of '", n, "' hold ", numel,
+             " elements, expected ", m.numel);
   }
   readers_.resize(checkpoint_.files.size());
 }
@@ -101,16 +116,29 @@ const tensor::ByteReader& CheckpointSource::reader(size_t file) {
 }
 
 void CheckpointSource::read(size_t index, int64_t byte_offset, std::byte* dst, int64_t bytes) {
-  const tensor::CheckpointTensor& t = *tensors_[index];
   if (bytes == 0) return;
-  SP_ASSERT(byte_offset >= 0 && byte_offset + bytes <= t.nbytes, "read beyond ", t.name);
-  try {
-    reader(t.file).read_at(t.offset + byte_offset, std::span<char>(reinterpret_cast<char*>(dst),
-                                                                   static_cast<size_t>(bytes)));
-  } catch (const Error& e) {
-    // The headers were fine when the job started: a failing read now is a run-time failure.
-    throw RuntimeFailure(e.what());
+  // The parameter's bytes are its parts' bytes one after another: read the range part by part.
+  int64_t start = 0;  // the first byte of the current part within the parameter
+  for (const tensor::CheckpointTensor* t : parts_[index]) {
+    const int64_t end = start + t->nbytes;
+    if (byte_offset < end) {
+      const int64_t n = std::min(bytes, end - byte_offset);
+      try {
+        reader(t->file).read_at(
+            t->offset + (byte_offset - start),
+            std::span<char>(reinterpret_cast<char*>(dst), static_cast<size_t>(n)));
+      } catch (const Error& e) {
+        // The headers were fine when the job started: a failing read now is a run-time failure.
+        throw RuntimeFailure(e.what());
+      }
+      dst += n;
+      byte_offset += n;
+      bytes -= n;
+      if (bytes == 0) return;
+    }
+    start = end;
   }
+  SP_ASSERT(false, "read beyond the parts of parameter ", index);
 }
 
 void CheckpointSource::read_box(size_t index, const kernels::FillRegion& region, std::byte* dst) {

@@ -53,9 +53,10 @@ class InitSource final : public ParameterSource {
 };
 
 // A safetensors file, index or folder (tensor/safetensors.h). Construction reads headers only and
-// checks every parameter of the plan is there with its shape and dtype (extra tensors, such as
-// buffers, are ignored); read_box reads exactly the box's bytes, coalescing rows that are
-// adjacent in the file.
+// checks every parameter of the plan is there with its shape and dtype, under the names
+// tensor::match_checkpoint accepts (a base model's, a multimodal model's language model, experts
+// stored one by one); extra tensors, such as buffers or a vision encoder, are ignored. read_box
+// reads exactly the box's bytes, coalescing rows that are adjacent in the file.
 class CheckpointSource final : public ParameterSource {
  public:
   CheckpointSource(const MaterialLayout& layout, tensor::Checkpoint checkpoint);
@@ -69,7 +70,8 @@ class CheckpointSource final : public ParameterSource {
 
   const MaterialLayout& layout_;
   tensor::Checkpoint checkpoint_;
-  std::vector<const tensor::CheckpointTensor*> tensors_;      // per layout parameter
+  // Per layout parameter: the checkpoint tensors whose bytes, concatenated, are its bytes.
+  std::vector<std::vector<const tensor::CheckpointTensor*>> parts_;
   std::vector<std::unique_ptr<tensor::ByteReader>> readers_;  // per file, opened on first use
 };
 

@@ -115,6 +115,12 @@ ordered_json model_report(const ModelReportOptions& opts) {
                        {"tensors", src.checkpoint->tensors.size()},
                        {"parameters", src.checkpoint->numel()},
                        {"bytes", src.checkpoint->nbytes()}};
+    // Note [Multimodal checkpoints] (tensor/safetensors_check.cpp): the counts above include
+    // the tensors outside the language model, which are not modelled.
+    if (!src.check.language_model_prefix.empty()) {
+      r["checkpoint"]["language_model_prefix"] = src.check.language_model_prefix;
+      r["checkpoint"]["outside_language_model"] = src.check.outside_language_model.size();
+    }
   }
   r["seq"] = seq;
   r["seq_is_default"] = !opts.seq.has_value();

@@ -215,7 +215,8 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
 // text config class: kDefaultTextTypes). The vision encoder and its projector are not modelled:
 // they are a few percent of these models' parameters (Gemma 3 27B: a 0.4B SigLIP encoder), and
 // the commands say so (multimodal_note). Parameter names are the language model's as its own
-// *ForCausalLM names them, so a multimodal checkpoint's (language_model.*) do not load.
+// *ForCausalLM names them; a multimodal checkpoint's (language_model.*) are matched to them by
+// Note [Multimodal checkpoints] in tensor/safetensors_check.cpp.
 namespace {
 
 struct DefaultTextType {

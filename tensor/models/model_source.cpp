@@ -72,6 +72,7 @@ ModelSource find_model_source(std::string_view name_or_path) {
   SP_CHECK(r.loadable(), ck.source.string(), ": does not fit ", src.config_path.string(), ": ",
            first_finding(r), "; `shardplan inspect --checkpoint` with --config lists them all");
   src.checkpoint = std::move(ck);
+  src.check = r;
   return src;
 }
 

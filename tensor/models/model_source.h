@@ -29,6 +29,8 @@ struct ModelSource {
   ModelConfig config;
   // Set when the model was named by a checkpoint: its headers, already checked loadable.
   std::optional<Checkpoint> checkpoint;
+  // How the checkpoint matched the model (set with checkpoint): loadable.
+  CheckpointReport check;
 };
 
 // True for what read_checkpoint reads: a path ending in ".safetensors" or

@@ -218,5 +218,85 @@ TEST_F(CheckCheckpointTest, ExpertsStoredOneByOneFitTheFusedTensors) {
   EXPECT_EQ(w.shape_mismatches[0].expected_shape, (DimVector{96, 64}));
 }
 
+// The same slice under both of its names (w1 and gate_proj of expert 0) fills its place once: the
+// second, in name order, is unexpected.
+TEST_F(CheckCheckpointTest, ASliceTwiceIsUnexpectedTheSecondTime) {
+  const ModulePtr model = build_model(tiny_mixtral());
+  std::vector<StEntry> e = per_expert_entries(false);
+  e.push_back({"model.layers.0.block_sparse_moe.experts.0.w1.weight", "BF16", {96, 64}});
+  const CheckpointReport r = check_checkpoint(checkpoint(e), *model);
+  EXPECT_EQ(r.unexpected, Names{"model.layers.0.mlp.experts.0.gate_proj.weight"});
+  EXPECT_EQ(r.stacked_experts.size(), 4U);
+}
+
+// Where each model tensor's bytes are: a tied name the checkpoint omits reads its partner's
+// tensor; a fused expert tensor reads its slices expert by expert, gate before up.
+TEST_F(CheckCheckpointTest, PartsNameTheTensorsEachParameterIsReadFrom) {
+  const Checkpoint ck = checkpoint(tiny_lm_entries());
+  const CheckpointMatch m = match_checkpoint(ck, *tiny_lm());
+  auto names = [](const Checkpoint& c, const CheckpointMatch& match, const std::string& n) {
+    Names out;
+    if (const std::vector<size_t>* parts = match.parts_of(n)) {
+      for (const size_t i : *parts) out.push_back(c.tensors[i].name);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(ck, m, "lm_head.weight"), Names{"embed.weight"});
+  EXPECT_EQ(names(ck, m, "layers.1.bias"), Names{"layers.1.bias"});
+  EXPECT_EQ(names(ck, m, "cache"), Names{});  // not persistent: not in a checkpoint
+
+  const Checkpoint moe = checkpoint(per_expert_entries(true));
+  const CheckpointMatch mm = match_checkpoint(moe, *build_model(tiny_mixtral()));
+  const std::string x = "model.layers.1.block_sparse_moe.experts.";
+  EXPECT_EQ(names(moe, mm, "model.layers.1.mlp.experts.gate_up_proj"),
+            (Names{x + "0.w1.weight", x + "0.w3.weight", x + "1.w1.weight", x + "1.w3.weight",
+                   x + "2.w1.weight", x + "2.w3.weight", x + "3.w1.weight", x + "3.w3.weight"}));
+  EXPECT_EQ(names(moe, mm, "model.layers.1.mlp.experts.down_proj"),
+            (Names{x + "0.w2.weight", x + "1.w2.weight", x + "2.w2.weight", x + "3.w2.weight"}));
+  EXPECT_EQ(names(moe, mm, "model.layers.1.mlp.gate.weight"),
+            Names{"model.layers.1.block_sparse_moe.gate.weight"});
+}
+
+// Note [Multimodal checkpoints]: Mixtral's tensors as a multimodal model's language model, in
+// both layouts, beside a vision encoder and a projector.
+TEST_F(CheckCheckpointTest, MultimodalCheckpointMatchesItsLanguageModel) {
+  const ModulePtr model = build_model(tiny_mixtral());
+  struct Layout {
+    std::string root, model, head;
+    Names outside;
+  };
+  for (const Layout& l :
+       {Layout{"language_model.",
+               "language_model.model.",
+               "language_model.lm_head.",
+               {"multi_modal_projector.linear_1.weight", "vision_tower.patch_embedding.weight"}},
+        Layout{"model.language_model.",
+               "model.language_model.",
+               "lm_head.",
+               {"model.multi_modal_projector.linear_1.weight",
+                "model.vision_tower.patch_embedding.weight"}}}) {
+    SCOPED_TRACE(l.model);
+    std::vector<StEntry> e = per_expert_entries(false);
+    for (StEntry& t : e) {
+      if (t.name.starts_with("model.")) t.name = l.model + t.name.substr(6);
+      if (t.name.starts_with("lm_head.")) t.name = l.head + t.name.substr(8);
+    }
+    for (const std::string& n : l.outside) e.push_back({n, "F32", {8, 3}});
+    const CheckpointReport r = check_checkpoint(checkpoint(e), *model);
+    EXPECT_TRUE(r.loadable());
+    EXPECT_EQ(r.language_model_prefix, l.root);
+    EXPECT_EQ(r.outside_language_model, l.outside);
+    EXPECT_EQ(r.matched, 3 + 2 * (6 + 1 + 12));
+    EXPECT_EQ(r.stacked_experts.size(), 4U);
+    const nlohmann::json j = r;
+    EXPECT_EQ(j.get<CheckpointReport>(), r);
+    // A tensor under the language model's prefix that the model lacks is unexpected.
+    e.push_back({l.model + "layers.0.self_attn.rotary_emb.inv_freq", "F32", {8}});
+    const CheckpointReport u = check_checkpoint(checkpoint(e), *model);
+    EXPECT_EQ(u.unexpected, Names{l.model + "layers.0.self_attn.rotary_emb.inv_freq"});
+    EXPECT_FALSE(u.loadable());
+  }
+}
+
 }  // namespace
 }  // namespace shardplan::tensor
