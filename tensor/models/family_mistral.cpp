@@ -2,7 +2,6 @@
 // every layer unless null) and modeling_mistral.py, the rotary decoder of
 // tensor/models/rotary_decoder.h without biases.
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "tensor/models/rotary_decoder.h"
 
@@ -16,9 +15,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 131072, .rms_norm_eps = 1e-6});
   // MistralConfig's sliding_window is 4096 unless the file says otherwise (null: none, as Mistral
   // 7B v0.2 and later say); every layer attends within it (modeling_mistral.py).
-  c.sliding_window = f.is_null("sliding_window")
-                         ? std::nullopt
-                         : std::optional<int64_t>(f.integer("sliding_window", 4096));
+  c.sliding_window = models::sliding_window_or(f, 4096);
   if (c.sliding_window) {
     c.layer_types =
         models::parse_layer_types(f, c.num_hidden_layers, models::every_layer_sliding, c);

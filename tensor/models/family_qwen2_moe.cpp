@@ -2,7 +2,9 @@
 // positions 32768, rms_norm_eps 1e-6, rope_theta 10000) and transformers 5's
 // modeling_qwen2_moe.py: Qwen2's attention (biased q/k/v) and, in the sparse layers, the router
 // "gate", the fused experts, and a shared expert of shared_expert_intermediate_size whose output is
-// scaled by sigmoid(shared_expert_gate(x)); dense layers as parse_qwen_moe says.
+// scaled by sigmoid(shared_expert_gate(x)); dense layers as parse_qwen_moe says. With
+// use_sliding_window, transformers 5's Qwen2MoeConfig slides the even layers below
+// max_window_layers (slides_even_layers_below_max_window_layers).
 #include <nlohmann/json.hpp>
 
 #include "tensor/models/rotary_decoder.h"
@@ -13,10 +15,16 @@ extern const ModelFamily kQwen2MoeFamily;  // listed in family_registry.cpp
 
 namespace {
 
+// Qwen2MoeConfig's layer_types: layer i slides when i is even and below max_window_layers.
+AttentionType slides_even_layers_below_max_window_layers(const ModelConfig& c, int64_t layer) {
+  return c.sliding_window && layer % 2 == 0 && layer < c.max_window_layers ? AttentionType::kSliding
+                                                                           : AttentionType::kFull;
+}
+
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-6});
   c.qkv_bias = f.boolean("qkv_bias", true);  // Qwen2MoeAttention: q/k/v biased, o_proj not
-  models::refuse_sliding_layers(f, c);
+  models::parse_qwen_sliding_window(f, c, slides_even_layers_below_max_window_layers);
   models::parse_qwen_moe(f, c);
   c.shared_expert_intermediate_size = f.integer("shared_expert_intermediate_size");
   f.boolean("norm_topk_prob", false);  // renormalized top-k weights: no shape or FLOP changes
@@ -27,7 +35,7 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::qwen_moe_to_hf_json(c, j);
   j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
   j["qkv_bias"] = c.qkv_bias;
-  j["use_sliding_window"] = false;
+  models::qwen_sliding_window_to_hf_json(c, j);
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {

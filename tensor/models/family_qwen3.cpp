@@ -1,10 +1,8 @@
 // qwen3 (Qwen3 dense: 0.6B to 32B): transformers' Qwen3Config (vocab 151936, max positions 32768,
 // rms_norm_eps 1e-6, rope_theta 10000, attention_bias false, head_dim its own field) and
 // modeling_qwen3.py: the rotary decoder with an RMSNorm over head_dim on every head of q and k
-// (q_norm, k_norm) before RoPE.
-// Sliding-window layers (use_sliding_window, or "sliding_attention" in layer_types) are refused:
-// no layer kind prices a window yet (tensor/models/layer_kinds.h), and silently pricing full
-// attention would be a wrong answer.
+// (q_norm, k_norm) before RoPE; with use_sliding_window, Qwen2's windows from max_window_layers on
+// (Qwen3Config derives layer_types as Qwen2Config does).
 #include <nlohmann/json.hpp>
 
 #include "tensor/models/rotary_decoder.h"
@@ -18,13 +16,13 @@ namespace {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-6});
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  models::refuse_sliding_layers(f, c);
+  models::parse_qwen_sliding_window(f, c, models::slides_from_max_window_layers);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);
   j["attention_bias"] = c.qkv_bias;
-  j["use_sliding_window"] = false;
+  models::qwen_sliding_window_to_hf_json(c, j);
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {

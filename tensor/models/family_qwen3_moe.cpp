@@ -2,7 +2,8 @@
 // positions 32768, rms_norm_eps 1e-6, rope_theta 10000, attention_bias false, norm_topk_prob) and
 // transformers 5's modeling_qwen3_moe.py: Qwen3's attention (q/k RMSNorm per head) and, in the
 // sparse layers, the fused experts registered before the router "gate"; dense layers where
-// mlp_only_layers and decoder_sparse_step say (parse_qwen_moe).
+// mlp_only_layers and decoder_sparse_step say (parse_qwen_moe). With use_sliding_window every
+// layer slides (Qwen3MoeAttention passes config.sliding_window whatever the layer).
 #include <nlohmann/json.hpp>
 
 #include "tensor/models/rotary_decoder.h"
@@ -16,7 +17,7 @@ namespace {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-6});
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  models::refuse_sliding_layers(f, c);
+  models::parse_qwen_sliding_window(f, c, models::every_layer_sliding);
   models::parse_qwen_moe(f, c);
   f.boolean("norm_topk_prob", false);  // renormalized top-k weights: no shape or FLOP changes
 }
@@ -25,7 +26,7 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);
   models::qwen_moe_to_hf_json(c, j);
   j["attention_bias"] = c.qkv_bias;
-  j["use_sliding_window"] = false;
+  models::qwen_sliding_window_to_hf_json(c, j);
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {

@@ -433,24 +433,37 @@ nlohmann::json layer_types_json(const ModelConfig& c) {
   return j;
 }
 
-void refuse_sliding_layers(const ConfigFields& f, const ModelConfig& c) {
-  if (f.boolean("use_sliding_window", false)) {
-    f.fail("use_sliding_window",
-           "true: sliding-window attention layers are not built yet, expected false");
+std::optional<int64_t> sliding_window_or(const ConfigFields& f, int64_t absent) {
+  if (f.is_null("sliding_window")) return std::nullopt;
+  return f.integer("sliding_window", absent);
+}
+
+void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
+                               AttentionType (*rule)(const ModelConfig&, int64_t)) {
+  if (!f.boolean("use_sliding_window", false)) {
+    // No window: the layer types may still be listed (checked), every layer attends in full.
+    if (f.has("layer_types")) (void)parse_layer_types(f, c.num_hidden_layers, rule, c);
+    return;
   }
-  if (!f.has("layer_types")) return;
-  const nlohmann::json& types = f.raw("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
-    f.fail("layer_types", "expected a list of num_hidden_layers = " +
-                              std::to_string(c.num_hidden_layers) + " layer types");
+  c.sliding_window = sliding_window_or(f, 4096);
+  c.max_window_layers = f.integer("max_window_layers", 28);
+  if (c.max_window_layers < 0) {
+    f.fail("max_window_layers", "must be >= 0, got " + std::to_string(c.max_window_layers));
   }
-  for (const nlohmann::json& t : types) {
-    if (!t.is_string() || t.get<std::string>() != "full_attention") {
-      f.fail("layer_types", t.dump() +
-                                " is not supported: only \"full_attention\" layers are built yet, "
-                                "expected every entry \"full_attention\"");
-    }
+  if (c.sliding_window) c.layer_types = parse_layer_types(f, c.num_hidden_layers, rule, c);
+}
+
+void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["use_sliding_window"] = c.sliding_window.has_value();
+  if (c.sliding_window) {
+    j["max_window_layers"] = c.max_window_layers;
+    j["layer_types"] = layer_types_json(c);
   }
+}
+
+AttentionType slides_from_max_window_layers(const ModelConfig& c, int64_t layer) {
+  return c.sliding_window && layer >= c.max_window_layers ? AttentionType::kSliding
+                                                          : AttentionType::kFull;
 }
 
 void parse_qwen_moe(const ConfigFields& f, ModelConfig& c) {

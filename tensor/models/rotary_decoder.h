@@ -13,6 +13,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -54,10 +55,18 @@ struct RotaryDecoderDefaults {
 // rope_theta, rope_scaling, attention_dropout. Biases, sliding window and experts are the
 // family's to read.
 void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDecoderDefaults& d);
-// Qwen's sliding-window switches (use_sliding_window true, "sliding_attention" in layer_types)
-// refused: no layer kind prices a window for these families yet (tensor/models/layer_kinds.h),
-// and pricing full attention silently would be a wrong answer.
-void refuse_sliding_layers(const ConfigFields& f, const ModelConfig& c);
+// sliding_window as transformers' configs with a default window read it: null means none, absent
+// the default (MistralConfig, Qwen2Config, Qwen3Config: 4096).
+std::optional<int64_t> sliding_window_or(const ConfigFields& f, int64_t absent);
+// Qwen's sliding windows (Qwen2Config, Qwen3Config, Qwen2MoeConfig, Qwen3MoeConfig): a window
+// only with use_sliding_window (sliding_window_or 4096; without it the window and layer_types are
+// ignored, as the configs set sliding_window to None), max_window_layers (default 28), and the
+// layer types from the file's layer_types, else `rule`.
+void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
+                               AttentionType (*rule)(const ModelConfig&, int64_t));
+void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j);
+// Qwen2Config's and Qwen3Config's rule: layer i slides from max_window_layers on.
+AttentionType slides_from_max_window_layers(const ModelConfig& c, int64_t layer);
 // The MoE fields of Qwen2-MoE and Qwen3-MoE: num_experts, num_experts_per_tok,
 // moe_intermediate_size (the experts' width; intermediate_size is then the dense layers'), and
 // which layers are sparse: layer i routes to experts unless it is in mlp_only_layers or

@@ -128,23 +128,42 @@ TEST(ModelParams, Qwen3) {
   EXPECT_EQ(hand06 - 151936 * 1024, 440'467'456);
 }
 
-TEST(ModelBuild, Qwen3SlidingWindowLayersAreRefused) {
+// Qwen's windows, as Qwen3Config, Qwen3MoeConfig and Qwen2MoeConfig derive layer_types: only with
+// use_sliding_window; Qwen3 from max_window_layers on, Qwen3-MoE on every layer, Qwen2-MoE on the
+// even layers below max_window_layers. Without use_sliding_window a listed layer_types is checked
+// and the layers attend in full.
+TEST(ModelBuild, QwenSlidingWindowLayers) {
+  const AttentionType F = AttentionType::kFull, S = AttentionType::kSliding;
+  auto types = [](const char* name, int layers, int max_window_layers) {
+    nlohmann::json j = to_hf_json(find_model_config(name));
+    j["num_hidden_layers"] = layers;
+    j.erase("mlp_only_layers");
+    j["use_sliding_window"] = true;
+    j["sliding_window"] = 512;
+    j["max_window_layers"] = max_window_layers;
+    const ModelConfig c = parse_model_config(j, "q.json");
+    EXPECT_EQ(c.sliding_window, 512);
+    EXPECT_EQ(parse_model_config(to_hf_json(c)), c);  // written back with its layer_types
+    return c.layer_types;
+  };
+  EXPECT_EQ(types("qwen3-0.6b", 5, 3), (std::vector<AttentionType>{F, F, F, S, S}));
+  EXPECT_EQ(types("qwen3-30b-a3b", 3, 1), (std::vector<AttentionType>{S, S, S}));
+  EXPECT_EQ(types("qwen1.5-moe-a2.7b", 6, 4), (std::vector<AttentionType>{S, F, S, F, F, F}));
+
   nlohmann::json j = to_hf_json(find_model_config("qwen3-0.6b"));
   j["use_sliding_window"] = true;
-  EXPECT_THAT([&] { (void)parse_model_config(j, "q.json"); },
-              ThrowsMessage<Error>(HasSubstr("q.json: field 'use_sliding_window': true")));
+  j.erase("sliding_window");  // Qwen3Config's default, 4096, and its max_window_layers, 28
+  const ModelConfig d = parse_model_config(j, "q.json");
+  EXPECT_EQ(d.sliding_window, 4096);
+  EXPECT_EQ(d.layer_types, std::vector<AttentionType>(28, F));  // 28 layers: none from 28 on
   j["use_sliding_window"] = false;
   j["layer_types"] = nlohmann::json::array();
   for (int i = 0; i < 28; ++i)
     j["layer_types"].push_back(i == 3 ? "sliding_attention" : "full_attention");
-  EXPECT_THAT([&] { (void)parse_model_config(j, "q.json"); },
-              ThrowsMessage<Error>(
-                  HasSubstr("field 'layer_types': \"sliding_attention\" is not supported")));
+  EXPECT_EQ(parse_model_config(j, "q.json"), find_model_config("qwen3-0.6b"));  // no window
   j["layer_types"] = nlohmann::json::array({"full_attention"});
   EXPECT_THAT([&] { (void)parse_model_config(j, "q.json"); },
               ThrowsMessage<Error>(HasSubstr("expected a list of num_hidden_layers = 28")));
-  j["layer_types"] = std::vector<std::string>(28, "full_attention");
-  EXPECT_EQ(parse_model_config(j, "q.json"), find_model_config("qwen3-0.6b"));
 }
 
 TEST(ModelParams, Gemma7B) {
