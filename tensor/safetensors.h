@@ -216,6 +216,15 @@ struct CheckpointReport {
   // encoder, projector), which are not loaded.
   std::string language_model_prefix;
   std::vector<std::string> outside_language_model;
+  // Tensors of modules the checkpoint holds beside the model, which transformers skips when it
+  // loads (CheckpointExpectations::beyond_model_prefixes: multi-token prediction layers).
+  std::vector<std::string> beyond_model;
+  // A quantized checkpoint (Note [Quantized checkpoints] in tensor/safetensors_check.cpp): its
+  // method, the scale tensors beside the weights, and the model tensors stored quantized under
+  // other names (present, but not loadable as the model's dtype).
+  std::string quant_method;
+  std::vector<std::string> quantization_tensors;
+  std::vector<std::string> stored_quantized;
   int64_t matched = 0;  // checkpoint tensors with the right name and shape
 
   // No missing, unexpected or mis-shaped tensors (dtype differences allowed).
@@ -225,9 +234,19 @@ struct CheckpointReport {
   friend bool operator==(const CheckpointReport&, const CheckpointReport&) = default;
 };
 
+// What the model's config says about its checkpoint beyond the module tree.
+struct CheckpointExpectations {
+  // Name prefixes of modules a checkpoint may hold beside the model ("model.layers.61." for
+  // DeepSeek-V3's multi-token prediction layer): transformers' _keys_to_ignore_on_load_unexpected.
+  std::vector<std::string> beyond_model_prefixes;
+  // quantization_config.quant_method of the config ("fp8", "mxfp4", ...); "" for none.
+  std::string quant_method;
+};
+
 // Compares by name: the model's parameters and persistent buffers (every name of a tied tensor,
 // as state_dict lists them) against the checkpoint's tensors. Lists are sorted by name.
-CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model);
+CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model,
+                                  const CheckpointExpectations& expect = {});
 
 // The report, and where each model tensor's bytes lie: the concatenation, in order, of
 // checkpoint tensors (indices into Checkpoint::tensors). One tensor for a name stored whole
@@ -242,7 +261,8 @@ struct CheckpointMatch {
   // The parts of model tensor `name`, nullptr when the checkpoint does not hold it whole.
   const std::vector<size_t>* parts_of(const std::string& name) const;
 };
-CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model);
+CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
+                                 const CheckpointExpectations& expect = {});
 
 void to_json(nlohmann::json& j, const CheckpointReport& r);
 void from_json(const nlohmann::json& j, CheckpointReport& r);

@@ -147,9 +147,30 @@ const LanguageModelLayout* language_model_layout(const Checkpoint& ck,
   return out;
 }
 
+// Note [Quantized checkpoints]
+// The published checkpoints of several 2026 models store weights quantized, and their config.json
+// says how (quantization_config.quant_method). Two methods are matched tensor by tensor:
+// - "fp8" (DeepSeek-V3, Kimi K2, Qwen3-FP8, GLM-4.5-FP8: transformers' FineGrainedFP8): each
+//   quantized Linear weight keeps its name and shape in float8_e4m3fn (a dtype difference, a
+//   warning) and has a block-scale tensor beside it, "<weight>_scale_inv" (or "<weight>_scale").
+// - "mxfp4" (GPT-OSS): a quantized tensor P is stored as "P_blocks" (uint8, two 4-bit values a
+//   byte: half P's element count) and "P_scales" (uint8, one per block of 32 elements), and P
+//   itself is absent. P is then present but stored quantized (stored_quantized).
+// The scales are quantization_tensors, neither model tensors nor unexpected. Other methods (awq,
+// gptq, compressed-tensors, bitsandbytes) rename or repack the weights; such a checkpoint is
+// reported as it is (missing and unexpected), and the error names the method. materialize loads
+// the model's dtype only: a quantized checkpoint is matched, not loaded.
+bool fp8_method(std::string_view m) { return m == "fp8" || m == "fbgemm_fp8"; }
+
+std::optional<std::string> strip_suffix(std::string_view name, std::string_view suffix) {
+  if (!name.ends_with(suffix) || name.size() == suffix.size()) return std::nullopt;
+  return std::string(name.substr(0, name.size() - suffix.size()));
+}
+
 }  // namespace
 
-CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
+CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
+                                 const CheckpointExpectations& expect) {
   // state_dict's names: every name of a tied tensor, persistent buffers only.
   std::vector<NamedTensor> expected = model.named_parameters({.remove_duplicate = false});
   for (NamedTensor& b : model.named_buffers({.remove_duplicate = false, .persistent_only = true})) {
@@ -158,6 +179,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
 
   CheckpointMatch out;
   CheckpointReport& r = out.report;
+  r.quant_method = expect.quant_method;
   r.stripped_prefix = stripped_prefix(ck, expected);
   const LanguageModelLayout* layout =
       r.stripped_prefix.empty() ? language_model_layout(ck, expected) : nullptr;
@@ -206,6 +228,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
   // Fused expert tensor (by checkpoint name) -> the checkpoint tensor of each slice, in the fused
   // tensor's order: expert by expert, gate before up (-1 while not seen).
   std::unordered_map<std::string, std::vector<int64_t>> slots;
+  std::vector<size_t> leftover;  // neither the model's nor outside its language model
   for (size_t i = 0; i < ck.tensors.size(); ++i) {
     const CheckpointTensor& t = ck.tensors[i];
     auto it = by_name.find(t.name);
@@ -214,7 +237,11 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
       if (rn == renamed.end()) {
         const bool outside =
             layout && !t.name.starts_with(layout->root) && !t.name.starts_with(layout->head);
-        (outside ? r.outside_language_model : r.unexpected).push_back(t.name);
+        if (outside) {
+          r.outside_language_model.push_back(t.name);
+        } else {
+          leftover.push_back(i);
+        }
         continue;
       }
       const NamedTensor& target = *by_name.at(rn->second);
@@ -268,6 +295,45 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
     ++r.matched;
     if (want.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
   }
+  // What the leftovers are: modules beside the model, quantization tensors (Note [Quantized
+  // checkpoints]), or unexpected.
+  std::vector<std::string> beyond;
+  for (const std::string& p : expect.beyond_model_prefixes) beyond.push_back(ck_name(p));
+  const bool fp8 = fp8_method(expect.quant_method);
+  const bool mxfp4 = expect.quant_method == "mxfp4";
+  for (const size_t i : leftover) {
+    const CheckpointTensor& t = ck.tensors[i];
+    if (std::any_of(beyond.begin(), beyond.end(),
+                    [&](const std::string& p) { return t.name.starts_with(p); })) {
+      r.beyond_model.push_back(t.name);
+      continue;
+    }
+    if (fp8) {
+      std::optional<std::string> base = strip_suffix(t.name, "_scale_inv");
+      if (!base) base = strip_suffix(t.name, "_scale");
+      if (base && (by_name.count(*base) || renamed.count(*base))) {
+        r.quantization_tensors.push_back(t.name);
+        continue;
+      }
+    }
+    if (mxfp4) {
+      const std::optional<std::string> blocks = strip_suffix(t.name, "_blocks");
+      const std::optional<std::string> p = blocks ? blocks : strip_suffix(t.name, "_scales");
+      const auto target = p ? by_name.find(*p) : by_name.end();
+      // Two 4-bit values a byte; one scale a block of 32.
+      if (target != by_name.end() && t.dtype == DType::kUInt8 &&
+          checked_numel(t.shape, "safetensors check") * (blocks ? 2 : 32) ==
+              target->second->tensor.numel()) {
+        if (blocks) {
+          present.insert(*p);
+          r.stored_quantized.push_back(target->second->name);
+        }
+        r.quantization_tensors.push_back(t.name);
+        continue;
+      }
+    }
+    r.unexpected.push_back(t.name);
+  }
   for (const auto& [name, s] : slots) {
     if (std::find(s.begin(), s.end(), -1) != s.end()) continue;
     present.insert(name);
@@ -288,11 +354,13 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model) {
   std::sort(r.tied_omitted.begin(), r.tied_omitted.end());
   std::sort(r.stacked_experts.begin(), r.stacked_experts.end());
   std::sort(r.unexpected.begin(), r.unexpected.end());
+  std::sort(r.stored_quantized.begin(), r.stored_quantized.end());
   return out;  // the other lists follow ck.tensors: sorted already
 }
 
-CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model) {
-  return match_checkpoint(ck, model).report;
+CheckpointReport check_checkpoint(const Checkpoint& ck, const Module& model,
+                                  const CheckpointExpectations& expect) {
+  return match_checkpoint(ck, model, expect).report;
 }
 
 const std::vector<size_t>* CheckpointMatch::parts_of(const std::string& name) const {
@@ -324,7 +392,11 @@ void to_json(json& j, const CheckpointReport& r) {
            {"stripped_prefix", r.stripped_prefix},
            {"stacked_experts", r.stacked_experts},
            {"language_model_prefix", r.language_model_prefix},
-           {"outside_language_model", r.outside_language_model}};
+           {"outside_language_model", r.outside_language_model},
+           {"beyond_model", r.beyond_model},
+           {"quant_method", r.quant_method},
+           {"quantization_tensors", r.quantization_tensors},
+           {"stored_quantized", r.stored_quantized}};
 }
 
 void from_json(const json& j, CheckpointReport& r) {
@@ -359,6 +431,10 @@ void from_json(const json& j, CheckpointReport& r) {
   if (f.has("outside_language_model")) {
     out.outside_language_model = f.strings("outside_language_model");
   }
+  if (f.has("beyond_model")) out.beyond_model = f.strings("beyond_model");
+  if (f.has("quant_method")) out.quant_method = f.str("quant_method");
+  if (f.has("quantization_tensors")) out.quantization_tensors = f.strings("quantization_tensors");
+  if (f.has("stored_quantized")) out.stored_quantized = f.strings("stored_quantized");
   // Derived from the lists: checked, not stored.
   const bool loadable = f.boolean("loadable");
   if (loadable != out.loadable()) {

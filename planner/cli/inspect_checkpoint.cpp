@@ -73,6 +73,16 @@ void print_check(const nlohmann::json& check) {
   list("tied_omitted", "tied, omitted   ");
   list("stacked_experts", "experts stacked ");
   list("outside_language_model", "not modelled    ");  // vision encoder, projector
+  list("beyond_model", "beyond the model");            // multi-token prediction layers
+  if (!check["quant_method"].get<std::string>().empty()) {
+    std::cout << "  quantized         quant_method '" << check["quant_method"].get<std::string>()
+              << "': " << check["quantization_tensors"].size() << " scale tensor(s)";
+    if (!check["stored_quantized"].empty()) {
+      std::cout << ", " << check["stored_quantized"].size()
+                << " model tensor(s) stored quantized under other names";
+    }
+    std::cout << " (matched, not loadable in the model's dtype)\n";
+  }
 }
 
 void print_checkpoint_text(const planner::CheckpointReport& report) {

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "tensor/models/model_config.h"
+#include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 
 namespace shardplan::planner {
@@ -73,9 +74,11 @@ CheckpointReport checkpoint_report(const std::string& checkpoint, const std::str
     r["by_dtype"][dtype] = {{"tensors", d[0]}, {"parameters", d[1]}, {"bytes", d[2]}};
   }
   if (!config.empty()) {
-    const tensor::ModelConfig cfg = tensor::find_model_config(config);
+    const std::filesystem::path config_path = tensor::model_config_path(config);
+    const tensor::ModelConfig cfg = tensor::load_model_config(config_path);
     const tensor::ModulePtr model = tensor::build_model(cfg);
-    const nlohmann::json check = tensor::check_checkpoint(ck, *model);
+    const nlohmann::json check =
+        tensor::check_checkpoint(ck, *model, tensor::checkpoint_expectations(cfg, config_path));
     ordered_json c;
     c["config"] = config;
     c["model"] = model->type_name();

@@ -7,8 +7,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "base/file_io.h"
-#include "base/strict_json.h"
 #include "tensor/models/family.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_source.h"
@@ -53,22 +51,6 @@ ordered_json module_rows(const Module& root, const OpGraph& g, const ModelConfig
   return rows;
 }
 
-}  // namespace
-
-// quantization_config.quant_method of a config.json (DeepSeek-V3: "fp8", GPT-OSS: "mxfp4"), or "":
-// how the published checkpoint stores its weights. It changes no shape or count, so the model
-// config does not keep it; the report says the bytes it prints are torch_dtype's. The file was
-// parsed and checked when the model was built from it.
-namespace {
-std::string quantization_method(const std::filesystem::path& config) {
-  const nlohmann::json j = parse_strict_json(read_text_file(config, "model config"),
-                                             config.string(), 16, "a Hugging Face config.json");
-  if (!j.is_object() || !j.contains("quantization_config")) return "";
-  const nlohmann::json& q = j.at("quantization_config");
-  if (!q.is_object()) return "";
-  const auto m = q.find("quant_method");
-  return m != q.end() && m->is_string() ? m->get<std::string>() : "unnamed";
-}
 }  // namespace
 
 ordered_json model_report(const ModelReportOptions& opts) {
@@ -181,7 +163,7 @@ ordered_json model_report(const ModelReportOptions& opts) {
   }
   r["activation_bytes_by_recompute"] = acts;
   ordered_json notes = ordered_json::array();
-  if (const std::string method = quantization_method(path); !method.empty()) {
+  if (const std::string method = config_quantization_method(path); !method.empty()) {
     r["quantization_method"] = method;
     notes.push_back("the config's checkpoint stores weights quantized (quantization_config " +
                     method + "); bytes here are in torch_dtype, " +

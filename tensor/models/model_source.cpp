@@ -1,11 +1,15 @@
 #include "tensor/models/model_source.h"
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <system_error>
 
 #include "base/config_paths.h"
 #include "base/error.h"
+#include "base/file_io.h"
+#include "base/strict_json.h"
+#include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 
@@ -42,7 +46,39 @@ std::string first_finding(const CheckpointReport& r) {
   return what;
 }
 
+// Note [Quantized checkpoints] (tensor/safetensors_check.cpp): a method whose names are not
+// matched is named, with the way around it.
+std::string quantization_hint(const CheckpointReport& r) {
+  if (r.quant_method.empty() || r.quant_method == "fp8" || r.quant_method == "fbgemm_fp8" ||
+      r.quant_method == "mxfp4") {
+    return "";
+  }
+  return " (the config says its checkpoint is quantized with '" + r.quant_method +
+         "', whose tensor names shardplan does not match: pass --model path/to/config.json to "
+         "plan from the config alone)";
+}
+
 }  // namespace
+
+std::string config_quantization_method(const fs::path& config) {
+  const nlohmann::json j = parse_strict_json(read_text_file(config, "model config"),
+                                             config.string(), 16, "a Hugging Face config.json");
+  if (!j.is_object() || !j.contains("quantization_config")) return "";
+  const nlohmann::json& q = j.at("quantization_config");
+  if (!q.is_object()) return "";
+  const auto m = q.find("quant_method");
+  return m != q.end() && m->is_string() ? m->get<std::string>() : "unnamed";
+}
+
+CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::path& config_path) {
+  CheckpointExpectations x;
+  const std::string layers(family_of(c).layers_path);
+  for (int64_t i = 0; i < c.mtp_layers; ++i) {
+    x.beyond_model_prefixes.push_back(layers + "." + std::to_string(c.num_hidden_layers + i) + ".");
+  }
+  x.quant_method = config_quantization_method(config_path);
+  return x;
+}
 
 ModelSource find_model_source(std::string_view name_or_path) {
   ModelSource src;
@@ -68,9 +104,11 @@ ModelSource find_model_source(std::string_view name_or_path) {
            " does not exist; pass --model path/to/config.json");
   src.config = load_model_config(src.config_path);
   const ModulePtr model = build_model(src.config);
-  const CheckpointReport r = check_checkpoint(ck, *model);
+  const CheckpointReport r =
+      check_checkpoint(ck, *model, checkpoint_expectations(src.config, src.config_path));
   SP_CHECK(r.loadable(), ck.source.string(), ": does not fit ", src.config_path.string(), ": ",
-           first_finding(r), "; `shardplan inspect --checkpoint` with --config lists them all");
+           first_finding(r), quantization_hint(r),
+           "; `shardplan inspect --checkpoint` with --config lists them all");
   src.checkpoint = std::move(ck);
   src.check = r;
   return src;

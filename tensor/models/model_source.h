@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "tensor/models/model_config.h"
@@ -41,5 +42,16 @@ bool names_a_checkpoint(std::string_view name_or_path);
 // Resolves `name_or_path` (Note [A checkpoint names a model only with its config.json]). Throws
 // shardplan::Error naming the file (and the field or tensor) for bad input.
 ModelSource find_model_source(std::string_view name_or_path);
+
+// quantization_config.quant_method of a config.json (DeepSeek-V3: "fp8", GPT-OSS: "mxfp4"),
+// "unnamed" for a quantization_config without one, "" for none: how the published checkpoint
+// stores its weights. It changes no shape or count, so ModelConfig does not keep it.
+std::string config_quantization_method(const std::filesystem::path& config);
+
+// What config `c`, read from `config_path`, says of its checkpoint beyond the module tree: the
+// multi-token prediction layers after the last layer (ModelConfig::mtp_layers: transformers'
+// _keys_to_ignore_on_load_unexpected skips them) and the quantization method.
+CheckpointExpectations checkpoint_expectations(const ModelConfig& c,
+                                               const std::filesystem::path& config_path);
 
 }  // namespace shardplan::tensor

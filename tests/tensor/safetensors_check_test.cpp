@@ -298,5 +298,43 @@ TEST_F(CheckCheckpointTest, MultimodalCheckpointMatchesItsLanguageModel) {
   }
 }
 
+// Note [Quantized checkpoints]: mxfp4 stores a fused expert tensor P as P_blocks (two 4-bit values
+// a byte) and P_scales (one a block of 32): gate_up_proj [4, 192, 64] as [4, 192, 2, 16] and
+// [4, 192, 2], down_proj [4, 64, 96] as [4, 64, 3, 16] and [4, 64, 3].
+TEST_F(CheckCheckpointTest, Mxfp4BlocksStandForTheirTensor) {
+  const ModulePtr model = build_model(tiny_mixtral());
+  std::vector<StEntry> e = per_expert_entries(false);
+  std::erase_if(e, [](const StEntry& t) { return t.name.find(".experts.") != std::string::npos; });
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    e.push_back({p + "gate_up_proj_blocks", "U8", {4, 192, 2, 16}});
+    e.push_back({p + "gate_up_proj_scales", "U8", {4, 192, 2}});
+    e.push_back({p + "down_proj_blocks", "U8", {4, 64, 3, 16}});
+    e.push_back({p + "down_proj_scales", "U8", {4, 64, 3}});
+  }
+  const CheckpointReport r = check_checkpoint(
+      checkpoint(e), *model, {.beyond_model_prefixes = {}, .quant_method = "mxfp4"});
+  EXPECT_TRUE(r.loadable());
+  EXPECT_EQ(
+      r.stored_quantized,
+      (Names{"model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.experts.gate_up_proj",
+             "model.layers.1.mlp.experts.down_proj", "model.layers.1.mlp.experts.gate_up_proj"}));
+  EXPECT_EQ(r.quantization_tensors.size(), 8U);
+  const nlohmann::json j = r;
+  EXPECT_EQ(j.get<CheckpointReport>(), r);
+  // Without the method the blocks are unexpected and the fused tensors missing.
+  const CheckpointReport plain = check_checkpoint(checkpoint(e), *model);
+  EXPECT_EQ(plain.missing.size(), 4U);
+  EXPECT_EQ(plain.unexpected.size(), 8U);
+  // Blocks of the wrong size stand for nothing.
+  for (StEntry& t : e) {
+    if (t.name == "model.layers.1.mlp.experts.down_proj_blocks") t.shape = {4, 64, 2, 16};
+  }
+  const CheckpointReport bad = check_checkpoint(
+      checkpoint(e), *model, {.beyond_model_prefixes = {}, .quant_method = "mxfp4"});
+  EXPECT_EQ(bad.unexpected, Names{"model.layers.1.mlp.experts.down_proj_blocks"});
+  EXPECT_EQ(bad.missing, Names{"model.layers.1.mlp.experts.down_proj"});
+}
+
 }  // namespace
 }  // namespace shardplan::tensor
