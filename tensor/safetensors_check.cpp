@@ -148,23 +148,62 @@ const LanguageModelLayout* language_model_layout(const Checkpoint& ck,
 }
 
 // Note [Quantized checkpoints]
-// The published checkpoints of several 2026 models store weights quantized, and their config.json
-// says how (quantization_config.quant_method). Two methods are matched tensor by tensor:
-// - "fp8" (DeepSeek-V3, Kimi K2, Qwen3-FP8, GLM-4.5-FP8: transformers' FineGrainedFP8): each
-//   quantized Linear weight keeps its name and shape in float8_e4m3fn (a dtype difference, a
-//   warning) and has a block-scale tensor beside it, "<weight>_scale_inv" (or "<weight>_scale").
-// - "mxfp4" (GPT-OSS): a quantized tensor P is stored as "P_blocks" (uint8, two 4-bit values a
-//   byte: half P's element count) and "P_scales" (uint8, one per block of 32 elements), and P
-//   itself is absent. P is then present but stored quantized (stored_quantized).
-// The scales are quantization_tensors, neither model tensors nor unexpected. Other methods (awq,
-// gptq, compressed-tensors, bitsandbytes) rename or repack the weights; such a checkpoint is
-// reported as it is (missing and unexpected), and the error names the method. materialize loads
-// the model's dtype only: a quantized checkpoint is matched, not loaded.
-bool fp8_method(std::string_view m) { return m == "fp8" || m == "fbgemm_fp8"; }
+// The published checkpoints of many 2026 models store weights quantized, and their config.json
+// says so (quantization_config.quant_method). With a method named, a checkpoint fits when its
+// tensors are the model's in one of the forms the common methods write, checked by name and by
+// element count:
+// - kept whole in a narrow dtype: fp8 (DeepSeek-V3, Kimi K2, the Qwen3 and GLM-4.5 FP8 files)
+//   keeps each matrix's name and shape in float8_e4m3fn: a dtype difference (a warning);
+// - stood in for: mxfp4 (GPT-OSS) stores a tensor P as "P_blocks" (uint8, two 4-bit values a
+//   byte); compressed-tensors' pack-quantized (Kimi K2 Thinking) as "P_packed" (int32, eight 4-bit
+//   or four 8-bit values); AWQ and GPTQ a "<module>.weight" as "<module>.qweight" (int32, the
+//   same). P is then present, stored quantized (stored_quantized): the stand-in must hold exactly
+//   P's element count, and for an expert stored one by one, the slice's;
+// - beside them, the scales and their like: "P_scale_inv" (fp8's block scales), "P_scale",
+//   "P_scales", "P_zero_point", "P_shape", "P_global_scale", and a module's "input_scale",
+//   "qzeros", "scales", "g_idx" (quantization_tensors).
+// bitsandbytes' nested "weight.absmax"-style state is not matched: its tensors are unexpected and
+// the error names the method. materialize loads the model's dtype only: a quantized checkpoint is
+// matched, not loaded.
+constexpr std::array<std::string_view, 7> kScaleSuffixes = {
+    "_scale_inv", "_scale", "_scales", "_zero_point", "_shape", "_global_scale", "_g_idx"};
+constexpr std::array<std::string_view, 4> kModuleScales = {".input_scale", ".qzeros", ".scales",
+                                                           ".g_idx"};
+
+constexpr int64_t kStoredQuantized = -2;
 
 std::optional<std::string> strip_suffix(std::string_view name, std::string_view suffix) {
   if (!name.ends_with(suffix) || name.size() == suffix.size()) return std::nullopt;
   return std::string(name.substr(0, name.size() - suffix.size()));
+}
+
+// The tensor a quantized stand-in replaces (Note [Quantized checkpoints]), with how many of its
+// elements one stored element holds (one or two choices: 4-bit or 8-bit packing).
+struct StandIn {
+  std::string base;
+  std::array<int64_t, 2> per_element{};
+};
+std::optional<StandIn> stand_in(const CheckpointTensor& t) {
+  if (t.dtype == DType::kUInt8) {
+    if (auto b = strip_suffix(t.name, "_blocks")) return StandIn{*b, {2, 2}};
+  }
+  if (t.dtype == DType::kInt32) {
+    if (auto b = strip_suffix(t.name, "_packed")) return StandIn{*b, {8, 4}};
+    if (auto m = strip_suffix(t.name, ".qweight")) return StandIn{*m + ".weight", {8, 4}};
+  }
+  return std::nullopt;
+}
+
+// The names a scale-like tensor may sit beside (none for other names).
+std::vector<std::string> scale_bases(std::string_view name) {
+  std::vector<std::string> out;
+  for (const std::string_view s : kScaleSuffixes) {
+    if (auto b = strip_suffix(name, s)) out.push_back(*b);
+  }
+  for (const std::string_view s : kModuleScales) {
+    if (auto m = strip_suffix(name, s)) out.push_back(*m + ".weight");
+  }
+  return out;
 }
 
 }  // namespace
@@ -226,7 +265,8 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   }
 
   // Fused expert tensor (by checkpoint name) -> the checkpoint tensor of each slice, in the fused
-  // tensor's order: expert by expert, gate before up (-1 while not seen).
+  // tensor's order: expert by expert, gate before up (-1 while not seen, kStoredQuantized for a
+  // slice a quantized tensor stands in for).
   std::unordered_map<std::string, std::vector<int64_t>> slots;
   std::vector<size_t> leftover;  // neither the model's nor outside its language model
   for (size_t i = 0; i < ck.tensors.size(); ++i) {
@@ -299,8 +339,16 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   // checkpoints]), or unexpected.
   std::vector<std::string> beyond;
   for (const std::string& p : expect.beyond_model_prefixes) beyond.push_back(ck_name(p));
-  const bool fp8 = fp8_method(expect.quant_method);
-  const bool mxfp4 = expect.quant_method == "mxfp4";
+  // A name of the model's (or of one expert's slice of it) that a quantized tensor can stand in
+  // for or sit beside; the slice's element count, or 0 for a whole tensor.
+  auto slice_of = [&](const std::string& base) -> std::optional<ExpertSlice> {
+    std::optional<ExpertSlice> x = expert_slice(base);
+    if (!x || !by_name.count(x->fused)) return std::nullopt;
+    const Tensor& fused = by_name.at(x->fused)->tensor;
+    if (fused.dim() != 3 || x->expert >= fused.size(0)) return std::nullopt;
+    return x;
+  };
+  const bool quantized = !expect.quant_method.empty();
   for (const size_t i : leftover) {
     const CheckpointTensor& t = ck.tensors[i];
     if (std::any_of(beyond.begin(), beyond.end(),
@@ -308,29 +356,43 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
       r.beyond_model.push_back(t.name);
       continue;
     }
-    if (fp8) {
-      std::optional<std::string> base = strip_suffix(t.name, "_scale_inv");
-      if (!base) base = strip_suffix(t.name, "_scale");
-      if (base && (by_name.count(*base) || renamed.count(*base))) {
-        r.quantization_tensors.push_back(t.name);
-        continue;
+    if (!quantized) {
+      r.unexpected.push_back(t.name);
+      continue;
+    }
+    if (const std::optional<StandIn> q = stand_in(t)) {
+      const int64_t n = checked_numel(t.shape, "safetensors check");
+      auto holds = [&](int64_t want) {
+        return n * q->per_element[0] == want || n * q->per_element[1] == want;
+      };
+      if (const auto it = by_name.find(q->base); it != by_name.end()) {
+        if (holds(it->second->tensor.numel())) {
+          present.insert(q->base);
+          r.stored_quantized.push_back(it->second->name);
+          r.quantization_tensors.push_back(t.name);
+          continue;
+        }
+      } else if (const std::optional<ExpertSlice> x = slice_of(q->base)) {
+        const Tensor& fused = by_name.at(x->fused)->tensor;
+        if (holds(fused.numel() / fused.size(0) / (x->part == 2 ? 1 : 2))) {
+          std::vector<int64_t>& s = slots[x->fused];
+          s.resize(static_cast<size_t>(fused.size(0) * (x->part == 2 ? 1 : 2)), -1);
+          int64_t& slot =
+              s[static_cast<size_t>(x->part == 2 ? x->expert : 2 * x->expert + x->part)];
+          if (slot == -1) {
+            slot = kStoredQuantized;
+            r.quantization_tensors.push_back(t.name);
+            continue;
+          }
+        }
       }
     }
-    if (mxfp4) {
-      const std::optional<std::string> blocks = strip_suffix(t.name, "_blocks");
-      const std::optional<std::string> p = blocks ? blocks : strip_suffix(t.name, "_scales");
-      const auto target = p ? by_name.find(*p) : by_name.end();
-      // Two 4-bit values a byte; one scale a block of 32.
-      if (target != by_name.end() && t.dtype == DType::kUInt8 &&
-          checked_numel(t.shape, "safetensors check") * (blocks ? 2 : 32) ==
-              target->second->tensor.numel()) {
-        if (blocks) {
-          present.insert(*p);
-          r.stored_quantized.push_back(target->second->name);
-        }
-        r.quantization_tensors.push_back(t.name);
-        continue;
-      }
+    const std::vector<std::string> bases = scale_bases(t.name);
+    if (std::any_of(bases.begin(), bases.end(), [&](const std::string& b) {
+          return by_name.count(b) || renamed.count(b) || slice_of(b);
+        })) {
+      r.quantization_tensors.push_back(t.name);
+      continue;
     }
     r.unexpected.push_back(t.name);
   }
@@ -338,6 +400,10 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
     if (std::find(s.begin(), s.end(), -1) != s.end()) continue;
     present.insert(name);
     r.stacked_experts.push_back(name);
+    if (std::find(s.begin(), s.end(), kStoredQuantized) != s.end()) {
+      r.stored_quantized.push_back(by_name.at(name)->name);  // no bytes to read as they are
+      continue;
+    }
     std::vector<size_t>& parts = out.parts[by_name.at(name)->name];
     for (const int64_t i : s) parts.push_back(static_cast<size_t>(i));
   }

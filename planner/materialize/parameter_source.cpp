@@ -86,10 +86,11 @@ CheckpointSource::CheckpointSource(const MaterialLayout& layout, tensor::Checkpo
               std::span<const int64_t>(m.actual_shape), ", expected ",
               std::span<const int64_t>(m.expected_shape));
     }
-    // Note [Quantized checkpoints] (tensor/safetensors_check.cpp): mxfp4 stores n as blocks.
-    SP_CHECK(parts != nullptr || checkpoint_.find(n + "_blocks") == nullptr, "checkpoint ", where,
-             " stores '", n, "' quantized ('", n,
-             "_blocks'): materialize loads a checkpoint in the plan's dtype, expected an "
+    // Note [Quantized checkpoints] (tensor/safetensors_check.cpp).
+    const std::vector<std::string>& quantized = match.report.stored_quantized;
+    SP_CHECK(parts != nullptr || !std::binary_search(quantized.begin(), quantized.end(), n),
+             "checkpoint ", where, " stores '", n,
+             "' quantized: materialize loads a checkpoint in the plan's dtype, expected an "
              "unquantized (dequantized) checkpoint");
     SP_CHECK(parts != nullptr, "checkpoint ", where, " has no tensor '", n,
              "', expected every parameter of ", layout_.file().model_name);

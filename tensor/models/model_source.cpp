@@ -46,16 +46,13 @@ std::string first_finding(const CheckpointReport& r) {
   return what;
 }
 
-// Note [Quantized checkpoints] (tensor/safetensors_check.cpp): a method whose names are not
-// matched is named, with the way around it.
+// Note [Quantized checkpoints] (tensor/safetensors_check.cpp): a quantized checkpoint that does not
+// fit may be in a form shardplan does not match; say so, with the way around it.
 std::string quantization_hint(const CheckpointReport& r) {
-  if (r.quant_method.empty() || r.quant_method == "fp8" || r.quant_method == "fbgemm_fp8" ||
-      r.quant_method == "mxfp4") {
-    return "";
-  }
+  if (r.quant_method.empty()) return "";
   return " (the config says its checkpoint is quantized with '" + r.quant_method +
-         "', whose tensor names shardplan does not match: pass --model path/to/config.json to "
-         "plan from the config alone)";
+         "'; shardplan matches the tensors of fp8, mxfp4, compressed-tensors, AWQ and GPTQ "
+         "checkpoints: pass --model path/to/config.json to plan from the config alone)";
 }
 
 }  // namespace

@@ -336,5 +336,47 @@ TEST_F(CheckCheckpointTest, Mxfp4BlocksStandForTheirTensor) {
   EXPECT_EQ(bad.missing, Names{"model.layers.1.mlp.experts.down_proj"});
 }
 
+// Note [Quantized checkpoints]: 4-bit stand-ins. Each expert's slice as compressed-tensors packs it
+// ("<slice>_packed", int32 holding eight 4-bit values: [96, 8] for [96, 64], with its scale and
+// shape beside it), and one attention matrix as AWQ stores it ("q_proj.qweight" [64, 8] for
+// [64, 64], with qzeros and scales).
+TEST_F(CheckCheckpointTest, PackedStandInsFitTheirTensorsAndSlices) {
+  const ModulePtr model = build_model(tiny_mixtral());
+  auto entries = [](int64_t packed_cols) {
+    std::vector<StEntry> out;
+    for (const StEntry& t : per_expert_entries(false)) {
+      if (t.name.find(".experts.") != std::string::npos) {
+        const std::string w = t.name.substr(0, t.name.size() - 7);  // without ".weight"
+        out.push_back({w + ".weight_packed", "I32", {t.shape[0], t.shape[1] / 8}});
+        out.push_back({w + ".weight_scale", "BF16", {t.shape[0], t.shape[1] / 32}});
+        out.push_back({w + ".weight_shape", "I32", {2}});
+      } else if (t.name == "model.layers.0.self_attn.q_proj.weight") {
+        out.push_back({"model.layers.0.self_attn.q_proj.qweight", "I32", {64, packed_cols}});
+        out.push_back({"model.layers.0.self_attn.q_proj.qzeros", "I32", {1, 8}});
+        out.push_back({"model.layers.0.self_attn.q_proj.scales", "F16", {1, 64}});
+      } else {
+        out.push_back(t);
+      }
+    }
+    return out;
+  };
+  const CheckpointExpectations ct{.beyond_model_prefixes = {},
+                                  .quant_method = "compressed-tensors"};
+  const CheckpointReport r = check_checkpoint(checkpoint(entries(8)), *model, ct);
+  EXPECT_TRUE(r.loadable()) << (r.missing.empty() ? "" : r.missing[0])
+                            << (r.unexpected.empty() ? "" : r.unexpected[0]);
+  EXPECT_EQ(
+      r.stored_quantized,
+      (Names{"model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.experts.gate_up_proj",
+             "model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.experts.down_proj",
+             "model.layers.1.mlp.experts.gate_up_proj"}));
+  // 2 layers x 4 experts x 3 slices x (packed, scale, shape), and the qweight with its 2.
+  EXPECT_EQ(r.quantization_tensors.size(), 2U * 4 * 3 * 3 + 3);
+  // A qweight that holds neither 4-bit nor 8-bit values of [64, 64] stands for nothing.
+  const CheckpointReport bad = check_checkpoint(checkpoint(entries(5)), *model, ct);
+  EXPECT_EQ(bad.unexpected, Names{"model.layers.0.self_attn.q_proj.qweight"});
+  EXPECT_EQ(bad.missing, Names{"model.layers.0.self_attn.q_proj.weight"});
+}
+
 }  // namespace
 }  // namespace shardplan::tensor

@@ -114,7 +114,7 @@ class PublishedCheckpointTest : public ::testing::Test {
 
   // Writes config.json (the tiny config with `quant` and `mtp`) and model.safetensors; returns how
   // many scale tensors it wrote.
-  int64_t write(const std::string& quant, int64_t mtp) {
+  int64_t write(const std::string& quant, int64_t mtp, const std::string& scale = "_scale_inv") {
     std::ifstream in(fs::path(SHARDPLAN_TEST_DATA_DIR) / "hf_families" / "configs" /
                      "tiny-deepseek-v3.json");
     nlohmann::json cfg = nlohmann::json::parse(in);
@@ -130,7 +130,7 @@ class PublishedCheckpointTest : public ::testing::Test {
     int64_t scales = 0;
     auto matrix = [&](const std::string& name, int64_t out, int64_t in) {
       e.push_back({name, "F8_E4M3", {out, in}});
-      e.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}});
+      e.push_back({name + scale, "F32", {(out + 127) / 128, (in + 127) / 128}});
       ++scales;
     };
     for (const NamedTensor& t : all) {
@@ -183,11 +183,12 @@ TEST_F(PublishedCheckpointTest, WithoutTheRulesTheExtraTensorsAreNamed) {
   write("fp8", 0);  // a config without the prediction layer: layer 4 is not the model's
   EXPECT_THAT(error_of([&] { find_model_source(dir_.string()); }),
               HasSubstr("tensor 'model.layers.4.eh_proj.weight' is not in the model"));
-  write("awq", 1);  // a method whose names are not matched: the scales are unexpected
-  EXPECT_THAT(
-      error_of([&] { find_model_source(dir_.string()); }),
-      AllOf(HasSubstr("_scale_inv' is not in the model"),
-            HasSubstr("quantized with 'awq', whose tensor names shardplan does not match")));
+  // bitsandbytes' state beside each weight ("weight.absmax") is not matched: unexpected, and the
+  // error names the method.
+  write("bitsandbytes", 1, ".absmax");
+  EXPECT_THAT(error_of([&] { find_model_source(dir_.string()); }),
+              AllOf(HasSubstr(".weight.absmax' is not in the model"),
+                    HasSubstr("quantized with 'bitsandbytes'; shardplan matches")));
 }
 
 }  // namespace
