@@ -8,6 +8,7 @@
 // shared experts. The multi-token prediction modules (num_nextn_predict_layers) are not part of
 // the transformers model; they are read into ModelConfig::mtp_layers.
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tensor/models/rotary_decoder.h"
 
@@ -15,11 +16,12 @@ namespace shardplan::tensor {
 
 extern const ModelFamily kDeepseekV3Family;  // listed in family_registry.cpp
 extern const ModelFamily kKimiK2Family;      // listed in family_registry.cpp
+extern const ModelFamily kDeepseekV2Family;  // listed in family_registry.cpp
 
 namespace {
 
-void parse(const ConfigFields& f, ModelConfig& c) {
-  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
+// The latent-attention fields, as DeepseekV2Config and DeepseekV3Config name and default them.
+void parse_latent_attention(const ConfigFields& f, ModelConfig& c) {
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.q_lora_rank = f.is_null("q_lora_rank") ? 0 : f.integer("q_lora_rank", 1536);
   c.kv_lora_rank = f.integer("kv_lora_rank", 512);
@@ -36,6 +38,11 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   if (c.q_lora_rank < 0) f.fail("q_lora_rank", "must be positive (or null: no query latent)");
   c.head_dim = c.qk_rope_head_dim;  // the rotary tables' width, as DeepseekV3Config sets head_dim
   f.boolean("rope_interleave", true);  // a permutation of the rotated channels: no count changes
+}
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
+  parse_latent_attention(f, c);
   models::parse_deepseek_moe(f, c, {.first_k_dense_replace = 3, .n_shared_experts = 1});
   // DeepSeek's own config.json names what transformers infers: accept its values.
   if (f.has("scoring_func") && f.string("scoring_func", "sigmoid") != "sigmoid") {
@@ -63,6 +70,33 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
       {.prefix = "DeepseekV3",
        .latent_attention = true,
        .moe = {.router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"}});
+}
+
+// DeepSeek-V2 (transformers' DeepseekV2Config: max positions 2048, no dense layers and two
+// shared experts by default; modeling_deepseek_v2.py): the same latent attention and MoE block
+// as DeepSeek-V3's, routed by softmax scores (greedy or group-limited top-k), so the router has
+// no score-correction bias.
+void parse_v2(const ConfigFields& f, ModelConfig& c) {
+  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 2048, .rms_norm_eps = 1e-6});
+  parse_latent_attention(f, c);
+  models::parse_deepseek_moe(f, c, {.first_k_dense_replace = 0, .n_shared_experts = 2});
+  if (f.has("scoring_func") && f.string("scoring_func", "softmax") != "softmax") {
+    f.fail("scoring_func", "DeepSeek-V2 routes by softmax scores, expected \"softmax\"");
+  }
+  const std::string method = f.string("topk_method", "greedy");
+  if (method != "greedy" && method != "group_limited_greedy") {
+    f.fail("topk_method", "\"" + method.substr(0, 40) +
+                              "\", expected \"greedy\" or \"group_limited_greedy\" "
+                              "(DeepseekV2Moe's top-k methods)");
+  }
+}
+
+ModulePtr build_v2(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return models::build_rotary_decoder(
+      c, o, training,
+      {.prefix = "DeepseekV2",
+       .latent_attention = true,
+       .moe = {.router_first = false, .shared_name = "shared_experts"}});
 }
 
 // Megatron-LM's split of latent attention: the down projections (q_a_proj, kv_a_proj_with_mqa)
@@ -99,6 +133,17 @@ const ModelFamily kDeepseekV3Family{
     .tp_plan = kDeepseekV3TpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };
+
+const ModelFamily kDeepseekV2Family = [] {
+  ModelFamily f = kDeepseekV3Family;
+  f.model_type = "deepseek_v2";
+  f.hf_class_prefix = "DeepseekV2";
+  f.parse = parse_v2;
+  f.build = build_v2;
+  f.experts_class = "DeepseekV2Experts";
+  f.router_score_bias = false;
+  return f;
+}();
 
 // Kimi K2 (moonshotai/Kimi-K2-*): its config.json says model_type "kimi_k2" and names
 // DeepseekV3ForCausalLM as its architecture; the model is DeepSeek-V3's with its own sizes, so

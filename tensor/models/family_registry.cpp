@@ -9,6 +9,7 @@
 namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
@@ -32,10 +33,10 @@ extern const ModelFamily kQwen3MoeFamily;
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV3Family, &kGemmaFamily,    &kGemma2Family,  &kGemma3TextFamily, &kGlm4MoeFamily,
-    &kGpt2Family,       &kGptOssFamily,   &kGptNeoxFamily, &kKimiK2Family,     &kLlamaFamily,
-    &kLlama4TextFamily, &kMistralFamily,  &kMixtralFamily, &kOlmo2Family,      &kPhi3Family,
-    &kQwen2Family,      &kQwen2MoeFamily, &kQwen3Family,   &kQwen3MoeFamily,
+    &kDeepseekV2Family, &kDeepseekV3Family, &kGemmaFamily,    &kGemma2Family,  &kGemma3TextFamily,
+    &kGlm4MoeFamily,    &kGpt2Family,       &kGptOssFamily,   &kGptNeoxFamily, &kKimiK2Family,
+    &kLlamaFamily,      &kLlama4TextFamily, &kMistralFamily,  &kMixtralFamily, &kOlmo2Family,
+    &kPhi3Family,       &kQwen2Family,      &kQwen2MoeFamily, &kQwen3Family,   &kQwen3MoeFamily,
 };
 
 }  // namespace

@@ -166,6 +166,54 @@ TEST(ModelBuild, QwenSlidingWindowLayers) {
               ThrowsMessage<Error>(HasSubstr("expected a list of num_hidden_layers = 28")));
 }
 
+// DeepSeek-V2-Lite (configs/models/deepseek-v2-lite.json; DeepSeek-AI 2024, "DeepSeek-V2",
+// Appendix B: "15.7B total, 2.4B activated"), by hand: vocab V 102,400, hidden h 2,048, 27 layers
+// of latent attention without a query latent (16 heads of 128 + 64 query/key channels, 128 value
+// channels, kv_lora_rank 512), layer 0 a dense MLP of 10,944, the other 26 with 64 routed experts
+// of 1,408 (top 6), two shared experts (one MLP of 2,816) and a softmax router without a bias.
+TEST(ModelParams, DeepseekV2Lite) {
+  const int64_t V = 102400, h = 2048, L = 27, heads = 16;
+  const int64_t attention = h * heads * 192 + h * (512 + 64) + 512 + 512 * heads * 256 +
+                            heads * 128 * h;  // q_proj, kv_a_proj(+norm), kv_b_proj, o_proj
+  const int64_t moe = 64 * 3 * h * 1408 + 3 * h * 2816 + 64 * h;
+  const int64_t hand = 2 * V * h + L * (attention + 2 * h) + 3 * h * 10944 + 26 * moe + h;
+  EXPECT_EQ(hand, 15'706'484'224);  // "15.7B"
+  EXPECT_EQ(params_of("deepseek-v2-lite"), hand);
+  // Active: 6 of the 64 experts, 2.66 B; 2.45 B without the input embedding, which DeepSeek's
+  // "2.4B activated" leaves out.
+  const ModelConfig c = find_model_config("deepseek-v2-lite");
+  const int64_t active = hand - 26 * 58 * 3 * h * 1408;
+  EXPECT_EQ(active_parameters(*build_model(c), c), active);
+  EXPECT_EQ(active - V * h, 2'451'435'008);
+  // The router has no score-correction bias (softmax routing): no buffer beside its weight.
+  EXPECT_TRUE(build_model(c)->named_buffers({.persistent_only = true}).empty());
+}
+
+// DeepSeek-V2 itself, from its published sizes (the same paper: "236B total, 21B activated"):
+// hidden 5,120, 60 layers of 128 heads with a query latent of 1,536, 160 routed experts of 1,536
+// (top 6, grouped top-k), 2 shared, layer 0 dense of 12,288. Softmax scores only: sigmoid refused.
+TEST(ModelParams, DeepseekV2) {
+  nlohmann::json j = to_hf_json(find_model_config("deepseek-v2-lite"));
+  j.update(nlohmann::json::parse(R"({"hidden_size": 5120, "num_hidden_layers": 60,
+      "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536,
+      "n_routed_experts": 160, "moe_intermediate_size": 1536, "intermediate_size": 12288,
+      "n_group": 8, "topk_group": 3, "topk_method": "group_limited_greedy"})"));
+  const int64_t V = 102400, h = 5120, n = 128;
+  const int64_t attention =
+      h * 1536 + 1536 + 1536 * n * 192 + h * (512 + 64) + 512 + 512 * n * 256 + n * 128 * h;
+  const int64_t moe = 160 * 3 * h * 1536 + 3 * h * 3072 + 160 * h;
+  const int64_t hand = 2 * V * h + 60 * (attention + 2 * h) + 3 * h * 12288 + 59 * moe + h;
+  const ModelConfig c = parse_model_config(j, "deepseek-v2");
+  EXPECT_EQ(build_model(c)->parameters_numel(), hand);
+  EXPECT_NEAR(hand / 1e9, 236, 0.5);
+  const int64_t active = hand - 59 * 154 * 3 * h * 1536;
+  EXPECT_EQ(active_parameters(*build_model(c), c), active);
+  EXPECT_NEAR(static_cast<double>(active - V * h) / 1e9, 21, 0.5);
+  j["scoring_func"] = "sigmoid";
+  EXPECT_THAT([&] { (void)parse_model_config(j, "v2.json"); },
+              ThrowsMessage<Error>(HasSubstr("v2.json: field 'scoring_func'")));
+}
+
 TEST(ModelParams, Gemma7B) {
   // Gemma: 16 heads of 256 (4096) over hidden 3072; the embedding is tied.
   const int64_t hand = rotary_params({256000, 3072, 24576, 28, 16, 16, 256, true});

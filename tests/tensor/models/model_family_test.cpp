@@ -51,13 +51,14 @@ bool has_module(const Module& root, const std::string& fqn) {
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   const std::vector<std::string> want = {
-      "deepseek_v3", "gemma",   "gemma2",    "gemma3_text", "glm4_moe", "gpt2",    "gpt_neox",
-      "gpt_oss",     "kimi_k2", "llama",     "llama4_text", "mistral",  "mixtral", "olmo2",
-      "phi3",        "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe"};
+      "deepseek_v2", "deepseek_v3", "gemma",   "gemma2",    "gemma3_text", "glm4_moe", "gpt2",
+      "gpt_neox",    "gpt_oss",     "kimi_k2", "llama",     "llama4_text", "mistral",  "mixtral",
+      "olmo2",       "phi3",        "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
-            "deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox, gpt_oss, kimi_k2, "
+            "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox, "
+            "gpt_oss, kimi_k2, "
             "llama, llama4_text, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, "
             "qwen3_moe");
   for (const ModelFamily* f : model_families()) {
@@ -102,6 +103,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"mixtral", {"model.layers", "MixtralForCausalLM"}},
       {"qwen2", {"model.layers", "Qwen2ForCausalLM"}},
       {"qwen2_moe", {"model.layers", "Qwen2MoeForCausalLM"}},
+      {"deepseek_v2", {"model.layers", "DeepseekV2ForCausalLM"}},
       {"deepseek_v3", {"model.layers", "DeepseekV3ForCausalLM"}},
       {"kimi_k2", {"model.layers", "DeepseekV3ForCausalLM"}},
       {"gemma2", {"model.layers", "Gemma2ForCausalLM"}},
@@ -124,6 +126,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
                                                         {"qwen3", "qwen3-8b"},
                                                         {"qwen2_moe", "qwen1.5-moe-a2.7b"},
                                                         {"qwen3_moe", "qwen3-30b-a3b"},
+                                                        {"deepseek_v2", "deepseek-v2-lite"},
                                                         {"deepseek_v3", "deepseek-v3"},
                                                         {"kimi_k2", "kimi-k2"},
                                                         {"gemma2", "gemma-2-9b"},
@@ -159,14 +162,15 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"deepseek_v3", "gemma", "gemma2", "gemma3_text",
-                                           "glm4_moe", "gpt_neox", "gpt_oss", "kimi_k2", "llama",
-                                           "llama4_text", "mistral", "mixtral", "olmo2", "phi3",
-                                           "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}));
+  EXPECT_EQ(rotary, (std::set<std::string>{
+                        "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text", "glm4_moe",
+                        "gpt_neox", "gpt_oss", "kimi_k2", "llama", "llama4_text", "mistral",
+                        "mixtral", "olmo2", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v3", "glm4_moe", "gpt_oss", "kimi_k2",
-                                        "llama4_text", "mixtral", "qwen2_moe", "qwen3_moe"}));
+  EXPECT_EQ(moe,
+            (std::set<std::string>{"deepseek_v2", "deepseek_v3", "glm4_moe", "gpt_oss", "kimi_k2",
+                                   "llama4_text", "mixtral", "qwen2_moe", "qwen3_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -175,7 +179,7 @@ TEST(ModelFamily, FlagsPerFamily) {
 }
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
-  const std::string all = "deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox";
+  const std::string all = "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
               AllOf(HasSubstr("falcon.json: field 'model_type': 'falcon' is not supported"),
