@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -241,6 +242,9 @@ struct CheckpointExpectations {
   std::vector<std::string> beyond_model_prefixes;
   // quantization_config.quant_method of the config ("fp8", "mxfp4", ...); "" for none.
   std::string quant_method;
+  // Match the quantized forms whatever the method (set with quant_method; materialize sets it
+  // alone to name a tensor stored quantized rather than missing).
+  bool quantized_forms = false;
 };
 
 // Compares by name: the model's parameters and persistent buffers (every name of a tied tensor,
@@ -258,6 +262,8 @@ struct CheckpointMatch {
   // By model name: the checkpoint tensor (or slice) found with the wrong shape, where that is why
   // the name has no parts.
   std::unordered_map<std::string, CheckpointReport::Mismatch> mis_shaped;
+  // Model names whose parts are experts' slices (their shapes are the slices').
+  std::unordered_set<std::string> sliced;
   // The parts of model tensor `name`, nullptr when the checkpoint does not hold it whole.
   const std::vector<size_t>* parts_of(const std::string& name) const;
 };

@@ -242,7 +242,9 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   std::unordered_map<std::string, std::string> renamed;  // checkpoint name -> model name
   for (const CheckpointTensor& t : ck.tensors) {
     if (by_name.count(t.name)) continue;
-    if (const std::optional<ExpertSlice> x = expert_slice(t.name); x && by_name.count(x->fused)) {
+    // A slice of a fused tensor the checkpoint also holds whole is not the model's: unexpected.
+    if (const std::optional<ExpertSlice> x = expert_slice(t.name);
+        x && by_name.count(x->fused) && !ck.find(x->fused)) {
       renamed.emplace(t.name, x->fused);
       continue;
     }
@@ -348,7 +350,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
     if (fused.dim() != 3 || x->expert >= fused.size(0)) return std::nullopt;
     return x;
   };
-  const bool quantized = !expect.quant_method.empty();
+  const bool quantized = expect.quantized_forms || !expect.quant_method.empty();
   for (const size_t i : leftover) {
     const CheckpointTensor& t = ck.tensors[i];
     if (std::any_of(beyond.begin(), beyond.end(),
@@ -362,11 +364,13 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
     }
     if (const std::optional<StandIn> q = stand_in(t)) {
       const int64_t n = checked_numel(t.shape, "safetensors check");
-      auto holds = [&](int64_t want) {
-        return n * q->per_element[0] == want || n * q->per_element[1] == want;
+      auto holds = [&](int64_t want) {  // n * per_element == want, without overflowing
+        return std::any_of(q->per_element.begin(), q->per_element.end(),
+                           [&](int64_t p) { return want % p == 0 && want / p == n; });
       };
       if (const auto it = by_name.find(q->base); it != by_name.end()) {
-        if (holds(it->second->tensor.numel())) {
+        // One stand-in per tensor, and none beside the tensor itself.
+        if (holds(it->second->tensor.numel()) && !ck.find(q->base) && !present.count(q->base)) {
           present.insert(q->base);
           r.stored_quantized.push_back(it->second->name);
           r.quantization_tensors.push_back(t.name);
@@ -404,8 +408,10 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
       r.stored_quantized.push_back(by_name.at(name)->name);  // no bytes to read as they are
       continue;
     }
-    std::vector<size_t>& parts = out.parts[by_name.at(name)->name];
+    std::vector<size_t> parts;
     for (const int64_t i : s) parts.push_back(static_cast<size_t>(i));
+    out.parts[by_name.at(name)->name] = std::move(parts);
+    out.sliced.insert(by_name.at(name)->name);
   }
   // A tied name the checkpoint omits reads the bytes of the name it holds.
   for (const auto& [impl, names] : ties) {

@@ -74,7 +74,7 @@ void print_check(const nlohmann::json& check) {
   list("stacked_experts", "experts stacked ");
   list("outside_language_model", "not modelled    ");  // vision encoder, projector
   list("beyond_model", "beyond the model");            // multi-token prediction layers
-  if (!check["quant_method"].get<std::string>().empty()) {
+  if (!check["quantization_tensors"].empty() || !check["stored_quantized"].empty()) {
     std::cout << "  quantized         quant_method '" << check["quant_method"].get<std::string>()
               << "': " << check["quantization_tensors"].size() << " scale tensor(s)";
     if (!check["stored_quantized"].empty()) {

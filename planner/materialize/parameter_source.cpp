@@ -74,8 +74,9 @@ const kernels::FillSpec* InitSource::fill_spec(size_t index) const {
 CheckpointSource::CheckpointSource(const MaterialLayout& layout, tensor::Checkpoint checkpoint)
     : layout_(layout), checkpoint_(std::move(checkpoint)) {
   const std::string where = checkpoint_.source.string();
-  const tensor::CheckpointMatch match =
-      tensor::match_checkpoint(checkpoint_, *tensor::build_model(layout_.file().model));
+  const tensor::CheckpointMatch match = tensor::match_checkpoint(
+      checkpoint_, *tensor::build_model(layout_.file().model),
+      {.beyond_model_prefixes = {}, .quant_method = "", .quantized_forms = true});
   for (const MaterialParameter& m : layout_.parameters()) {
     const std::string& n = m.plan->name;
     const std::vector<size_t>* parts = match.parts_of(n);
@@ -100,7 +101,7 @@ CheckpointSource::CheckpointSource(const MaterialLayout& layout, tensor::Checkpo
       const tensor::CheckpointTensor& t = checkpoint_.tensors[i];
       // A fused tensor stored one expert at a time: each slice's shape was checked against the
       // model's (tensor::match_checkpoint); a whole tensor is checked here against the plan's.
-      SP_CHECK(parts->size() > 1 ||
+      SP_CHECK(match.sliced.count(n) ||
                    std::vector<int64_t>(t.shape.begin(), t.shape.end()) == m.plan->shape,
                "checkpoint ", where, ": '", t.name, "' has shape ",
                std::span<const int64_t>(t.shape), ", expected ",

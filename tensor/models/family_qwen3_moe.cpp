@@ -17,7 +17,7 @@ namespace {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-6});
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  models::parse_qwen_sliding_window(f, c, models::every_layer_sliding);
+  models::parse_qwen_sliding_window(f, c, models::every_layer_sliding, /*has_layer_types=*/false);
   models::parse_qwen_moe(f, c);
   f.boolean("norm_topk_prob", false);  // renormalized top-k weights: no shape or FLOP changes
 }
@@ -26,7 +26,7 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);
   models::qwen_moe_to_hf_json(c, j);
   j["attention_bias"] = c.qkv_bias;
-  models::qwen_sliding_window_to_hf_json(c, j);
+  models::qwen_sliding_window_to_hf_json(c, j, /*has_layer_types=*/false);
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {

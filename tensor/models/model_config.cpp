@@ -58,6 +58,10 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("num_hidden_layers", c.num_hidden_layers, " layers, expected at most ", kMaxLayers,
          " (the most shardplan builds; docs/user-guide.md \"Limits\")");
   }
+  if (c.mtp_layers > kMaxLayers) {
+    fail("num_nextn_predict_layers", c.mtp_layers, " prediction layers, expected at most ",
+         kMaxLayers, " (the most shardplan builds; docs/user-guide.md \"Limits\")");
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
          c.num_attention_heads);

@@ -439,10 +439,12 @@ std::optional<int64_t> sliding_window_or(const ConfigFields& f, int64_t absent) 
 }
 
 void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
-                               AttentionType (*rule)(const ModelConfig&, int64_t)) {
+                               AttentionType (*rule)(const ModelConfig&, int64_t),
+                               bool has_layer_types) {
+  const bool listed = has_layer_types && f.has("layer_types");
   if (!f.boolean("use_sliding_window", false)) {
     // No window: the layer types may still be listed (checked), every layer attends in full.
-    if (f.has("layer_types")) (void)parse_layer_types(f, c.num_hidden_layers, rule, c);
+    if (listed) (void)parse_layer_types(f, c.num_hidden_layers, rule, c);
     return;
   }
   c.sliding_window = sliding_window_or(f, 4096);
@@ -450,14 +452,22 @@ void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
   if (c.max_window_layers < 0) {
     f.fail("max_window_layers", "must be >= 0, got " + std::to_string(c.max_window_layers));
   }
-  if (c.sliding_window) c.layer_types = parse_layer_types(f, c.num_hidden_layers, rule, c);
+  if (!c.sliding_window) return;
+  if (!listed) {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_types.push_back(rule(c, i));
+    return;
+  }
+  c.layer_types = parse_layer_types(f, c.num_hidden_layers, rule, c);
+  for (AttentionType& t : c.layer_types) {
+    if (t == AttentionType::kChunked) t = AttentionType::kFull;
+  }
 }
 
-void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j, bool has_layer_types) {
   j["use_sliding_window"] = c.sliding_window.has_value();
   if (c.sliding_window) {
     j["max_window_layers"] = c.max_window_layers;
-    j["layer_types"] = layer_types_json(c);
+    if (has_layer_types) j["layer_types"] = layer_types_json(c);
   }
 }
 

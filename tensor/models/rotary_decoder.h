@@ -61,10 +61,14 @@ std::optional<int64_t> sliding_window_or(const ConfigFields& f, int64_t absent);
 // Qwen's sliding windows (Qwen2Config, Qwen3Config, Qwen2MoeConfig, Qwen3MoeConfig): a window
 // only with use_sliding_window (sliding_window_or 4096; without it the window and layer_types are
 // ignored, as the configs set sliding_window to None), max_window_layers (default 28), and the
-// layer types from the file's layer_types, else `rule`.
+// layer types from the file's layer_types, else `rule`. Qwen attention slides only on
+// "sliding_attention" layers: a "chunked_attention" entry attends in full. A config class without
+// layer_types (Qwen3MoeConfig: every layer slides) passes has_layer_types false: `rule` decides.
 void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
-                               AttentionType (*rule)(const ModelConfig&, int64_t));
-void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j);
+                               AttentionType (*rule)(const ModelConfig&, int64_t),
+                               bool has_layer_types = true);
+void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j,
+                                    bool has_layer_types = true);
 // Qwen2Config's and Qwen3Config's rule: layer i slides from max_window_layers on.
 AttentionType slides_from_max_window_layers(const ModelConfig& c, int64_t layer);
 // The MoE fields of Qwen2-MoE and Qwen3-MoE: num_experts, num_experts_per_tok,

@@ -227,6 +227,15 @@ TEST_F(CheckCheckpointTest, ASliceTwiceIsUnexpectedTheSecondTime) {
   const CheckpointReport r = check_checkpoint(checkpoint(e), *model);
   EXPECT_EQ(r.unexpected, Names{"model.layers.0.mlp.experts.0.gate_proj.weight"});
   EXPECT_EQ(r.stacked_experts.size(), 4U);
+  // A fused tensor stored whole beside its slices: the whole one is the model's, the slices are
+  // unexpected (not read twice into it).
+  std::vector<StEntry> both = per_expert_entries(false);
+  both.push_back({"model.layers.1.mlp.experts.down_proj", "BF16", {4, 64, 96}});
+  const CheckpointMatch m = match_checkpoint(checkpoint(both), *model);
+  EXPECT_EQ(m.report.unexpected.size(), 4U);  // experts 0-3's down_proj of layer 1
+  EXPECT_EQ(m.parts_of("model.layers.1.mlp.experts.down_proj")->size(), 1U);
+  EXPECT_EQ(m.sliced.count("model.layers.1.mlp.experts.down_proj"), 0U);
+  EXPECT_EQ(m.sliced.count("model.layers.0.mlp.experts.down_proj"), 1U);
 }
 
 // Where each model tensor's bytes are: a tied name the checkpoint omits reads its partner's
@@ -376,6 +385,11 @@ TEST_F(CheckCheckpointTest, PackedStandInsFitTheirTensorsAndSlices) {
   const CheckpointReport bad = check_checkpoint(checkpoint(entries(5)), *model, ct);
   EXPECT_EQ(bad.unexpected, Names{"model.layers.0.self_attn.q_proj.qweight"});
   EXPECT_EQ(bad.missing, Names{"model.layers.0.self_attn.q_proj.weight"});
+  // A second stand-in for the same tensor is unexpected.
+  std::vector<StEntry> twice = entries(8);
+  twice.push_back({"model.layers.0.self_attn.q_proj.weight_packed", "I32", {64, 8}});
+  const CheckpointReport t = check_checkpoint(checkpoint(twice), *model, ct);
+  EXPECT_EQ(t.unexpected, Names{"model.layers.0.self_attn.q_proj.weight_packed"});
 }
 
 }  // namespace

@@ -149,6 +149,18 @@ TEST(ModelBuild, QwenSlidingWindowLayers) {
   EXPECT_EQ(types("qwen3-0.6b", 5, 3), (std::vector<AttentionType>{F, F, F, S, S}));
   EXPECT_EQ(types("qwen3-30b-a3b", 3, 1), (std::vector<AttentionType>{S, S, S}));
   EXPECT_EQ(types("qwen1.5-moe-a2.7b", 6, 4), (std::vector<AttentionType>{S, F, S, F, F, F}));
+  // Qwen3MoeConfig has no layer_types: a listed one changes nothing, every layer slides.
+  nlohmann::json m = to_hf_json(find_model_config("qwen3-30b-a3b"));
+  m["num_hidden_layers"] = 2;
+  m["use_sliding_window"] = true;
+  m["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(parse_model_config(m, "m.json").layer_types, (std::vector<AttentionType>{S, S}));
+  // Qwen attention slides only on "sliding_attention": a chunked entry attends in full.
+  nlohmann::json q3 = to_hf_json(find_model_config("qwen3-0.6b"));
+  q3["num_hidden_layers"] = 2;
+  q3["use_sliding_window"] = true;
+  q3["layer_types"] = {"chunked_attention", "sliding_attention"};
+  EXPECT_EQ(parse_model_config(q3, "q3.json").layer_types, (std::vector<AttentionType>{F, S}));
 
   nlohmann::json j = to_hf_json(find_model_config("qwen3-0.6b"));
   j["use_sliding_window"] = true;
@@ -212,6 +224,11 @@ TEST(ModelParams, DeepseekV2) {
   j["scoring_func"] = "sigmoid";
   EXPECT_THAT([&] { (void)parse_model_config(j, "v2.json"); },
               ThrowsMessage<Error>(HasSubstr("v2.json: field 'scoring_func'")));
+  // Prediction layers are bounded as layers are (each is a checkpoint prefix to match).
+  j["scoring_func"] = "softmax";
+  j["num_nextn_predict_layers"] = 100000000;
+  EXPECT_THAT([&] { (void)parse_model_config(j, "v2.json"); },
+              ThrowsMessage<Error>(HasSubstr("field 'num_nextn_predict_layers': 100000000")));
 }
 
 TEST(ModelParams, Gemma7B) {
