@@ -211,6 +211,9 @@ struct CheckpointReport {
   // (Note [Experts stored one by one] in tensor/safetensors_check.cpp): present, every slice of
   // the right shape; materialize reads each slice into its place.
   std::vector<std::string> stacked_experts;
+  // For a fused expert tensor stored one by one with slices absent: the names those slices would
+  // have, in the naming of the slices present (the fused tensor itself is listed as missing).
+  std::vector<std::string> missing_slices;
   // A multimodal checkpoint (Note [Multimodal checkpoints] in tensor/safetensors_check.cpp): the
   // prefix its language model is under ("language_model." or "model.language_model."; "" for a
   // language model's own checkpoint), and its tensors outside the language model (vision

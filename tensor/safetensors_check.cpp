@@ -51,6 +51,19 @@ std::string fused_module_name(std::string_view module) {
   return out;
 }
 
+// The name of expert `expert`'s slice `part` (0 gate, 1 up, 2 down) in the naming of `held`,
+// another slice's checkpoint name: "<module>.experts.<e>.<proj>.weight", Mixtral's w1/w3/w2 or
+// gate_proj/up_proj/down_proj.
+std::string slice_name(std::string_view held, int64_t expert, int part) {
+  const size_t at = held.rfind(".experts.");
+  const bool mixtral =
+      held.ends_with(".w1.weight") || held.ends_with(".w2.weight") || held.ends_with(".w3.weight");
+  static constexpr std::array<std::string_view, 3> kHf = {"gate_proj", "up_proj", "down_proj"};
+  static constexpr std::array<std::string_view, 3> kMixtral = {"w1", "w3", "w2"};
+  return std::string(held.substr(0, at + 9)) + std::to_string(expert) + "." +
+         std::string((mixtral ? kMixtral : kHf)[static_cast<size_t>(part)]) + ".weight";
+}
+
 std::optional<ExpertSlice> expert_slice(std::string_view name) {
   const size_t at = name.rfind(".experts.");
   if (at == std::string_view::npos || !name.ends_with(".weight")) return std::nullopt;
@@ -401,7 +414,18 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
     r.unexpected.push_back(t.name);
   }
   for (const auto& [name, s] : slots) {
-    if (std::find(s.begin(), s.end(), -1) != s.end()) continue;
+    if (std::find(s.begin(), s.end(), -1) != s.end()) {
+      const auto held = std::find_if(s.begin(), s.end(), [](int64_t i) { return i >= 0; });
+      if (held == s.end()) continue;
+      const bool down = name.ends_with("down_proj");
+      for (size_t k = 0; k < s.size(); ++k) {
+        if (s[k] != -1) continue;
+        r.missing_slices.push_back(slice_name(ck.tensors[static_cast<size_t>(*held)].name,
+                                              static_cast<int64_t>(down ? k : k / 2),
+                                              down ? 2 : static_cast<int>(k % 2)));
+      }
+      continue;
+    }
     present.insert(name);
     r.stacked_experts.push_back(name);
     if (std::find(s.begin(), s.end(), kStoredQuantized) != s.end()) {
@@ -427,6 +451,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   std::sort(r.stacked_experts.begin(), r.stacked_experts.end());
   std::sort(r.unexpected.begin(), r.unexpected.end());
   std::sort(r.stored_quantized.begin(), r.stored_quantized.end());
+  std::sort(r.missing_slices.begin(), r.missing_slices.end());
   return out;  // the other lists follow ck.tensors: sorted already
 }
 
@@ -463,6 +488,7 @@ void to_json(json& j, const CheckpointReport& r) {
            {"tied_omitted", r.tied_omitted},
            {"stripped_prefix", r.stripped_prefix},
            {"stacked_experts", r.stacked_experts},
+           {"missing_slices", r.missing_slices},
            {"language_model_prefix", r.language_model_prefix},
            {"outside_language_model", r.outside_language_model},
            {"beyond_model", r.beyond_model},
@@ -499,6 +525,7 @@ void from_json(const json& j, CheckpointReport& r) {
   out.tied_omitted = f.strings("tied_omitted");
   out.stripped_prefix = f.str("stripped_prefix");
   if (f.has("stacked_experts")) out.stacked_experts = f.strings("stacked_experts");
+  if (f.has("missing_slices")) out.missing_slices = f.strings("missing_slices");
   if (f.has("language_model_prefix")) out.language_model_prefix = f.str("language_model_prefix");
   if (f.has("outside_language_model")) {
     out.outside_language_model = f.strings("outside_language_model");

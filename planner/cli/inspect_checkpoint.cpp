@@ -51,6 +51,7 @@ void print_check(const nlohmann::json& check) {
               << '\n';
   };
   list("missing", "missing         ");
+  list("missing_slices", "missing slices  ");
   list("unexpected", "unexpected      ");
   for (const auto& m : check["shape_mismatches"]) {
     std::cout << "  shape mismatch    " << m["name"].get<std::string>() << ": checkpoint "

@@ -31,7 +31,11 @@ namespace {
 std::string first_finding(const CheckpointReport& r) {
   const size_t more = r.missing.size() + r.unexpected.size() + r.shape_mismatches.size() - 1;
   std::string what;
-  if (!r.missing.empty()) {
+  if (!r.missing_slices.empty()) {
+    // A fused expert tensor stored one by one: name the slice the file lacks.
+    what = "tensor '" + r.missing_slices.front() +
+           "' (one expert's slice of a fused tensor of the model) is missing";
+  } else if (!r.missing.empty()) {
     what = "tensor '" + r.missing.front() + "' of the model is missing";
   } else if (!r.unexpected.empty()) {
     what = "tensor '" + r.unexpected.front() + "' is not in the model";

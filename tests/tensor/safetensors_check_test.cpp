@@ -207,6 +207,9 @@ TEST_F(CheckCheckpointTest, ExpertsStoredOneByOneFitTheFusedTensors) {
   EXPECT_FALSE(r.loadable());
   EXPECT_EQ(r.missing, (Names{"model.layers.1.mlp.experts.down_proj",
                               "model.layers.1.mlp.experts.gate_up_proj"}));
+  // The slices the file lacks, named as the file names the others.
+  const std::string x3 = "model.layers.1.block_sparse_moe.experts.3.";
+  EXPECT_EQ(r.missing_slices, (Names{x3 + "w1.weight", x3 + "w2.weight", x3 + "w3.weight"}));
   // A slice of the wrong width is a shape mismatch naming the checkpoint's tensor.
   std::vector<StEntry> wide = per_expert_entries(false);
   for (StEntry& e : wide) {
