@@ -358,7 +358,8 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   // for or sit beside; the slice's element count, or 0 for a whole tensor.
   auto slice_of = [&](const std::string& base) -> std::optional<ExpertSlice> {
     std::optional<ExpertSlice> x = expert_slice(base);
-    if (!x || !by_name.count(x->fused)) return std::nullopt;
+    // As for slices stored as they are: none of a fused tensor the checkpoint holds whole.
+    if (!x || !by_name.count(x->fused) || ck.find(x->fused)) return std::nullopt;
     const Tensor& fused = by_name.at(x->fused)->tensor;
     if (fused.dim() != 3 || x->expert >= fused.size(0)) return std::nullopt;
     return x;

@@ -1,7 +1,8 @@
 // match_checkpoint on thousands of random checkpoints: a tiny Mixtral's tensors saved in the forms
 // real checkpoints take (per-expert slices under Mixtral's or Qwen's names, a multimodal prefix,
 // quantized stand-ins and scales, a prediction layer), then mutated (a tensor dropped, a shape
-// changed, a stranger added, a slice saved twice). Whatever the input, the report accounts for
+// changed, a stranger added, a slice saved twice, a fused tensor beside its slices, a second
+// stand-in). Whatever the input, the report accounts for
 // every checkpoint tensor exactly once, every part list holds exactly its model tensor's
 // elements, and a loadable checkpoint gives every model tensor its bytes or says it is quantized.
 #include <gtest/gtest.h>
@@ -102,7 +103,7 @@ void mutate(std::vector<Entry>& e, std::mt19937& rng) {
   const int n = static_cast<int>(rng() % 4);
   for (int k = 0; k < n && !e.empty(); ++k) {
     Entry& pick = e[rng() % e.size()];
-    switch (rng() % 5) {
+    switch (rng() % 7) {
       case 0:
         pick = e.back();
         e.pop_back();
@@ -126,6 +127,21 @@ void mutate(std::vector<Entry>& e, std::mt19937& rng) {
           }
         }
         e.push_back(twin);
+        break;
+      }
+      case 4: {  // a fused expert tensor stored whole beside (or instead of) its slices
+        const bool down = rng() % 2 == 0;
+        e.push_back({std::string("model.layers.") + (rng() % 2 ? "0" : "1") + ".mlp.experts." +
+                         (down ? "down_proj" : "gate_up_proj"),
+                     DType::kBFloat16,
+                     down ? std::vector<int64_t>{3, 32, 16} : std::vector<int64_t>{3, 32, 32}});
+        break;
+      }
+      case 5: {  // a second stand-in for a packed tensor
+        const size_t at = pick.name.find(".weight_packed");
+        if (at != std::string::npos) {
+          e.push_back({pick.name.substr(0, at) + ".qweight", DType::kInt32, pick.shape});
+        }
         break;
       }
       default:
