@@ -315,14 +315,16 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
         if (fused.dtype() != t.dtype) r.dtype_mismatches.push_back(std::move(m));
         continue;
       }
-      // One expert's slice: [F, H] of gate_up_proj [E, 2F, H], [H, F] of down_proj [E, H, F].
-      DimVector want;
-      if (fused.dim() == 3 && x->expert < fused.size(0)) {
-        want = x->part == 2 ? DimVector{fused.size(1), fused.size(2)}
-                            : DimVector{fused.size(1) / 2, fused.size(2)};
+      // An expert the model does not have (experts.7 of 4) is not the model's tensor.
+      if (fused.dim() != 3 || x->expert >= fused.size(0)) {
+        r.unexpected.push_back(t.name);
+        continue;
       }
+      // One expert's slice: [F, H] of gate_up_proj [E, 2F, H], [H, F] of down_proj [E, H, F].
+      const DimVector want = x->part == 2 ? DimVector{fused.size(1), fused.size(2)}
+                                          : DimVector{fused.size(1) / 2, fused.size(2)};
       CheckpointReport::Mismatch m{t.name, want, t.shape, fused.dtype(), t.dtype};
-      if (want.empty() || want != t.shape) {
+      if (want != t.shape) {
         out.mis_shaped.emplace(target.name, m);
         r.shape_mismatches.push_back(std::move(m));
         continue;

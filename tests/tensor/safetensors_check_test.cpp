@@ -219,6 +219,13 @@ TEST_F(CheckCheckpointTest, ExpertsStoredOneByOneFitTheFusedTensors) {
   ASSERT_EQ(w.shape_mismatches.size(), 1U);
   EXPECT_EQ(w.shape_mismatches[0].name, "model.layers.0.mlp.experts.2.up_proj.weight");
   EXPECT_EQ(w.shape_mismatches[0].expected_shape, (DimVector{96, 64}));
+  // An expert the model does not have is unexpected, its place incomplete neither.
+  std::vector<StEntry> extra = per_expert_entries(false);
+  extra.push_back({"model.layers.0.mlp.experts.7.up_proj.weight", "BF16", {96, 64}});
+  const CheckpointReport x = check_checkpoint(checkpoint(extra), *model);
+  EXPECT_EQ(x.unexpected, Names{"model.layers.0.mlp.experts.7.up_proj.weight"});
+  EXPECT_TRUE(x.shape_mismatches.empty());
+  EXPECT_EQ(x.stacked_experts.size(), 4U);
 }
 
 // The same slice under both of its names (w1 and gate_proj of expert 0) fills its place once: the
