@@ -9,6 +9,7 @@
 // the transformers model; they are read into ModelConfig::mtp_layers.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "tensor/models/rotary_decoder.h"
 
@@ -40,14 +41,29 @@ void parse_latent_attention(const ConfigFields& f, ModelConfig& c) {
   f.boolean("rope_interleave", true);  // a permutation of the rotated channels: no count changes
 }
 
-void parse(const ConfigFields& f, ModelConfig& c) {
-  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 4096, .rms_norm_eps = 1e-6});
+// What DeepseekV2Config and DeepseekV3Config default differently, and the router's scores.
+struct DeepseekDefaults {
+  int64_t max_position_embeddings = 4096;
+  models::DeepseekMoeDefaults moe;
+  std::string_view scoring_func = "sigmoid";
+};
+
+// The fields both versions read; DeepSeek's own config.json names what transformers infers
+// (scoring_func): its value must be the version's.
+void parse_deepseek(const ConfigFields& f, ModelConfig& c, const DeepseekDefaults& d) {
+  models::parse_rotary_decoder(
+      f, c, {.max_position_embeddings = d.max_position_embeddings, .rms_norm_eps = 1e-6});
   parse_latent_attention(f, c);
-  models::parse_deepseek_moe(f, c, {.first_k_dense_replace = 3, .n_shared_experts = 1});
-  // DeepSeek's own config.json names what transformers infers: accept its values.
-  if (f.has("scoring_func") && f.string("scoring_func", "sigmoid") != "sigmoid") {
-    f.fail("scoring_func", "only sigmoid routing (DeepSeek-V3) is built, expected \"sigmoid\"");
+  models::parse_deepseek_moe(f, c, d.moe);
+  const std::string scoring(d.scoring_func);
+  if (f.has("scoring_func") && f.string("scoring_func", scoring) != scoring) {
+    f.fail("scoring_func",
+           "this model routes by " + scoring + " scores, expected \"" + scoring + "\"");
   }
+}
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  parse_deepseek(f, c, {.moe = {.first_k_dense_replace = 3, .n_shared_experts = 1}});
   f.string("topk_method", "noaux_tc");
 }
 
@@ -77,12 +93,10 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
 // as DeepSeek-V3's, routed by softmax scores (greedy or group-limited top-k), so the router has
 // no score-correction bias.
 void parse_v2(const ConfigFields& f, ModelConfig& c) {
-  models::parse_rotary_decoder(f, c, {.max_position_embeddings = 2048, .rms_norm_eps = 1e-6});
-  parse_latent_attention(f, c);
-  models::parse_deepseek_moe(f, c, {.first_k_dense_replace = 0, .n_shared_experts = 2});
-  if (f.has("scoring_func") && f.string("scoring_func", "softmax") != "softmax") {
-    f.fail("scoring_func", "DeepSeek-V2 routes by softmax scores, expected \"softmax\"");
-  }
+  parse_deepseek(f, c,
+                 {.max_position_embeddings = 2048,
+                  .moe = {.first_k_dense_replace = 0, .n_shared_experts = 2},
+                  .scoring_func = "softmax"});
   const std::string method = f.string("topk_method", "greedy");
   if (method != "greedy" && method != "group_limited_greedy") {
     f.fail("topk_method", "\"" + method.substr(0, 40) +
