@@ -16,7 +16,9 @@
 #   7. with two GPUs or more, `rehearse --device cuda` of a tp x dp plan through NCCL (NCCL refuses
 #      two ranks on one GPU: with one GPU, two ranks must be refused as bad input, exit 2);
 #   8. a one-GPU rehearsal of Llama 2 7B: one layer's GEMMs timed with cuBLAS at the plan's shapes
-#      beside the prediction, and `calibrate --rehearsal` fitting hgx-h200's compute figures to it;
+#      beside the prediction, its attention calls timed by scripts/time_attention.py (PyTorch's
+#      fused kernel, where PyTorch imports), and `calibrate --rehearsal` fitting hgx-h200's compute
+#      figures to it and comparing the attention;
 #   9. the CUDA fill's throughput (bench_init_fill_cuda_bench) beside PyTorch's on the same GPU
 #      (scripts/bench_init_fill_cuda_torch.py, where PyTorch imports).
 #   bash scripts/gpu_check.sh [build-dir]          # default: build (the default preset's folder)
@@ -102,6 +104,10 @@ echo "== gpu_check.sh: a one-GPU rehearsal: llama2-7b's layer GEMMs through cuBL
 "$bin/shardplan" plan --model llama2-7b --cluster hgx-h200 --gpus 1 --seq 4096 --global-batch 8 \
   --out "$work/one.json" > /dev/null
 "$bin/shardplan" rehearse --plan "$work/one.json" --device cuda --out "$work/one-rehearsal.json"
+if python3 -c "import torch" 2> /dev/null; then
+  # Note [Rehearsed attention]: the attention calls, timed with PyTorch's fused kernel.
+  python3 scripts/time_attention.py "$work/one-rehearsal.json"
+fi
 "$bin/shardplan" calibrate --cluster hgx-h200 --rehearsal "$work/one-rehearsal.json" \
   --out "$work/h200-rehearsed.json"
 echo "== gpu_check.sh: llama2-7b's parameters filled on the GPU (init time)"

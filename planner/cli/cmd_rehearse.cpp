@@ -3,7 +3,8 @@
 // "Rehearsal"):
 //   mpirun -np 8 shardplan rehearse --plan plan.json [--device cuda] [--calls 20] [--out r.json]
 // With --device cuda, rank 0 also times one layer of each kind's GEMMs with cuBLAS (Note [Layer
-// GEMMs] in planner/materialize/layer_gemms.h); a one-rank plan rehearses that alone.
+// GEMMs] in planner/materialize/layer_gemms.h) and lists its attention calls for
+// scripts/time_attention.py (Note [Rehearsed attention]); a one-rank plan rehearses that alone.
 // Bad input (the plan, a world size that is not the plan's) is found on every rank before any
 // collective runs and agreed with one all-reduce, as materialize does (Note [Materialize failure
 // policy] in planner/materialize/rank_driver.h); a failure at run time aborts the job.
@@ -24,6 +25,7 @@
 #include "planner/cli/cli_common.h"
 #include "planner/cli/placement_args.h"
 #include "planner/cli/text_format.h"
+#include "planner/materialize/layer_attention.h"
 #include "planner/materialize/layer_gemms.h"
 #include "planner/materialize/link_sweep.h"
 #include "planner/materialize/rank_driver.h"
@@ -98,7 +100,22 @@ struct ComputeTimed {
   std::vector<planner::LayerGemm> gemms;
   planner::LayerTimings timings;
   std::string skipped;  // why not, on a GPU rehearsal
+  // Note [Rehearsed attention]: timed by scripts/time_attention.py, priced with this stack's
+  // kernel.
+  std::vector<planner::AttentionCall> attention;
+  std::string attention_stack;
 };
+
+// The attention kernel of the plan's stack (Note [Attention kernels]). A plan names its stack as
+// given to --stack; a stack file since moved prices the cluster's fused kernel and says so.
+std::pair<planner::AttentionKernel, std::string> plan_attention_kernel(const planner::PlanFile& f) {
+  try {
+    return {planner::load_stack(planner::resolve_stack(f.stack)).attention_kernel, f.stack};
+  } catch (const Error& e) {
+    return {planner::AttentionKernel::kFused,
+            "the cluster's fused kernel (the plan's stack: " + std::string(e.what()) + ")"};
+  }
+}
 
 nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::PlanFile& f,
                                       const planner::Rehearsal& r,
@@ -136,6 +153,8 @@ nlohmann::ordered_json rehearsal_json(const RehearseArgs& a, const planner::Plan
   if (!no_sweep.empty()) j["links_skipped"] = no_sweep;
   if (!compute.gemms.empty()) {
     j["compute"] = planner::compute_measurement_json(compute.gemms, compute.timings);
+    j["compute"]["attention_stack"] = compute.attention_stack;
+    j["compute"]["attention_calls"] = planner::attention_calls_json(compute.attention);
   } else if (!compute.skipped.empty()) {
     j["compute_skipped"] = compute.skipped;
   }
@@ -185,6 +204,22 @@ void print_compute(const ComputeTimed& c) {
               << seconds_text(p) << ", measured " << seconds_text(m) << " (ratio "
               << ratio_text(m, p) << ")\n";
   }
+  if (c.attention.empty()) return;
+  std::cout << "attention calls (Note [Rehearsed attention]; priced with " << c.attention_stack
+            << "): shardplan does not time them, 'python3 scripts/time_attention.py' does on this "
+               "GPU from the --out file\n";
+  rows.clear();
+  for (const planner::AttentionCall& x : c.attention) {
+    std::ostringstream shape;
+    shape << x.batch << " x " << x.heads << "/" << x.kv_heads << " heads x " << x.queries << " x "
+          << x.keys << " x " << x.head_dim;
+    if (x.value_dim != x.head_dim) shape << "/" << x.value_dim;
+    shape << (x.causal ? " causal" : "");
+    rows.push_back({x.layer, shape.str(), seconds_text(x.predicted_forward_s),
+                    seconds_text(x.predicted_backward_s), x.stands_for});
+  }
+  print_table({"layer", "batch x heads x queries x keys x dim", "forward", "backward", "for"}, rows,
+              {false, false, true, true, false});
 }
 
 void print_rehearsal(const RehearseArgs& a, const planner::PlanFile& f, const planner::Rehearsal& r,
@@ -309,6 +344,9 @@ void run_job(CliContext& ctx, const RehearseArgs& a, RehearsalJob& job) {
     if (a.device == "cuda" && a.compute && world.rank() == 0) {
       compute.gemms = planner::layer_gemms(f);
       compute.timings = planner::time_layer_gemms(compute.gemms, 10);
+      const auto [kernel, stack] = plan_attention_kernel(f);
+      compute.attention = planner::layer_attention(f, kernel);
+      compute.attention_stack = stack;
     }
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;

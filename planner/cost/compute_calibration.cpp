@@ -223,27 +223,29 @@ ComputeCalibration calibrate_compute(const collectives::Cluster& base, const Sta
     const nlohmann::json& rows = doc.array("attention");
     for (size_t i = 0; i < rows.size(); ++i) {
       JsonFields r(rows[i], origin, "attention[" + std::to_string(i) + "]");
-      const double heads = static_cast<double>(r.integer("heads", 1));
-      const double batch = static_cast<double>(r.integer("batch", 1));
-      const int64_t seq = r.integer("seq", 1);
-      const int64_t dim = r.integer("head_dim", 1);
+      // Optional, for rehearse's calls (scripts/time_attention.py): keys other than the
+      // queries, a value width other than the head's, no causal mask. Bounds far beyond any
+      // kernel's keep the tile counts of attention_efficiency inside int64.
+      constexpr int64_t kTokens = int64_t{1} << 30, kWidth = 1 << 16;
+      const int64_t seq = r.integer("seq", 1, kTokens);
+      const int64_t dim = r.integer("head_dim", 1, kWidth);
+      const AttentionShape shape{
+          .batch_heads = r.integer("batch", 1, kTokens) * r.integer("heads", 1, kWidth),
+          .queries = seq,
+          .keys = r.has("keys") ? r.integer("keys", 1, kTokens) : seq,
+          .head_dim = dim,
+          .value_dim = r.has("value_dim") ? r.integer("value_dim", 1, kWidth) : dim,
+          .causal = r.has("causal") ? r.boolean("causal") : true};
       const double seconds = positive_seconds(r, "forward_s") + positive_seconds(r, "backward_s");
-      // The full square's forward FLOPs, 2 products of 2 L S E per (batch x head), at the rate
-      // that counts the causal half FlashAttention skips; the backward takes 2 / 0.8 + 0.5 of
-      // the forward (Note [Attention backward rate]).
-      const ComputeModel attn = attention_compute(a);
-      const double full = 4.0 * batch * heads * static_cast<double>(seq) *
-                          static_cast<double>(seq) * static_cast<double>(dim);
-      const double forward_s =
-          full / (attn.peak_flops * attention_efficiency(attn, static_cast<int64_t>(batch * heads),
-                                                         seq, seq, dim, dim, true));
-      const double predicted = forward_s * (1 + 2 / kFlashBackwardRate + 0.5);
+      const OpSeconds p = fused_attention_seconds(attention_compute(a), shape);
+      const double predicted = p.forward + p.backward + p.recompute;
       out.attention_ratio.push_back(predicted / seconds);
     }
   }
   // Read and reported by the measuring scripts, not fitted; any other key is a typo or another
   // file, refused like every other shardplan file's.
-  for (const char* informational : {"idle", "attention_kernels", "source", "layers"}) {
+  for (const char* informational : {"idle", "attention_kernels", "source", "layers",
+                                    "attention_calls", "attention_stack", "attention_timed_by"}) {
     if (doc.has(informational)) (void)doc.get(informational);
   }
   doc.done();

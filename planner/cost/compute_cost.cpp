@@ -133,6 +133,16 @@ double attention_efficiency(const ComputeModel& a, int64_t batch_heads, int64_t 
   return causal_skip ? 2 * pair : pair;
 }
 
+OpSeconds fused_attention_seconds(const ComputeModel& attn, const AttentionShape& s) {
+  const double square = 2.0 * static_cast<double>(s.batch_heads) * static_cast<double>(s.queries) *
+                        static_cast<double>(s.keys) * static_cast<double>(s.head_dim + s.value_dim);
+  const double forward =
+      square / (attn.peak_flops * attention_efficiency(attn, s.batch_heads, s.queries, s.keys,
+                                                       s.head_dim, s.value_dim, s.causal));
+  return {
+      .forward = forward, .backward = 2 * forward / kFlashBackwardRate, .recompute = 0.5 * forward};
+}
+
 OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double gemm_eff,
                      double scale) {
   OpSeconds t;

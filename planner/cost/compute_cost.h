@@ -133,6 +133,24 @@ OpSeconds op_seconds(const ComputeModel& a, const tensor::TrainingOp& op, double
 // (Note [FP8 GEMMs]).
 ComputeModel attention_compute(const ComputeModel& a);
 
+// One call of a fused attention kernel: batch x heads of `queries` against `keys`, with
+// `head_dim` query/key and `value_dim` value channels per head, with a causal mask or none.
+struct AttentionShape {
+  int64_t batch_heads = 1;
+  int64_t queries = 1;
+  int64_t keys = 1;
+  int64_t head_dim = 1;
+  int64_t value_dim = 1;
+  bool causal = true;
+};
+
+// The seconds of one fused call at `attn`'s rate (attention_compute, times the stack's kernel
+// rate): the forward counts the full square's 2 L S (E + Ev) FLOPs per batch x head at
+// attention_efficiency (a causal call skipping the masked half); the backward's gradient
+// products are twice that at kFlashBackwardRate of the rate and its recomputed Q K^T half of it
+// at the rate (Note [Attention backward rate]): `recompute`, which the kernel's backward runs.
+OpSeconds fused_attention_seconds(const ComputeModel& attn, const AttentionShape& s);
+
 // `a` for a GEMM that stays 16-bit under fp8 (the LM head): the bf16 peak and ceiling, no
 // quantization. `a` itself when its GEMMs are not fp8.
 ComputeModel sixteen_bit_compute(const ComputeModel& a);

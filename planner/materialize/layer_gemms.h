@@ -11,7 +11,7 @@
 // rows, the experts the rank holds as a batch of GEMMs). Each gives three GEMMs: the forward
 // (M x N, reducing K), the input gradient (M x K, reducing N) and the weight gradient (N x K,
 // reducing M). The attention core is left out: it is one fused kernel (FlashAttention), not
-// cuBLAS GEMMs, and timing it needs that kernel (scripts/gpu_measure.py does, through PyTorch).
+// cuBLAS GEMMs; rehearse lists it as calls for PyTorch to time (Note [Rehearsed attention]).
 // Predicted seconds are 2 batch M N K over the GEMM dtype's peak times the model's efficiency for
 // that shape (Note [GEMM efficiency]), in bf16 even for an fp8 plan, since cuBLAS runs them in
 // bf16 here: the rehearsal checks the ceiling and the shape factor, not the fp8 speedup.

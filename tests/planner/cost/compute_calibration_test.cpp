@@ -116,6 +116,39 @@ TEST(ComputeCalibration, TheMeasuredH100) {
   EXPECT_EQ(r.attention_ratio.size(), m["attention"].size());
 }
 
+// Attention rows with rehearse's optional fields (keys, value_dim, causal; Note [Rehearsed
+// attention]), priced by hand. 132 batch x heads on the H100's 132 SMs fill whole waves:
+//   Q K^T 1024 x 1024 reducing 128: 64 tiles each, 64 waves; reduction 128 / (128 + 64) = 2/3;
+//   P V 1024 x 128 reducing 1024: 8 tiles each, 8 waves; reduction 1024 / 1088;
+//   with values of 64: P V's tile is half full (1024 x 64 of 1024 x 128), and against 2048 keys
+//   Q K^T has 128 tiles each (128 waves) and P V reduces 2048 / 2112.
+// The pair's rate is the FLOP-weighted harmonic mean (E + Ev) / (E / qk + Ev / pv), doubled by a
+// causal mask; the forward does 2 L S (E + Ev) per batch x head; a row measures forward +
+// backward, 1 + 2 / 0.8 + 0.5 = 4 forwards.
+TEST(ComputeCalibration, AttentionRowsOfRehearsedCalls) {
+  nlohmann::json m = synthetic();
+  const ComputeCalibration base = calibrate_compute(h100(), default_stack(), m, "m.json");
+  const ComputeModel a = attention_compute(compute_model(base.cluster, Precision::kBf16));
+  auto forward = [&](double keys, double value_dim, double qk, double pv) {
+    const double pair = (128 + value_dim) / (128 / qk + value_dim / pv);
+    return 2 * 132 * 1024 * keys * (128 + value_dim) / (a.peak_flops * a.matmul_efficiency * pair);
+  };
+  const double plain = forward(1024, 128, 2.0 / 3, 1024.0 / 1088);
+  const double narrow = forward(2048, 64, 2.0 / 3, 0.5 * 2048 / 2112);
+  auto row = [](int64_t keys, int64_t value_dim, bool causal, double fwd) {
+    return nlohmann::json{{"batch", 2},       {"heads", 66},      {"seq", 1024},
+                          {"keys", keys},     {"head_dim", 128},  {"value_dim", value_dim},
+                          {"causal", causal}, {"forward_s", fwd}, {"backward_s", 3 * fwd}};
+  };
+  m["attention"] = {row(1024, 128, false, plain), row(1024, 128, true, plain),
+                    row(2048, 64, false, narrow)};
+  const ComputeCalibration r = calibrate_compute(h100(), default_stack(), m, "m.json");
+  ASSERT_EQ(r.attention_ratio.size(), 3u);
+  EXPECT_NEAR(r.attention_ratio[0], 1.0, 1e-12);
+  EXPECT_NEAR(r.attention_ratio[1], 0.5, 1e-12);  // a causal call skips half: priced at half
+  EXPECT_NEAR(r.attention_ratio[2], 1.0, 1e-12);
+}
+
 TEST(ComputeCalibration, BadMeasurementsNameTheField) {
   nlohmann::json m = synthetic();
   m["streaming_multiprocessors"] = 114;

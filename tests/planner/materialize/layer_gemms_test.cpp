@@ -14,26 +14,10 @@
 #include "planner/plan/plan_file.h"
 #include "planner/search/planner.h"
 #include "tensor/models/model_config.h"
+#include "tests/planner/materialize/pinned_plan.h"
 
 namespace shardplan::planner {
 namespace {
-
-// The best plan of `model` on dgx-h100 with tp, pp, cp and ep pinned (dp: 0 leaves it free).
-PlanFile plan_of(const std::string& model, int64_t gpus, int64_t seq, int64_t tp, int64_t pp,
-                 int64_t cp, int64_t ep = 1, int64_t dp = 0) {
-  Pins pins;
-  pins.tp = tp;
-  pins.pp = pp;
-  pins.cp = cp;
-  pins.ep = ep;
-  if (dp > 0) pins.dp = dp;
-  Planner p(tensor::find_model_config(model),
-            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
-            {.gpus = gpus, .seq = seq, .global_batch = 256}, {});
-  const SearchResult r = p.search(pins, 1);
-  EXPECT_FALSE(r.top.empty());
-  return plan_file(p, r.top.at(0), model, 1);
-}
 
 const LayerGemm* find(const std::vector<LayerGemm>& gs, const std::string& module,
                       const std::string& pass) {
