@@ -173,13 +173,22 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   }
   t.kv_bytes = 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
   t.attention_window = kind.window;
-  t.sliding = kind.attention == tensor::AttentionType::kSliding;
+  // The indexer's top-k keys are a band of that width per query, as a sliding window's.
+  t.sliding = kind.attention == tensor::AttentionType::kSliding ||
+              kind.attention == tensor::AttentionType::kSparse;
   if (kind.ffn == tensor::FfnKind::kMoe) {
     t.moe_dispatch_bytes = static_cast<int64_t>(std::ceil(
         key.moe_imbalance * static_cast<double>(key.micro_batch * key.seq *
                                                 cfg.num_experts_per_tok * cfg.hidden_size * item)));
   }
   return t;
+}
+
+bool windowed_attention(const TracedModel& t, size_t i) {
+  const TrainingOp& op = t.step.ops[i];
+  if (t.attention_window <= 0 || op.op != "scaled_dot_product_attention") return false;
+  // Note [Lightning indexer trace]: the indexer scores every earlier key.
+  return op.call < 0 || !t.step.calls[static_cast<size_t>(op.call)].type.ends_with("Indexer");
 }
 
 GemmShape local_gemm_shape(const TracedModel& t, size_t i, const RankSplit& split) {
@@ -234,7 +243,7 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
   // The fused attention of a windowed block attends min(window, keys) keys per query: under
   // context parallelism the traced s / cp local keys grow to s, bounded by the window.
   auto windowed = [&](const TrainingOp& op) {
-    return t.attention_window > 0 && op.op == "scaled_dot_product_attention";
+    return windowed_attention(t, static_cast<size_t>(&op - st.ops.data()));
   };
   auto bounded = [&](int64_t keys) {
     return t.attention_window > 0 ? std::min(keys, t.attention_window) : keys;

@@ -127,6 +127,11 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
                             const TraceKey& key);
 TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key);
 
+// Whether op i of `t` is an attention whose keys the layer's window, chunk or top-k bound (not
+// the lightning indexer's scoring, which reads every earlier key: Note [Lightning indexer trace]
+// in tensor/models/latent_attention.h).
+bool windowed_attention(const TracedModel& t, size_t i);
+
 struct RankSplit {
   int64_t tp = 1;
   bool sequence_parallel = false;

@@ -47,14 +47,16 @@ std::vector<AttentionCall> layer_attention(const PlanFile& plan, AttentionKernel
       AttentionCall call;
       call.layer = tensor::describe(kind);
       call.batch = dim_from_end(q, 3);
-      call.heads = ceil_div(dim_from_end(q, 2), c.tp);
-      call.kv_heads = ceil_div(dim_from_end(k, 2), c.tp);
+      // A replicated attention (the lightning indexer) runs all its heads on every rank.
+      const int64_t split = t.split[i] == OpSplit::kReplicated ? 1 : c.tp;
+      call.heads = ceil_div(dim_from_end(q, 2), split);
+      call.kv_heads = ceil_div(dim_from_end(k, 2), split);
       call.head_dim = dim_from_end(q, 0);
       call.value_dim = dim_from_end(v, 0);
       const int64_t queries = dim_from_end(q, 1);
       const int64_t all_keys = dim_from_end(k, 1) * c.cp;
       const int64_t keys =
-          t.attention_window > 0 ? std::min(all_keys, t.attention_window) : all_keys;
+          windowed_attention(t, i) ? std::min(all_keys, t.attention_window) : all_keys;
       if (t.sliding && keys < all_keys) {
         call.stands_for = "a sliding window: each of " + std::to_string(queries) +
                           " queries against its " + std::to_string(keys) + " keys";

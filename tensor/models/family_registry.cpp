@@ -11,10 +11,13 @@ namespace shardplan::tensor {
 // Defined in tensor/models/family_<model_type>.cpp.
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
+extern const ModelFamily kDeepseekV32Family;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
 extern const ModelFamily kGlm4MoeFamily;
+extern const ModelFamily kGlm4MoeLiteFamily;
+extern const ModelFamily kGlmMoeDsaFamily;
 extern const ModelFamily kGpt2Family;
 extern const ModelFamily kGptOssFamily;
 extern const ModelFamily kGptNeoxFamily;
@@ -33,10 +36,12 @@ extern const ModelFamily kQwen3MoeFamily;
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV2Family, &kDeepseekV3Family, &kGemmaFamily,    &kGemma2Family,  &kGemma3TextFamily,
-    &kGlm4MoeFamily,    &kGpt2Family,       &kGptOssFamily,   &kGptNeoxFamily, &kKimiK2Family,
-    &kLlamaFamily,      &kLlama4TextFamily, &kMistralFamily,  &kMixtralFamily, &kOlmo2Family,
-    &kPhi3Family,       &kQwen2Family,      &kQwen2MoeFamily, &kQwen3Family,   &kQwen3MoeFamily,
+    &kDeepseekV2Family, &kDeepseekV3Family, &kDeepseekV32Family, &kGlm4MoeLiteFamily,
+    &kGlmMoeDsaFamily,  &kGemmaFamily,      &kGemma2Family,      &kGemma3TextFamily,
+    &kGlm4MoeFamily,    &kGpt2Family,       &kGptOssFamily,      &kGptNeoxFamily,
+    &kKimiK2Family,     &kLlamaFamily,      &kLlama4TextFamily,  &kMistralFamily,
+    &kMixtralFamily,    &kOlmo2Family,      &kPhi3Family,        &kQwen2Family,
+    &kQwen2MoeFamily,   &kQwen3Family,      &kQwen3MoeFamily,
 };
 
 }  // namespace

@@ -8,10 +8,47 @@
 namespace shardplan::tensor::models {
 namespace {
 
+// Note [Lightning indexer trace]: the indexer's projections, and its scoring as one fused call.
+class LightningIndexer : public Module {
+ public:
+  LightningIndexer(const ModelConfig& c, const std::string& prefix, const TensorOptions& o)
+      : Module(prefix + "Indexer"),
+        heads_(c.index_n_heads),
+        dim_(c.index_head_dim),
+        rope_(c.qk_rope_head_dim) {
+    const int64_t h = c.hidden_size;
+    register_module("wq_b", std::make_shared<Linear>(c.q_lora_rank, heads_ * dim_, false, o));
+    register_module("wk", std::make_shared<Linear>(h, dim_, false, o));
+    register_module("k_norm", std::make_shared<LayerNorm>(DimVector{dim_}, 1e-6, true, true, o));
+    register_module("weights_proj", std::make_shared<Linear>(h, heads_, false, o));
+  }
+
+  // x [B, S, h], q_latent [B, S, q_lora_rank]: the per-query scores of every earlier key,
+  // [B, m, S, 1] (what the top-k selection reads).
+  Tensor run(const Tensor& x, const Tensor& q_latent, const Tensor& cos_t, const Tensor& sin_t) {
+    CallScope scope(*this);
+    const Tensor q = split_heads(child("wq_b")->call(q_latent), heads_, dim_);
+    const Tensor q_all = cat(
+        {apply_rotary(narrow(q, -1, 0, rope_), cos_t, sin_t), narrow(q, -1, rope_, dim_ - rope_)},
+        -1);
+    const Tensor k = split_heads(child("k_norm")->call(child("wk")->call(x)), 1, dim_);
+    const Tensor k_all = cat(
+        {apply_rotary(narrow(k, -1, 0, rope_), cos_t, sin_t), narrow(k, -1, rope_, dim_ - rope_)},
+        -1);
+    const Tensor w = split_heads(child("weights_proj")->call(x), 1, heads_);  // [B, 1, S, m]
+    return scaled_dot_product_attention(q_all, k_all, narrow(w, -1, 0, 1), Tensor(), 0.0,
+                                        /*is_causal=*/true, {}, /*enable_gqa=*/true);
+  }
+
+ private:
+  int64_t heads_, dim_, rope_;
+};
+
 class LatentAttention : public AttentionBlock {
  public:
-  LatentAttention(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
-                  bool training, ModulePtr (*make_norm)(int64_t, double, const TensorOptions&))
+  LatentAttention(const ModelConfig& c, const LayerKind& kind, const std::string& prefix,
+                  const TensorOptions& o, bool training,
+                  ModulePtr (*make_norm)(int64_t, double, const TensorOptions&))
       : AttentionBlock(prefix + "Attention"),
         heads_(c.num_attention_heads),
         nope_(c.qk_nope_head_dim),
@@ -37,16 +74,22 @@ class LatentAttention : public AttentionBlock {
     register_module("kv_b_proj",
                     std::make_shared<Linear>(kv_lora_, heads_ * (nope_ + v_), false, o));
     register_module("o_proj", std::make_shared<Linear>(heads_ * v_, h, c.o_bias, o));
+    if (kind.attention == AttentionType::kSparse) {
+      window_ = kind.window;
+      if (kind.indexer) {
+        indexer_ = register_module("indexer", std::make_shared<LightningIndexer>(c, prefix, o));
+      }
+    }
   }
 
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
     CallScope scope(*this);
     // Queries: through the q latent (or directly), [B, n, S, d + r], split into the unrotated
     // and rotated parts.
+    Tensor q_latent;
+    if (!has_child("q_proj")) q_latent = child("q_a_layernorm")->call(child("q_a_proj")->call(x));
     const Tensor qx =
-        has_child("q_proj")
-            ? child("q_proj")->call(x)
-            : child("q_b_proj")->call(child("q_a_layernorm")->call(child("q_a_proj")->call(x)));
+        has_child("q_proj") ? child("q_proj")->call(x) : child("q_b_proj")->call(q_latent);
     const Tensor q = split_heads(qx, heads_, nope_ + rope_);
     const Tensor q_rot = apply_rotary(narrow(q, -1, nope_, rope_), cos_t, sin_t);
     // Keys and values: one latent of kv_lora_rank per token plus one rotated key slice shared by
@@ -60,8 +103,10 @@ class LatentAttention : public AttentionBlock {
     const Tensor q_all = cat({narrow(q, -1, 0, nope_), q_rot}, -1);
     const DimVector shared = {k_rot.size(0), heads_, k_rot.size(2), rope_};
     const Tensor k_all = cat({narrow(kv, -1, 0, nope_), expand(k_rot, shared)}, -1);
-    const Tensor out =
-        scaled_dot_product_attention(q_all, k_all, v, Tensor(), dropout_, /*is_causal=*/true);
+    // The indexer selects each query's keys before the attention reads them (DSA layers).
+    if (indexer_) (void)indexer_->run(x, q_latent, cos_t, sin_t);
+    const Tensor out = scaled_dot_product_attention(q_all, k_all, v, Tensor(), dropout_,
+                                                    /*is_causal=*/true, {}, false, window_);
     return child("o_proj")->call(merge_heads(out));
   }
 
@@ -74,14 +119,16 @@ class LatentAttention : public AttentionBlock {
   }
   int64_t heads_, nope_, rope_, v_, kv_lora_;
   double dropout_;
+  std::optional<int64_t> window_;              // index_topk on kSparse layers
+  std::shared_ptr<LightningIndexer> indexer_;  // on kSparse layers with their own indexer
 };
 
 }  // namespace
 
 std::shared_ptr<AttentionBlock> make_latent_attention(
-    const ModelConfig& c, const std::string& prefix, const TensorOptions& o, bool training,
-    ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o)) {
-  return std::make_shared<LatentAttention>(c, prefix, o, training, make_norm);
+    const ModelConfig& c, const LayerKind& kind, const std::string& prefix, const TensorOptions& o,
+    bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o)) {
+  return std::make_shared<LatentAttention>(c, kind, prefix, o, training, make_norm);
 }
 
 }  // namespace shardplan::tensor::models

@@ -12,6 +12,9 @@ std::string describe(const LayerKind& k) {
   std::string s;
   if (k.attention == AttentionType::kSliding) s = "sliding " + std::to_string(k.window) + " ";
   if (k.attention == AttentionType::kChunked) s = "chunked " + std::to_string(k.window) + " ";
+  if (k.attention == AttentionType::kSparse) {
+    s = "sparse " + std::to_string(k.window) + (k.indexer ? " " : " reused ");
+  }
   return s + std::string(to_string(k.ffn));
 }
 
@@ -27,6 +30,11 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
     k.attention = c.layer_types[static_cast<size_t>(layer)];
     if (k.attention == AttentionType::kSliding) k.window = c.sliding_window.value_or(0);
     if (k.attention == AttentionType::kChunked) k.window = c.attention_chunk_size;
+    if (k.attention == AttentionType::kSparse) {
+      k.window = c.index_topk;
+      k.indexer = !std::binary_search(c.shared_indexer_layers.begin(),
+                                      c.shared_indexer_layers.end(), layer);
+    }
   }
   return k;
 }
@@ -62,6 +70,10 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   }
   one.layer_types.clear();
   if (!c.layer_types.empty()) one.layer_types.assign(static_cast<size_t>(layers), k.attention);
+  one.shared_indexer_layers.clear();
+  if (k.attention == AttentionType::kSparse && !k.indexer) {
+    for (int64_t i = 0; i < layers; ++i) one.shared_indexer_layers.push_back(i);
+  }
   SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
   return one;
 }
@@ -72,6 +84,7 @@ ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   ModelConfig out = c;
   out.num_hidden_layers = layers;
   std::erase_if(out.dense_layers, [&](int64_t l) { return l >= layers; });
+  std::erase_if(out.shared_indexer_layers, [&](int64_t l) { return l >= layers; });
   if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
   return out;
 }

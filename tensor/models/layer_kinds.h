@@ -30,11 +30,16 @@ std::string_view to_string(FfnKind k);
 struct LayerKind {
   FfnKind ffn = FfnKind::kDense;
   AttentionType attention = AttentionType::kFull;
-  // The keys a query attends at most: the sliding window or the chunk; 0 for full attention.
+  // The keys a query attends at most: the sliding window, the chunk or the indexer's top-k; 0 for
+  // full attention.
   int64_t window = 0;
+  // A kSparse layer that runs its own lightning indexer (not one reusing an earlier layer's
+  // selection, ModelConfig::shared_indexer_layers).
+  bool indexer = false;
   bool operator==(const LayerKind&) const = default;
 };
-// "dense", "moe", "sliding 4096 dense", "chunked 8192 moe": how bills and reports name a kind.
+// "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
+// "sparse 2048 reused moe" (an earlier layer's selection): how bills and reports name a kind.
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an

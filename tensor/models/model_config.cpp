@@ -62,6 +62,21 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("num_nextn_predict_layers", c.mtp_layers, " prediction layers, expected at most ",
          kMaxLayers, " (the most shardplan builds; docs/user-guide.md \"Limits\")");
   }
+  if (c.index_n_heads < 0 || c.index_head_dim < 0 || c.index_topk < 0) {
+    fail("index_n_heads", "and index_head_dim, index_topk must be >= 0, got ", c.index_n_heads,
+         ", ", c.index_head_dim, ", ", c.index_topk);
+  }
+  if (c.index_n_heads > 0 && c.index_head_dim < c.qk_rope_head_dim) {
+    fail("index_head_dim", c.index_head_dim, ", expected at least qk_rope_head_dim (",
+         c.qk_rope_head_dim, "): the indexer rotates that many of its channels");
+  }
+  for (size_t i = 0; i < c.shared_indexer_layers.size(); ++i) {
+    const int64_t l = c.shared_indexer_layers[i];
+    if (l < 0 || l >= c.num_hidden_layers || (i > 0 && l <= c.shared_indexer_layers[i - 1])) {
+      fail("indexer_types", "shared layer ", l, ", expected distinct layers 0..",
+           c.num_hidden_layers - 1, " in order");
+    }
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
          c.num_attention_heads);
@@ -156,6 +171,13 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       if (t == AttentionType::kChunked && c.attention_chunk_size <= 0) {
         fail("attention_chunk_size", "is not set, but layer_types has chunked_attention layers");
       }
+      if (t == AttentionType::kSparse &&
+          (c.index_topk <= 0 || c.index_n_heads <= 0 || c.index_head_dim <= 0 ||
+           c.q_lora_rank <= 0 || c.kv_lora_rank <= 0)) {
+        fail("index_topk",
+             "and the indexer's heads must be set, with a query and key-value "
+             "latent, for deepseek_sparse_attention layers");
+      }
     }
   }
   if (!is_floating(c.torch_dtype))
@@ -187,6 +209,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
        {layer_count, {"dense_intermediate_size", c.dense_intermediate_size}}},
       {layers * 3.0 * h * static_cast<double>(c.shared_expert_intermediate_size),
        {layer_count, {"shared_expert_intermediate_size", c.shared_expert_intermediate_size}}},
+      {layers * static_cast<double>(c.index_n_heads) * static_cast<double>(c.index_head_dim) *
+           (static_cast<double>(c.q_lora_rank) + h),
+       {layer_count, {"index_n_heads", c.index_n_heads}, {"index_head_dim", c.index_head_dim}}},
       {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
       {2.0 * h * static_cast<double>(c.max_position_embeddings),
        {{"max_position_embeddings", c.max_position_embeddings}}}};
@@ -325,14 +350,33 @@ namespace {
 // "first_k_dense_replace"). So these keys, when a file holds one with a value that changes
 // anything and the family's parse did not read it, are refused, naming the key. Neutral values
 // (null, false, 0, an empty list, layer types all "full_attention") pass: exporters write them.
-constexpr const char* kArchitectureKeys[] = {
-    "layer_types",           "mlp_only_layers",        "moe_layer_freq",
-    "first_k_dense_replace", "decoder_sparse_step",    "interleave_moe_layer_step",
-    "no_rope_layers",        "sliding_window_pattern", "attn_logit_softcapping",
-    "final_logit_softcapping", "q_lora_rank",          "kv_lora_rank",
-    "n_shared_experts",      "n_routed_experts",       "num_nextn_predict_layers",
-    "shared_expert_intermediate_size", "moe_intermediate_size", "num_experts",
-    "query_pre_attn_scalar", "attention_chunk_size",   "use_qk_norm"};
+constexpr const char* kArchitectureKeys[] = {"layer_types",
+                                             "mlp_only_layers",
+                                             "moe_layer_freq",
+                                             "first_k_dense_replace",
+                                             "decoder_sparse_step",
+                                             "interleave_moe_layer_step",
+                                             "no_rope_layers",
+                                             "sliding_window_pattern",
+                                             "attn_logit_softcapping",
+                                             "final_logit_softcapping",
+                                             "q_lora_rank",
+                                             "kv_lora_rank",
+                                             "n_shared_experts",
+                                             "n_routed_experts",
+                                             "num_nextn_predict_layers",
+                                             "shared_expert_intermediate_size",
+                                             "moe_intermediate_size",
+                                             "num_experts",
+                                             "query_pre_attn_scalar",
+                                             "attention_chunk_size",
+                                             "use_qk_norm",
+                                             "mlp_layer_types",
+                                             "index_n_heads",
+                                             "index_topk",
+                                             "indexer_types",
+                                             "index_topk_pattern",
+                                             "index_topk_freq"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;
@@ -427,6 +471,8 @@ std::string_view to_string(AttentionType t) {
       return "sliding_attention";
     case AttentionType::kChunked:
       return "chunked_attention";
+    case AttentionType::kSparse:
+      return "deepseek_sparse_attention";
     case AttentionType::kFull:
       break;
   }

@@ -46,10 +46,12 @@ struct RopeScaling {
 };
 
 // How a decoder layer attends (transformers' layer_types): to every earlier position, to the last
-// sliding_window positions (itself included), or to the positions of its own
-// attention_chunk_size chunk (Llama 4).
-enum class AttentionType : uint8_t { kFull, kSliding, kChunked };
-// "full_attention", "sliding_attention", "chunked_attention": transformers' spelling.
+// sliding_window positions (itself included), to the positions of its own attention_chunk_size
+// chunk (Llama 4), or to the index_topk earlier positions a lightning indexer selects (DeepSeek
+// Sparse Attention: DeepSeek-V3.2, GLM-5).
+enum class AttentionType : uint8_t { kFull, kSliding, kChunked, kSparse };
+// "full_attention", "sliding_attention", "chunked_attention", "deepseek_sparse_attention":
+// transformers' spelling.
 std::string_view to_string(AttentionType t);
 
 struct ModelConfig {
@@ -103,6 +105,14 @@ struct ModelConfig {
   // DeepSeek-V3's multi-token prediction modules (num_nextn_predict_layers): trained beside the
   // model, dropped by transformers (not in the parameter total).
   int64_t mtp_layers = 0;
+  // DeepSeek Sparse Attention (tensor/models/latent_attention.h): the lightning indexer's heads
+  // and head width (index_n_heads 0: no indexer), the keys each query attends (index_topk), and
+  // the layers, sorted, that reuse an earlier layer's selection and have no indexer of their own
+  // (GLM-5's indexer_types "shared"). Layers attend kSparse (layer_types).
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
+  std::vector<int64_t> shared_indexer_layers;
   // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;

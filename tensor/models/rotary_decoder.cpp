@@ -225,8 +225,8 @@ class DecoderLayer : public Module {
     const LayerKind kind = layer_kind(c, index);
     placement_ = s.norms;
     if (s.latent_attention) {
-      self_attn =
-          register_module("self_attn", make_latent_attention(c, prefix, o, training, s.make_norm));
+      self_attn = register_module("self_attn",
+                                  make_latent_attention(c, kind, prefix, o, training, s.make_norm));
     } else {
       self_attn = register_module("self_attn",
                                   std::make_shared<Attention>(c, kind, s, prefix, o, training));

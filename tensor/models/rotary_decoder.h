@@ -124,7 +124,8 @@ inline constexpr FieldRename kRotaryDecoderRenames[] = {{"norm_eps", "rms_norm_e
 // LlamaPreTrainedModel._init_weights, shared by Mistral, Qwen2 and the MoE families (their own
 // _init_weights are the same): Linear weights and Embedding rows normal(0, initializer_range), the
 // padding_idx row (config.pad_token_id, when set) zero, Linear biases zero, RMSNorm weights one
-// (their constructor value; recent transformers fill them explicitly). The routers are Linear
+// (their constructor value; recent transformers fill them explicitly), LayerNorm weights one and
+// biases zero. The routers are Linear
 // modules; the fused experts' projections are normal(0, initializer_range) and their biases zero
 // (transformers 5's _init_weights for the *Experts modules).
 inline constexpr InitRule kRotaryDecoderInitRules[] = {
@@ -135,7 +136,10 @@ inline constexpr InitRule kRotaryDecoderInitRules[] = {
     {"*", "gate_up_proj_bias", InitFill::kZeros},
     {"*", "down_proj_bias", InitFill::kZeros},
     {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
-    {"RMSNorm", "weight", InitFill::kOnes}};
+    {"RMSNorm", "weight", InitFill::kOnes},
+    // DeepSeek Sparse Attention's indexer k_norm (nn.LayerNorm, as _init_weights fills it).
+    {"LayerNorm", "weight", InitFill::kOnes},
+    {"LayerNorm", "bias", InitFill::kZeros}};
 
 // The tensor-parallel plan of the Llama-shaped decoders (ModelFamily::tp_plan); the patterns match
 // tensor/models/rotary_decoder.cpp's module names, which are transformers'.

@@ -51,13 +51,15 @@ bool has_module(const Module& root, const std::string& fqn) {
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   const std::vector<std::string> want = {
-      "deepseek_v2", "deepseek_v3", "gemma",   "gemma2",    "gemma3_text", "glm4_moe", "gpt2",
-      "gpt_neox",    "gpt_oss",     "kimi_k2", "llama",     "llama4_text", "mistral",  "mixtral",
-      "olmo2",       "phi3",        "qwen2",   "qwen2_moe", "qwen3",       "qwen3_moe"};
+      "deepseek_v2", "deepseek_v3",   "deepseek_v32", "gemma",   "gemma2",   "gemma3_text",
+      "glm4_moe",    "glm4_moe_lite", "glm_moe_dsa",  "gpt2",    "gpt_neox", "gpt_oss",
+      "kimi_k2",     "llama",         "llama4_text",  "mistral", "mixtral",  "olmo2",
+      "phi3",        "qwen2",         "qwen2_moe",    "qwen3",   "qwen3_moe"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
-            "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox, "
+            "deepseek_v2, deepseek_v3, deepseek_v32, gemma, gemma2, gemma3_text, glm4_moe, "
+            "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
             "gpt_oss, kimi_k2, "
             "llama, llama4_text, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, "
             "qwen3_moe");
@@ -105,6 +107,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"qwen2_moe", {"model.layers", "Qwen2MoeForCausalLM"}},
       {"deepseek_v2", {"model.layers", "DeepseekV2ForCausalLM"}},
       {"deepseek_v3", {"model.layers", "DeepseekV3ForCausalLM"}},
+      {"deepseek_v32", {"model.layers", "DeepseekV32ForCausalLM"}},
+      {"glm4_moe_lite", {"model.layers", "Glm4MoeLiteForCausalLM"}},
+      {"glm_moe_dsa", {"model.layers", "GlmMoeDsaForCausalLM"}},
       {"kimi_k2", {"model.layers", "DeepseekV3ForCausalLM"}},
       {"gemma2", {"model.layers", "Gemma2ForCausalLM"}},
       {"gemma3_text", {"model.layers", "Gemma3ForCausalLM"}},
@@ -128,6 +133,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
                                                         {"qwen3_moe", "qwen3-30b-a3b"},
                                                         {"deepseek_v2", "deepseek-v2-lite"},
                                                         {"deepseek_v3", "deepseek-v3"},
+                                                        {"deepseek_v32", "deepseek-v3.2"},
+                                                        {"glm4_moe_lite", "glm-4.7-flash"},
+                                                        {"glm_moe_dsa", "glm-5"},
                                                         {"kimi_k2", "kimi-k2"},
                                                         {"gemma2", "gemma-2-9b"},
                                                         {"gemma3_text", "gemma-3-1b"},
@@ -163,14 +171,16 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->moe) moe.emplace(f->model_type);
   }
   EXPECT_EQ(rotary, (std::set<std::string>{
-                        "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text", "glm4_moe",
-                        "gpt_neox", "gpt_oss", "kimi_k2", "llama", "llama4_text", "mistral",
-                        "mixtral", "olmo2", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}));
+                        "deepseek_v2", "deepseek_v3", "deepseek_v32",  "gemma",       "gemma2",
+                        "gemma3_text", "glm4_moe",    "glm4_moe_lite", "glm_moe_dsa", "gpt_neox",
+                        "gpt_oss",     "kimi_k2",     "llama",         "llama4_text", "mistral",
+                        "mixtral",     "olmo2",       "phi3",          "qwen2",       "qwen2_moe",
+                        "qwen3",       "qwen3_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe,
-            (std::set<std::string>{"deepseek_v2", "deepseek_v3", "glm4_moe", "gpt_oss", "kimi_k2",
-                                   "llama4_text", "mixtral", "qwen2_moe", "qwen3_moe"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe",
+                                        "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "kimi_k2",
+                                        "llama4_text", "mixtral", "qwen2_moe", "qwen3_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -179,7 +189,9 @@ TEST(ModelFamily, FlagsPerFamily) {
 }
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
-  const std::string all = "deepseek_v2, deepseek_v3, gemma, gemma2, gemma3_text, glm4_moe, gpt2";
+  const std::string all =
+      "deepseek_v2, deepseek_v3, deepseek_v32, gemma, gemma2, gemma3_text, glm4_moe, "
+      "glm4_moe_lite, glm_moe_dsa, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
               AllOf(HasSubstr("falcon.json: field 'model_type': 'falcon' is not supported"),
