@@ -111,16 +111,26 @@ template <class Enqueue>
 bool median_event_seconds(Scratch& s, int warmup, int repeats, const char* what, Enqueue enqueue,
                           double* seconds, std::string* error) {
   std::vector<double> times;
+  // Every call checked: an unrecorded event or a failed enqueue would time nothing (0 s).
+  auto failed = [&](cudaError_t rc, const char* call) {
+    if (rc == cudaSuccess) return false;
+    *error = std::string(what) + ": " + call + ": " + cudaGetErrorString(rc);
+    return true;
+  };
   for (int i = 0; i < warmup + repeats; ++i) {
-    cudaEventRecord(s.start);
+    if (failed(cudaEventRecord(s.start), "cudaEventRecord")) return false;
     if (!enqueue()) return false;
-    cudaEventRecord(s.stop);
-    if (cudaEventSynchronize(s.stop) != cudaSuccess) {
-      *error = std::string(what) + ": " + cudaGetErrorString(cudaGetLastError());
+    if (failed(cudaEventRecord(s.stop), "cudaEventRecord") ||
+        failed(cudaEventSynchronize(s.stop), "cudaEventSynchronize")) {
       return false;
     }
     float ms = 0;
-    cudaEventElapsedTime(&ms, s.start, s.stop);
+    if (failed(cudaEventElapsedTime(&ms, s.start, s.stop), "cudaEventElapsedTime")) return false;
+    if (!(ms > 0)) {
+      *error = std::string(what) + ": the events measured " + std::to_string(ms) +
+               " ms, expected a positive time";
+      return false;
+    }
     if (i >= warmup) times.push_back(ms * 1e-3);
   }
   *seconds = median(times);
@@ -182,8 +192,10 @@ bool time_copy_cuda(int64_t bytes, int repeats, double* bytes_per_s, std::string
     return false;
   }
   auto copy = [&]() {
-    cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice);
-    return true;
+    const cudaError_t rc =
+        cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice);
+    if (rc != cudaSuccess) *error = std::string("copy: cudaMemcpyAsync: ") + cudaGetErrorString(rc);
+    return rc == cudaSuccess;
   };
   double seconds = 0;
   if (!median_event_seconds(s, 1, repeats, "copy", copy, &seconds, error)) return false;

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -64,7 +65,7 @@ class NcclCommunicator final : public Communicator {
   }
   ~NcclCommunicator() override {
     cudaStreamDestroy(stream_);
-    ncclCommDestroy(comm_);
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -87,8 +88,11 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaMalloc(&d_counts, sizeof(uint64_t) * static_cast<size_t>(size_ + 1)), who_,
                "cudaMalloc");
     const uint64_t mine = bytes;
-    check_cuda(cudaMemcpy(d_counts + size_, &mine, sizeof mine, cudaMemcpyHostToDevice), who_,
-               "cudaMemcpy");
+    // On the collectives' stream: a cudaMemcpy from pageable memory may return before the copy
+    // lands, and the non-blocking stream_ would not wait for the legacy stream's.
+    check_cuda(
+        cudaMemcpyAsync(d_counts + size_, &mine, sizeof mine, cudaMemcpyHostToDevice, stream_),
+        who_, "cudaMemcpyAsync");
     all_gather(d_counts + size_, d_counts, sizeof(uint64_t));
     std::vector<uint64_t> sizes(static_cast<size_t>(size_));
     check_cuda(
@@ -167,15 +171,33 @@ class NcclCommunicator final : public Communicator {
   void barrier() override {
     float* d = nullptr;
     check_cuda(cudaMalloc(&d, sizeof(float)), who_, "cudaMalloc");
-    check_cuda(cudaMemset(d, 0, sizeof(float)), who_, "cudaMemset");
+    check_cuda(cudaMemsetAsync(d, 0, sizeof(float), stream_), who_, "cudaMemsetAsync");
     all_reduce(d, 1, ReduceElement::kFloat32, ReduceOp::kSum);
     cudaFree(d);
   }
 
  private:
+  // Waits for the stream, polling NCCL's asynchronous error meanwhile: a peer that died or a
+  // network that failed leaves the kernel waiting forever, so a plain cudaStreamSynchronize
+  // would hang every rank; NCCL's documented remedy is ncclCommGetAsyncError, then
+  // ncclCommAbort, which makes the kernel return.
   void sync(const char* after) {
-    const cudaError_t rc = cudaStreamSynchronize(stream_);
-    if (rc != cudaSuccess) fail(who_, after, cudaGetErrorString(rc));
+    for (;;) {
+      const cudaError_t rc = cudaStreamQuery(stream_);
+      if (rc == cudaSuccess) return;
+      if (rc != cudaErrorNotReady) fail(who_, after, cudaGetErrorString(rc));
+      ncclResult_t async = ncclSuccess;
+      check_nccl(ncclCommGetAsyncError(comm_, &async), who_, "ncclCommGetAsyncError", comm_);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        std::string why = ncclGetErrorString(async);
+        const char* last = ncclGetLastError(comm_);
+        if (last != nullptr && *last != '\0') why += std::string(" (") + last + ")";
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+        fail(who_, after, why + "; the communicator was aborted");
+      }
+      std::this_thread::yield();
+    }
   }
 
   ncclComm_t comm_;

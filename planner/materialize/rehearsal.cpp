@@ -21,6 +21,15 @@ double elapsed_s(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+}  // namespace
+
+int64_t rehearsal_buffer_bytes(const BillCollective& c) {
+  // group_size is at most the plan's ranks (read_plan_file bounds it), bytes the device memory.
+  return std::max<int64_t>(c.bytes, 4 * std::max<int64_t>(c.group_size, 1));
+}
+
+namespace {
+
 // One call of `c` on `group` (Note [Rehearsal]); `call` numbers the calls for send_recv's
 // direction.
 void run_call(const BillCollective& c, collectives::Communicator& group, std::byte* in,
@@ -127,8 +136,8 @@ Rehearsal rehearse(const PlanFile& plan, collectives::Communicator& world,
     collectives::Communicator& group = *groups[g];
     SP_ASSERT(group.size() == c.group_size, "group of '", c.what, "' has ", group.size(),
               " ranks, the bill ", c.group_size);
-    const ZeroedBuffer in(memory, std::max<int64_t>(c.bytes, 4));
-    const ZeroedBuffer out(memory, std::max<int64_t>(c.bytes, 4));
+    const ZeroedBuffer in(memory, rehearsal_buffer_bytes(c));
+    const ZeroedBuffer out(memory, rehearsal_buffer_bytes(c));
     for (int w = 0; w < options.warmup; ++w) run_call(c, group, in.data(), out.data(), w);
     x.calls_run = std::max<int64_t>(
         1, options.max_calls > 0 ? std::min(c.calls, options.max_calls) : c.calls);

@@ -42,6 +42,12 @@ std::vector<size_t> group_dims(const std::vector<int64_t>& shape, const BillColl
 // The distinct groups of the plan's collectives, in first-use order.
 std::vector<std::vector<size_t>> rehearsal_groups(const PlanFile& plan);
 
+// The bytes each of a call's two buffers needs: the bill's `bytes`, and at least 4 per rank. A
+// call moves at least one element per rank, so a collective of fewer bytes than its group (an
+// all-gather of 0 bytes over 8 ranks, a reduce-scatter of 8 bytes over 4) reads and writes
+// beyond `bytes`: per rank one byte (all-gather, all-to-all) or one float (reduce-scatter).
+int64_t rehearsal_buffer_bytes(const BillCollective& c);
+
 struct RehearsalOptions {
   int64_t max_calls = 0;  // timed calls per collective; 0: all of a step's
   int warmup = 1;

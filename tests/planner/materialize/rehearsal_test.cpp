@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "planner/candidate/parallel_dims.h"
 
@@ -39,6 +41,25 @@ TEST(Rehearsal, GroupDimsMultiplyToTheGroupSize) {
               ThrowsMessage<Error>(HasSubstr("spans 4 ranks on 'tp'")));
   EXPECT_THAT([&] { (void)group_dims(shape, on("xp", 2)); },
               ThrowsMessage<Error>(HasSubstr("on mesh dim 'xp'")));
+}
+
+// Each call moves at least one element per rank (run_call), so the buffers hold what the call
+// touches, worked out here per kind for n ranks and b bill bytes: all-reduce max(1, b / 4)
+// floats; all-gather and all-to-all n x max(1, b / n) bytes; reduce-scatter n x max(1, b / 4 / n)
+// floats; broadcast max(1, b).
+TEST(Rehearsal, BuffersHoldWhatTheSmallestCallTouches) {
+  for (const int64_t n : {1, 2, 3, 8, 64}) {
+    for (const int64_t b : {0, 1, 3, 4, 7, 8, 10, 31, 100, 4096, 4097}) {
+      BillCollective c = on("dp", n);
+      c.bytes = b;
+      const int64_t floats = std::max<int64_t>(1, b / 4);
+      const int64_t touched =
+          std::max({4 * floats, n * std::max<int64_t>(1, b / n),
+                    4 * n * std::max<int64_t>(1, floats / n), std::max<int64_t>(1, b)});
+      EXPECT_GE(rehearsal_buffer_bytes(c), touched) << n << " ranks, " << b << " bytes";
+      EXPECT_LE(rehearsal_buffer_bytes(c), std::max<int64_t>(b, 4 * n));
+    }
+  }
 }
 
 TEST(Rehearsal, APlanWithoutCollectivesIsRefused) {
