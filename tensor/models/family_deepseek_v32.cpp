@@ -43,6 +43,10 @@ std::vector<bool> indexer_layers(const ConfigFields& f, int64_t layers) {
   if (key == nullptr) {
     const int64_t freq = std::max<int64_t>(f.integer("index_topk_freq", 1), 1);
     const int64_t offset = f.integer("index_skip_topk_offset", 2);
+    if (offset < 0 || offset > layers) {
+      f.fail("index_skip_topk_offset",
+             std::to_string(offset) + ", expected a layer in 0.." + std::to_string(layers));
+    }
     for (int64_t i = 0; i < layers; ++i) {
       full.push_back(std::max<int64_t>(i - offset + 1, 0) % freq == 0);
     }
