@@ -184,11 +184,16 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   return t;
 }
 
-bool windowed_attention(const TracedModel& t, size_t i) {
+bool indexer_attention(const TracedModel& t, size_t i) {
   const TrainingOp& op = t.step.ops[i];
-  if (t.attention_window <= 0 || op.op != "scaled_dot_product_attention") return false;
+  return op.op == "scaled_dot_product_attention" && op.call >= 0 &&
+         t.step.calls[static_cast<size_t>(op.call)].type.ends_with("Indexer");
+}
+
+bool windowed_attention(const TracedModel& t, size_t i) {
   // Note [Lightning indexer trace]: the indexer scores every earlier key.
-  return op.call < 0 || !t.step.calls[static_cast<size_t>(op.call)].type.ends_with("Indexer");
+  return t.attention_window > 0 && t.step.ops[i].op == "scaled_dot_product_attention" &&
+         !indexer_attention(t, i);
 }
 
 GemmShape local_gemm_shape(const TracedModel& t, size_t i, const RankSplit& split) {
@@ -305,7 +310,10 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       // A window narrower than the sequence is a band the kernel computes as counted; a chunk or
       // a wider window is a causal square whose masked half FlashAttention skips.
       const bool band = t.sliding && keys < all_keys;
-      eff = attention_efficiency(attn, g.batch, g.m, keys, q.sizes.back(), g.n,
+      // The lightning indexer's one-channel "values" are its per-head weights, an epilogue of
+      // the score product rather than a 1-wide GEMM: its rate is the score product's.
+      const int64_t value_width = indexer_attention(t, i) ? q.sizes.back() : g.n;
+      eff = attention_efficiency(attn, g.batch, g.m, keys, q.sizes.back(), value_width,
                                  t.attention == tensor::AttentionImpl::kFlash && !band);
       s = op_seconds(attn, op, eff, share(i));
       // Note [Attention backward rate]: the fused backward runs slower than the forward.

@@ -131,6 +131,8 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const TraceKey& key)
 // the lightning indexer's scoring, which reads every earlier key: Note [Lightning indexer trace]
 // in tensor/models/latent_attention.h).
 bool windowed_attention(const TracedModel& t, size_t i);
+// Whether op i of `t` is the lightning indexer's scoring (Note [Lightning indexer trace]).
+bool indexer_attention(const TracedModel& t, size_t i);
 
 struct RankSplit {
   int64_t tp = 1;

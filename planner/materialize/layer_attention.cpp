@@ -36,8 +36,10 @@ std::vector<AttentionCall> layer_attention(const PlanFile& plan, AttentionKernel
         plan.model, kind, {.micro_batch = c.micro_batch, .seq = plan.setup.seq / c.cp});
     for (size_t i = 0; i < t.step.ops.size(); ++i) {
       const tensor::TrainingOp& op = t.step.ops[i];
+      // The lightning indexer's scoring runs DeepSeek's own kernel, which PyTorch has not: it
+      // is priced, not rehearsed (Note [Rehearsed attention]).
       if (t.part[i] != Part::kBlock || op.skipped || op.op != "scaled_dot_product_attention" ||
-          op.inputs.size() < 3) {
+          op.inputs.size() < 3 || indexer_attention(t, i)) {
         continue;
       }
       const auto& tensors = t.step.tensors;
@@ -53,7 +55,10 @@ std::vector<AttentionCall> layer_attention(const PlanFile& plan, AttentionKernel
       call.kv_heads = ceil_div(dim_from_end(k, 2), split);
       call.head_dim = dim_from_end(q, 0);
       call.value_dim = dim_from_end(v, 0);
-      const int64_t queries = dim_from_end(q, 1);
+      // A replicated attention under sequence parallelism runs the rank's 1 / tp of the
+      // queries against every key, as the cost model prices it (rank_work's share).
+      const bool sp_share = split == 1 && c.sequence_parallel && c.tp > 1;
+      const int64_t queries = sp_share ? ceil_div(dim_from_end(q, 1), c.tp) : dim_from_end(q, 1);
       const int64_t all_keys = dim_from_end(k, 1) * c.cp;
       const int64_t keys =
           windowed_attention(t, i) ? std::min(all_keys, t.attention_window) : all_keys;

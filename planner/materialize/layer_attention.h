@@ -18,7 +18,11 @@
 //   * under context parallelism (or a ragged chunk): the rank's L queries against half the K keys
 //     it attends over the ring, no mask: the work a causal mask leaves, in one call (the ring's
 //     steps and their overlap are the collectives' rehearsal, not this call's).
-// Heads are the rank's (heads / tp, key/value heads / tp and at least one). Predicted seconds are
+// Heads are the rank's (heads / tp, key/value heads / tp and at least one); a replicated
+// attention keeps all its heads, and under sequence parallelism runs the rank's 1 / tp of the
+// queries against every key. The lightning indexer's scoring (Note [Lightning indexer trace])
+// is left out: it runs DeepSeek's own kernel (FP8), which PyTorch has not, so timing PyTorch's
+// attention at its shapes would check nothing the plan assumes. Predicted seconds are
 // fused_attention_seconds at the call's shape with the cluster's attention rate and the plan's
 // stack's kernel (Note [Attention kernels]), without the stack's era factor, as the GEMMs are
 // priced: the rehearsal checks the ceiling. The backward includes the recomputed Q K^T, as a

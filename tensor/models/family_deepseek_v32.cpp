@@ -43,9 +43,11 @@ std::vector<bool> indexer_layers(const ConfigFields& f, int64_t layers) {
   if (key == nullptr) {
     const int64_t freq = std::max<int64_t>(f.integer("index_topk_freq", 1), 1);
     const int64_t offset = f.integer("index_skip_topk_offset", 2);
-    if (offset < 0 || offset > layers) {
+    // Any offset transformers takes; bounded so that i - offset + 1 cannot overflow.
+    constexpr int64_t kBound = int64_t{1} << 40;
+    if (offset < -kBound || offset > kBound) {
       f.fail("index_skip_topk_offset",
-             std::to_string(offset) + ", expected a layer in 0.." + std::to_string(layers));
+             std::to_string(offset) + ", expected a layer offset within +-2^40");
     }
     for (int64_t i = 0; i < layers; ++i) {
       full.push_back(std::max<int64_t>(i - offset + 1, 0) % freq == 0);
@@ -58,6 +60,11 @@ std::vector<bool> indexer_layers(const ConfigFields& f, int64_t layers) {
                                            "indexer");
     }
     return full;
+  }
+  // transformers saves the schedule's keys beside the list it derived (kwargs.get, not pop);
+  // the list decides, so they are read and set nothing.
+  for (const char* schedule : {"index_topk_freq", "index_skip_topk_offset", "index_topk_pattern"}) {
+    if (f.has(schedule) && std::string_view(schedule) != key) (void)f.raw(schedule);
   }
   const nlohmann::json& v = f.raw(key);
   std::vector<std::string> types;
@@ -79,7 +86,7 @@ std::vector<bool> indexer_layers(const ConfigFields& f, int64_t layers) {
     }
     full.push_back(t == "full");
   }
-  if (!full.front()) {
+  if (!full.empty() && !full.front()) {
     f.fail(key,
            "layer 0 is \"shared\", but no earlier layer selects keys for it: expected the "
            "first layer to run its indexer (\"full\")");

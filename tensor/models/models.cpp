@@ -116,8 +116,12 @@ ParametersBeyondModel parameters_beyond_model(const ModelConfig& cfg) {
   const int64_t bias_per_layer = family.router_score_bias ? cfg.num_local_experts : 0;
   out.router_bias = bias_per_layer * moe_layers;
   if (cfg.mtp_layers > 0 && cfg.num_local_experts > 0) {
-    // One MoE layer as the model builds it: its parameters under layers_path + ".0.".
-    const ModelConfig one = uniform_config(cfg, {.ffn = FfnKind::kMoe});
+    // One MoE layer as the model builds it, attending as its last layer does (a DeepSeek-V3.2
+    // prediction layer has its own lightning indexer): its parameters under layers_path + ".0.".
+    LayerKind kind = layer_kind(cfg, cfg.num_hidden_layers - 1);
+    kind.ffn = FfnKind::kMoe;
+    if (kind.attention == AttentionType::kSparse) kind.indexer = true;
+    const ModelConfig one = uniform_config(cfg, kind);
     const std::string prefix = std::string(family.layers_path) + ".0.";
     int64_t layer = 0;
     for (const NamedTensor& p : build_model(one)->named_parameters()) {

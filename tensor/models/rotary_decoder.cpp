@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/latent_attention.h"
@@ -374,6 +375,13 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
     c.num_attention_heads = f.integer("num_attention_heads");
     c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
   }
+  // Bounded before anything is made per layer (layer types, dense or indexer lists): validate()
+  // would refuse the count, but only after those lists were allocated.
+  if (c.num_hidden_layers > kMaxLayers) {
+    f.fail("num_hidden_layers", std::to_string(c.num_hidden_layers) + " layers, expected at most " +
+                                    std::to_string(kMaxLayers) +
+                                    " (the most shardplan builds; docs/user-guide.md \"Limits\")");
+  }
   if (!f.has("head_dim") && d.head_dim == 0) {
     if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
       f.fail("num_attention_heads",
@@ -507,12 +515,11 @@ void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoe
   c.num_experts_per_tok = f.integer("num_experts_per_tok");
   c.dense_intermediate_size = c.intermediate_size;
   c.intermediate_size = f.integer("moe_intermediate_size");
+  // More than the layers makes every layer dense, as the models test `layer_idx >=
+  // first_k_dense_replace` (DeepSeek-V3) or take min(first_k_dense_replace, layers) (V3.2).
   const int64_t dense = f.integer("first_k_dense_replace", d.first_k_dense_replace);
-  if (dense < 0 || dense > c.num_hidden_layers) {
-    f.fail("first_k_dense_replace", std::to_string(dense) + ", expected 0.." +
-                                        std::to_string(c.num_hidden_layers) + " dense layers");
-  }
-  for (int64_t i = 0; i < dense; ++i) c.dense_layers.push_back(i);
+  if (dense < 0) f.fail("first_k_dense_replace", std::to_string(dense) + ", expected >= 0");
+  for (int64_t i = 0; i < std::min(dense, c.num_hidden_layers); ++i) c.dense_layers.push_back(i);
   const int64_t shared = f.integer("n_shared_experts", d.n_shared_experts);
   if (shared < 0) f.fail("n_shared_experts", "must be >= 0, got " + std::to_string(shared));
   c.shared_expert_intermediate_size = shared * c.intermediate_size;

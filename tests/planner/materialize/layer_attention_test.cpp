@@ -105,6 +105,19 @@ TEST(LayerAttention, LatentAttentionHasNarrowerValues) {
   }
 }
 
+TEST(LayerAttention, SparseAttentionReadsTheIndexersTopKAndTheIndexerIsLeftOut) {
+  // DeepSeek-V3.2 at tp 8: the attention's 128 heads are 16 per rank, each of the 4,096 queries
+  // against the indexer's top 2,048 keys (a band, no mask to skip); the lightning indexer's
+  // scoring (DeepSeek's kernel) is not among the calls.
+  const PlanFile plan = plan_of("deepseek-v3.2", 1024, 4096, /*tp=*/8, /*pp=*/16, /*cp=*/1,
+                                /*ep=*/8, 0, 4096);
+  const std::vector<AttentionCall> calls = layer_attention(plan, AttentionKernel::kFused);
+  ASSERT_EQ(calls.size(), 2u);  // the dense and the MoE kind
+  for (const AttentionCall& c : calls) {
+    expect_call(c, plan.config.micro_batch, 16, 16, 4096, 2048, 192, 128, false, c.layer);
+  }
+}
+
 TEST(LayerAttention, TheStacksKernelSetsTheRate) {
   // torchtitan's FlashAttention-2 reaches attention_kernel_rate of the fused kernel on Hopper
   // (Note [Attention kernels]): its calls take 1 / that rate as long.

@@ -148,6 +148,17 @@ TEST(SparseAttentionModels, Glm5AndItsSharedIndexerLayers) {
   j.erase("indexer_types");
   j["index_topk_pattern"] = pattern;
   EXPECT_EQ(parse_model_config(j, "pattern.json"), shared);
+  // transformers saves the schedule's keys beside the list it derived: the list decides.
+  j.erase("index_topk_pattern");
+  j["indexer_types"] = to_hf_json(shared)["indexer_types"];
+  j["index_topk_freq"] = 4;
+  j["index_skip_topk_offset"] = 3;
+  j["index_topk_pattern"] = nullptr;
+  EXPECT_EQ(parse_model_config(j, "saved.json"), shared);
+  j.erase("indexer_types");
+  j.erase("index_topk_freq");
+  j.erase("index_skip_topk_offset");
+  j["index_topk_pattern"] = pattern;
   // No earlier selection for layer 0 to reuse.
   pattern[0] = 'S';
   j["index_topk_pattern"] = pattern;
@@ -188,6 +199,41 @@ TEST(SparseAttentionModels, Glm47FlashTakesItsDenseLayersFromMlpLayerTypes) {
   j["mlp_layer_types"] = types;
   EXPECT_THAT([&] { (void)parse_model_config(j, "f.json"); },
               ThrowsMessage<Error>(HasSubstr("\"mixed\" is not a layer type")));
+}
+
+// Small variants transformers builds: fewer layers than first_k_dense_replace's default (3) are
+// all dense (min(first_k_dense_replace, layers)); one GLM-5 layer runs its indexer whatever the
+// schedule's default offset.
+TEST(SparseAttentionModels, SmallVariantsAsTransformersBuildsThem) {
+  nlohmann::json j = config_of("deepseek-v3.2");
+  for (const char* list : {"mlp_layer_types", "layer_types", "first_k_dense_replace"})
+    j.erase(list);
+  j["num_hidden_layers"] = 2;
+  const ModelConfig two = parse_model_config(j, "two.json");
+  EXPECT_EQ(two.dense_layers, (std::vector<int64_t>{0, 1}));
+  j = config_of("glm-5");
+  for (const char* list : {"mlp_layer_types", "layer_types", "indexer_types"}) j.erase(list);
+  j["num_hidden_layers"] = 1;
+  const ModelConfig one = parse_model_config(j, "one.json");
+  EXPECT_TRUE(one.shared_indexer_layers.empty());
+  EXPECT_TRUE(layer_kind(one, 0).indexer);
+  // Layer counts beyond what shardplan builds are refused before any per-layer list is made.
+  j["num_hidden_layers"] = int64_t{1} << 40;
+  EXPECT_THAT([&] { (void)parse_model_config(j, "huge.json"); },
+              ThrowsMessage<Error>(HasSubstr("field 'num_hidden_layers': 1099511627776 layers")));
+  j["num_hidden_layers"] = 0;
+  j["indexer_types"] = nlohmann::json::array();
+  EXPECT_THAT([&] { (void)parse_model_config(j, "zero.json"); },
+              ThrowsMessage<Error>(HasSubstr("num_hidden_layers")));
+}
+
+// The multi-token-prediction layer (not the transformers model's) is a DeepSeek-V3.2 layer: its
+// own indexer beside DeepSeek-V3's prediction layer.
+TEST(SparseAttentionModels, ThePredictionLayerHasItsIndexer) {
+  const ModelConfig v3 = find_model_config("deepseek-v3");
+  const ModelConfig v32 = find_model_config("deepseek-v3.2");
+  EXPECT_EQ(parameters_beyond_model(v32).mtp,
+            parameters_beyond_model(v3).mtp + indexer_params(7168, 1536, 64, 128));
 }
 
 TEST(SparseAttentionModels, BadIndexerFieldsNameTheField) {
