@@ -223,6 +223,10 @@ struct CheckpointReport {
   // Tensors of modules the checkpoint holds beside the model, which transformers skips when it
   // loads (CheckpointExpectations::beyond_model_prefixes: multi-token prediction layers).
   std::vector<std::string> beyond_model;
+  // Persistent buffers transformers saves that shardplan's model does not build
+  // (CheckpointExpectations::buffer_suffixes: DeepSeek's and GLM's router
+  // e_score_correction_bias): matched by name, not loaded.
+  std::vector<std::string> buffers;
   // A quantized checkpoint (Note [Quantized checkpoints] in tensor/safetensors_check.cpp): its
   // method, the scale tensors beside the weights, and the model tensors stored quantized under
   // other names (present, but not loadable as the model's dtype).
@@ -248,6 +252,9 @@ struct CheckpointExpectations {
   // Match the quantized forms whatever the method (set with quant_method; materialize sets it
   // alone to name a tensor stored quantized rather than missing).
   bool quantized_forms = false;
+  // Name suffixes of persistent buffers a checkpoint holds and the model does not build
+  // (".mlp.gate.e_score_correction_bias" for ModelFamily::router_score_bias): listed as buffers.
+  std::vector<std::string> buffer_suffixes = {};
 };
 
 // Compares by name: the model's parameters and persistent buffers (every name of a tied tensor,

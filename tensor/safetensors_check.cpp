@@ -374,6 +374,11 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
       r.beyond_model.push_back(t.name);
       continue;
     }
+    if (std::any_of(expect.buffer_suffixes.begin(), expect.buffer_suffixes.end(),
+                    [&](const std::string& s) { return t.name.ends_with(s); })) {
+      r.buffers.push_back(t.name);
+      continue;
+    }
     if (!quantized) {
       r.unexpected.push_back(t.name);
       continue;
@@ -495,6 +500,7 @@ void to_json(json& j, const CheckpointReport& r) {
            {"language_model_prefix", r.language_model_prefix},
            {"outside_language_model", r.outside_language_model},
            {"beyond_model", r.beyond_model},
+           {"buffers", r.buffers},
            {"quant_method", r.quant_method},
            {"quantization_tensors", r.quantization_tensors},
            {"stored_quantized", r.stored_quantized}};
@@ -534,6 +540,7 @@ void from_json(const json& j, CheckpointReport& r) {
     out.outside_language_model = f.strings("outside_language_model");
   }
   if (f.has("beyond_model")) out.beyond_model = f.strings("beyond_model");
+  if (f.has("buffers")) out.buffers = f.strings("buffers");
   if (f.has("quant_method")) out.quant_method = f.str("quant_method");
   if (f.has("quantization_tensors")) out.quantization_tensors = f.strings("quantization_tensors");
   if (f.has("stored_quantized")) out.stored_quantized = f.strings("stored_quantized");

@@ -75,6 +75,7 @@ void print_check(const nlohmann::json& check) {
   list("stacked_experts", "experts stacked ");
   list("outside_language_model", "not modelled    ");  // vision encoder, projector
   list("beyond_model", "beyond the model");            // multi-token prediction layers
+  list("buffers", "router buffers  ");                 // e_score_correction_bias, not loaded
   if (!check["quantization_tensors"].empty() || !check["stored_quantized"].empty()) {
     std::cout << "  quantized         quant_method '" << check["quant_method"].get<std::string>()
               << "': " << check["quantization_tensors"].size() << " scale tensor(s)";

@@ -77,6 +77,12 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
   for (int64_t i = 0; i < c.mtp_layers; ++i) {
     x.beyond_model_prefixes.push_back(layers + "." + std::to_string(c.num_hidden_layers + i) + ".");
   }
+  // transformers' routers keep their score-correction bias as a persistent buffer (saved in
+  // every DeepSeek-V3, Kimi K2 and GLM-4.5 checkpoint); shardplan counts it aside
+  // (parameters_beyond_model) and builds no buffer for it.
+  if (family_of(c).router_score_bias) {
+    x.buffer_suffixes.push_back(".mlp.gate.e_score_correction_bias");
+  }
   x.quant_method = config_quantization_method(config_path);
   return x;
 }

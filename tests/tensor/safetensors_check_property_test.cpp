@@ -190,11 +190,12 @@ TEST(CheckCheckpointProperty, EveryTensorAccountedOnceAndEveryPartListWhole) {
     SCOPED_TRACE("iteration " + std::to_string(iteration));
     const size_t accounted = static_cast<size_t>(r.matched) + r.unexpected.size() +
                              r.outside_language_model.size() + r.beyond_model.size() +
-                             r.quantization_tensors.size() + r.shape_mismatches.size();
+                             r.buffers.size() + r.quantization_tensors.size() +
+                             r.shape_mismatches.size();
     ASSERT_EQ(accounted, ck.tensors.size());
     std::set<std::string> listed;
-    for (const auto* list :
-         {&r.unexpected, &r.outside_language_model, &r.beyond_model, &r.quantization_tensors}) {
+    for (const auto* list : {&r.unexpected, &r.outside_language_model, &r.beyond_model, &r.buffers,
+                             &r.quantization_tensors}) {
       for (const std::string& n : *list) ASSERT_TRUE(listed.insert(n).second) << n;
     }
     for (const NamedTensor& t : expected) {

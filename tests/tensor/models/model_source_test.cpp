@@ -152,11 +152,17 @@ class PublishedCheckpointTest : public ::testing::Test {
       } else {
         e.push_back({n, t.tensor.dtype() == DType::kFloat32 ? "F32" : "BF16", shape});
       }
+      // transformers' router keeps its score-correction bias as a persistent buffer, in fp32
+      // (_keep_in_fp32_modules_strict), beside the gate's weight; shardplan builds none.
+      if (n.ends_with(".mlp.gate.weight")) {
+        e.push_back({n.substr(0, n.size() - 6) + "e_score_correction_bias", "F32", {shape[0]}});
+      }
     }
     // The multi-token prediction layer's own modules (DeepSeek-V3 report, Section 2.2).
     e.push_back({"model.layers.4.enorm.weight", "BF16", {256}});
     e.push_back({"model.layers.4.eh_proj.weight", "F8_E4M3", {256, 512}});
     e.push_back({"model.layers.4.eh_proj.weight_scale_inv", "F32", {2, 4}});
+    e.push_back({"model.layers.4.mlp.gate.e_score_correction_bias", "F32", {8}});
     const test::StHeader h = test::make_header(e);
     test::write_bytes(dir_ / "model.safetensors", test::file_bytes(h.json, h.data_bytes));
     return scales;
@@ -169,9 +175,15 @@ TEST_F(PublishedCheckpointTest, Fp8WithItsPredictionLayerFitsTheConfig) {
   const ModelSource src = find_model_source(dir_.string());
   EXPECT_EQ(src.check.quant_method, "fp8");
   EXPECT_EQ(src.check.beyond_model,
-            (std::vector<std::string>{"model.layers.4.eh_proj.weight",
-                                      "model.layers.4.eh_proj.weight_scale_inv",
-                                      "model.layers.4.enorm.weight"}));
+            (std::vector<std::string>{
+                "model.layers.4.eh_proj.weight", "model.layers.4.eh_proj.weight_scale_inv",
+                "model.layers.4.enorm.weight", "model.layers.4.mlp.gate.e_score_correction_bias"}));
+  // The MoE layers' router biases: buffers the model does not build, not unexpected (every
+  // published DeepSeek-V3 checkpoint has them).
+  EXPECT_EQ(src.check.buffers,
+            (std::vector<std::string>{"model.layers.1.mlp.gate.e_score_correction_bias",
+                                      "model.layers.2.mlp.gate.e_score_correction_bias",
+                                      "model.layers.3.mlp.gate.e_score_correction_bias"}));
   EXPECT_EQ(static_cast<int64_t>(src.check.quantization_tensors.size()), scales);
   // Every fp8 matrix is a dtype difference (a warning), one per scale.
   EXPECT_EQ(static_cast<int64_t>(src.check.dtype_mismatches.size()), scales);
