@@ -63,29 +63,23 @@ def read_calls(path):
     return doc, calls
 
 
-def timer(torch, device):
-    """seconds(fn): the median of 5 means of 10 calls after 3 warm-ups, with CUDA events on a
-    GPU and the host clock on a CPU."""
+def timer(device):
+    """seconds(fn): the median of 5 means of 10 calls after 3 warm-ups: on a GPU
+    scripts/gpu_measure.py's (CUDA events), on a CPU the same with the host clock."""
+    if device == "cuda":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from gpu_measure import seconds
+        return seconds
+
     def seconds(fn, iters=10, reps=5):
         for _ in range(3):
             fn()
         times = []
         for _ in range(reps):
-            if device == "cuda":
-                torch.cuda.synchronize()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(iters):
-                    fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end) / 1e3 / iters)
-            else:
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    fn()
-                times.append((time.perf_counter() - t0) / iters)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            times.append((time.perf_counter() - t0) / iters)
         return statistics.median(times)
     return seconds
 
@@ -163,7 +157,7 @@ def main():
     if a.device == "cuda" and not torch.cuda.is_available():
         fail("--device cuda: PyTorch sees no GPU, expected to run on the rehearsal's GPU "
              "(or --device cpu to check this script)")
-    seconds = timer(torch, a.device)
+    seconds = timer(a.device)
     rows, names = [], set()
     print(f"{'layer':28s} {'b x h/kv x L x S x E/Ev':34s} {'forward':>18s} {'backward':>18s}"
           "  ratio")

@@ -30,9 +30,7 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   // Kimi K2's files name their own model_type, its classes are DeepSeek-V3's.
   return models::build_rotary_decoder(
       c, o, training,
-      {.prefix = "DeepseekV3",
-       .latent_attention = true,
-       .moe = {.router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"}});
+      {.prefix = "DeepseekV3", .latent_attention = true, .moe = models::kDeepseekMoeStyle});
 }
 
 // DeepSeek-V2 (transformers' DeepseekV2Config: max positions 2048, no dense layers and two

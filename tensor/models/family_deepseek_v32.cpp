@@ -130,9 +130,7 @@ ModulePtr build_with_prefix(const ModelConfig& c, const TensorOptions& o, bool t
                             std::string_view prefix) {
   return models::build_rotary_decoder(
       c, o, training,
-      {.prefix = prefix,
-       .latent_attention = true,
-       .moe = {.router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"}});
+      {.prefix = prefix, .latent_attention = true, .moe = models::kDeepseekMoeStyle});
 }
 
 ModulePtr build_v32(const ModelConfig& c, const TensorOptions& o, bool training) {

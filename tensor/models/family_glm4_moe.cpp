@@ -33,11 +33,10 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return models::build_rotary_decoder(
-      c, o, training,
-      {.prefix = kGlm4MoeFamily.hf_class_prefix,
-       .qk_norm = qk_norm_of(c),
-       .moe = {.router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"}});
+  return models::build_rotary_decoder(c, o, training,
+                                      {.prefix = kGlm4MoeFamily.hf_class_prefix,
+                                       .qk_norm = qk_norm_of(c),
+                                       .moe = models::kDeepseekMoeStyle});
 }
 
 }  // namespace

@@ -41,11 +41,10 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return models::build_rotary_decoder(
-      c, o, training,
-      {.prefix = kGlm4MoeLiteFamily.hf_class_prefix,
-       .latent_attention = true,
-       .moe = {.router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"}});
+  return models::build_rotary_decoder(c, o, training,
+                                      {.prefix = kGlm4MoeLiteFamily.hf_class_prefix,
+                                       .latent_attention = true,
+                                       .moe = models::kDeepseekMoeStyle});
 }
 
 }  // namespace

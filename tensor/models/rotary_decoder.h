@@ -191,6 +191,11 @@ struct MoeStyle {
   bool shared_gate = false;  // Qwen2-MoE: the shared expert's output times sigmoid(gate(x))
 };
 
+// DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the
+// experts registered before the sigmoid router "gate", then "shared_experts".
+inline constexpr MoeStyle kDeepseekMoeStyle{
+    .router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"};
+
 // Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
 // input, post_attention, pre_feedforward and post_feedforward norms), or after each half only
 // (OLMo 2: post_attention and post_feedforward norms, no input norm).
