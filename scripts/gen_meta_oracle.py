@@ -332,6 +332,12 @@ def _layer_norm(x, a, dev):
     return F.layer_norm(x[0], a["normalized_shape"], w, b, a.get("eps", 1e-5))
 
 
+def _conv1d(x, a, dev):
+    b = x[2] if len(x) > 2 else None
+    return F.conv1d(x[0], x[1], b, a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1),
+                    a.get("groups", 1))
+
+
 def _softmax(fn):
     return lambda x, a, dev: fn(x[0], a["dim"], dtype=dt(a.get("dtype")))
 
@@ -458,6 +464,7 @@ OPS = {
     # nn
     "embedding": lambda x, a, dev: F.embedding(x[0], x[1], padding_idx=a.get("padding_idx")),
     "layer_norm": _layer_norm,
+    "conv1d": _conv1d,
     "softmax": _softmax(torch.softmax),
     "log_softmax": _softmax(torch.log_softmax),
     "gelu": lambda x, a, dev: F.gelu(x[0], approximate=a.get("approximate", "none")),
@@ -1416,6 +1423,31 @@ def corpus_nn():
     case("transposed_input", "rms_norm", [tr(3, 4)], {"normalized_shape": [4]})
     case("shape_mismatch_err", "rms_norm", [T([2, 3, 4])], {"normalized_shape": [3]})
     case("weight_shape_err", "rms_norm", [T([2, 3, 4]), T([5])], {"normalized_shape": [4]})
+
+    # Gated DeltaNet's causal depthwise convolution (padding K - 1, groups = channels) and the
+    # general forms around it.
+    case("depthwise_causal", "conv1d", [T([2, 6, 5]), T([6, 1, 4])], {"padding": 3, "groups": 6})
+    case("depthwise_causal_bf16", "conv1d",
+         [T([2, 6, 5], dtype="bfloat16"), T([6, 1, 4], dtype="bfloat16")],
+         {"padding": 3, "groups": 6})
+    case("unbatched", "conv1d", [T([6, 5]), T([6, 1, 4])], {"padding": 3, "groups": 6})
+    case("transposed_input", "conv1d", [perm_of([2, 5, 6], [0, 2, 1]), T([6, 1, 4])],
+         {"padding": 3, "groups": 6})
+    case("dense_bias", "conv1d", [T([2, 3, 10]), T([4, 3, 3]), T([4])])
+    case("stride_dilation", "conv1d", [T([1, 4, 11]), T([8, 2, 3])],
+         {"stride": 2, "padding": 1, "dilation": 2, "groups": 2})
+    case("kernel_equals_input", "conv1d", [T([1, 2, 3]), T([2, 2, 3])])
+    case("channels_err", "conv1d", [T([2, 5, 10]), T([4, 3, 3])])
+    case("kernel_too_large_err", "conv1d", [T([1, 2, 3]), T([2, 2, 4])])
+    case("groups_out_err", "conv1d", [T([1, 4, 8]), T([3, 2, 3])], {"groups": 2})
+    case("input_4d_err", "conv1d", [T([1, 1, 2, 8]), T([2, 2, 3])])
+    case("weight_2d_err", "conv1d", [T([1, 2, 8]), T([2, 2])])
+    case("dtype_mismatch_err", "conv1d", [T([1, 2, 8]), T([2, 2, 3], dtype="float64")])
+    case("bias_shape_err", "conv1d", [T([1, 2, 8]), T([2, 2, 3]), T([3])])
+    case("negative_padding_err", "conv1d", [T([1, 2, 8]), T([2, 2, 3])], {"padding": -1})
+    case("no_out_channels_err", "conv1d", [T([1, 2, 8]), T([0, 2, 3])])
+    case("groups_beyond_out_err", "conv1d", [T([1, 0, 8]), T([0, 0, 3])], {"groups": 2})
+    case("zero_kernel_err", "conv1d", [T([1, 2, 8]), T([2, 2, 0])])
 
 
 def corpus_data_dependent():

@@ -194,6 +194,49 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     bool is_causal = false, std::optional<double> scale = {},
                                     bool enable_gqa = false,
                                     std::optional<int64_t> keys_per_query = {});
+// F.conv1d: input [N, C_in, L] (or unbatched [C_in, L]), weight [C_out, C_in / groups, K], an
+// optional bias [C_out] -> [N, C_out, (L + 2 padding - dilation (K - 1) - 1) / stride + 1], with
+// PyTorch's checks and messages.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+
+// causal_conv1d_fn of the causal-conv1d library (Dao AI Lab), with SiLU, which transformers and
+// Megatron-LM call for Gated DeltaNet: x [B, C, L] through a depthwise weight [C, 1, K], each
+// output reading its own and the K - 1 earlier tokens -> [B, C, L]. Equal to conv1d(x, w,
+// padding = K - 1, groups = C) cut to its first L outputs, then SiLU, but one kernel: it writes L
+// outputs and its backward reads x and w only.
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight);
+
+// Note [Gated delta rule work]
+// The gated delta rule (Yang, Kautz and Hatamizadeh 2024, "Gated Delta Networks", ICLR 2025)
+// keeps per head a K x V state S, decayed and corrected per token t:
+//   S_t = exp(g_t) S_{t-1} (I - beta_t k_t k_t^T) + beta_t k_t v_t^T,   o_t = S_t^T q_t.
+// Trainers run it chunked (flash-linear-attention's chunk_gated_delta_rule, which Qwen3-Next's
+// and Qwen3.5's transformers code and Megatron-LM call): within a chunk of C tokens the
+// corrections are one triangular solve of a C x C system (the WY form), and the state passes from
+// chunk to chunk. One fused call (q and k L2-normalized inside), [B, T, H, K] queries and keys,
+// [B, T, H, V] values, per-token log decays g and write strengths beta [B, T, H] -> [B, T, H, V].
+// Its FLOPs are the products flash-linear-attention 0.4's Triton kernels run, full C x C tiles
+// counted as run (masked afterwards), per token and head (gated_delta_rule_work, with N_V and N_K
+// the 128-wide value and key tiles):
+//   forward    6 K V + (4 + 2 N_V) C K + 4 C V + C^2 / 2         (182,272 at K = V = 128, C = 64)
+//   backward  12 K V + 16 C K + (6 + 2 N_K) C V + 4 C^2,
+//   and backward recomputes w, u and the chunk states first: 2 C K + 2 C V + 4 K V,
+// T padded to whole chunks (docs/cost-model.md §8.8). The 16 x 16 diagonal blocks' forward
+// substitution runs on CUDA cores (~7 C FLOPs per token), not counted.
+// flash-linear-attention's chunk: 64 tokens (chunk_gated_delta_rule's BT).
+inline constexpr int64_t kGatedDeltaChunk = 64;
+Tensor chunk_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                              const Tensor& beta);
+struct GatedDeltaRuleWork {
+  double forward = 0;    // matrix-product FLOPs of the forward
+  double backward = 0;   // of the backward, without its recomputation
+  double recompute = 0;  // of the backward's recomputation of w, u and the states
+};
+// The work of `tokens` (already padded to whole chunks) x `heads` rows.
+GatedDeltaRuleWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key_dim,
+                                         int64_t value_dim, int64_t chunk);
+
 // reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                      std::string_view reduction = "mean", int64_t ignore_index = -100,

@@ -29,6 +29,7 @@ enum class Rule : uint8_t {
   kCrossEntropy,    // log-probabilities (input's shape and dtype) + target
   kEmbedding,       // the indices
   kWhere,           // the boolean condition
+  kGatedDelta,  // q, k, v, g, beta and the chunks' solved systems (Note [Gated delta rule work])
 };
 
 // The rule of `op`, nullopt for an op the table does not know (the caller saves its inputs).

@@ -124,6 +124,9 @@ class Deriver {
       case Rule::kWhere:
         if (!in.empty()) save(op, in[0], "condition");
         break;
+      case Rule::kGatedDelta:
+        apply_gated_delta(op, id);
+        break;
     }
     backward_cost(op);
   }
@@ -169,6 +172,31 @@ class Deriver {
     }
   }
 
+  // Note [Gated delta rule work] in tensor/ops.h. flash-linear-attention's
+  // ChunkGatedDeltaRuleFunction keeps q and k (L2-normalized copies of the inputs' size), v, g
+  // and beta, the chunks' solved C x C systems A [B, T, H, C] in the inputs' dtype, and one fp32
+  // reciprocal norm per token and head for q and for k; its backward recomputes w, u and the
+  // chunk states h rather than keeping them.
+  void apply_gated_delta(TrainingOp& op, int64_t id) {
+    for (int64_t t : op.inputs) save(op, t, "input");
+    const StepTensor& q = tensor(op.inputs[0]);
+    const int64_t rows = q.sizes[0] * q.sizes[1] * q.sizes[2];  // B T H
+    op.saved.push_back(
+        {new_extra(rows * kGatedDeltaChunk * itemsize(q.dtype), id), -1, "solved_chunks"});
+    op.saved.push_back({new_extra(2 * rows * 4, id), -1, "qk_rstd"});
+    op.recompute_flops += gated_delta_work(op).recompute;
+  }
+
+  // The op's work from its query [B, T, H, K] and value [B, T, H, V], T padded to whole chunks.
+  GatedDeltaRuleWork gated_delta_work(const TrainingOp& op) {
+    const StepTensor& q = tensor(op.inputs[0]);
+    const StepTensor& v = tensor(op.inputs[2]);
+    const int64_t padded =
+        (q.sizes[1] + kGatedDeltaChunk - 1) / kGatedDeltaChunk * kGatedDeltaChunk;
+    return gated_delta_rule_work(q.sizes[0] * padded, q.sizes[2], q.sizes[3], v.sizes[3],
+                                 kGatedDeltaChunk);
+  }
+
   AttentionImpl options_attention() const { return s_.options.attention; }
   bool dropout_on() const { return s_.options.dropout; }
 
@@ -178,6 +206,11 @@ class Deriver {
     if (is_matmul_op(op.op) && op.inputs.size() >= 2) {
       const bool a = tensor(op.inputs[0]).requires_grad, b = tensor(op.inputs[1]).requires_grad;
       op.backward_matmul_flops = op.matmul_flops * ((a ? 1 : 0) + (b ? 1 : 0));
+    } else if (op.op == "chunk_gated_delta_rule") {
+      // Note [Gated delta rule work]: the gradients of q, k, v, the decays and the WY systems.
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_matmul_flops = any ? gated_delta_work(op).backward : 0;
     } else if (op.op == "scaled_dot_product_attention") {
       // dq, dk, dv, d(probs): four products against the forward's two.
       bool any = false;
@@ -185,6 +218,8 @@ class Deriver {
       op.backward_matmul_flops = any ? 2 * op.matmul_flops : 0;
     }
     op.backward_flops = op.backward_matmul_flops + (op.flops - op.matmul_flops);
+    // A convolution's backward is two: the input's gradient and the weight's.
+    if (op.op == "conv1d") op.backward_flops += op.flops;
     for (int64_t t : op.outputs) {
       if (tensor(t).requires_grad) {
         add_count(op.backward_bytes_read, tensor(t).nbytes, "bytes read by one op's backward");

@@ -171,7 +171,11 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     const double per = static_cast<double>(item) / 2.0;
     t.score_bytes_forward = (cfg.attention_dropout > 0 ? 13.0 : 8.0) * per;
   }
-  t.kv_bytes = 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
+  // A linear-attention layer passes no keys around a ring: under context parallelism each rank
+  // hands the next its chunk state (heads x K x V, small beside keys), which is not priced.
+  t.kv_bytes = kind.attention == tensor::AttentionType::kLinear
+                   ? 0
+                   : 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
   t.attention_window = kind.window;
   // The indexer's top-k keys are a band of that width per query, as a sliding window's.
   t.sliding = kind.attention == tensor::AttentionType::kSliding ||
@@ -318,6 +322,11 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       s = op_seconds(attn, op, eff, share(i));
       // Note [Attention backward rate]: the fused backward runs slower than the forward.
       if (t.attention == tensor::AttentionImpl::kFlash) s.backward /= kFlashBackwardRate;
+    } else if (op.op == "chunk_gated_delta_rule") {
+      // Its kernels run in the activations' 16-bit dtype whatever the GEMMs' precision, and
+      // quantize nothing (docs/cost-model.md §8.8).
+      const ComputeModel sixteen = sixteen_bit_compute(a);
+      s = op_seconds(sixteen, op, gemm_efficiency(sixteen, g), share(i));
     } else {
       s = op_seconds(rate, expert_weights_local(op), eff, share(i));
       if (op.matmul_flops > 0 && !t.score_op[i]) {

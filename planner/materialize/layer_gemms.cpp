@@ -45,8 +45,11 @@ std::vector<LayerGemm> layer_gemms(const PlanFile& plan) {
     const size_t first = out.size();
     for (size_t i = 0; i < t.step.ops.size(); ++i) {
       const tensor::TrainingOp& op = t.step.ops[i];
+      // The chunked gated delta rule runs flash-linear-attention's kernels, not one GEMM: it is
+      // priced as its tiles (docs/cost-model.md §8.8), not rehearsed.
       if (t.part[i] != Part::kBlock || op.is_view || op.skipped || op.matmul_flops <= 0 ||
-          t.score_op[i] || op.op == "scaled_dot_product_attention") {
+          t.score_op[i] || op.op == "scaled_dot_product_attention" ||
+          op.op == "chunk_gated_delta_rule") {
         continue;
       }
       const GemmShape g = local_gemm_shape(t, i, split);

@@ -102,10 +102,13 @@ void parse_sparse_attention(const ConfigFields& f, ModelConfig& c, int64_t index
   }
   if (f.has("layer_types") && !f.is_null("layer_types")) {
     const nlohmann::json& types = f.raw("layer_types");
-    const bool all_sparse =
-        types.is_array() && static_cast<int64_t>(types.size()) == c.num_hidden_layers &&
-        std::all_of(types.begin(), types.end(),
-                    [](const nlohmann::json& t) { return t == "deepseek_sparse_attention"; });
+    const bool all_sparse = types.is_array() &&
+                            static_cast<int64_t>(types.size()) == c.num_hidden_layers &&
+                            std::all_of(types.begin(), types.end(), [](const nlohmann::json& t) {
+                              // transformers 5.x renames it indexed_attention
+                              // (remap_legacy_layer_types).
+                              return t == "deepseek_sparse_attention" || t == "indexed_attention";
+                            });
     if (!all_sparse) {
       f.fail("layer_types", "expected \"deepseek_sparse_attention\" for each of the " +
                                 std::to_string(c.num_hidden_layers) +

@@ -32,16 +32,20 @@ extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen2MoeFamily;
 extern const ModelFamily kQwen3Family;
 extern const ModelFamily kQwen3MoeFamily;
+extern const ModelFamily kQwen3NextFamily;
+extern const ModelFamily kQwen35TextFamily;
+extern const ModelFamily kQwen35MoeTextFamily;
 
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV2Family, &kDeepseekV3Family, &kDeepseekV32Family, &kGlm4MoeLiteFamily,
-    &kGlmMoeDsaFamily,  &kGemmaFamily,      &kGemma2Family,      &kGemma3TextFamily,
-    &kGlm4MoeFamily,    &kGpt2Family,       &kGptOssFamily,      &kGptNeoxFamily,
-    &kKimiK2Family,     &kLlamaFamily,      &kLlama4TextFamily,  &kMistralFamily,
-    &kMixtralFamily,    &kOlmo2Family,      &kPhi3Family,        &kQwen2Family,
-    &kQwen2MoeFamily,   &kQwen3Family,      &kQwen3MoeFamily,
+    &kDeepseekV2Family, &kDeepseekV3Family,    &kDeepseekV32Family, &kGlm4MoeLiteFamily,
+    &kGlmMoeDsaFamily,  &kGemmaFamily,         &kGemma2Family,      &kGemma3TextFamily,
+    &kGlm4MoeFamily,    &kGpt2Family,          &kGptOssFamily,      &kGptNeoxFamily,
+    &kKimiK2Family,     &kLlamaFamily,         &kLlama4TextFamily,  &kMistralFamily,
+    &kMixtralFamily,    &kOlmo2Family,         &kPhi3Family,        &kQwen2Family,
+    &kQwen2MoeFamily,   &kQwen3Family,         &kQwen3MoeFamily,    &kQwen3NextFamily,
+    &kQwen35TextFamily, &kQwen35MoeTextFamily,
 };
 
 }  // namespace

@@ -12,6 +12,7 @@ std::string describe(const LayerKind& k) {
   std::string s;
   if (k.attention == AttentionType::kSliding) s = "sliding " + std::to_string(k.window) + " ";
   if (k.attention == AttentionType::kChunked) s = "chunked " + std::to_string(k.window) + " ";
+  if (k.attention == AttentionType::kLinear) s = "linear ";
   if (k.attention == AttentionType::kSparse) {
     s = "sparse " + std::to_string(k.window) + (k.indexer ? " " : " reused ");
   }

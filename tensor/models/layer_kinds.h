@@ -39,7 +39,8 @@ struct LayerKind {
   bool operator==(const LayerKind&) const = default;
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
-// "sparse 2048 reused moe" (an earlier layer's selection): how bills and reports name a kind.
+// "sparse 2048 reused moe" (an earlier layer's selection), "linear moe" (Gated DeltaNet): how
+// bills and reports name a kind.
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an

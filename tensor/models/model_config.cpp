@@ -77,6 +77,36 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
            c.num_hidden_layers - 1, " in order");
     }
   }
+  const std::pair<const char*, int64_t> linear[] = {
+      {"linear_num_key_heads", c.linear_num_key_heads},
+      {"linear_num_value_heads", c.linear_num_value_heads},
+      {"linear_key_head_dim", c.linear_key_head_dim},
+      {"linear_value_head_dim", c.linear_value_head_dim},
+      {"linear_conv_kernel_dim", c.linear_conv_kernel_dim}};
+  const bool any_linear = std::find(c.layer_types.begin(), c.layer_types.end(),
+                                    AttentionType::kLinear) != c.layer_types.end();
+  for (const auto& [name, v] : linear) {
+    if (v < 0 || (any_linear && v == 0)) {
+      fail(name, "must be a positive integer",
+           any_linear ? " (the model has linear_attention layers)" : "", ", got ", v);
+    }
+    // A convolution wider than 2^12 taps, or key heads beyond 2^16, is no model's: bounded so
+    // that widths times heads cannot overflow before the parameter bound below.
+    if (v > (name == std::string_view("linear_conv_kernel_dim") ? 4096 : 65536)) {
+      fail(name, v, " is beyond what shardplan builds (at most ",
+           name == std::string_view("linear_conv_kernel_dim") ? 4096 : 65536, ")");
+    }
+  }
+  if (any_linear && !family.linear_attention) {
+    fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
+         "' builds no linear attention; expected a family that does (qwen3_next, qwen3_5_text, "
+         "qwen3_5_moe_text)");
+  }
+  if (c.linear_num_key_heads > 0 && c.linear_num_value_heads % c.linear_num_key_heads != 0) {
+    fail("linear_num_value_heads", c.linear_num_value_heads,
+         " is not a multiple of linear_num_key_heads ", c.linear_num_key_heads,
+         " (each key head serves an equal group of value heads)");
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
          c.num_attention_heads);
@@ -212,6 +242,20 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       {layers * static_cast<double>(c.index_n_heads) * static_cast<double>(c.index_head_dim) *
            (static_cast<double>(c.q_lora_rank) + h),
        {layer_count, {"index_n_heads", c.index_n_heads}, {"index_head_dim", c.index_head_dim}}},
+      // Gated DeltaNet: in_proj_qkvz, in_proj_ba and out_proj over hidden, and the convolution's
+      // taps over q, k and v.
+      {layers * (h + static_cast<double>(c.linear_conv_kernel_dim)) *
+           (2.0 * static_cast<double>(c.linear_num_key_heads) *
+                static_cast<double>(c.linear_key_head_dim) +
+            3.0 * static_cast<double>(c.linear_num_value_heads) *
+                static_cast<double>(c.linear_value_head_dim) +
+            2.0 * static_cast<double>(c.linear_num_value_heads)),
+       {layer_count,
+        {"linear_num_key_heads", c.linear_num_key_heads},
+        {"linear_key_head_dim", c.linear_key_head_dim},
+        {"linear_num_value_heads", c.linear_num_value_heads},
+        {"linear_value_head_dim", c.linear_value_head_dim},
+        {"linear_conv_kernel_dim", c.linear_conv_kernel_dim}}},
       {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
       {2.0 * h * static_cast<double>(c.max_position_embeddings),
        {{"max_position_embeddings", c.max_position_embeddings}}}};
@@ -256,7 +300,9 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"llama4", "llama4_text"},
                                                  {"mistral3", "mistral"},
                                                  {"llava", "llama"},
-                                                 {"llava_next", "llama"}};
+                                                 {"llava_next", "llama"},
+                                                 {"qwen3_5", "qwen3_5_text"},
+                                                 {"qwen3_5_moe", "qwen3_5_moe_text"}};
 
 // The sizes of transformers' LlamaConfig and MistralConfig defaults. A top-level config.json must
 // state its sizes (a file without hidden_size is more likely the wrong file than a default
@@ -376,7 +422,13 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "index_topk",
                                              "indexer_types",
                                              "index_topk_pattern",
-                                             "index_topk_freq"};
+                                             "index_topk_freq",
+                                             "linear_num_key_heads",
+                                             "linear_num_value_heads",
+                                             "linear_key_head_dim",
+                                             "linear_value_head_dim",
+                                             "linear_conv_kernel_dim",
+                                             "full_attention_interval"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;
@@ -473,6 +525,8 @@ std::string_view to_string(AttentionType t) {
       return "chunked_attention";
     case AttentionType::kSparse:
       return "deepseek_sparse_attention";
+    case AttentionType::kLinear:
+      return "linear_attention";
     case AttentionType::kFull:
       break;
   }

@@ -47,11 +47,12 @@ struct RopeScaling {
 
 // How a decoder layer attends (transformers' layer_types): to every earlier position, to the last
 // sliding_window positions (itself included), to the positions of its own attention_chunk_size
-// chunk (Llama 4), or to the index_topk earlier positions a lightning indexer selects (DeepSeek
-// Sparse Attention: DeepSeek-V3.2, GLM-5).
-enum class AttentionType : uint8_t { kFull, kSliding, kChunked, kSparse };
-// "full_attention", "sliding_attention", "chunked_attention", "deepseek_sparse_attention":
-// transformers' spelling.
+// chunk (Llama 4), to the index_topk earlier positions a lightning indexer selects (DeepSeek
+// Sparse Attention: DeepSeek-V3.2, GLM-5), or through a recurrent state instead of keys (linear
+// attention: Qwen3-Next's Gated DeltaNet layers).
+enum class AttentionType : uint8_t { kFull, kSliding, kChunked, kSparse, kLinear };
+// "full_attention", "sliding_attention", "chunked_attention", "deepseek_sparse_attention",
+// "linear_attention": transformers' spelling.
 std::string_view to_string(AttentionType t);
 
 struct ModelConfig {
@@ -113,6 +114,15 @@ struct ModelConfig {
   int64_t index_head_dim = 0;
   int64_t index_topk = 0;
   std::vector<int64_t> shared_indexer_layers;
+  // Gated DeltaNet (Yang et al. 2024, "Gated Delta Networks"; Qwen3-Next's linear_attention
+  // layers, tensor/models/gated_delta_net.h): its key heads and value heads (a multiple of the
+  // key heads, which are repeated to match), their widths, and the width of the causal depthwise
+  // convolution over q, k and v. Set when a layer attends kLinear; 0 otherwise.
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 0;
   // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;

@@ -26,6 +26,7 @@
 #include "base/limits.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
+#include "tensor/models/gated_delta_net.h"
 #include "tensor/models/latent_attention.h"
 #include "tensor/models/layer_kinds.h"
 
@@ -50,7 +51,8 @@ class Attention : public AttentionBlock {
         head_dim_(c.head_dim),
         dropout_(training ? c.attention_dropout : 0.0),
         eps_(c.norm_eps),
-        full_width_norm_(s.qk_norm_full_width) {
+        full_width_norm_(s.qk_norm_full_width),
+        output_gate_(s.output_gate) {
     if (kind.window > 0) window_ = kind.window;
     // Llama 4: full-attention layers take no RoPE (NoPE); the RoPE layers L2-normalize q and k.
     rope_ = !(s.nope_full_layers && kind.attention == AttentionType::kFull);
@@ -61,7 +63,8 @@ class Attention : public AttentionBlock {
       qkv_proj =
           register_module("qkv_proj", std::make_shared<Linear>(h, q + 2 * kv, c.qkv_bias, o));
     } else {
-      q_proj = register_module("q_proj", std::make_shared<Linear>(h, q, c.qkv_bias, o));
+      q_proj = register_module(
+          "q_proj", std::make_shared<Linear>(h, output_gate_ ? 2 * q : q, c.qkv_bias, o));
       k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
       v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
       o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
@@ -90,7 +93,17 @@ class Attention : public AttentionBlock {
     // (OLMo 2) and rotated: the op order of the trace.
     if (!qkv_proj) qx = q_proj->call(x);
     if (full_width_norm_) qx = q_norm->call(qx);
-    Tensor q = split_heads(qx, heads_, head_dim_);
+    Tensor q, gate;
+    if (output_gate_) {
+      // Per head [query | gate] (Qwen3NextAttention's view and chunk); the gate's copy is the
+      // reshape of its strided half.
+      const Tensor qg = view(qx, {qx.size(0), qx.size(1), heads_, 2 * head_dim_});
+      gate = reshape(narrow(qg, -1, head_dim_, head_dim_),
+                     {qx.size(0), qx.size(1), heads_ * head_dim_});
+      q = transpose(narrow(qg, -1, 0, head_dim_), 1, 2);
+    } else {
+      q = split_heads(qx, heads_, head_dim_);
+    }
     if (q_norm && !full_width_norm_) q = q_norm->call(q);  // per head, over head_dim
     if (rope_) q = apply_rotary(q, cos_t, sin_t);
     if (l2_norm_) q = rms_norm(q, {head_dim_}, Tensor(), eps_);
@@ -105,6 +118,7 @@ class Attention : public AttentionBlock {
     const Tensor out =
         scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true, {},
                                      /*enable_gqa=*/kv_heads_ != heads_, window_);
+    if (output_gate_) return o_proj->call(mul(merge_heads(out), sigmoid(gate)));
     return o_proj->call(merge_heads(out));
   }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, qkv_proj;
@@ -113,7 +127,7 @@ class Attention : public AttentionBlock {
  private:
   int64_t heads_, kv_heads_, head_dim_;
   double dropout_, eps_;
-  bool full_width_norm_;
+  bool full_width_norm_, output_gate_;
   bool rope_ = true, l2_norm_ = false;
   std::optional<int64_t> window_;
 };
@@ -225,7 +239,10 @@ class DecoderLayer : public Module {
              const std::string& prefix, const TensorOptions& o, bool training) {
     const LayerKind kind = layer_kind(c, index);
     placement_ = s.norms;
-    if (s.latent_attention) {
+    if (kind.attention == AttentionType::kLinear) {
+      self_attn =
+          register_module("linear_attn", make_gated_delta_net(c, prefix, o, s.linear_projections));
+    } else if (s.latent_attention) {
       self_attn = register_module("self_attn",
                                   make_latent_attention(c, kind, prefix, o, training, s.make_norm));
     } else {

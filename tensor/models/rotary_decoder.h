@@ -20,6 +20,7 @@
 #include "tensor/layers.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/gated_delta_net.h"
 #include "tensor/models/model_config.h"
 #include "tensor/module.h"
 
@@ -223,6 +224,11 @@ struct RotaryDecoderStyle {
   // DeepSeek-V3: multi-head latent attention (tensor/models/latent_attention.h) instead of q, k,
   // v and o projections.
   bool latent_attention = false;
+  // Qwen3-Next: q_proj makes, per head, the query and a gate as wide; the attention output is
+  // multiplied by sigmoid(gate) before o_proj (Qwen3NextAttention).
+  bool output_gate = false;
+  // The Gated DeltaNet's projections on kLinear layers (tensor/models/gated_delta_net.h).
+  GatedDeltaProjections linear_projections = GatedDeltaProjections::kFusedPerKeyHead;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
   MoeStyle moe = {};
 };

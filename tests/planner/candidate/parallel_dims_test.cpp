@@ -104,6 +104,18 @@ TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
   EXPECT_EQ(dim(kTpDim).refuses(m, s, 16), "");  // a multiple of the 8 KV heads, divides 32
   EXPECT_EQ(dim(kTpDim).refuses(m, s, 3),
             "--tp 3 does not divide the model's 32 attention heads, expected a divisor of 32");
+  // A hybrid model's Gated DeltaNet splits by key-head groups: whole groups per rank. A config of
+  // 16 heads whose linear attention has 6 key heads takes tp 2, not tp 4 (nor 8, nor 16).
+  tensor::ModelConfig hybrid = tensor::find_model_config("qwen3-next-80b-a3b");
+  hybrid.linear_num_key_heads = 6;
+  hybrid.linear_num_value_heads = 12;
+  EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 2), "");
+  EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 4),
+            "--tp 4 does not divide the model's 6 linear-attention key heads, expected a divisor "
+            "of 6");
+  // The same config with every layer attending in full has no group to keep whole.
+  hybrid.layer_types.assign(hybrid.layer_types.size(), tensor::AttentionType::kFull);
+  EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 4), "");
   EXPECT_EQ(dim(kPpDim).refuses(m, s, 32), "");
   EXPECT_THAT(dim(kPpDim).refuses(m, s, 33), HasSubstr("expected at most 32"));
   EXPECT_EQ(dim(kDpDim).refuses(m, s, 32), "");  // 96 / 32 = 3

@@ -8,6 +8,7 @@
 
 #include "collectives/cluster.h"
 #include "planner/cost/compute_cost.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
 
 namespace shardplan::planner {
@@ -73,6 +74,59 @@ TEST(BlockCost, RingStepsRunTheOtherRanksKeysAtTheStacksRingRate) {
     const double rest_b = b.forward_s + b.backward_s - b.attention_s;
     EXPECT_NEAR(rest_b, rest_a, 1e-12 * rest_a);
   }
+}
+
+// Note [Gated DeltaNet trace] (tensor/models/gated_delta_net.h): Qwen3-Next's linear layer is
+// split by key-head groups under tensor parallelism, its chunked rule priced as [C x V] tiles per
+// (batch, head, chunk), and it passes no keys around a context-parallel ring.
+TEST(BlockCost, GatedDeltaNetSplitsByHeadGroupsAndHasNoKeyRing) {
+  const tensor::ModelConfig cfg = tensor::find_model_config("qwen3-next-80b-a3b");
+  const TraceKey key{.micro_batch = 1, .seq = 4096, .dtype = tensor::DType::kBFloat16};
+  const TracedModel linear = trace_one_block(cfg, tensor::layer_kind(cfg, 0), key);
+  EXPECT_EQ(linear.kv_bytes, 0);
+  EXPECT_EQ(score_ops(linear), 0);
+  int rules = 0, rows = 0, convs = 0;
+  for (size_t i = 0; i < linear.step.ops.size(); ++i) {
+    const tensor::TrainingOp& op = linear.step.ops[i];
+    if (op.op == "chunk_gated_delta_rule") {
+      ++rules;
+      EXPECT_EQ(linear.split[i], OpSplit::kSharded);
+      // 32 value heads x 4096 / 64 chunks of [64 x 128] tiles, a quarter of them per rank at tp 4.
+      const GemmShape g = local_gemm_shape(linear, i, {.tp = 4});
+      EXPECT_EQ(g.batch, 32 * 64 / 4);
+      EXPECT_EQ(g.m, 64);
+      EXPECT_EQ(g.n, 128);
+    }
+    if (op.op == "causal_conv1d") {
+      EXPECT_EQ(linear.split[i], OpSplit::kSharded);
+      ++convs;
+    }
+    if (op.op == "linear" && op.call >= 0 &&
+        linear.step.calls[static_cast<size_t>(op.call)].fqn.ends_with("linear_attn.out_proj")) {
+      EXPECT_EQ(linear.split[i], OpSplit::kRow);
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rules, 1);
+  EXPECT_EQ(rows, 1);
+  EXPECT_EQ(convs, 1);
+  // The rule runs in bf16 under --precision fp8 too, quantizing nothing: with every other op of
+  // the layer left out, its time is the same at both precisions (H100: fp8 peak twice bf16's).
+  TracedModel only_rule = linear;
+  for (size_t i = 0; i < only_rule.step.ops.size(); ++i) {
+    if (only_rule.step.ops[i].op != "chunk_gated_delta_rule") only_rule.step.ops[i].skipped = true;
+  }
+  const collectives::Cluster h100 =
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
+  const PartWork bf16 = rank_work(only_rule, compute_model(h100, Precision::kBf16), {}).block();
+  const PartWork fp8 = rank_work(only_rule, compute_model(h100, Precision::kFp8), {}).block();
+  EXPECT_GT(bf16.forward_s, 0);
+  EXPECT_DOUBLE_EQ(fp8.forward_s, bf16.forward_s);
+  EXPECT_DOUBLE_EQ(fp8.backward_s, bf16.backward_s);
+  // The full-attention layer's keys and values: 2 kv heads of 256 channels, bf16.
+  const TracedModel full = trace_one_block(cfg, tensor::layer_kind(cfg, 3), key);
+  EXPECT_EQ(full.kv_bytes, 2 * 4096 * 2 * 256 * 2);
+  EXPECT_EQ(score_ops(full), 1);
 }
 
 }  // namespace

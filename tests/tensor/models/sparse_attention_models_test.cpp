@@ -260,5 +260,17 @@ TEST(SparseAttentionModels, BadIndexerFieldsNameTheField) {
               ThrowsMessage<Error>(HasSubstr("index_n_heads")));
 }
 
+// transformers 5.x saves DeepSeek Sparse Attention layers as "indexed_attention"
+// (remap_legacy_layer_types); both names read as the same layers.
+TEST(SparseAttentionModels, IndexedAttentionIsTheNewNameOfTheSparseLayers) {
+  const ModelConfig c = find_model_config("deepseek-v3.2");
+  nlohmann::json j = to_hf_json(c);
+  j["layer_types"] = std::vector<std::string>(61, "indexed_attention");
+  EXPECT_EQ(parse_model_config(j, "v32.json"), c);
+  j["layer_types"][3] = "full_attention";
+  EXPECT_THAT([&] { (void)parse_model_config(j, "v32.json"); },
+              ThrowsMessage<Error>(HasSubstr("'layer_types'")));
+}
+
 }  // namespace
 }  // namespace shardplan::tensor

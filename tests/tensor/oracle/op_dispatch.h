@@ -519,6 +519,13 @@ inline const OpTable& op_table() {
       a.finish();
       return one(layer_norm(tensor_at(in, 0), shape, opt_tensor(in, 1), opt_tensor(in, 2), eps));
     };
+    tab["conv1d"] = [](Inputs& in, Args& a) {
+      const int64_t stride = a.i("stride", 1), padding = a.i("padding", 0);
+      const int64_t dilation = a.i("dilation", 1), groups = a.i("groups", 1);
+      a.finish();
+      return one(conv1d(tensor_at(in, 0), tensor_at(in, 1), opt_tensor(in, 2), stride, padding,
+                        dilation, groups));
+    };
     tab["rms_norm"] = [](Inputs& in, Args& a) {
       const DimVector shape = a.dims("normalized_shape");
       const auto eps = a.opt_d("eps");
