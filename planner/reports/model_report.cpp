@@ -19,25 +19,39 @@ namespace {
 using nlohmann::ordered_json;
 using namespace shardplan::tensor;
 
-// Rows of the module table: the root's and the backbone's direct children, and the first
-// decoder layer with its direct children standing for all `layers` of them (the layers are
-// identical: docs/architecture.md, "Repeated blocks"). ModuleLists are containers and skipped.
+// Rows of the module table: the root's and the backbone's direct children, and the first decoder
+// layer of each layer kind with its direct children, standing for the layers of that kind
+// (tensor/models/layer_kinds.h: layers of one kind are identical; a uniform model has one).
+// ModuleLists are containers and skipped.
 ordered_json module_rows(const Module& root, const OpGraph& g, const ModelConfig& c,
                          double tokens) {
   const std::string layers = layers_path(c);
-  const std::string first = layers + ".0";
   const std::string backbone = layers.substr(0, layers.find('.'));
+  const LayerStack stack = layer_stack(c);
+  std::map<std::string, int64_t> first_of_kind;  // "model.layers.3" -> layers of its kind
+  for (int32_t k = 0; k < static_cast<int32_t>(stack.kinds.size()); ++k) {
+    first_of_kind[layers + "." + std::to_string(stack.first_layer(k))] = stack.count(k);
+  }
   const auto depth = [](const std::string& s) {
     return s.empty() ? 0 : 1 + static_cast<int>(std::count(s.begin(), s.end(), '.'));
   };
+  const int layer_depth = depth(layers) + 1;
   ordered_json rows = ordered_json::array();
   for (const NamedModule& nm : root.named_modules()) {
     const std::string& n = nm.name;
-    const bool in_first = n == first || n.rfind(first + ".", 0) == 0;
+    // The layer this module sits in, when it is one a row stands for.
+    int64_t count = 1;
+    bool in_shown_layer = false;
+    if (n.rfind(layers + ".", 0) == 0) {
+      const size_t end = n.find('.', layers.size() + 1);
+      const auto it = first_of_kind.find(n.substr(0, end));
+      in_shown_layer = it != first_of_kind.end();
+      if (in_shown_layer) count = it->second;
+    }
     const bool top = depth(n) <= 1 || (n.rfind(backbone + ".", 0) == 0 && depth(n) == 2);
-    const bool shown = in_first ? depth(n) <= depth(first) + 1 : top && n.rfind(layers, 0) != 0;
+    const bool shown =
+        in_shown_layer ? depth(n) <= layer_depth + 1 : top && n.rfind(layers, 0) != 0;
     if (!shown || nm.module->type_name() == "ModuleList") continue;
-    const int64_t count = in_first ? c.num_hidden_layers : 1;
     auto it = g.module_totals().find(n);
     const double flops = it == g.module_totals().end() ? 0 : it->second.flops;
     ordered_json r;

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -33,6 +34,41 @@ TEST(ModelReport, LongContextModelsAreCappedAndAnExplicitSeqIsKept) {
   EXPECT_EQ(r["seq"].get<int64_t>(), 128);
   EXPECT_FALSE(r["seq_is_default"].get<bool>());
   EXPECT_EQ(r["batch"].get<int64_t>(), 2);
+}
+
+// The module table shows the first layer of each layer kind, counted as the layers of its kind:
+// Qwen3-Next's 36 linear-attention layers (first: 0) and 12 full-attention layers (first: 3);
+// DeepSeek-V3's 3 dense and 58 MoE layers. Their parameters times the counts make the model's.
+TEST(ModelReport, ModuleTableHasALayerPerKind) {
+  struct Want {
+    const char* model;
+    std::map<std::string, int64_t> counts;
+  };
+  for (const Want& w : {Want{"qwen3-next-80b-a3b",
+                             {{"model.layers.0", 36},
+                              {"model.layers.0.linear_attn", 36},
+                              {"model.layers.3", 12},
+                              {"model.layers.3.self_attn", 12}}},
+                        Want{"deepseek-v3", {{"model.layers.0", 3}, {"model.layers.3", 58}}},
+                        Want{"llama3-8b", {{"model.layers.0", 32}}}}) {
+    SCOPED_TRACE(w.model);
+    const nlohmann::ordered_json r = model_report({w.model, 16, 1});
+    std::map<std::string, int64_t> counts;
+    int64_t layer_parameters = 0, others = 0;
+    for (const auto& row : r["modules"]) {
+      const std::string m = row["module"];
+      const int64_t n = row["count"], p = row["parameters"];
+      if (w.counts.contains(m)) counts[m] = n;
+      // Whole layers (model.layers.N) and the modules outside the layers, root and backbone apart.
+      if (m.starts_with("model.layers.") && m.find('.', 13) == std::string::npos) {
+        layer_parameters += n * p;
+      } else if (m != "(model)" && m != "model" && !m.starts_with("model.layers.")) {
+        others += p;
+      }
+    }
+    EXPECT_EQ(counts, w.counts);
+    EXPECT_EQ(layer_parameters + others, r["parameters"].get<int64_t>());
+  }
 }
 
 TEST(ModelReport, BadOptionsAreBadInput) {
