@@ -71,24 +71,6 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
        .moe = {.shared_gate = true}});
 }
 
-// As Qwen3.5's dense plan (family_qwen3_5_text.cpp), with kMoeTpPlan's experts and shared expert.
-constexpr TensorParallelRule kQwen35MoeTpPlan[] = {
-    {"model.embed_tokens", "rowwise"},
-    {"model.layers.*.self_attn.q_proj", "colwise"},
-    {"model.layers.*.self_attn.k_proj", "colwise"},
-    {"model.layers.*.self_attn.v_proj", "colwise"},
-    {"model.layers.*.self_attn.o_proj", "rowwise"},
-    {"model.layers.*.linear_attn.in_proj_qkv", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_z", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_b", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_a", "colwise"},
-    {"model.layers.*.linear_attn.out_proj", "rowwise"},
-    {"model.layers.*.mlp.experts", "experts"},
-    {"model.layers.*.mlp.shared_expert.gate_proj", "colwise"},
-    {"model.layers.*.mlp.shared_expert.up_proj", "colwise"},
-    {"model.layers.*.mlp.shared_expert.down_proj", "rowwise"},
-    {"lm_head", "colwise"}};
-
 }  // namespace
 
 // No init rules, as Qwen3.5's dense family (A_log's log-uniform draw).
@@ -103,7 +85,7 @@ const ModelFamily kQwen35MoeTextFamily{
     .moe = true,
     .experts_class = "Qwen3_5MoeExperts",
     .linear_attention = true,
-    .tp_plan = kQwen35MoeTpPlan,
+    .tp_plan = models::kLinearAttentionTpPlan,
 };
 
 }  // namespace shardplan::tensor

@@ -48,24 +48,6 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
        .linear_projections = models::GatedDeltaProjections::kSeparate});
 }
 
-// Llama's split, and the Gated DeltaNet's projections column-parallel (each of in_proj_qkv's
-// three parts split over the ranks, as Megatron-LM does), out_proj row-parallel.
-constexpr TensorParallelRule kQwen35TpPlan[] = {
-    {"model.embed_tokens", "rowwise"},
-    {"model.layers.*.self_attn.q_proj", "colwise"},
-    {"model.layers.*.self_attn.k_proj", "colwise"},
-    {"model.layers.*.self_attn.v_proj", "colwise"},
-    {"model.layers.*.self_attn.o_proj", "rowwise"},
-    {"model.layers.*.linear_attn.in_proj_qkv", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_z", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_b", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_a", "colwise"},
-    {"model.layers.*.linear_attn.out_proj", "rowwise"},
-    {"model.layers.*.mlp.gate_proj", "colwise"},
-    {"model.layers.*.mlp.up_proj", "colwise"},
-    {"model.layers.*.mlp.down_proj", "rowwise"},
-    {"lm_head", "colwise"}};
-
 }  // namespace
 
 // No init rules: A_log is drawn as log(uniform(0, 16)) (Qwen3_5PreTrainedModel._init_weights), a
@@ -79,7 +61,7 @@ const ModelFamily kQwen35TextFamily{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .linear_attention = true,
-    .tp_plan = kQwen35TpPlan,
+    .tp_plan = models::kLinearAttentionTpPlan,
 };
 
 }  // namespace shardplan::tensor

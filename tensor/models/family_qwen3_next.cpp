@@ -52,28 +52,6 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
                                        .moe = {.shared_gate = true}});
 }
 
-// kMoeTpPlan's rules, and the Gated DeltaNet split by key-head groups (Note [Gated DeltaNet
-// trace] in tensor/models/gated_delta_net.h): its input projections column-parallel, out_proj
-// row-parallel. The gated q_proj's rows are [query | gate] per head, so its column split is a
-// split by heads too.
-constexpr TensorParallelRule kQwen3NextTpPlan[] = {
-    {"model.embed_tokens", "rowwise"},
-    {"model.layers.*.self_attn.q_proj", "colwise"},
-    {"model.layers.*.self_attn.k_proj", "colwise"},
-    {"model.layers.*.self_attn.v_proj", "colwise"},
-    {"model.layers.*.self_attn.o_proj", "rowwise"},
-    {"model.layers.*.linear_attn.in_proj_qkvz", "colwise"},
-    {"model.layers.*.linear_attn.in_proj_ba", "colwise"},
-    {"model.layers.*.linear_attn.out_proj", "rowwise"},
-    {"model.layers.*.mlp.gate_proj", "colwise"},
-    {"model.layers.*.mlp.up_proj", "colwise"},
-    {"model.layers.*.mlp.down_proj", "rowwise"},
-    {"model.layers.*.mlp.experts", "experts"},
-    {"model.layers.*.mlp.shared_expert.gate_proj", "colwise"},
-    {"model.layers.*.mlp.shared_expert.up_proj", "colwise"},
-    {"model.layers.*.mlp.shared_expert.down_proj", "rowwise"},
-    {"lm_head", "colwise"}};
-
 }  // namespace
 
 // No init rules: Qwen3NextPreTrainedModel._init_weights draws A_log as log(uniform(0, 16)), a
@@ -89,7 +67,7 @@ const ModelFamily kQwen3NextFamily{
     .moe = true,
     .experts_class = "Qwen3NextExperts",
     .linear_attention = true,
-    .tp_plan = kQwen3NextTpPlan,
+    .tp_plan = models::kLinearAttentionTpPlan,
 };
 
 }  // namespace shardplan::tensor

@@ -28,4 +28,33 @@ void linear_attention_to_hf_json(const ModelConfig& c, nlohmann::json& j);
 // does), and parse_linear_attention.
 void parse_qwen35_text(const ConfigFields& f, ModelConfig& c, const RotaryDecoderSizes& sizes);
 
+// The tensor-parallel plan of the three families: kMoeTpPlan's rules (the planner applies those
+// that match the model at hand: Qwen3.5's dense MLP, the MoE families' experts and gated shared
+// expert), and the Gated DeltaNet split by key-head groups (Note [Gated DeltaNet trace] in
+// tensor/models/gated_delta_net.h): its input projections column-parallel in either layout
+// (Qwen3-Next's fused in_proj_qkvz / in_proj_ba, Qwen3.5's four; each of in_proj_qkv's three
+// parts split over the ranks, as Megatron-LM does), out_proj row-parallel. The gated q_proj's
+// rows are [query | gate] per head, so its column split is a split by heads too.
+inline constexpr TensorParallelRule kLinearAttentionTpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.k_proj", "colwise"},
+    {"model.layers.*.self_attn.v_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.linear_attn.in_proj_qkvz", "colwise"},
+    {"model.layers.*.linear_attn.in_proj_ba", "colwise"},
+    {"model.layers.*.linear_attn.in_proj_qkv", "colwise"},
+    {"model.layers.*.linear_attn.in_proj_z", "colwise"},
+    {"model.layers.*.linear_attn.in_proj_b", "colwise"},
+    {"model.layers.*.linear_attn.in_proj_a", "colwise"},
+    {"model.layers.*.linear_attn.out_proj", "rowwise"},
+    {"model.layers.*.mlp.gate_proj", "colwise"},
+    {"model.layers.*.mlp.up_proj", "colwise"},
+    {"model.layers.*.mlp.down_proj", "rowwise"},
+    {"model.layers.*.mlp.experts", "experts"},
+    {"model.layers.*.mlp.shared_expert.gate_proj", "colwise"},
+    {"model.layers.*.mlp.shared_expert.up_proj", "colwise"},
+    {"model.layers.*.mlp.shared_expert.down_proj", "rowwise"},
+    {"lm_head", "colwise"}};
+
 }  // namespace shardplan::tensor::models
