@@ -95,9 +95,12 @@ struct ModelFamily {
   // The module type of one routed expert ("MixtralBlockSparseTop2MLP"): parameter reports count
   // its parameters as experts rather than as a dense MLP. Empty for dense families.
   std::string_view experts_class = {};
-  // The router keeps a per-expert e_score_correction_bias (DeepSeek-V3, GLM-4.5): a buffer in
-  // transformers, so not in its parameter count, but a tensor of the checkpoint.
-  bool router_score_bias = false;
+  // Where the MoE block keeps a per-expert e_score_correction_bias: on the router (DeepSeek-V3,
+  // GLM-4.5: mlp.gate.e_score_correction_bias) or on the block itself (MiniMax-M2:
+  // mlp.e_score_correction_bias, block_sparse_moe.* in its Hub files). A buffer in transformers,
+  // so not in its parameter count, but a tensor of the checkpoint.
+  enum class RouterBias : uint8_t { kNone, kOnRouter, kOnBlock };
+  RouterBias router_score_bias = RouterBias::kNone;
   // Attention with a learned sink logit per head (GPT-OSS): no fused training kernel computes
   // it, so it runs the unfused (math) attention (Note [Attention sinks] in
   // planner/cli/plan_args.cpp).

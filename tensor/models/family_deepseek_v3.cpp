@@ -70,7 +70,7 @@ const ModelFamily kDeepseekV3Family{
     .renamed = models::kDeepseekMoeRenames,
     .moe = true,
     .experts_class = "DeepseekV3Experts",
-    .router_score_bias = true,
+    .router_score_bias = ModelFamily::RouterBias::kOnRouter,
     .tp_plan = models::kLatentMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };
@@ -82,7 +82,7 @@ const ModelFamily kDeepseekV2Family = [] {
   f.parse = parse_v2;
   f.build = build_v2;
   f.experts_class = "DeepseekV2Experts";
-  f.router_score_bias = false;
+  f.router_score_bias = ModelFamily::RouterBias::kNone;
   return f;
 }();
 

@@ -153,7 +153,7 @@ const ModelFamily kDeepseekV32Family{
     .renamed = models::kDeepseekMoeRenames,
     .moe = true,
     .experts_class = "DeepseekV32Experts",
-    .router_score_bias = true,
+    .router_score_bias = ModelFamily::RouterBias::kOnRouter,
     .tp_plan = models::kLatentMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };

@@ -51,7 +51,7 @@ const ModelFamily kGlm4MoeFamily{
     .renamed = models::kDeepseekMoeRenames,
     .moe = true,
     .experts_class = "Glm4MoeExperts",
-    .router_score_bias = true,
+    .router_score_bias = ModelFamily::RouterBias::kOnRouter,
     .tp_plan = models::kMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };

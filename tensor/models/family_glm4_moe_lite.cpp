@@ -59,7 +59,7 @@ const ModelFamily kGlm4MoeLiteFamily{
     .renamed = models::kDeepseekMoeRenames,
     .moe = true,
     .experts_class = "Glm4MoeLiteExperts",
-    .router_score_bias = true,
+    .router_score_bias = ModelFamily::RouterBias::kOnRouter,
     .tp_plan = models::kLatentMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };

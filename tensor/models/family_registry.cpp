@@ -24,9 +24,11 @@ extern const ModelFamily kGptNeoxFamily;
 extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
+extern const ModelFamily kMinimaxM2Family;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kOlmo2Family;
+extern const ModelFamily kOlmo3Family;
 extern const ModelFamily kPhi3Family;
 extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen2MoeFamily;
@@ -39,13 +41,13 @@ extern const ModelFamily kQwen35MoeTextFamily;
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV2Family, &kDeepseekV3Family,    &kDeepseekV32Family, &kGlm4MoeLiteFamily,
-    &kGlmMoeDsaFamily,  &kGemmaFamily,         &kGemma2Family,      &kGemma3TextFamily,
-    &kGlm4MoeFamily,    &kGpt2Family,          &kGptOssFamily,      &kGptNeoxFamily,
-    &kKimiK2Family,     &kLlamaFamily,         &kLlama4TextFamily,  &kMistralFamily,
-    &kMixtralFamily,    &kOlmo2Family,         &kPhi3Family,        &kQwen2Family,
-    &kQwen2MoeFamily,   &kQwen3Family,         &kQwen3MoeFamily,    &kQwen3NextFamily,
-    &kQwen35TextFamily, &kQwen35MoeTextFamily,
+    &kDeepseekV2Family, &kDeepseekV3Family, &kDeepseekV32Family, &kGlm4MoeLiteFamily,
+    &kGlmMoeDsaFamily,  &kGemmaFamily,      &kGemma2Family,      &kGemma3TextFamily,
+    &kGlm4MoeFamily,    &kGpt2Family,       &kGptOssFamily,      &kGptNeoxFamily,
+    &kKimiK2Family,     &kLlamaFamily,      &kLlama4TextFamily,  &kMistralFamily,
+    &kMinimaxM2Family,  &kMixtralFamily,    &kOlmo2Family,       &kOlmo3Family,
+    &kPhi3Family,       &kQwen2Family,      &kQwen2MoeFamily,    &kQwen3Family,
+    &kQwen3MoeFamily,   &kQwen3NextFamily,  &kQwen35TextFamily,  &kQwen35MoeTextFamily,
 };
 
 }  // namespace

@@ -78,10 +78,18 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
     x.beyond_model_prefixes.push_back(layers + "." + std::to_string(c.num_hidden_layers + i) + ".");
   }
   // transformers' routers keep their score-correction bias as a persistent buffer (saved in
-  // every DeepSeek-V3, Kimi K2 and GLM-4.5 checkpoint); shardplan counts it aside
+  // every DeepSeek-V3, Kimi K2, GLM-4.5 and MiniMax-M2 checkpoint); shardplan counts it aside
   // (parameters_beyond_model) and builds no buffer for it.
-  if (family_of(c).router_score_bias) {
-    x.buffer_suffixes.push_back(".mlp.gate.e_score_correction_bias");
+  switch (family_of(c).router_score_bias) {
+    case ModelFamily::RouterBias::kNone:
+      break;
+    case ModelFamily::RouterBias::kOnRouter:
+      x.buffer_suffixes.push_back(".mlp.gate.e_score_correction_bias");
+      break;
+    case ModelFamily::RouterBias::kOnBlock:  // Mixtral's older block name, as the Hub files say
+      x.buffer_suffixes.push_back(".mlp.e_score_correction_bias");
+      x.buffer_suffixes.push_back(".block_sparse_moe.e_score_correction_bias");
+      break;
   }
   x.quant_method = config_quantization_method(config_path);
   return x;

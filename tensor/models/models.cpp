@@ -114,7 +114,8 @@ ParametersBeyondModel parameters_beyond_model(const ModelConfig& cfg) {
   for (size_t k = 0; k < stack.kinds.size(); ++k) {
     if (stack.kinds[k].ffn == FfnKind::kMoe) moe_layers += stack.count(static_cast<int32_t>(k));
   }
-  const int64_t bias_per_layer = family.router_score_bias ? cfg.num_local_experts : 0;
+  const int64_t bias_per_layer =
+      family.router_score_bias != ModelFamily::RouterBias::kNone ? cfg.num_local_experts : 0;
   out.router_bias = bias_per_layer * moe_layers;
   if (cfg.mtp_layers > 0 && cfg.num_local_experts > 0) {
     // One MoE layer as the model builds it, attending as its last layer does (a DeepSeek-V3.2
