@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "base/checked.h"
 #include "base/error.h"
@@ -63,6 +64,12 @@ std::string slice_name(std::string_view held, int64_t expert, int part) {
   return std::string(held.substr(0, at + 9)) + std::to_string(expert) + "." +
          std::string((mixtral ? kMixtral : kHf)[static_cast<size_t>(part)]) + ".weight";
 }
+
+// Modules a Hub checkpoint names otherwise than transformers 5 builds them, which transformers
+// renames as it loads (its conversion_mapping.py): Mixtral's and MiniMax-M2's block_sparse_moe,
+// and ERNIE 4.5's moe_statics, which the model keeps inside the router.
+constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
+    {".block_sparse_moe.", ".mlp."}, {".mlp.moe_statics.", ".mlp.gate.moe_statics."}};
 
 std::optional<ExpertSlice> expert_slice(std::string_view name) {
   const size_t at = name.rfind(".experts.");
@@ -261,10 +268,11 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
       renamed.emplace(t.name, x->fused);
       continue;
     }
-    const size_t at = t.name.find(".block_sparse_moe.");
-    if (at != std::string::npos) {
-      const std::string name =
-          fused_module_name(t.name.substr(0, at + 17)) + t.name.substr(at + 17);
+    for (const auto& [stored, built] : kModuleRenames) {
+      const size_t at = t.name.find(stored);
+      if (at == std::string::npos) continue;
+      std::string name = t.name;
+      name.replace(at, stored.size(), built);
       if (by_name.count(name)) renamed.emplace(t.name, name);
     }
   }

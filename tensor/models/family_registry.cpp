@@ -12,6 +12,8 @@ namespace shardplan::tensor {
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kDeepseekV32Family;
+extern const ModelFamily kErnie45Family;
+extern const ModelFamily kErnie45MoeFamily;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
@@ -41,13 +43,14 @@ extern const ModelFamily kQwen35MoeTextFamily;
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV2Family, &kDeepseekV3Family, &kDeepseekV32Family, &kGlm4MoeLiteFamily,
-    &kGlmMoeDsaFamily,  &kGemmaFamily,      &kGemma2Family,      &kGemma3TextFamily,
-    &kGlm4MoeFamily,    &kGpt2Family,       &kGptOssFamily,      &kGptNeoxFamily,
-    &kKimiK2Family,     &kLlamaFamily,      &kLlama4TextFamily,  &kMistralFamily,
-    &kMinimaxM2Family,  &kMixtralFamily,    &kOlmo2Family,       &kOlmo3Family,
-    &kPhi3Family,       &kQwen2Family,      &kQwen2MoeFamily,    &kQwen3Family,
-    &kQwen3MoeFamily,   &kQwen3NextFamily,  &kQwen35TextFamily,  &kQwen35MoeTextFamily,
+    &kDeepseekV2Family, &kDeepseekV3Family,    &kDeepseekV32Family, &kGlm4MoeLiteFamily,
+    &kGlmMoeDsaFamily,  &kErnie45Family,       &kErnie45MoeFamily,  &kGemmaFamily,
+    &kGemma2Family,     &kGemma3TextFamily,    &kGlm4MoeFamily,     &kGpt2Family,
+    &kGptOssFamily,     &kGptNeoxFamily,       &kKimiK2Family,      &kLlamaFamily,
+    &kLlama4TextFamily, &kMistralFamily,       &kMinimaxM2Family,   &kMixtralFamily,
+    &kOlmo2Family,      &kOlmo3Family,         &kPhi3Family,        &kQwen2Family,
+    &kQwen2MoeFamily,   &kQwen3Family,         &kQwen3MoeFamily,    &kQwen3NextFamily,
+    &kQwen35TextFamily, &kQwen35MoeTextFamily,
 };
 
 }  // namespace

@@ -428,7 +428,9 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "linear_key_head_dim",
                                              "linear_value_head_dim",
                                              "linear_conv_kernel_dim",
-                                             "full_attention_interval"};
+                                             "full_attention_interval",
+                                             "moe_num_experts",
+                                             "moe_num_shared_experts"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "base/limits.h"
 #include "tensor/layers.h"
@@ -164,6 +165,25 @@ class GatedMlp : public Module {
   bool fused_;
 };
 
+// ERNIE 4.5's router (MoeStyle::router_with_statics): its weight and the statics module with the
+// score-correction bias, both float32; the tokens are cast to float32 for the logits.
+class StaticsRouter : public Module {
+ public:
+  StaticsRouter(int64_t experts, int64_t hidden, const std::string& prefix, const TensorOptions& o)
+      : Module(prefix + "TopKRouter") {
+    TensorOptions f32 = o;
+    f32.dtype = DType::kFloat32;
+    register_parameter("weight", empty({experts, hidden}, f32));
+    auto statics = std::make_shared<Module>(prefix + "Statics");
+    statics->register_parameter("e_score_correction_bias", empty({1, experts}, f32))
+        .set_requires_grad(false);  // nn.Parameter(requires_grad=False): updated outside autograd
+    register_module("moe_statics", statics);
+  }
+  Tensor forward(const Tensor& x) override {
+    return matmul(to(x, DType::kFloat32), transpose(parameter("weight"), 0, 1));
+  }
+};
+
 // Note [Expected-load MoE] in models.h. The router, the routed experts (one GroupedExperts) and
 // the shared expert, registered in the family's order (MoeStyle).
 class SparseMoe : public Module {
@@ -175,6 +195,11 @@ class SparseMoe : public Module {
         top_k_(c.num_experts_per_tok),
         sigmoid_router_(m.sigmoid_router) {
     auto make_router = [&] {
+      if (m.router_with_statics) {
+        router = register_module(std::string(m.router), std::make_shared<StaticsRouter>(
+                                                            experts_, c.hidden_size, prefix, o));
+        return;
+      }
       router = register_module(std::string(m.router),
                                std::make_shared<Linear>(c.hidden_size, experts_, m.router_bias, o));
     };
@@ -221,7 +246,7 @@ class SparseMoe : public Module {
     }
     return view(combined, {b, s, h});
   }
-  std::shared_ptr<Linear> router;
+  ModulePtr router;
   std::shared_ptr<GroupedExperts> experts;
   ModulePtr shared, shared_gate;
 
@@ -527,6 +552,16 @@ void parse_qwen_moe(const ConfigFields& f, ModelConfig& c) {
   }
 }
 
+int64_t shared_experts_width(const ConfigFields& f, const char* key, int64_t count, int64_t width) {
+  if (count < 0) f.fail(key, "must be >= 0, got " + std::to_string(count));
+  const std::optional<int64_t> w = checked_mul(count, width);
+  if (!w) {
+    f.fail(key, std::to_string(count) + " shared experts of width " + std::to_string(width) +
+                    " overflow a 64-bit width; expected a count a model has");
+  }
+  return *w;
+}
+
 void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d) {
   c.num_local_experts = f.integer("n_routed_experts");
   c.num_experts_per_tok = f.integer("num_experts_per_tok");
@@ -537,9 +572,9 @@ void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoe
   const int64_t dense = f.integer("first_k_dense_replace", d.first_k_dense_replace);
   if (dense < 0) f.fail("first_k_dense_replace", std::to_string(dense) + ", expected >= 0");
   for (int64_t i = 0; i < std::min(dense, c.num_hidden_layers); ++i) c.dense_layers.push_back(i);
-  const int64_t shared = f.integer("n_shared_experts", d.n_shared_experts);
-  if (shared < 0) f.fail("n_shared_experts", "must be >= 0, got " + std::to_string(shared));
-  c.shared_expert_intermediate_size = shared * c.intermediate_size;
+  c.shared_expert_intermediate_size =
+      shared_experts_width(f, "n_shared_experts", f.integer("n_shared_experts", d.n_shared_experts),
+                           c.intermediate_size);
   // DeepSeek-V2's moe_layer_freq: DeepSeek-V3 files carry 1 (every layer past the dense ones).
   if (f.integer("moe_layer_freq", 1) != 1) {
     f.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is built, got " +

@@ -96,6 +96,9 @@ struct DeepseekMoeDefaults {
   int64_t n_shared_experts = 1;
 };
 void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d);
+// The width of `count` shared experts of `width` (>= 0, read from `key`) as one MLP: refused,
+// naming `key`, when the product does not fit in int64 (validate() bounds it afterwards).
+int64_t shared_experts_width(const ConfigFields& f, const char* key, int64_t count, int64_t width);
 void deepseek_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j);
 inline constexpr FieldRename kDeepseekMoeRenames[] = {
     {"norm_eps", "rms_norm_eps"},
@@ -190,6 +193,11 @@ struct MoeStyle {
   bool sigmoid_router = false;                     // DeepSeek-V3: sigmoid scores instead of softmax
   std::string_view shared_name = "shared_expert";  // DeepSeek: "shared_experts"
   bool shared_gate = false;  // Qwen2-MoE: the shared expert's output times sigmoid(gate(x))
+  // ERNIE 4.5: the router is its own module (<prefix>TopKRouter) holding `weight` [E, h] in
+  // float32 and a `moe_statics` child (<prefix>Statics) whose e_score_correction_bias [1, E] is a
+  // frozen float32 parameter (counted by transformers, unlike DeepSeek's buffer); the router's
+  // logits are a float32 GEMM.
+  bool router_with_statics = false;
 };
 
 // DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the

@@ -50,17 +50,21 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {
-      "deepseek_v2",  "deepseek_v3", "deepseek_v32",  "gemma",       "gemma2",
-      "gemma3_text",  "glm4_moe",    "glm4_moe_lite", "glm_moe_dsa", "gpt2",
-      "gpt_neox",     "gpt_oss",     "kimi_k2",       "llama",       "llama4_text",
-      "minimax_m2",   "mistral",     "mixtral",       "olmo2",       "olmo3",
-      "phi3",         "qwen2",       "qwen2_moe",     "qwen3",       "qwen3_5_moe_text",
-      "qwen3_5_text", "qwen3_moe",   "qwen3_next"};
+  const std::vector<std::string> want = {"deepseek_v2",   "deepseek_v3",  "deepseek_v32",
+                                         "ernie4_5",      "ernie4_5_moe", "gemma",
+                                         "gemma2",        "gemma3_text",  "glm4_moe",
+                                         "glm4_moe_lite", "glm_moe_dsa",  "gpt2",
+                                         "gpt_neox",      "gpt_oss",      "kimi_k2",
+                                         "llama",         "llama4_text",  "minimax_m2",
+                                         "mistral",       "mixtral",      "olmo2",
+                                         "olmo3",         "phi3",         "qwen2",
+                                         "qwen2_moe",     "qwen3",        "qwen3_5_moe_text",
+                                         "qwen3_5_text",  "qwen3_moe",    "qwen3_next"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
-            "deepseek_v2, deepseek_v3, deepseek_v32, gemma, gemma2, gemma3_text, glm4_moe, "
+            "deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
+            "gemma3_text, glm4_moe, "
             "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
             "gpt_oss, kimi_k2, "
             "llama, llama4_text, minimax_m2, mistral, mixtral, olmo2, olmo3, phi3, qwen2, "
@@ -121,6 +125,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"llama4_text", {"model.layers", "Llama4ForCausalLM"}},
       {"olmo2", {"model.layers", "Olmo2ForCausalLM"}},
       {"olmo3", {"model.layers", "Olmo3ForCausalLM"}},
+      {"ernie4_5", {"model.layers", "Ernie4_5ForCausalLM"}},
+      {"ernie4_5_moe", {"model.layers", "Ernie4_5_MoeForCausalLM"}},
       {"minimax_m2", {"model.layers", "MiniMaxM2ForCausalLM"}},
       {"phi3", {"model.layers", "Phi3ForCausalLM"}},
       {"qwen3", {"model.layers", "Qwen3ForCausalLM"}},
@@ -152,6 +158,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
                                                         {"llama4_text", "llama4-scout"},
                                                         {"olmo2", "olmo-2-7b"},
                                                         {"olmo3", "olmo-3-7b"},
+                                                        {"ernie4_5", "ernie-4.5-0.3b"},
+                                                        {"ernie4_5_moe", "ernie-4.5-21b-a3b"},
                                                         {"minimax_m2", "minimax-m2"},
                                                         {"phi3", "phi-3-mini"},
                                                         {"qwen3_next", "qwen3-next-80b-a3b"},
@@ -183,20 +191,28 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{
-                        "deepseek_v2",  "deepseek_v3", "deepseek_v32", "gemma",
-                        "gemma2",       "gemma3_text", "glm4_moe",     "glm4_moe_lite",
-                        "glm_moe_dsa",  "gpt_neox",    "gpt_oss",      "kimi_k2",
-                        "llama",        "llama4_text", "minimax_m2",   "mistral",
-                        "mixtral",      "olmo2",       "olmo3",        "phi3",
-                        "qwen2",        "qwen2_moe",   "qwen3",        "qwen3_5_moe_text",
-                        "qwen3_5_text", "qwen3_moe",   "qwen3_next"}));
+  EXPECT_EQ(rotary, (std::set<std::string>{"deepseek_v2",  "deepseek_v3",
+                                           "deepseek_v32", "ernie4_5",
+                                           "ernie4_5_moe", "gemma",
+                                           "gemma2",       "gemma3_text",
+                                           "glm4_moe",     "glm4_moe_lite",
+                                           "glm_moe_dsa",  "gpt_neox",
+                                           "gpt_oss",      "kimi_k2",
+                                           "llama",        "llama4_text",
+                                           "minimax_m2",   "mistral",
+                                           "mixtral",      "olmo2",
+                                           "olmo3",        "phi3",
+                                           "qwen2",        "qwen2_moe",
+                                           "qwen3",        "qwen3_5_moe_text",
+                                           "qwen3_5_text", "qwen3_moe",
+                                           "qwen3_next"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe",
-                                        "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "kimi_k2",
-                                        "llama4_text", "minimax_m2", "mixtral", "qwen2_moe",
-                                        "qwen3_5_moe_text", "qwen3_moe", "qwen3_next"}));
+  EXPECT_EQ(moe,
+            (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32", "ernie4_5_moe",
+                                   "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "kimi_k2",
+                                   "llama4_text", "minimax_m2", "mixtral", "qwen2_moe",
+                                   "qwen3_5_moe_text", "qwen3_moe", "qwen3_next"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -206,7 +222,8 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "deepseek_v2, deepseek_v3, deepseek_v32, gemma, gemma2, gemma3_text, glm4_moe, "
+      "deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
+      "gemma3_text, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
