@@ -23,6 +23,7 @@
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
+#include "tests/tensor/models/family_test_support.h"
 #include "tests/tensor/safetensors_test_support.h"
 
 namespace shardplan::tensor {
@@ -32,13 +33,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::vector<std::string> names_under(const Module& m, const std::string& prefix) {
-  std::vector<std::string> out;
-  for (const NamedTensor& p : m.named_parameters()) {
-    if (p.name.starts_with(prefix)) out.push_back(p.name.substr(prefix.size()));
-  }
-  return out;
-}
+using test::names_under;
 
 TEST(ErnieModels, Ernie45MoeMatchesTheHandTotal) {
   // ERNIE-4.5-21B-A3B: V 103,424 tied, h 2,560, 28 layers of 20 heads of 128 (4 kv heads);
@@ -191,16 +186,8 @@ TEST(ErnieModels, HubCheckpointNamesFitTheModel) {
       e.push_back(
           {n.substr(0, n.find(".gate.")) + ".moe_statics.e_score_correction_bias", dtype, shape});
     } else if (n.ends_with(".experts.gate_up_proj") || n.ends_with(".experts.down_proj")) {
-      const std::string stem = n.substr(0, n.rfind('.') + 1);
-      for (int64_t x = 0; x < shape[0]; ++x) {
-        const std::string ex = stem + std::to_string(x) + ".";
-        if (n.ends_with("down_proj")) {
-          e.push_back({ex + "down_proj.weight", "BF16", {shape[1], shape[2]}});
-        } else {
-          e.push_back({ex + "gate_proj.weight", "BF16", {shape[1] / 2, shape[2]}});
-          e.push_back({ex + "up_proj.weight", "BF16", {shape[1] / 2, shape[2]}});
-        }
-      }
+      test::append_experts_one_by_one(e, n.substr(0, n.find(".experts.")), n, shape,
+                                      {"gate_proj", "up_proj", "down_proj"});
     } else {
       e.push_back({n, dtype, shape});
     }

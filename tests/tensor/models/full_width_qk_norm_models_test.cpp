@@ -22,6 +22,7 @@
 #include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
+#include "tests/tensor/models/family_test_support.h"
 #include "tests/tensor/safetensors_test_support.h"
 
 namespace shardplan::tensor {
@@ -31,13 +32,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::vector<std::string> names_under(const Module& m, const std::string& prefix) {
-  std::vector<std::string> out;
-  for (const NamedTensor& p : m.named_parameters()) {
-    if (p.name.starts_with(prefix)) out.push_back(p.name.substr(prefix.size()));
-  }
-  return out;
-}
+using test::names_under;
 
 TEST(FullWidthQkNormModels, Olmo3SevenBMatchesTheHandTotal) {
   // OLMo 3 7B: V 100,278 untied, h 4,096, 32 layers of 32 heads (no GQA), F 11,008.
@@ -219,15 +214,8 @@ TEST(FullWidthQkNormModels, MinimaxM2HubCheckpointFitsWithTheRouterBiasAsABuffer
       e.push_back({block + "gate.weight", "BF16", shape});
       e.push_back({block + "e_score_correction_bias", "F32", {shape[0]}});
     } else {
-      for (int64_t x = 0; x < shape[0]; ++x) {
-        const std::string ex = block + "experts." + std::to_string(x) + ".";
-        if (n.ends_with("down_proj")) {
-          e.push_back({ex + "w2.weight", "BF16", {shape[1], shape[2]}});
-        } else {
-          e.push_back({ex + "w1.weight", "BF16", {shape[1] / 2, shape[2]}});
-          e.push_back({ex + "w3.weight", "BF16", {shape[1] / 2, shape[2]}});
-        }
-      }
+      test::append_experts_one_by_one(e, n.substr(0, mlp) + ".block_sparse_moe", n, shape,
+                                      {"w1", "w3", "w2"});
     }
   }
   const test::StHeader h = test::make_header(e);

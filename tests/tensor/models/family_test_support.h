@@ -1,0 +1,47 @@
+// What the model-family tests share: the parameter names under a module, and a model's fused
+// routed experts written as the Hub's files store them, one tensor per expert and projection.
+//   EXPECT_EQ(names_under(*m, "model.layers.0."), (std::vector<std::string>{"self_attn...."}));
+//   append_experts_one_by_one(entries, "model.layers.1.block_sparse_moe", p.name, shape,
+//                             {"w1", "w3", "w2"});
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/module.h"
+#include "tests/tensor/safetensors_test_support.h"
+
+namespace shardplan::tensor::test {
+
+// The names of m's parameters under `prefix`, the prefix cut, in named_parameters order.
+inline std::vector<std::string> names_under(const Module& m, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const NamedTensor& p : m.named_parameters()) {
+    if (p.name.starts_with(prefix)) out.push_back(p.name.substr(prefix.size()));
+  }
+  return out;
+}
+
+// Note [Experts stored one by one] in tensor/safetensors_check.cpp: the fused tensor `name`
+// ("...experts.gate_up_proj" [E, 2F, h] or "...experts.down_proj" [E, h, F]) as E tensors per
+// projection, "<stored_block>.experts.<e>.<proj>.weight", `proj` naming the gate, up and down
+// projections as the checkpoint does (Mixtral's and MiniMax-M2's Hub files: w1, w3, w2).
+inline void append_experts_one_by_one(std::vector<StEntry>& out, const std::string& stored_block,
+                                      std::string_view name, const std::vector<int64_t>& shape,
+                                      const std::array<std::string, 3>& proj,
+                                      const std::string& dtype = "BF16") {
+  for (int64_t e = 0; e < shape[0]; ++e) {
+    const std::string stem = stored_block + ".experts." + std::to_string(e) + ".";
+    if (name.ends_with("down_proj")) {
+      out.push_back({stem + proj[2] + ".weight", dtype, {shape[1], shape[2]}});
+    } else {
+      out.push_back({stem + proj[0] + ".weight", dtype, {shape[1] / 2, shape[2]}});
+      out.push_back({stem + proj[1] + ".weight", dtype, {shape[1] / 2, shape[2]}});
+    }
+  }
+}
+
+}  // namespace shardplan::tensor::test
