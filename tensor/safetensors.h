@@ -247,6 +247,9 @@ struct CheckpointExpectations {
   // Name prefixes of modules a checkpoint may hold beside the model ("model.layers.61." for
   // DeepSeek-V3's multi-token prediction layer): transformers' _keys_to_ignore_on_load_unexpected.
   std::vector<std::string> beyond_model_prefixes;
+  // Substrings of such names wherever they stand (ModelFamily::unloaded_key: ERNIE 4.5's "mtp",
+  // matched as transformers' _keys_to_ignore_on_load_unexpected patterns are, anywhere in a key).
+  std::vector<std::string> beyond_model_substrings = {};
   // quantization_config.quant_method of the config ("fp8", "mxfp4", ...); "" for none.
   std::string quant_method;
   // Match the quantized forms whatever the method (set with quant_method; materialize sets it

@@ -378,7 +378,9 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   for (const size_t i : leftover) {
     const CheckpointTensor& t = ck.tensors[i];
     if (std::any_of(beyond.begin(), beyond.end(),
-                    [&](const std::string& p) { return t.name.starts_with(p); })) {
+                    [&](const std::string& p) { return t.name.starts_with(p); }) ||
+        std::any_of(expect.beyond_model_substrings.begin(), expect.beyond_model_substrings.end(),
+                    [&](const std::string& s) { return t.name.find(s) != std::string::npos; })) {
       r.beyond_model.push_back(t.name);
       continue;
     }

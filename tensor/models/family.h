@@ -101,6 +101,10 @@ struct ModelFamily {
   // so not in its parameter count, but a tensor of the checkpoint.
   enum class RouterBias : uint8_t { kNone, kOnRouter, kOnBlock };
   RouterBias router_score_bias = RouterBias::kNone;
+  // A substring of checkpoint keys transformers skips on load wherever it stands (the family's
+  // _keys_to_ignore_on_load_unexpected; ERNIE 4.5 MoE: "mtp", its prediction layers): listed
+  // beside the model, not unexpected. Empty: none.
+  std::string_view unloaded_key = {};
   // Attention with a learned sink logit per head (GPT-OSS): no fused training kernel computes
   // it, so it runs the unfused (math) attention (Note [Attention sinks] in
   // planner/cli/plan_args.cpp).

@@ -1,5 +1,6 @@
 // ernie4_5 (ERNIE-4.5-0.3B): transformers' Ernie4_5Config (max positions 131072, rms_norm_eps
-// 1e-5, rope_theta 500000, head_dim 128 whatever hidden / heads is, tied embeddings, one use_bias
+// 1e-5, rope_theta 500000, head_dim 128 whatever hidden / heads is (hidden / heads when the file
+// says null), tied embeddings, one use_bias
 // for every projection) and modeling_ernie4_5.py: Llama's layer with biases on q, k, v, o and the
 // MLP when use_bias, no attention dropout whatever the file says, and RoPE rotating interleaved
 // channel pairs (GLM's layout: no shape or count changes). The output layer has no bias.
@@ -19,7 +20,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rms_norm_eps = 1e-5,
                                 .rope_theta = 500000,
                                 .tie_word_embeddings = true,
-                                .head_dim = 128});
+                                // Ernie4_5Config: 128 when absent; null is hidden / heads
+                                .head_dim = f.is_null("head_dim") ? 0 : 128});
   c.qkv_bias = c.o_bias = c.mlp_bias = f.boolean("use_bias", false);
   c.attention_dropout = 0;  // Ernie4_5Attention sets 0.0 over the config's value
 }

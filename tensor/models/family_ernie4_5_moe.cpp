@@ -18,6 +18,18 @@ extern const ModelFamily kErnie45MoeFamily;  // listed in family_registry.cpp
 
 namespace {
 
+// A field Ernie4_5_MoeConfig also takes under its attribute_map alias ("num_experts" for
+// moe_num_experts, "num_experts_per_tok" for moe_k); a file giving both must agree.
+int64_t aliased(const ConfigFields& f, const char* key, const char* alias, int64_t dflt) {
+  if (!f.has(alias)) return f.integer(key, dflt);
+  const int64_t v = f.integer(alias);
+  if (f.has(key) && f.integer(key) != v) {
+    f.fail(key, std::to_string(f.integer(key)) + " while its alias '" + alias + "' says " +
+                    std::to_string(v) + "; expected one value");
+  }
+  return v;
+}
+
 constexpr FieldRename kRenamed[] = {{"norm_eps", "rms_norm_eps"},
                                     {"num_local_experts", "moe_num_experts"},
                                     {"num_experts_per_tok", "moe_k"},
@@ -38,18 +50,18 @@ void parse(const ConfigFields& f, ModelConfig& c) {
            "does not build; expected false (as every released ERNIE 4.5 MoE file)");
   }
   c.attention_dropout = 0;  // Ernie4_5_MoeAttention sets 0.0 over the config's value
-  c.num_local_experts = f.integer("moe_num_experts", 64);
-  c.num_experts_per_tok = f.integer("moe_k", 6);
+  c.num_local_experts = aliased(f, "moe_num_experts", "num_experts", 64);
+  c.num_experts_per_tok = aliased(f, "moe_k", "num_experts_per_tok", 6);
   c.dense_intermediate_size = c.intermediate_size;
   c.intermediate_size = f.integer("moe_intermediate_size", 1536);
   c.shared_expert_intermediate_size = models::shared_experts_width(
       f, "moe_num_shared_experts", f.integer("moe_num_shared_experts", 2), c.intermediate_size);
   const int64_t start = f.integer("moe_layer_start_index", 1);
   int64_t end = f.integer("moe_layer_end_index", -1);
+  if (end < -1) f.fail("moe_layer_end_index", "must be >= -1, got " + std::to_string(end));
   if (end == -1) end = c.num_hidden_layers - 1;  // Ernie4_5_MoeConfig: -1 means the last layer
   const int64_t interval = f.integer("moe_layer_interval", 1);
   if (start < 0) f.fail("moe_layer_start_index", "must be >= 0, got " + std::to_string(start));
-  if (end < -1) f.fail("moe_layer_end_index", "must be >= -1, got " + std::to_string(end));
   if (interval <= 0) {
     f.fail("moe_layer_interval", "must be positive, got " + std::to_string(interval));
   }
@@ -57,6 +69,10 @@ void parse(const ConfigFields& f, ModelConfig& c) {
     if ((i + 1) % interval != 0 || i < start || i > end) c.dense_layers.push_back(i);
   }
   f.number("moe_norm_min", 1e-12);  // the clamp of the top-k sum: no shape changes
+  // The larger files' multi-token prediction layers: transformers builds none and skips their
+  // tensors (ModelFamily::unloaded_key); they are not priced.
+  const int64_t mtp = f.integer("num_nextn_predict_layers", 0);
+  if (mtp < 0) f.fail("num_nextn_predict_layers", "must be >= 0, got " + std::to_string(mtp));
 }
 
 bool is_dense(const ModelConfig& c, int64_t layer) {
@@ -128,6 +144,7 @@ const ModelFamily kErnie45MoeFamily{
     .renamed = kRenamed,
     .moe = true,
     .experts_class = "Ernie4_5_MoeExperts",
+    .unloaded_key = "mtp",
     .tp_plan = models::kMoeTpPlan,
     .init_rules = kInitRules,
 };

@@ -7,8 +7,10 @@
 // window. The Hub files' own keys for what transformers always builds (use_qk_norm,
 // qk_norm_type "per_layer", scoring_func "sigmoid", use_routing_bias, no shared expert, every layer
 // full attention in attn_type_list) are checked: a file asking for anything else describes a model
-// transformers does not build. The partial rotary width (rotary_dim, or partial_rotary_factor)
-// changes no shape. Multi-token prediction modules (use_mtp) are dropped, as transformers drops
+// transformers does not build. The rotated width is MiniMax's rotary_dim (64 of 128 in every
+// released file, as its own code and vLLM read it; transformers' config class has read it
+// differently across versions) or partial_rotary_factor; it changes no shape, only RoPE's
+// elementwise work. Multi-token prediction modules (use_mtp) are dropped, as transformers drops
 // them.
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -39,7 +41,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.num_experts_per_tok = f.integer("num_experts_per_tok", 8);
   if (f.has("partial_rotary_factor")) {
     c.partial_rotary_factor = f.number("partial_rotary_factor", 1.0);
-  } else if (f.has("rotary_dim")) {
+  } else if (f.has("rotary_dim") && c.head_dim > 0) {  // head_dim <= 0: validate() refuses
     const int64_t rotary = f.integer("rotary_dim");
     if (rotary <= 0 || rotary > c.head_dim || rotary % 2 != 0) {
       f.fail("rotary_dim", "must be even and in (0, head_dim = " + std::to_string(c.head_dim) +

@@ -91,6 +91,9 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
       x.buffer_suffixes.push_back(".block_sparse_moe.e_score_correction_bias");
       break;
   }
+  if (!family_of(c).unloaded_key.empty()) {
+    x.beyond_model_substrings.emplace_back(family_of(c).unloaded_key);
+  }
   x.quant_method = config_quantization_method(config_path);
   return x;
 }

@@ -87,12 +87,15 @@ TEST(ErnieModels, Ernie45MoeNamesShapesDtypesAndOrder) {
             DimVector({2560, 3072}));
   EXPECT_EQ(m->get_submodule("model.layers.1.mlp.gate").type_name(), "Ernie4_5_MoeTopKRouter");
   // Made as zeros and left so by _init_weights (the router is not a Linear).
+  int routers = 0;
   for (const NamedInit& p : parameter_inits(*m, find_model_config("ernie-4.5-21b-a3b"))) {
     if (p.name.starts_with("model.layers.1.mlp.gate.")) {
       EXPECT_EQ(p.init.kind, ParameterInit::Kind::kConstant) << p.name;
       EXPECT_EQ(p.init.a, 0.0) << p.name;
+      ++routers;
     }
   }
+  EXPECT_EQ(routers, 2);  // the weight and the statics' bias
 }
 
 TEST(ErnieModels, Ernie45DenseHeadDimIsNotHiddenOverHeads) {
@@ -123,6 +126,11 @@ TEST(ErnieModels, Ernie45DenseHeadDimIsNotHiddenOverHeads) {
           "mlp.down_proj.bias", "input_layernorm.weight", "post_attention_layernorm.weight"}));
   EXPECT_TRUE(names_under(*b, "lm_head.").empty());  // tied, and no bias
   EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+  // A null head_dim is Ernie4_5Config's hidden / heads (an absent one its 128).
+  j["head_dim"] = nullptr;
+  EXPECT_EQ(parse_model_config(j, "null head_dim").head_dim, 16);
+  j.erase("head_dim");
+  EXPECT_EQ(parse_model_config(j, "no head_dim").head_dim, 128);
 }
 
 nlohmann::json tiny_moe() {
@@ -154,6 +162,8 @@ TEST(ErnieModels, SparseLayersFollowStartEndAndInterval) {
            {"moe_layer_start_index", -1},
            {"use_bias", true},
            {"moe_num_shared_experts", -2},
+           {"moe_layer_end_index", -2},
+           {"num_nextn_predict_layers", -1},
            {"moe_num_shared_experts", int64_t{1} << 62}}) {  // x 32 overflows int64
     SCOPED_TRACE(key);
     nlohmann::json bad = tiny_moe();
@@ -161,6 +171,14 @@ TEST(ErnieModels, SparseLayersFollowStartEndAndInterval) {
     EXPECT_THAT([&] { parse_model_config(bad, "ernie.json"); },
                 ThrowsMessage<Error>(HasSubstr("ernie.json: field '" + key + "'")));
   }
+  // transformers' aliases (Ernie4_5_MoeConfig.attribute_map) are read; two values must agree.
+  nlohmann::json alias = tiny_moe();
+  alias.erase("moe_k");
+  alias["num_experts_per_tok"] = 3;
+  EXPECT_EQ(parse_model_config(alias, "alias").num_experts_per_tok, 3);
+  alias["moe_k"] = 2;
+  EXPECT_THAT([&] { parse_model_config(alias, "both.json"); },
+              ThrowsMessage<Error>(HasSubstr("field 'moe_k': 2 while its alias")));
   // Another family's file with ERNIE's experts is refused, not planned dense.
   nlohmann::json llama = tiny_moe();
   llama["model_type"] = "llama";
@@ -175,8 +193,12 @@ TEST(ErnieModels, HubCheckpointNamesFitTheModel) {
   const fs::path dir =
       fs::temp_directory_path() / ("shardplan_ernie_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << tiny_moe().dump(1);
-  const ModulePtr model = build_model(parse_model_config(tiny_moe(), "tiny"));
+  // The larger files' prediction layer (ERNIE-4.5-300B-A47B: num_nextn_predict_layers 1), whose
+  // tensors transformers skips by the pattern "mtp".
+  nlohmann::json cfg = tiny_moe();
+  cfg["num_nextn_predict_layers"] = 1;
+  std::ofstream(dir / "config.json") << cfg.dump(1);
+  const ModulePtr model = build_model(parse_model_config(cfg, "tiny"));
   std::vector<test::StEntry> e;
   for (const NamedTensor& t : model->named_parameters()) {
     const std::vector<int64_t> shape(t.tensor.sizes().begin(), t.tensor.sizes().end());
@@ -192,6 +214,8 @@ TEST(ErnieModels, HubCheckpointNamesFitTheModel) {
       e.push_back({n, dtype, shape});
     }
   }
+  e.push_back({"model.mtp_block.0.self_attn.q_proj.weight", "BF16", {64, 64}});
+  e.push_back({"model.mtp_linear_proj.0.weight", "BF16", {64, 128}});
   const test::StHeader h = test::make_header(e);
   test::write_bytes(dir / "model.safetensors", test::file_bytes(h.json, h.data_bytes));
   const ModelSource src = find_model_source(dir.string());
@@ -199,6 +223,9 @@ TEST(ErnieModels, HubCheckpointNamesFitTheModel) {
   EXPECT_TRUE(src.check.loadable());
   EXPECT_TRUE(src.check.unexpected.empty());
   EXPECT_TRUE(src.check.dtype_mismatches.empty());
+  EXPECT_EQ(src.check.beyond_model,
+            (std::vector<std::string>{"model.mtp_block.0.self_attn.q_proj.weight",
+                                      "model.mtp_linear_proj.0.weight"}));
   EXPECT_EQ(src.check.stacked_experts.size(), 4U);  // layers 3 and 5, gate_up and down
 }
 
