@@ -37,20 +37,25 @@ extern const ModelFamily kQwen2MoeFamily;
 extern const ModelFamily kQwen3Family;
 extern const ModelFamily kQwen3MoeFamily;
 extern const ModelFamily kQwen3NextFamily;
+extern const ModelFamily kQwen2VlTextFamily;
+extern const ModelFamily kQwen25VlTextFamily;
+extern const ModelFamily kQwen3VlTextFamily;
+extern const ModelFamily kQwen3VlMoeTextFamily;
 extern const ModelFamily kQwen35TextFamily;
 extern const ModelFamily kQwen35MoeTextFamily;
 
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV2Family, &kDeepseekV3Family,    &kDeepseekV32Family, &kGlm4MoeLiteFamily,
-    &kGlmMoeDsaFamily,  &kErnie45Family,       &kErnie45MoeFamily,  &kGemmaFamily,
-    &kGemma2Family,     &kGemma3TextFamily,    &kGlm4MoeFamily,     &kGpt2Family,
-    &kGptOssFamily,     &kGptNeoxFamily,       &kKimiK2Family,      &kLlamaFamily,
-    &kLlama4TextFamily, &kMistralFamily,       &kMinimaxM2Family,   &kMixtralFamily,
-    &kOlmo2Family,      &kOlmo3Family,         &kPhi3Family,        &kQwen2Family,
-    &kQwen2MoeFamily,   &kQwen3Family,         &kQwen3MoeFamily,    &kQwen3NextFamily,
-    &kQwen35TextFamily, &kQwen35MoeTextFamily,
+    &kDeepseekV2Family,     &kDeepseekV3Family,    &kDeepseekV32Family,  &kGlm4MoeLiteFamily,
+    &kGlmMoeDsaFamily,      &kErnie45Family,       &kErnie45MoeFamily,   &kGemmaFamily,
+    &kGemma2Family,         &kGemma3TextFamily,    &kGlm4MoeFamily,      &kGpt2Family,
+    &kGptOssFamily,         &kGptNeoxFamily,       &kKimiK2Family,       &kLlamaFamily,
+    &kLlama4TextFamily,     &kMistralFamily,       &kMinimaxM2Family,    &kMixtralFamily,
+    &kOlmo2Family,          &kOlmo3Family,         &kPhi3Family,         &kQwen2Family,
+    &kQwen2MoeFamily,       &kQwen3Family,         &kQwen3MoeFamily,     &kQwen3NextFamily,
+    &kQwen35TextFamily,     &kQwen2VlTextFamily,   &kQwen25VlTextFamily, &kQwen3VlTextFamily,
+    &kQwen3VlMoeTextFamily, &kQwen35MoeTextFamily,
 };
 
 }  // namespace

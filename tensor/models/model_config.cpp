@@ -302,7 +302,17 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"llava", "llama"},
                                                  {"llava_next", "llama"},
                                                  {"qwen3_5", "qwen3_5_text"},
-                                                 {"qwen3_5_moe", "qwen3_5_moe_text"}};
+                                                 {"qwen3_5_moe", "qwen3_5_moe_text"},
+                                                 {"qwen2_vl", "qwen2_vl_text"},
+                                                 {"qwen2_5_vl", "qwen2_5_vl_text"},
+                                                 {"qwen3_vl", "qwen3_vl_text"},
+                                                 {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
+
+// Wrappers whose published files are flat: the text model's keys at the top level beside
+// vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
+// those keys into text_config, and so does parsing here.
+constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
+                                              {"qwen2_5_vl", "qwen2_5_vl_text"}};
 
 // The sizes of transformers' LlamaConfig and MistralConfig defaults. A top-level config.json must
 // state its sizes (a file without hidden_size is more likely the wrong file than a default
@@ -379,6 +389,13 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
   const ModelFamily* family = find_family(type);
   if (!family && f.has("text_config") && j.at("text_config").is_object()) {
     return parse_text_config(j, f, type, source);
+  }
+  for (const DefaultTextType& d : kFlatTextTypes) {
+    if (family || d.wrapper != type) continue;
+    json outer = {{"model_type", type}, {"text_config", j}};
+    outer["text_config"]["model_type"] = d.text;
+    outer["text_config"].erase("vision_config");
+    return parse_text_config(outer, ConfigFields(outer, source), type, source);
   }
   if (!family) {
     f.fail("model_type", "'" + type + "' is not supported; expected one of: " + model_types_list());

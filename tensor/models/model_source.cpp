@@ -91,6 +91,11 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
       x.buffer_suffixes.push_back(".block_sparse_moe.e_score_correction_bias");
       break;
   }
+  // Qwen2-VL's and Qwen2.5-VL's published checkpoints keep the language model under its plain
+  // names and the vision encoder beside it as visual.* (transformers 5 renames both as it loads).
+  if (c.multimodal_model_type == "qwen2_vl" || c.multimodal_model_type == "qwen2_5_vl") {
+    x.beyond_model_prefixes.emplace_back("visual.");
+  }
   if (!family_of(c).unloaded_key.empty()) {
     x.beyond_model_substrings.emplace_back(family_of(c).unloaded_key);
   }

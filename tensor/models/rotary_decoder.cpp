@@ -401,6 +401,20 @@ ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, boo
   return std::make_shared<ForCausalLM>(c, style, std::string(style.prefix), o, training);
 }
 
+// A rope_scaling that scales nothing: rope_type "default", or the Qwen-VL files' "mrope"
+// (multimodal RoPE, which transformers reads as default: a text token's position is the same on
+// its three axes, so its channels rotate as plain RoPE's; mrope_section changes no shape).
+static bool unscaled_rope(const nlohmann::json& r) {
+  if (!r.is_object()) return false;
+  for (const char* key : {"rope_type", "type"}) {
+    if (r.contains(key) && r.at(key).is_string()) {
+      const std::string t = r.at(key).get<std::string>();
+      return t == "default" || t == "mrope";
+    }
+  }
+  return false;
+}
+
 void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDecoderDefaults& d) {
   if (d.sizes) {
     c.vocab_size = f.integer("vocab_size", d.sizes->vocab_size);
@@ -438,7 +452,9 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   c.norm_eps = f.number("rms_norm_eps", d.rms_norm_eps);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", d.tie_word_embeddings);
   c.rope_theta = f.number("rope_theta", d.rope_theta);
-  if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
+  if (f.has("rope_scaling") && !unscaled_rope(f.raw("rope_scaling"))) {
+    c.rope_scaling = parse_rope_scaling(f);
+  }
   c.attention_dropout = f.number("attention_dropout", 0.0);
 }
 

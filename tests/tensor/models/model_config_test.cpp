@@ -53,7 +53,11 @@ TEST(ModelConfig, EveryShippedConfigParsesAndRoundTrips) {
   for (const std::string& n : names) {
     SCOPED_TRACE(n);
     const ModelConfig c = find_model_config(n);
-    EXPECT_EQ(parse_model_config(to_hf_json(c), "round-trip"), c);
+    // to_hf_json writes the language model's own config: a multimodal file (qwen2.5-vl-7b) comes
+    // back as its text model, the same but for the wrapper's name.
+    ModelConfig text = c;
+    text.multimodal_model_type.clear();
+    EXPECT_EQ(parse_model_config(to_hf_json(c), "round-trip"), text);
   }
 }
 
@@ -310,11 +314,11 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   bad["text_config"]["num_attention_heads"] = 0;
   EXPECT_THAT(error_of([&] { parse_model_config(bad, "b.json"); }),
               HasSubstr("b.json: text_config: field 'num_attention_heads': must be a positive"));
-  const json vl = json::parse(
-      R"({"model_type": "qwen2_5_vl", "text_config": {"model_type": "qwen2_5_vl_text"}})");
+  const json vl =
+      json::parse(R"({"model_type": "glm4v", "text_config": {"model_type": "glm4v_text"}})");
   EXPECT_THAT(error_of([&] { parse_model_config(vl, "v.json"); }),
-              HasSubstr("v.json: field 'model_type': 'qwen2_5_vl' is not supported, nor is its "
-                        "text_config's model_type 'qwen2_5_vl_text'; expected one of: "));
+              HasSubstr("v.json: field 'model_type': 'glm4v' is not supported, nor is its "
+                        "text_config's model_type 'glm4v_text'; expected one of: "));
   const json bare = json::parse(R"({"model_type": "foo", "text_config": {}})");
   EXPECT_THAT(error_of([&] { parse_model_config(bare, "f.json"); }),
               HasSubstr("f.json: text_config: field 'model_type': missing, and model_type 'foo'"));

@@ -50,16 +50,40 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"deepseek_v2",   "deepseek_v3",  "deepseek_v32",
-                                         "ernie4_5",      "ernie4_5_moe", "gemma",
-                                         "gemma2",        "gemma3_text",  "glm4_moe",
-                                         "glm4_moe_lite", "glm_moe_dsa",  "gpt2",
-                                         "gpt_neox",      "gpt_oss",      "kimi_k2",
-                                         "llama",         "llama4_text",  "minimax_m2",
-                                         "mistral",       "mixtral",      "olmo2",
-                                         "olmo3",         "phi3",         "qwen2",
-                                         "qwen2_moe",     "qwen3",        "qwen3_5_moe_text",
-                                         "qwen3_5_text",  "qwen3_moe",    "qwen3_next"};
+  const std::vector<std::string> want = {"deepseek_v2",
+                                         "deepseek_v3",
+                                         "deepseek_v32",
+                                         "ernie4_5",
+                                         "ernie4_5_moe",
+                                         "gemma",
+                                         "gemma2",
+                                         "gemma3_text",
+                                         "glm4_moe",
+                                         "glm4_moe_lite",
+                                         "glm_moe_dsa",
+                                         "gpt2",
+                                         "gpt_neox",
+                                         "gpt_oss",
+                                         "kimi_k2",
+                                         "llama",
+                                         "llama4_text",
+                                         "minimax_m2",
+                                         "mistral",
+                                         "mixtral",
+                                         "olmo2",
+                                         "olmo3",
+                                         "phi3",
+                                         "qwen2",
+                                         "qwen2_5_vl_text",
+                                         "qwen2_moe",
+                                         "qwen2_vl_text",
+                                         "qwen3",
+                                         "qwen3_5_moe_text",
+                                         "qwen3_5_text",
+                                         "qwen3_moe",
+                                         "qwen3_next",
+                                         "qwen3_vl_moe_text",
+                                         "qwen3_vl_text"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
@@ -68,8 +92,9 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
             "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
             "gpt_oss, kimi_k2, "
             "llama, llama4_text, minimax_m2, mistral, mixtral, olmo2, olmo3, phi3, qwen2, "
-            "qwen2_moe, qwen3, "
-            "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next");
+            "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+            "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+            "qwen3_vl_text");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -93,8 +118,10 @@ TEST(ModelFamily, EveryShippedConfigRoundTripsThroughItsEntry) {
     covered.insert(c.model_type);
     const json j = to_hf_json(c, *f);
     EXPECT_EQ(j.at("model_type"), c.model_type);
-    EXPECT_EQ(parse_model_config(j, *f, "round-trip"), c);
-    EXPECT_EQ(parse_model_config(j, "round-trip"), c);  // looked up by model_type: the same
+    ModelConfig text = c;  // to_hf_json writes a multimodal file's language model alone
+    text.multimodal_model_type.clear();
+    EXPECT_EQ(parse_model_config(j, *f, "round-trip"), text);
+    EXPECT_EQ(parse_model_config(j, "round-trip"), text);  // looked up by model_type: the same
     EXPECT_EQ(to_hf_json(c), j);
   }
   // Every family has a shipped config, so the loop above exercised every entry.
@@ -133,6 +160,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"qwen3_moe", {"model.layers", "Qwen3MoeForCausalLM"}},
       {"qwen3_next", {"model.layers", "Qwen3NextForCausalLM"}},
       {"qwen3_5_text", {"model.layers", "Qwen3_5ForCausalLM"}},
+      {"qwen2_vl_text", {"model.layers", "Qwen2VLTextForCausalLM"}},
+      {"qwen2_5_vl_text", {"model.layers", "Qwen2_5_VLTextForCausalLM"}},
+      {"qwen3_vl_text", {"model.layers", "Qwen3VLTextForCausalLM"}},
+      {"qwen3_vl_moe_text", {"model.layers", "Qwen3VLMoeTextForCausalLM"}},
       {"qwen3_5_moe_text", {"model.layers", "Qwen3_5MoeForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {{"gemma", "gemma-7b"},
@@ -164,6 +195,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
                                                         {"phi3", "phi-3-mini"},
                                                         {"qwen3_next", "qwen3-next-80b-a3b"},
                                                         {"qwen3_5_text", "qwen3.5-0.8b"},
+                                                        {"qwen2_vl_text", "qwen2-vl-7b"},
+                                                        {"qwen2_5_vl_text", "qwen2.5-vl-7b"},
+                                                        {"qwen3_vl_text", "qwen3-vl-8b"},
+                                                        {"qwen3_vl_moe_text", "qwen3-vl-30b-a3b"},
                                                         {"qwen3_5_moe_text", "qwen3.5-35b-a3b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
@@ -191,28 +226,23 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"deepseek_v2",  "deepseek_v3",
-                                           "deepseek_v32", "ernie4_5",
-                                           "ernie4_5_moe", "gemma",
-                                           "gemma2",       "gemma3_text",
-                                           "glm4_moe",     "glm4_moe_lite",
-                                           "glm_moe_dsa",  "gpt_neox",
-                                           "gpt_oss",      "kimi_k2",
-                                           "llama",        "llama4_text",
-                                           "minimax_m2",   "mistral",
-                                           "mixtral",      "olmo2",
-                                           "olmo3",        "phi3",
-                                           "qwen2",        "qwen2_moe",
-                                           "qwen3",        "qwen3_5_moe_text",
-                                           "qwen3_5_text", "qwen3_moe",
-                                           "qwen3_next"}));
+  EXPECT_EQ(rotary, (std::set<std::string>{
+                        "deepseek_v2",  "deepseek_v3",   "deepseek_v32", "ernie4_5",
+                        "ernie4_5_moe", "gemma",         "gemma2",       "gemma3_text",
+                        "glm4_moe",     "glm4_moe_lite", "glm_moe_dsa",  "gpt_neox",
+                        "gpt_oss",      "kimi_k2",       "llama",        "llama4_text",
+                        "minimax_m2",   "mistral",       "mixtral",      "olmo2",
+                        "olmo3",        "phi3",          "qwen2",        "qwen2_5_vl_text",
+                        "qwen2_moe",    "qwen2_vl_text", "qwen3",        "qwen3_5_moe_text",
+                        "qwen3_5_text", "qwen3_moe",     "qwen3_next",   "qwen3_vl_moe_text",
+                        "qwen3_vl_text"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe,
-            (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32", "ernie4_5_moe",
-                                   "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "kimi_k2",
-                                   "llama4_text", "minimax_m2", "mixtral", "qwen2_moe",
-                                   "qwen3_5_moe_text", "qwen3_moe", "qwen3_next"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32",
+                                        "ernie4_5_moe", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa",
+                                        "gpt_oss", "kimi_k2", "llama4_text", "minimax_m2",
+                                        "mixtral", "qwen2_moe", "qwen3_5_moe_text", "qwen3_moe",
+                                        "qwen3_next", "qwen3_vl_moe_text"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
