@@ -392,6 +392,10 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
   }
   for (const DefaultTextType& d : kFlatTextTypes) {
     if (family || d.wrapper != type) continue;
+    if (f.has("text_config")) {  // present, not null, and not an object
+      f.fail("text_config", "expected an object (or none: the text keys at the top level), got " +
+                                j.at("text_config").dump().substr(0, 60));
+    }
     json outer = {{"model_type", type}, {"text_config", j}};
     outer["text_config"]["model_type"] = d.text;
     outer["text_config"].erase("vision_config");

@@ -62,6 +62,10 @@ TEST(QwenVlModels, FlatAndNestedFilesReadAlike) {
   tied["model_type"] = "qwen2_5_vl";
   tied["tie_word_embeddings"] = true;
   EXPECT_TRUE(parse_model_config(tied, "tied").tie_word_embeddings);
+  tied["text_config"] = "qwen2";
+  EXPECT_THAT([&] { parse_model_config(tied, "t.json"); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "t.json: field 'text_config': expected an object (or none")));
 }
 
 TEST(QwenVlModels, Qwen3VlDenseAndMoeMatchTheirTextSiblings) {
