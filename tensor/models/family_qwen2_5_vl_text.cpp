@@ -18,7 +18,8 @@ namespace {
 
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
-      f, c, {.max_position_embeddings = 32768, .rms_norm_eps = 1e-5, .rope_theta = 1e6});
+      f, c,
+      {.max_position_embeddings = 32768, .rms_norm_eps = 1e-5, .rope_theta = 1e6, .mrope = true});
   if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
     f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
                                       " does not divide hidden_size " +
@@ -26,12 +27,14 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   }
   if (c.num_attention_heads > 0) c.head_dim = c.hidden_size / c.num_attention_heads;
   c.qkv_bias = true;
-  models::parse_qwen_sliding_window(f, c, models::slides_from_max_window_layers);
+  // Qwen2_5_VLTextConfig's max_window_layers is 80, not Qwen2Config's 28.
+  models::parse_qwen_sliding_window(f, c, models::slides_from_max_window_layers, true, 80);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);
   models::qwen_sliding_window_to_hf_json(c, j);
+  j["max_window_layers"] = c.max_window_layers;
 }
 
 ModulePtr build_qwen2_vl(const ModelConfig& c, const TensorOptions& o, bool training) {

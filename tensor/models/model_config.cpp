@@ -311,6 +311,15 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
 // those keys into text_config, and so does parsing here.
+// Wrappers whose model ties the output layer as the outer config says (its own
+// tie_word_embeddings field, default false; the text config classes have none or do not decide)
+// and whose text model is always their own text class, whatever text_config's model_type says
+// (transformers 5.16's Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig).
+constexpr DefaultTextType kOuterTiedTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
+                                                   {"qwen2_5_vl", "qwen2_5_vl_text"},
+                                                   {"qwen3_vl", "qwen3_vl_text"},
+                                                   {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
+
 constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
                                               {"qwen2_5_vl", "qwen2_5_vl_text"}};
 
@@ -348,6 +357,19 @@ ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::s
                               model_types_list());
   }
   const std::string text_type = tf.string("model_type", "");
+  for (const DefaultTextType& d : kOuterTiedTextTypes) {
+    if (d.wrapper != type) continue;
+    if (text_type != d.text) {
+      tf.fail("model_type", "'" + text_type + "', but '" + type +
+                                "' always builds its text model " + std::string(d.text) +
+                                "; expected \"" + std::string(d.text) + "\"");
+    }
+    if (f.has("tie_word_embeddings")) {
+      text["tie_word_embeddings"] = j.at("tie_word_embeddings");
+    } else {
+      text["tie_word_embeddings"] = false;
+    }
+  }
   if (!find_family(text_type)) {
     f.fail("model_type", "'" + type + "' is not supported, nor is its text_config's model_type '" +
                              text_type + "'; expected one of: " + model_types_list());
@@ -393,12 +415,15 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
   for (const DefaultTextType& d : kFlatTextTypes) {
     if (family || d.wrapper != type) continue;
     if (f.has("text_config")) {  // present, not null, and not an object
-      f.fail("text_config", "expected an object (or none: the text keys at the top level), got " +
-                                j.at("text_config").dump().substr(0, 60));
+      f.fail("text_config", std::string("expected an object (or none: the text keys at the top "
+                                        "level), got a ") +
+                                j.at("text_config").type_name());
     }
     json outer = {{"model_type", type}, {"text_config", j}};
     outer["text_config"]["model_type"] = d.text;
     outer["text_config"].erase("vision_config");
+    // The flat file's tie is the outer config's own field (Note on kOuterTiedTextTypes).
+    if (f.has("tie_word_embeddings")) outer["tie_word_embeddings"] = j.at("tie_word_embeddings");
     return parse_text_config(outer, ConfigFields(outer, source), type, source);
   }
   if (!family) {

@@ -401,15 +401,16 @@ ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, boo
   return std::make_shared<ForCausalLM>(c, style, std::string(style.prefix), o, training);
 }
 
-// A rope_scaling that scales nothing: rope_type "default", or the Qwen-VL files' "mrope"
-// (multimodal RoPE, which transformers reads as default: a text token's position is the same on
-// its three axes, so its channels rotate as plain RoPE's; mrope_section changes no shape).
-static bool unscaled_rope(const nlohmann::json& r) {
+// A rope_scaling that scales nothing: rope_type "default", or, where the family's config class
+// reads it so (RotaryDecoderDefaults::mrope: Qwen2-VL, Qwen2.5-VL), "mrope" (multimodal RoPE: a
+// text token's position is the same on its three axes, so its channels rotate as plain RoPE's;
+// mrope_section changes no shape).
+static bool unscaled_rope(const nlohmann::json& r, bool mrope) {
   if (!r.is_object()) return false;
   for (const char* key : {"rope_type", "type"}) {
     if (r.contains(key) && r.at(key).is_string()) {
       const std::string t = r.at(key).get<std::string>();
-      return t == "default" || t == "mrope";
+      return t == "default" || (mrope && t == "mrope");
     }
   }
   return false;
@@ -452,7 +453,7 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   c.norm_eps = f.number("rms_norm_eps", d.rms_norm_eps);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", d.tie_word_embeddings);
   c.rope_theta = f.number("rope_theta", d.rope_theta);
-  if (f.has("rope_scaling") && !unscaled_rope(f.raw("rope_scaling"))) {
+  if (f.has("rope_scaling") && !unscaled_rope(f.raw("rope_scaling"), d.mrope)) {
     c.rope_scaling = parse_rope_scaling(f);
   }
   c.attention_dropout = f.number("attention_dropout", 0.0);
@@ -506,7 +507,7 @@ std::optional<int64_t> sliding_window_or(const ConfigFields& f, int64_t absent) 
 
 void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
                                AttentionType (*rule)(const ModelConfig&, int64_t),
-                               bool has_layer_types) {
+                               bool has_layer_types, int64_t max_window_layers) {
   const bool listed = has_layer_types && f.has("layer_types");
   if (!f.boolean("use_sliding_window", false)) {
     // No window: the layer types may still be listed (checked), every layer attends in full.
@@ -514,7 +515,7 @@ void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
     return;
   }
   c.sliding_window = sliding_window_or(f, 4096);
-  c.max_window_layers = f.integer("max_window_layers", 28);
+  c.max_window_layers = f.integer("max_window_layers", max_window_layers);
   if (c.max_window_layers < 0) {
     f.fail("max_window_layers", "must be >= 0, got " + std::to_string(c.max_window_layers));
   }

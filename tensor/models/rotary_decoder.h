@@ -49,6 +49,7 @@ struct RotaryDecoderDefaults {
   const char* act_key = "hidden_act";  // Gemma: hidden_activation
   const char* hidden_act = "silu";
   int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads (Gemma 2 and 3: 256)
+  bool mrope = false;    // a rope_scaling of type "mrope" is no scaling (Qwen2-VL, Qwen2.5-VL)
 };
 
 // The fields every such family reads: sizes, heads (num_key_value_heads defaults to heads,
@@ -67,7 +68,7 @@ std::optional<int64_t> sliding_window_or(const ConfigFields& f, int64_t absent);
 // layer_types (Qwen3MoeConfig: every layer slides) passes has_layer_types false: `rule` decides.
 void parse_qwen_sliding_window(const ConfigFields& f, ModelConfig& c,
                                AttentionType (*rule)(const ModelConfig&, int64_t),
-                               bool has_layer_types = true);
+                               bool has_layer_types = true, int64_t max_window_layers = 28);
 void qwen_sliding_window_to_hf_json(const ModelConfig& c, nlohmann::json& j,
                                     bool has_layer_types = true);
 // Qwen2Config's and Qwen3Config's rule: layer i slides from max_window_layers on.

@@ -62,6 +62,21 @@ TEST(QwenVlModels, FlatAndNestedFilesReadAlike) {
   tied["model_type"] = "qwen2_5_vl";
   tied["tie_word_embeddings"] = true;
   EXPECT_TRUE(parse_model_config(tied, "tied").tie_word_embeddings);
+  // A nested file: the outer config's tie decides, false when it states none (transformers 5.16
+  // ties a *ForConditionalGeneration model as its own config says).
+  nlohmann::json outer_tied = nested;
+  outer_tied["tie_word_embeddings"] = true;
+  outer_tied["text_config"]["tie_word_embeddings"] = false;
+  EXPECT_TRUE(parse_model_config(outer_tied, "outer tied").tie_word_embeddings);
+  outer_tied.erase("tie_word_embeddings");
+  outer_tied["text_config"]["tie_word_embeddings"] = true;
+  EXPECT_FALSE(parse_model_config(outer_tied, "text tied").tie_word_embeddings);
+  // The wrapper always builds its own text model.
+  nlohmann::json other = nested;
+  other["text_config"]["model_type"] = "qwen2";
+  EXPECT_THAT([&] { parse_model_config(other, "o.json"); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "field 'model_type': 'qwen2', but 'qwen2_5_vl' always builds its text model")));
   tied["text_config"] = "qwen2";
   EXPECT_THAT([&] { parse_model_config(tied, "t.json"); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
@@ -108,8 +123,13 @@ TEST(QwenVlModels, RopeScalingThatScalesNothingIsRead) {
                       {"num_attention_heads", 4},
                       {"rope_scaling", {{"rope_type", "default"}}}};
   EXPECT_FALSE(parse_model_config(j, "default").rope_scaling);
+  // "mrope" only where the config class rewrites it to default (Qwen2-VL, Qwen2.5-VL).
   j["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {8, 12, 12}}};
+  EXPECT_THAT([&] { parse_model_config(j, "m.json"); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("rope_type 'mrope'")));
+  j["model_type"] = "qwen2_5_vl_text";
   EXPECT_FALSE(parse_model_config(j, "mrope").rope_scaling);
+  j["model_type"] = "llama";
   j["rope_scaling"] = {{"rope_type", "bogus"}, {"factor", 2.0}};
   EXPECT_THAT([&] { parse_model_config(j, "bogus.json"); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("rope_type 'bogus'")));
