@@ -19,7 +19,7 @@ extern const ModelFamily kLlama4TextFamily;  // listed in family_registry.cpp
 
 namespace {
 
-// A list of one integer per layer (no_rope_layers), or of layer indices (moe_layers).
+// A list of layer indices (moe_layers).
 std::vector<int64_t> int_list(const ConfigFields& f, const char* key) {
   const nlohmann::json& v = f.raw(key);
   if (!v.is_array()) f.fail(key, "expected a list of integers");
@@ -59,23 +59,13 @@ void parse(const ConfigFields& f, ModelConfig& c) {
     if (std::find(moe.begin(), moe.end(), i) == moe.end()) c.dense_layers.push_back(i);
   }
   // Which layers use RoPE (1) or none (0): no_rope_layers, else all but every interval-th.
-  std::vector<int64_t> rope;
-  if (f.has("no_rope_layers") && !f.raw("no_rope_layers").empty()) {
-    rope = int_list(f, "no_rope_layers");
-    if (static_cast<int64_t>(rope.size()) != n) {
-      f.fail("no_rope_layers", "expected one entry per layer (" + std::to_string(n) + ")");
-    }
-  } else {
-    const int64_t interval = f.integer("no_rope_layer_interval", 4);
-    if (interval <= 0) f.fail("no_rope_layer_interval", "must be positive");
-    for (int64_t i = 0; i < n; ++i) rope.push_back((i + 1) % interval != 0 ? 1 : 0);
-  }
+  c.nope_layers = models::parse_no_rope_layers(f, n, /*longer_ok=*/false);
   // Layer types: chunked where RoPE is used, full elsewhere (a file's own list must agree: the
   // model ties the two, as Llama4TextConfig derives them).
   c.attention_chunk_size = f.integer("attention_chunk_size", 8192);
   for (int64_t i = 0; i < n; ++i) {
-    c.layer_types.push_back(rope[static_cast<size_t>(i)] != 0 ? AttentionType::kChunked
-                                                              : AttentionType::kFull);
+    const bool nope = std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), i);
+    c.layer_types.push_back(nope ? AttentionType::kFull : AttentionType::kChunked);
   }
   if (f.has("layer_types")) {
     const auto given = models::parse_layer_types(
@@ -103,19 +93,18 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["num_experts_per_tok"] = c.num_experts_per_tok;
   j["use_qk_norm"] = c.qk_norm_per_head;
   j["attention_chunk_size"] = c.attention_chunk_size;
-  nlohmann::json moe = nlohmann::json::array(), rope = nlohmann::json::array();
+  nlohmann::json moe = nlohmann::json::array();
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     if (!std::binary_search(c.dense_layers.begin(), c.dense_layers.end(), i)) moe.push_back(i);
-    rope.push_back(c.layer_types[static_cast<size_t>(i)] == AttentionType::kChunked ? 1 : 0);
   }
   j["moe_layers"] = moe;
-  j["no_rope_layers"] = rope;
+  j["no_rope_layers"] = models::no_rope_layers_json(c);
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   return models::build_rotary_decoder(c, o, training,
                                       {.prefix = kLlama4TextFamily.hf_class_prefix,
-                                       .nope_full_layers = true,
+                                       .l2_qk_norm_on_rope_layers = true,
                                        .ffn_name = "feed_forward",
                                        .moe = {.router = "router",
                                                .router_first = false,

@@ -17,6 +17,7 @@ extern const ModelFamily kErnie45MoeFamily;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
+extern const ModelFamily kGlm4Family;
 extern const ModelFamily kGlm4MoeFamily;
 extern const ModelFamily kGlm4MoeLiteFamily;
 extern const ModelFamily kGlmMoeDsaFamily;
@@ -27,6 +28,7 @@ extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
 extern const ModelFamily kMinimaxM2Family;
+extern const ModelFamily kMinistral3Family;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kOlmo2Family;
@@ -43,6 +45,8 @@ extern const ModelFamily kQwen3VlTextFamily;
 extern const ModelFamily kQwen3VlMoeTextFamily;
 extern const ModelFamily kQwen35TextFamily;
 extern const ModelFamily kQwen35MoeTextFamily;
+extern const ModelFamily kSeedOssFamily;
+extern const ModelFamily kSmolLM3Family;
 
 namespace {
 
@@ -55,7 +59,8 @@ const ModelFamily* const kRegistered[] = {
     &kOlmo2Family,          &kOlmo3Family,         &kPhi3Family,         &kQwen2Family,
     &kQwen2MoeFamily,       &kQwen3Family,         &kQwen3MoeFamily,     &kQwen3NextFamily,
     &kQwen35TextFamily,     &kQwen2VlTextFamily,   &kQwen25VlTextFamily, &kQwen3VlTextFamily,
-    &kQwen3VlMoeTextFamily, &kQwen35MoeTextFamily,
+    &kQwen3VlMoeTextFamily, &kQwen35MoeTextFamily, &kGlm4Family,         &kMinistral3Family,
+    &kSeedOssFamily,        &kSmolLM3Family,
 };
 
 }  // namespace

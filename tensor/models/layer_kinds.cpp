@@ -9,12 +9,12 @@ namespace shardplan::tensor {
 std::string_view to_string(FfnKind k) { return k == FfnKind::kMoe ? "moe" : "dense"; }
 
 std::string describe(const LayerKind& k) {
-  std::string s;
-  if (k.attention == AttentionType::kSliding) s = "sliding " + std::to_string(k.window) + " ";
-  if (k.attention == AttentionType::kChunked) s = "chunked " + std::to_string(k.window) + " ";
-  if (k.attention == AttentionType::kLinear) s = "linear ";
+  std::string s = k.rope ? "" : "nope ";
+  if (k.attention == AttentionType::kSliding) s += "sliding " + std::to_string(k.window) + " ";
+  if (k.attention == AttentionType::kChunked) s += "chunked " + std::to_string(k.window) + " ";
+  if (k.attention == AttentionType::kLinear) s += "linear ";
   if (k.attention == AttentionType::kSparse) {
-    s = "sparse " + std::to_string(k.window) + (k.indexer ? " " : " reused ");
+    s += "sparse " + std::to_string(k.window) + (k.indexer ? " " : " reused ");
   }
   return s + std::string(to_string(k.ffn));
 }
@@ -37,6 +37,7 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
                                       c.shared_indexer_layers.end(), layer);
     }
   }
+  k.rope = !std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), layer);
   return k;
 }
 
@@ -75,6 +76,10 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   if (k.attention == AttentionType::kSparse && !k.indexer) {
     for (int64_t i = 0; i < layers; ++i) one.shared_indexer_layers.push_back(i);
   }
+  one.nope_layers.clear();
+  if (!k.rope) {
+    for (int64_t i = 0; i < layers; ++i) one.nope_layers.push_back(i);
+  }
   SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
   return one;
 }
@@ -86,6 +91,7 @@ ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   out.num_hidden_layers = layers;
   std::erase_if(out.dense_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.shared_indexer_layers, [&](int64_t l) { return l >= layers; });
+  std::erase_if(out.nope_layers, [&](int64_t l) { return l >= layers; });
   if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
   return out;
 }

@@ -9,10 +9,10 @@
 // Note [Layer kinds]
 // A kind names what changes a layer's work, parameters or collectives: the feed-forward part (a
 // dense MLP, or routed experts) and how the layer attends (every earlier position, a sliding
-// window, a chunk: ModelConfig::layer_types). Other variants join as fields here when a family
-// builds them; the planner then prices them with no edit,
-// because it asks only for the kinds, their order and one traced layer of each. Two layers of
-// the same kind are interchangeable for the cost model (equal shapes, equal traced work).
+// window, a chunk: ModelConfig::layer_types), and whether it rotates q and k. Other variants join
+// as fields here when a family builds them; the planner then prices them with no edit, because it
+// asks only for the kinds, their order and one traced layer of each. Two layers of the same kind
+// are interchangeable for the cost model (equal shapes, equal traced work).
 #pragma once
 
 #include <cstdint>
@@ -36,11 +36,14 @@ struct LayerKind {
   // A kSparse layer that runs its own lightning indexer (not one reusing an earlier layer's
   // selection, ModelConfig::shared_indexer_layers).
   bool indexer = false;
+  // q and k rotated (RoPE); false on a NoPE layer (ModelConfig::nope_layers), whose attention
+  // sees no positions but through the causal mask.
+  bool rope = true;
   bool operator==(const LayerKind&) const = default;
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
-// "sparse 2048 reused moe" (an earlier layer's selection), "linear moe" (Gated DeltaNet): how
-// bills and reports name a kind.
+// "sparse 2048 reused moe" (an earlier layer's selection), "linear moe" (Gated DeltaNet), "nope
+// dense" (no RoPE): how bills and reports name a kind.
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an

@@ -70,6 +70,17 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("index_head_dim", c.index_head_dim, ", expected at least qk_rope_head_dim (",
          c.qk_rope_head_dim, "): the indexer rotates that many of its channels");
   }
+  if (!c.nope_layers.empty() && !family.rotary) {
+    fail("no_rope_layers", "lists NoPE layers, but model_type '", family.model_type,
+         "' has no rotary embedding to leave out");
+  }
+  for (size_t i = 0; i < c.nope_layers.size(); ++i) {
+    const int64_t l = c.nope_layers[i];
+    if (l < 0 || l >= c.num_hidden_layers || (i > 0 && l <= c.nope_layers[i - 1])) {
+      fail("no_rope_layers", "NoPE layer ", l, ", expected distinct layers 0..",
+           c.num_hidden_layers - 1, " in order");
+    }
+  }
   for (size_t i = 0; i < c.shared_indexer_layers.size(); ++i) {
     const int64_t l = c.shared_indexer_layers[i];
     if (l < 0 || l >= c.num_hidden_layers || (i > 0 && l <= c.shared_indexer_layers[i - 1])) {
@@ -533,8 +544,9 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
     f.fail("initializer_range",
            "expected a finite standard deviation >= 0, got " + std::to_string(c.initializer_range));
   }
-  if (f.has("pad_token_id")) {
-    c.pad_token_id = f.integer("pad_token_id");
+  // The file's pad_token_id, else the one the family's parse took from its config class.
+  if (f.has("pad_token_id")) c.pad_token_id = f.integer("pad_token_id");
+  if (c.pad_token_id) {
     // PyTorch's nn.Embedding refuses a padding_idx outside [-num_embeddings, num_embeddings);
     // families that do not pass it to their embedding ignore it, as transformers does.
     const int64_t pad = *c.pad_token_id;
@@ -542,7 +554,8 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
       f.fail("pad_token_id", "expected a token id in [-vocab_size, vocab_size) = [" +
                                  std::to_string(-c.vocab_size) + ", " +
                                  std::to_string(c.vocab_size) +
-                                 ") (nn.Embedding's padding_idx), got " + std::to_string(pad));
+                                 ") (nn.Embedding's padding_idx), got " + std::to_string(pad) +
+                                 (f.has("pad_token_id") ? "" : " (the config class's default)"));
     }
   }
   refuse_unread_architecture_keys(j, f, family);

@@ -79,6 +79,9 @@ struct ModelConfig {
   // Per layer, how it attends; empty: every layer full attention. Families fill it from
   // layer_types or their own rule (Mistral: every layer sliding when sliding_window is set).
   std::vector<AttentionType> layer_types;
+  // The layers, sorted, that apply no rotary embedding to q and k (NoPE: SmolLM3's and Llama 4's
+  // no_rope_layers zeros); empty: every layer rotates.
+  std::vector<int64_t> nope_layers;
   int64_t attention_chunk_size = 0;  // the chunk of kChunked layers (Llama 4)
   // Gemma 2: logits = cap * tanh(logits / cap) (final_logit_softcapping); 0: none.
   double final_logit_softcapping = 0;

@@ -55,9 +55,10 @@ class Attention : public AttentionBlock {
         full_width_norm_(s.qk_norm_full_width),
         output_gate_(s.output_gate) {
     if (kind.window > 0) window_ = kind.window;
-    // Llama 4: full-attention layers take no RoPE (NoPE); the RoPE layers L2-normalize q and k.
-    rope_ = !(s.nope_full_layers && kind.attention == AttentionType::kFull);
-    l2_norm_ = s.nope_full_layers && rope_ && c.qk_norm_per_head;
+    // NoPE layers (SmolLM3, Llama 4's full layers) rotate nothing; Llama 4's RoPE layers
+    // L2-normalize q and k.
+    rope_ = kind.rope;
+    l2_norm_ = s.l2_qk_norm_on_rope_layers && rope_ && c.qk_norm_per_head;
     const int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_, h = c.hidden_size;
     if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
       o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
@@ -282,19 +283,29 @@ class DecoderLayer : public Module {
       const int64_t f = c.num_local_experts > 0 && c.dense_intermediate_size > 0
                             ? c.dense_intermediate_size
                             : c.intermediate_size;
-      mlp = register_module(std::string(s.ffn_name),
-                            std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections));
+      mlp = register_module(
+          std::string(s.ffn_name),
+          std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up));
     }
     const int64_t h = c.hidden_size;
     if (placement_ != NormPlacement::kPost) {
       input_layernorm = register_module("input_layernorm", make_norm(h, c, o, s));
     }
     post_attention_layernorm = register_module("post_attention_layernorm", make_norm(h, c, o, s));
+    if (placement_ == NormPlacement::kGlmSandwich) {
+      post_self_attn_layernorm = register_module("post_self_attn_layernorm", make_norm(h, c, o, s));
+      post_mlp_layernorm = register_module("post_mlp_layernorm", make_norm(h, c, o, s));
+    }
+    // Seed-OSS's residual_dropout and Phi-3's resid_pdrop: dropout on each half's output before
+    // it joins the residual stream, in training only.
+    if (training) resid_dropout_ = c.resid_dropout;
+    SP_ASSERT(resid_dropout_ == 0 || placement_ == NormPlacement::kPre,
+              "residual dropout is built for pre-norm layers only");
     if (placement_ == NormPlacement::kSandwich) {
       pre_feedforward_layernorm =
           register_module("pre_feedforward_layernorm", make_norm(h, c, o, s));
     }
-    if (placement_ != NormPlacement::kPre) {
+    if (placement_ == NormPlacement::kSandwich || placement_ == NormPlacement::kPost) {
       post_feedforward_layernorm =
           register_module("post_feedforward_layernorm", make_norm(h, c, o, s));
     }
@@ -308,6 +319,12 @@ class DecoderLayer : public Module {
         const Tensor m = mlp->call(pre_feedforward_layernorm->call(h));
         return add(h, post_feedforward_layernorm->call(m));
       }
+      case NormPlacement::kGlmSandwich: {  // GLM-4: the same order under GLM's names
+        const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
+        const Tensor h = add(x, post_self_attn_layernorm->call(a));
+        const Tensor m = mlp->call(post_attention_layernorm->call(h));
+        return add(h, post_mlp_layernorm->call(m));
+      }
       case NormPlacement::kPost: {  // OLMo 2: each half normed on its way out only
         const Tensor h = add(x, post_attention_layernorm->call(self_attn->run(x, cos_t, sin_t)));
         return add(h, post_feedforward_layernorm->call(mlp->call(h)));
@@ -315,15 +332,18 @@ class DecoderLayer : public Module {
       case NormPlacement::kPre:
         break;
     }
-    const Tensor h = add(x, self_attn->run(input_layernorm->call(x), cos_t, sin_t));
-    return add(h, mlp->call(post_attention_layernorm->call(h)));
+    const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
+    const Tensor h = add(x, resid_dropout_ > 0 ? dropout(a, resid_dropout_, true) : a);
+    const Tensor m = mlp->call(post_attention_layernorm->call(h));
+    return add(h, resid_dropout_ > 0 ? dropout(m, resid_dropout_, true) : m);
   }
   std::shared_ptr<AttentionBlock> self_attn;
   ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
-      post_feedforward_layernorm;
+      post_feedforward_layernorm, post_self_attn_layernorm, post_mlp_layernorm;
 
  private:
   NormPlacement placement_ = NormPlacement::kPre;
+  double resid_dropout_ = 0;
 };
 
 // Empty until build(), like DecoderLayer.
@@ -492,6 +512,48 @@ std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t laye
     }
   }
   return out;
+}
+
+void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent) {
+  if (!f.has("pad_token_id") && !f.is_null("pad_token_id")) c.pad_token_id = absent;
+}
+
+std::vector<int64_t> parse_no_rope_layers(const ConfigFields& f, int64_t layers, bool longer_ok) {
+  std::vector<int64_t> nope;
+  // An empty list is no list (transformers' configs test it for truth before deriving one).
+  if (f.has("no_rope_layers") && !f.raw("no_rope_layers").empty()) {
+    const nlohmann::json& v = f.raw("no_rope_layers");
+    const int64_t n = v.is_array() ? static_cast<int64_t>(v.size()) : -1;
+    if (n != layers && !(longer_ok && n > layers)) {
+      f.fail("no_rope_layers", std::string("expected a list of ") + (longer_ok ? "at least " : "") +
+                                   "num_hidden_layers = " + std::to_string(layers) +
+                                   " entries, 1 (RoPE) or 0 (none)");
+    }
+    for (int64_t i = 0; i < layers; ++i) {
+      const nlohmann::json& e = v[static_cast<size_t>(i)];
+      if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1)) {
+        f.fail("no_rope_layers", "entry " + std::to_string(i) + " is " + e.dump().substr(0, 40) +
+                                     ", expected 1 (RoPE) or 0 (none)");
+      }
+      if (e.get<int64_t>() == 0) nope.push_back(i);
+    }
+    f.integer("no_rope_layer_interval", 4);  // ignored beside a list, as the configs do
+    return nope;
+  }
+  const int64_t interval = f.integer("no_rope_layer_interval", 4);
+  if (interval <= 0) {
+    f.fail("no_rope_layer_interval", "must be positive, got " + std::to_string(interval));
+  }
+  for (int64_t i = interval - 1; i < layers; i += interval) nope.push_back(i);
+  return nope;
+}
+
+nlohmann::json no_rope_layers_json(const ModelConfig& c) {
+  nlohmann::json j = nlohmann::json::array();
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    j.push_back(std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), i) ? 0 : 1);
+  }
+  return j;
 }
 
 nlohmann::json layer_types_json(const ModelConfig& c) {

@@ -109,6 +109,17 @@ inline constexpr FieldRename kDeepseekMoeRenames[] = {
     {"dense_layers", "first_k_dense_replace"},
     {"shared_expert_intermediate_size", "n_shared_experts"}};
 
+// The pad_token_id of the family's config class where the file has no such key (a null one
+// stays none, as transformers reads it); parse_model_config checks it against the vocabulary.
+void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent);
+
+// Which layers rotate q and k, as SmolLM3Config and Llama4TextConfig read it: no_rope_layers, one
+// integer per layer (1: RoPE, 0: none; SmolLM3 takes a longer list and reads the first entries,
+// `longer_ok`), else every layer but each no_rope_layer_interval-th (default 4). Returns the NoPE
+// layers, sorted (ModelConfig::nope_layers); to_hf_json writes them back with no_rope_layers_json.
+std::vector<int64_t> parse_no_rope_layers(const ConfigFields& f, int64_t layers, bool longer_ok);
+nlohmann::json no_rope_layers_json(const ModelConfig& c);
+
 // transformers' layer_types when the file has one (each "full_attention", "sliding_attention" or
 // "chunked_attention", one per layer), else `rule(i)` for each layer i (the family's default).
 std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t layers,
@@ -207,9 +218,11 @@ inline constexpr MoeStyle kDeepseekMoeStyle{
     .router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"};
 
 // Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
-// input, post_attention, pre_feedforward and post_feedforward norms), or after each half only
-// (OLMo 2: post_attention and post_feedforward norms, no input norm).
-enum class NormPlacement : uint8_t { kPre, kSandwich, kPost };
+// input, post_attention, pre_feedforward and post_feedforward norms; GLM-4: input and
+// post_attention before each half, post_self_attn and post_mlp after it, registered in that
+// order), or after each half only (OLMo 2: post_attention and post_feedforward norms, no input
+// norm).
+enum class NormPlacement : uint8_t { kPre, kSandwich, kGlmSandwich, kPost };
 
 struct RotaryDecoderStyle {
   std::string_view prefix;  // "Llama": LlamaForCausalLM, LlamaDecoderLayer, LlamaAttention, ...
@@ -225,11 +238,12 @@ struct RotaryDecoderStyle {
   NormPlacement norms = NormPlacement::kPre;
   // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
   bool fused_projections = false;
+  // GLM-4: the MLP's gate_up_proj ([gate; up]) alone, q, k and v apart (Phi3MLP).
+  bool fused_gate_up = false;
   bool attention_sinks = false;  // GPT-OSS: a learned logit per head, `sinks` [heads]
-  // Llama 4: full-attention layers take no RoPE; with ModelConfig::qk_norm_per_head the RoPE
-  // (chunked) layers L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no
-  // weight).
-  bool nope_full_layers = false;
+  // Llama 4: with ModelConfig::qk_norm_per_head the RoPE layers (not ModelConfig::nope_layers)
+  // L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no weight).
+  bool l2_qk_norm_on_rope_layers = false;
   // DeepSeek-V3: multi-head latent attention (tensor/models/latent_attention.h) instead of q, k,
   // v and o projections.
   bool latent_attention = false;

@@ -45,6 +45,20 @@ TEST(TensorParallel, GptNeoxFusedQkvSplitsByHead) {
   EXPECT_EQ(tp_rank_parameters(tensor::find_model_config("gpt-neox-20b"), 8), 2'570'750'976);
 }
 
+// GLM-4-9B-0414 on 2 ranks (h 4096, 2 KV heads of 128, MLP 13696 as one gate_up_proj, vocab
+// 151552, 40 layers; q, k, v biases): gate_up_proj splits each half (SS0:2), as Megatron-LM's
+// fused linear_fc1.
+//   embed_tokens and lm_head: 151552 x 4096 / 2 = 310,378,496 each
+//   per layer: q (4096^2 + 4096) / 2 = 8,390,656; k, v (256 x 4096 + 256) / 2 = 524,416 each;
+//              o 4096^2 / 2 = 8,388,608; gate_up 27392 x 4096 / 2 = 56,098,816; down 13696 x
+//              4096 / 2 = 28,049,408; four RMSNorms 16,384 (replicated)
+//   40 x 101,992,704 + final norm 4,096 + 2 x 310,378,496 = 4,700,469,248
+TEST(TensorParallel, Glm4FusedGateUpSplitsEachHalf) {
+  const tensor::ModelConfig c = tensor::find_model_config("glm-4-9b-0414");
+  EXPECT_EQ(tp_rank_parameters(c, 2), 4'700'469'248);
+  EXPECT_EQ(tp_rank_parameters(c, 2, 1), 4'700'469'248);
+}
+
 // GPT-2 small on 4 ranks (h 768, vocab 50257, 12 layers, 1024 positions; Conv1D weights [in, out],
 // output layer tied to wte):
 //   wte by vocabulary rows: torch.chunk of 50257 into 4 gives 12565, 12565, 12565, 12562 rows, so

@@ -58,6 +58,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gemma",
                                          "gemma2",
                                          "gemma3_text",
+                                         "glm4",
                                          "glm4_moe",
                                          "glm4_moe_lite",
                                          "glm_moe_dsa",
@@ -68,6 +69,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "llama",
                                          "llama4_text",
                                          "minimax_m2",
+                                         "ministral3",
                                          "mistral",
                                          "mixtral",
                                          "olmo2",
@@ -83,18 +85,20 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "qwen3_moe",
                                          "qwen3_next",
                                          "qwen3_vl_moe_text",
-                                         "qwen3_vl_text"};
+                                         "qwen3_vl_text",
+                                         "seed_oss",
+                                         "smollm3"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
             "deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
-            "gemma3_text, glm4_moe, "
+            "gemma3_text, glm4, glm4_moe, "
             "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
             "gpt_oss, kimi_k2, "
-            "llama, llama4_text, minimax_m2, mistral, mixtral, olmo2, olmo3, phi3, qwen2, "
-            "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+            "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, phi3, "
+            "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
             "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-            "qwen3_vl_text");
+            "qwen3_vl_text, seed_oss, smollm3");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -165,6 +169,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"qwen3_vl_text", {"model.layers", "Qwen3VLTextForCausalLM"}},
       {"qwen3_vl_moe_text", {"model.layers", "Qwen3VLMoeTextForCausalLM"}},
       {"qwen3_5_moe_text", {"model.layers", "Qwen3_5MoeForCausalLM"}},
+      {"glm4", {"model.layers", "Glm4ForCausalLM"}},
+      {"ministral3", {"model.layers", "Ministral3ForCausalLM"}},
+      {"seed_oss", {"model.layers", "SeedOssForCausalLM"}},
+      {"smollm3", {"model.layers", "SmolLM3ForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {{"gemma", "gemma-7b"},
                                                         {"gpt2", "gpt2"},
@@ -199,7 +207,11 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
                                                         {"qwen2_5_vl_text", "qwen2.5-vl-7b"},
                                                         {"qwen3_vl_text", "qwen3-vl-8b"},
                                                         {"qwen3_vl_moe_text", "qwen3-vl-30b-a3b"},
-                                                        {"qwen3_5_moe_text", "qwen3.5-35b-a3b"}};
+                                                        {"qwen3_5_moe_text", "qwen3.5-35b-a3b"},
+                                                        {"glm4", "glm-4-9b-0414"},
+                                                        {"ministral3", "ministral-3-8b"},
+                                                        {"seed_oss", "seed-oss-36b"},
+                                                        {"smollm3", "smollm3-3b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -227,15 +239,16 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->moe) moe.emplace(f->model_type);
   }
   EXPECT_EQ(rotary, (std::set<std::string>{
-                        "deepseek_v2",  "deepseek_v3",   "deepseek_v32", "ernie4_5",
-                        "ernie4_5_moe", "gemma",         "gemma2",       "gemma3_text",
-                        "glm4_moe",     "glm4_moe_lite", "glm_moe_dsa",  "gpt_neox",
-                        "gpt_oss",      "kimi_k2",       "llama",        "llama4_text",
-                        "minimax_m2",   "mistral",       "mixtral",      "olmo2",
-                        "olmo3",        "phi3",          "qwen2",        "qwen2_5_vl_text",
-                        "qwen2_moe",    "qwen2_vl_text", "qwen3",        "qwen3_5_moe_text",
-                        "qwen3_5_text", "qwen3_moe",     "qwen3_next",   "qwen3_vl_moe_text",
-                        "qwen3_vl_text"}));
+                        "deepseek_v2",   "deepseek_v3",   "deepseek_v32", "ernie4_5",
+                        "ernie4_5_moe",  "gemma",         "gemma2",       "gemma3_text",
+                        "glm4_moe",      "glm4_moe_lite", "glm_moe_dsa",  "gpt_neox",
+                        "gpt_oss",       "kimi_k2",       "llama",        "llama4_text",
+                        "minimax_m2",    "mistral",       "mixtral",      "olmo2",
+                        "olmo3",         "phi3",          "qwen2",        "qwen2_5_vl_text",
+                        "qwen2_moe",     "qwen2_vl_text", "qwen3",        "qwen3_5_moe_text",
+                        "qwen3_5_text",  "qwen3_moe",     "qwen3_next",   "qwen3_vl_moe_text",
+                        "qwen3_vl_text", "glm4",          "ministral3",   "seed_oss",
+                        "smollm3"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32",
@@ -253,7 +266,7 @@ TEST(ModelFamily, FlagsPerFamily) {
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
       "deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
-      "gemma3_text, glm4_moe, "
+      "gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
