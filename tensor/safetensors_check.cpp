@@ -67,9 +67,15 @@ std::string slice_name(std::string_view held, int64_t expert, int part) {
 
 // Modules a Hub checkpoint names otherwise than transformers 5 builds them, which transformers
 // renames as it loads (its conversion_mapping.py): Mixtral's and MiniMax-M2's block_sparse_moe,
-// and ERNIE 4.5's moe_statics, which the model keeps inside the router.
+// ERNIE 4.5's moe_statics, which the model keeps inside the router, and GraniteMoe's fused
+// experts and router (input_linear [E, 2F, h], output_linear [E, h, F], router.layer: the same
+// shapes under transformers 5.13's names). A rename applies only where the model has the result.
 constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
-    {".block_sparse_moe.", ".mlp."}, {".mlp.moe_statics.", ".mlp.gate.moe_statics."}};
+    {".block_sparse_moe.", ".mlp."},
+    {".mlp.moe_statics.", ".mlp.gate.moe_statics."},
+    {".block_sparse_moe.input_linear.weight", ".block_sparse_moe.experts.gate_up_proj"},
+    {".block_sparse_moe.output_linear.weight", ".block_sparse_moe.experts.down_proj"},
+    {".block_sparse_moe.router.layer.", ".block_sparse_moe.router."}};
 
 std::optional<ExpertSlice> expert_slice(std::string_view name) {
   const size_t at = name.rfind(".experts.");

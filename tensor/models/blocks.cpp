@@ -75,4 +75,22 @@ Tensor OffsetRMSNorm::forward(const Tensor& x) {
 
 void OffsetRMSNorm::reset_parameters(uint64_t /*seed*/) { init_member_constant("weight", 0.0); }
 
+WeightOnlyLayerNorm::WeightOnlyLayerNorm(std::string type_name, int64_t heads, int64_t dim,
+                                         double eps, const TensorOptions& o)
+    : Module(std::move(type_name)), heads_(heads), dim_(dim), eps_(eps) {
+  register_parameter("weight", heads > 0 ? empty({heads, dim}, o) : empty({dim}, o));
+}
+
+Tensor WeightOnlyLayerNorm::forward(const Tensor& x) {
+  if (heads_ == 0) return layer_norm(x, {dim_}, parameter("weight"), Tensor(), eps_);
+  // [heads, dim] -> [heads, 1, dim] against [B, heads, S, dim] (transformers norms [B, S, heads,
+  // dim] before its transpose: the same products).
+  return mul(layer_norm(x, {dim_}, Tensor(), Tensor(), eps_),
+             view(parameter("weight"), {heads_, 1, dim_}));
+}
+
+void WeightOnlyLayerNorm::reset_parameters(uint64_t /*seed*/) {
+  init_member_constant("weight", 1.0);
+}
+
 }  // namespace shardplan::tensor::models

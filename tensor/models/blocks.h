@@ -54,6 +54,22 @@ class OffsetRMSNorm : public Module {
   double eps_;
 };
 
+// Cohere's LayerNorm (CohereLayerNorm, Cohere2LayerNorm by `type_name`): mean-subtracted over the
+// last dimension, scaled by a weight and no bias. Its weight is [dim] for the layer norms, or
+// [heads, dim] for Cohere's per-head q and k norms (use_qk_norm: a scale per head and channel),
+// which then broadcasts over [B, heads, S, dim]. Init: weight 1.
+class WeightOnlyLayerNorm : public Module {
+ public:
+  WeightOnlyLayerNorm(std::string type_name, int64_t heads, int64_t dim, double eps,
+                      const TensorOptions& o);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters(uint64_t seed) override;
+
+ private:
+  int64_t heads_, dim_;  // heads_ 0: a weight of [dim]
+  double eps_;
+};
+
 // Position ids [1, seq] int64 on meta (Note [What the traced forward counts] in models.h).
 Tensor position_ids(int64_t seq);
 

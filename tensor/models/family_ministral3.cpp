@@ -2,8 +2,9 @@
 // transformers' Ministral3Config (vocab 131072, head_dim 128 unless null, max positions 262144,
 // rms_norm_eps 1e-5, pad_token_id 11; without rope_parameters, YaRN by 16 from 16,384 positions
 // over rope_theta 1e6) and modeling_ministral3.py: Mistral's layer without biases, every layer
-// sliding when sliding_window is set (default none). Its queries are scaled by position (Llama
-// 4's attention temperature, llama_4_scaling_beta), an elementwise product that is not traced.
+// sliding when sliding_window is set (default none), whatever a layer_types key says. Its queries
+// are scaled by position (Llama 4's attention temperature, llama_4_scaling_beta), an elementwise
+// product that is not traced.
 #include <nlohmann/json.hpp>
 
 #include "tensor/models/rotary_decoder.h"
@@ -19,8 +20,13 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                {.max_position_embeddings = 262144,
                                 .rms_norm_eps = 1e-5,
                                 .head_dim = f.is_null("head_dim") ? 0 : 128});
-  if (!f.has("rope_parameters") && !f.has("rope_scaling") && !f.has("rope_theta")) {
-    // Ministral3Config's rope_parameters when the file has none.
+  // The class's num_key_value_heads when the file has none (a null one: the head count).
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 8;
+  }
+  if (!f.has("rope_parameters") && !f.has("rope_scaling")) {
+    // Ministral3Config's rope_parameters when the file has none; a top-level rope_theta does not
+    // replace their base (convert_rope_params_to_dict only sets it where they lack one).
     c.rope_theta = 1e6;
     RopeScaling yarn;
     yarn.rope_type = "yarn";
@@ -28,16 +34,22 @@ void parse(const ConfigFields& f, ModelConfig& c) {
     yarn.original_max_position_embeddings = 16384;
     c.rope_scaling = yarn;
   }
+  // Every layer slides when sliding_window is set (Ministral3Attention passes it whatever the
+  // layer); a layer_types key is read and ignored, as Ministral3Config only warns about it.
   c.sliding_window = f.opt_integer("sliding_window");
+  f.has("layer_types");
   if (c.sliding_window) {
-    c.layer_types =
-        models::parse_layer_types(f, c.num_hidden_layers, models::every_layer_sliding, c);
+    c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), AttentionType::kSliding);
   }
   models::pad_token_id_or(f, c, 11);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
-  models::rotary_decoder_to_hf_json(c, j);           // with sliding_window when set
+  models::rotary_decoder_to_hf_json(c, j);  // with sliding_window when set
+  // No scaling must be said in rope_parameters: without them the class's YaRN would apply.
+  if (!c.rope_scaling) {
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
+  }
   if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // none, not the class's 11
 }
 

@@ -9,11 +9,14 @@
 namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kCohereFamily;
+extern const ModelFamily kCohere2Family;
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kDeepseekV32Family;
 extern const ModelFamily kErnie45Family;
 extern const ModelFamily kErnie45MoeFamily;
+extern const ModelFamily kExaone4Family;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
@@ -24,6 +27,9 @@ extern const ModelFamily kGlmMoeDsaFamily;
 extern const ModelFamily kGpt2Family;
 extern const ModelFamily kGptOssFamily;
 extern const ModelFamily kGptNeoxFamily;
+extern const ModelFamily kGraniteFamily;
+extern const ModelFamily kGraniteMoeFamily;
+extern const ModelFamily kGraniteMoeSharedFamily;
 extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
@@ -51,16 +57,21 @@ extern const ModelFamily kSmolLM3Family;
 namespace {
 
 const ModelFamily* const kRegistered[] = {
-    &kDeepseekV2Family,     &kDeepseekV3Family,    &kDeepseekV32Family,  &kGlm4MoeLiteFamily,
-    &kGlmMoeDsaFamily,      &kErnie45Family,       &kErnie45MoeFamily,   &kGemmaFamily,
-    &kGemma2Family,         &kGemma3TextFamily,    &kGlm4MoeFamily,      &kGpt2Family,
-    &kGptOssFamily,         &kGptNeoxFamily,       &kKimiK2Family,       &kLlamaFamily,
-    &kLlama4TextFamily,     &kMistralFamily,       &kMinimaxM2Family,    &kMixtralFamily,
-    &kOlmo2Family,          &kOlmo3Family,         &kPhi3Family,         &kQwen2Family,
-    &kQwen2MoeFamily,       &kQwen3Family,         &kQwen3MoeFamily,     &kQwen3NextFamily,
-    &kQwen35TextFamily,     &kQwen2VlTextFamily,   &kQwen25VlTextFamily, &kQwen3VlTextFamily,
-    &kQwen3VlMoeTextFamily, &kQwen35MoeTextFamily, &kGlm4Family,         &kMinistral3Family,
-    &kSeedOssFamily,        &kSmolLM3Family,
+    &kDeepseekV2Family,    &kDeepseekV3Family,  &kDeepseekV32Family,
+    &kGlm4MoeLiteFamily,   &kGlmMoeDsaFamily,   &kErnie45Family,
+    &kErnie45MoeFamily,    &kGemmaFamily,       &kGemma2Family,
+    &kGemma3TextFamily,    &kGlm4MoeFamily,     &kGpt2Family,
+    &kGptOssFamily,        &kGptNeoxFamily,     &kKimiK2Family,
+    &kLlamaFamily,         &kLlama4TextFamily,  &kMistralFamily,
+    &kMinimaxM2Family,     &kMixtralFamily,     &kOlmo2Family,
+    &kOlmo3Family,         &kPhi3Family,        &kQwen2Family,
+    &kQwen2MoeFamily,      &kQwen3Family,       &kQwen3MoeFamily,
+    &kQwen3NextFamily,     &kQwen35TextFamily,  &kQwen2VlTextFamily,
+    &kQwen25VlTextFamily,  &kQwen3VlTextFamily, &kQwen3VlMoeTextFamily,
+    &kQwen35MoeTextFamily, &kGlm4Family,        &kMinistral3Family,
+    &kSeedOssFamily,       &kSmolLM3Family,     &kExaone4Family,
+    &kGraniteFamily,       &kGraniteMoeFamily,  &kGraniteMoeSharedFamily,
+    &kCohereFamily,        &kCohere2Family,
 };
 
 }  // namespace

@@ -18,6 +18,10 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                {.max_position_embeddings = 524288,
                                 .rms_norm_eps = 1e-6,
                                 .head_dim = f.is_null("head_dim") ? 0 : 128});
+  // The class's num_key_value_heads when the file has none (a null one: the head count).
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 8;
+  }
   c.qkv_bias = f.boolean("attention_bias", true);
   c.o_bias = f.boolean("attention_out_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);

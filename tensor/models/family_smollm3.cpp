@@ -3,8 +3,10 @@
 // modeling_smollm3.py: Llama's layer, in which the layers no_rope_layers marks 0 (default: every
 // no_rope_layer_interval-th, 4th) rotate neither q nor k (NoPE). With use_sliding_window and a
 // sliding_window, the NoPE layers attend within the window, or the layers layer_types says;
-// without use_sliding_window every layer attends in full, whatever layer_types says
-// (SmolLM3Attention passes a window only then).
+// without use_sliding_window every layer attends in full, whatever layer_types says:
+// SmolLM3Attention passes a window only then, which is what the flash-attention kernels training
+// runs use read (transformers' sdpa and eager paths build their masks from layer_types alone and
+// would slide those layers anyway).
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -27,9 +29,20 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rms_norm_eps = 1e-6,
                                 .rope_theta = 2000000.0,
                                 .tie_word_embeddings = true});
+  // The class's num_key_value_heads when the file has none (a null one: the head count).
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 4;
+  }
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);
   models::pad_token_id_or(f, c, 128004);
+  // SmolLM3Config derives the list only when there is none: an empty one is a list of no entry.
+  if (f.has("no_rope_layers") && f.raw("no_rope_layers").is_array() &&
+      f.raw("no_rope_layers").empty() && c.num_hidden_layers > 0) {
+    f.fail("no_rope_layers", "is empty; expected at least num_hidden_layers = " +
+                                 std::to_string(c.num_hidden_layers) +
+                                 " entries, 1 (RoPE) or 0 (none), or no key");
+  }
   c.nope_layers = models::parse_no_rope_layers(f, c.num_hidden_layers, /*longer_ok=*/true);
   const bool use_window = f.boolean("use_sliding_window", false);
   const std::optional<int64_t> window = f.opt_integer("sliding_window");

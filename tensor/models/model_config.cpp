@@ -200,6 +200,22 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   if (c.attention_chunk_size < 0) {
     fail("attention_chunk_size", "must be positive, got ", c.attention_chunk_size);
   }
+  // Granite's and Cohere's multipliers scale activations: a finite number each; the logits are
+  // divided by logits_scaling, and a negative softmax scale would invert the attention.
+  const std::pair<const char*, double> scales[] = {{"embedding_multiplier", c.embedding_multiplier},
+                                                   {"residual_multiplier", c.residual_multiplier},
+                                                   {"attention_multiplier", c.attention_multiplier},
+                                                   {"logits_scaling", c.logits_scaling},
+                                                   {"logit_scale", c.logit_scale}};
+  for (const auto& [name, v] : scales) {
+    if (!std::isfinite(v)) fail(name, "must be a finite number, got ", v);
+  }
+  if (c.attention_multiplier < 0) {
+    fail("attention_multiplier", "must be positive (the softmax scale), got ",
+         c.attention_multiplier);
+  }
+  if (c.logits_scaling == 0)
+    fail("logits_scaling", "divides the logits, expected a nonzero number");
   if (!c.layer_types.empty()) {
     if (static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
       fail("layer_types", c.layer_types.size(), " entries, expected one per layer (",
@@ -290,17 +306,19 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
 // The config.json of a vision-language model (Gemma 3 4B-27B: model_type "gemma3"; Llama 4 Scout
 // and Maverick: "llama4"; Mistral Small 3.1: "mistral3"; LLaVA) nests its language model's
 // config as "text_config" beside a "vision_config". transformers builds the language model from
-// text_config alone, and its settings decide the language model's shape, including whether the
-// output layer is tied (PreTrainedModel.tie_weights reads config.get_text_config()). So such a
-// file parses to its text_config, when that is a family shardplan builds, and the result remembers
-// the outer model_type (ModelConfig::multimodal_model_type). Two things come from the outer
-// object: the dtype, which the outer file states for the whole model when text_config does not,
-// and the text model_type when text_config omits it (transformers then uses the wrapper's default
-// text config class: kDefaultTextTypes). The vision encoder and its projector are not modelled:
-// they are a few percent of these models' parameters (Gemma 3 27B: a 0.4B SigLIP encoder), and
-// the commands say so (multimodal_note). Parameter names are the language model's as its own
-// *ForCausalLM names them; a multimodal checkpoint's (language_model.*) are matched to them by
-// Note [Multimodal checkpoints] in tensor/safetensors_check.cpp.
+// text_config alone, and its settings decide the language model's shape. So such a file parses
+// to its text_config, when that is a family shardplan builds, and the result remembers the outer
+// model_type (ModelConfig::multimodal_model_type). Three things come from the outer object: the
+// dtype, which the outer file states for the whole model when text_config does not; the text
+// model_type when text_config omits it (transformers then uses the wrapper's default text config
+// class: kDefaultTextTypes); and, for most wrappers, whether the output layer is tied
+// (kWrapperTies): transformers 5 ties by the config of the model that owns lm_head
+// (get_expanded_tied_weights_keys reads self.config), and Gemma 3's, Mistral 3's, LLaVA's and
+// the Qwen-VL wrappers own it, while Llama 4's language model owns its own. The vision encoder and
+// its projector are not modelled: they are a few percent of these models' parameters (Gemma 3 27B:
+// a 0.4B SigLIP encoder), and the commands say so (multimodal_note). Parameter names are the
+// language model's as its own *ForCausalLM names them; a multimodal checkpoint's (language_model.*)
+// are matched to them by Note [Multimodal checkpoints] in tensor/safetensors_check.cpp.
 namespace {
 
 struct DefaultTextType {
@@ -322,14 +340,29 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
 // those keys into text_config, and so does parsing here.
-// Wrappers whose model ties the output layer as the outer config says (its own
-// tie_word_embeddings field, default false; the text config classes have none or do not decide)
-// and whose text model is always their own text class, whatever text_config's model_type says
-// (transformers 5.16's Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig).
-constexpr DefaultTextType kOuterTiedTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
-                                                   {"qwen2_5_vl", "qwen2_5_vl_text"},
-                                                   {"qwen3_vl", "qwen3_vl_text"},
-                                                   {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
+// Wrappers whose text model is always their own text class, whatever text_config's model_type
+// says (transformers 5.16's Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig);
+// they tie as the outer config says (kWrapperTies).
+constexpr DefaultTextType kFixedTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
+                                               {"qwen2_5_vl", "qwen2_5_vl_text"},
+                                               {"qwen3_vl", "qwen3_vl_text"},
+                                               {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
+
+// Which config ties the output layer (Note [Multimodal configs]): the wrapper's own
+// tie_word_embeddings (its class default when absent, a null one false), or that OR the text
+// config's (LlavaConfig copies a true text_config value up). Wrappers not listed (llama4, whose
+// Llama4ForCausalLM owns lm_head, and those not checked) take the text config's.
+enum class TieRule : uint8_t { kOuter, kOuterOrText };
+struct WrapperTie {
+  std::string_view wrapper;
+  TieRule rule;
+  bool outer_default;
+};
+constexpr WrapperTie kWrapperTies[] = {
+    {"gemma3", TieRule::kOuter, true},       {"mistral3", TieRule::kOuter, true},
+    {"llava", TieRule::kOuterOrText, false}, {"qwen2_vl", TieRule::kOuter, false},
+    {"qwen2_5_vl", TieRule::kOuter, false},  {"qwen3_vl", TieRule::kOuter, false},
+    {"qwen3_vl_moe", TieRule::kOuter, false}};
 
 constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
                                               {"qwen2_5_vl", "qwen2_5_vl_text"}};
@@ -368,18 +401,20 @@ ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::s
                               model_types_list());
   }
   const std::string text_type = tf.string("model_type", "");
-  for (const DefaultTextType& d : kOuterTiedTextTypes) {
+  for (const DefaultTextType& d : kFixedTextTypes) {
     if (d.wrapper != type) continue;
     if (text_type != d.text) {
       tf.fail("model_type", "'" + text_type + "', but '" + type +
                                 "' always builds its text model " + std::string(d.text) +
                                 "; expected \"" + std::string(d.text) + "\"");
     }
-    if (f.has("tie_word_embeddings")) {
-      text["tie_word_embeddings"] = j.at("tie_word_embeddings");
-    } else {
-      text["tie_word_embeddings"] = false;
-    }
+  }
+  for (const WrapperTie& t : kWrapperTies) {
+    if (t.wrapper != type) continue;
+    const bool outer = f.is_null("tie_word_embeddings")
+                           ? false
+                           : f.boolean("tie_word_embeddings", t.outer_default);
+    if (t.rule == TieRule::kOuter || outer) text["tie_word_embeddings"] = outer;
   }
   if (!find_family(text_type)) {
     f.fail("model_type", "'" + type + "' is not supported, nor is its text_config's model_type '" +
@@ -433,7 +468,7 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
     json outer = {{"model_type", type}, {"text_config", j}};
     outer["text_config"]["model_type"] = d.text;
     outer["text_config"].erase("vision_config");
-    // The flat file's tie is the outer config's own field (Note on kOuterTiedTextTypes).
+    // The flat file's tie is the outer config's own field (kWrapperTies).
     if (f.has("tie_word_embeddings")) outer["tie_word_embeddings"] = j.at("tie_word_embeddings");
     return parse_text_config(outer, ConfigFields(outer, source), type, source);
   }

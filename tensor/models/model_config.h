@@ -85,6 +85,17 @@ struct ModelConfig {
   int64_t attention_chunk_size = 0;  // the chunk of kChunked layers (Llama 4)
   // Gemma 2: logits = cap * tanh(logits / cap) (final_logit_softcapping); 0: none.
   double final_logit_softcapping = 0;
+  // Scalar multipliers that some families apply always, even at 1 (their builders read them; the
+  // others leave them at their defaults): Granite's muP-style embedding_multiplier (the token
+  // embeddings times it), residual_multiplier (each half's output times it before it joins the
+  // residual stream), attention_multiplier (the softmax scale in place of 1/sqrt(head_dim); 0:
+  // that default) and logits_scaling (the logits divided by it); Cohere's logit_scale (the
+  // logits times it). docs/models.md, "Granite" and "Cohere".
+  double embedding_multiplier = 1;
+  double residual_multiplier = 1;
+  double attention_multiplier = 0;
+  double logits_scaling = 1;
+  double logit_scale = 1;
   int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
   int64_t num_experts_per_tok = 0;        // top-k of the router
   // MoE models whose stack mixes layer kinds (tensor/models/layer_kinds.h): the layers, sorted,

@@ -54,6 +54,8 @@ class Attention : public AttentionBlock {
         eps_(c.norm_eps),
         full_width_norm_(s.qk_norm_full_width),
         output_gate_(s.output_gate) {
+    // Granite's attention_multiplier replaces 1/sqrt(head_dim) (same count, another scale).
+    if (s.granite_multipliers) scale_ = c.attention_multiplier;
     if (kind.window > 0) window_ = kind.window;
     // NoPE layers (SmolLM3, Llama 4's full layers) rotate nothing; Llama 4's RoPE layers
     // L2-normalize q and k.
@@ -71,7 +73,10 @@ class Attention : public AttentionBlock {
       v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
       o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
     }
-    if (s.qk_norm) {
+    if (s.qk_norm && s.make_head_norm) {  // Cohere: a weight per head
+      q_norm = register_module("q_norm", s.make_head_norm(heads_, head_dim_, c.norm_eps, o));
+      k_norm = register_module("k_norm", s.make_head_norm(kv_heads_, head_dim_, c.norm_eps, o));
+    } else if (s.qk_norm) {
       q_norm = register_module("q_norm", make_norm(head_dim_, c, o, s));
       k_norm = register_module("k_norm", make_norm(head_dim_, c, o, s));
     } else if (s.qk_norm_full_width) {  // OLMo 2: over every head's width at once
@@ -118,7 +123,7 @@ class Attention : public AttentionBlock {
     const Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, head_dim_);
     // A sliding window or chunk bounds the keys of each query (the layer's kind).
     const Tensor out =
-        scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true, {},
+        scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true, scale_,
                                      /*enable_gqa=*/kv_heads_ != heads_, window_);
     if (output_gate_) return o_proj->call(mul(merge_heads(out), sigmoid(gate)));
     return o_proj->call(merge_heads(out));
@@ -132,6 +137,7 @@ class Attention : public AttentionBlock {
   bool full_width_norm_, output_gate_;
   bool rope_ = true, l2_norm_ = false;
   std::optional<int64_t> window_;
+  std::optional<double> scale_;  // unset: 1/sqrt(head_dim)
 };
 
 // down(act(gate(x)) * up(x)): SwiGLU (silu) or GeGLU (Gemma's tanh gelu); Phi-3 fuses gate and up
@@ -164,6 +170,26 @@ class GatedMlp : public Module {
   std::string act_;
   int64_t ffn_;
   bool fused_;
+};
+
+// GraniteMoeShared's shared MLP (MoeStyle::shared_in_layer): output_linear(act(a) * b), [a; b] the
+// halves of input_linear(x), neither with a bias.
+class SharedMlp : public Module {
+ public:
+  SharedMlp(const ModelConfig& c, const std::string& prefix, const TensorOptions& o)
+      : Module(prefix + "SharedMLP"), act_(c.hidden_act), ffn_(c.shared_expert_intermediate_size) {
+    register_module("input_linear", std::make_shared<Linear>(c.hidden_size, 2 * ffn_, false, o));
+    register_module("output_linear", std::make_shared<Linear>(ffn_, c.hidden_size, false, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor ab = child("input_linear")->call(x);
+    const Tensor a = activation(act_, narrow(ab, -1, 0, ffn_));
+    return child("output_linear")->call(mul(a, narrow(ab, -1, ffn_, ffn_)));
+  }
+
+ private:
+  std::string act_;
+  int64_t ffn_;
 };
 
 // ERNIE 4.5's router (MoeStyle::router_with_statics): its weight and the statics module with the
@@ -212,7 +238,7 @@ class SparseMoe : public Module {
                        m.expert_bias, [act](const Tensor& x) { return activation(act, x); }, o,
                        m.interleaved_gate_up));
     if (!m.router_first) make_router();
-    if (c.shared_expert_intermediate_size > 0) {
+    if (c.shared_expert_intermediate_size > 0 && !m.shared_in_layer) {
       shared = register_module(
           std::string(m.shared_name),
           std::make_shared<GatedMlp>(c, c.shared_expert_intermediate_size, prefix, o));
@@ -275,10 +301,15 @@ class DecoderLayer : public Module {
       self_attn = register_module("self_attn",
                                   std::make_shared<Attention>(c, kind, s, prefix, o, training));
     }
-    if (kind.ffn == FfnKind::kMoe) {
-      mlp = register_module(std::string(s.ffn_name),
-                            std::make_shared<SparseMoe>(c, s.moe, prefix, o));
-    } else {
+    auto register_ffn = [&] {
+      if (kind.ffn == FfnKind::kMoe) {
+        mlp = register_module(std::string(s.ffn_name),
+                              std::make_shared<SparseMoe>(c, s.moe, prefix, o));
+        if (s.moe.shared_in_layer && c.shared_expert_intermediate_size > 0) {
+          shared_mlp = register_module("shared_mlp", std::make_shared<SharedMlp>(c, prefix, o));
+        }
+        return;
+      }
       // A dense layer of an MoE model has its own width (ModelConfig::dense_intermediate_size).
       const int64_t f = c.num_local_experts > 0 && c.dense_intermediate_size > 0
                             ? c.dense_intermediate_size
@@ -286,12 +317,15 @@ class DecoderLayer : public Module {
       mlp = register_module(
           std::string(s.ffn_name),
           std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up));
-    }
+    };
+    if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;
     if (placement_ != NormPlacement::kPost) {
       input_layernorm = register_module("input_layernorm", make_norm(h, c, o, s));
     }
-    post_attention_layernorm = register_module("post_attention_layernorm", make_norm(h, c, o, s));
+    if (placement_ != NormPlacement::kParallel) {
+      post_attention_layernorm = register_module("post_attention_layernorm", make_norm(h, c, o, s));
+    }
     if (placement_ == NormPlacement::kGlmSandwich) {
       post_self_attn_layernorm = register_module("post_self_attn_layernorm", make_norm(h, c, o, s));
       post_mlp_layernorm = register_module("post_mlp_layernorm", make_norm(h, c, o, s));
@@ -309,6 +343,10 @@ class DecoderLayer : public Module {
       post_feedforward_layernorm =
           register_module("post_feedforward_layernorm", make_norm(h, c, o, s));
     }
+    if (s.norms_before_ffn) register_ffn();
+    if (s.granite_multipliers) residual_multiplier_ = c.residual_multiplier;
+    SP_ASSERT(!residual_multiplier_ || placement_ == NormPlacement::kPre,
+              "the residual multiplier is built for pre-norm layers only");
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
@@ -329,21 +367,35 @@ class DecoderLayer : public Module {
         const Tensor h = add(x, post_attention_layernorm->call(self_attn->run(x, cos_t, sin_t)));
         return add(h, post_feedforward_layernorm->call(mlp->call(h)));
       }
+      case NormPlacement::kParallel: {  // Cohere: both halves read one norm of x
+        const Tensor n = input_layernorm->call(x);
+        const Tensor a = self_attn->run(n, cos_t, sin_t);
+        return add(add(x, a), mlp->call(n));
+      }
       case NormPlacement::kPre:
         break;
     }
-    const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
-    const Tensor h = add(x, resid_dropout_ > 0 ? dropout(a, resid_dropout_, true) : a);
-    const Tensor m = mlp->call(post_attention_layernorm->call(h));
-    return add(h, resid_dropout_ > 0 ? dropout(m, resid_dropout_, true) : m);
+    // Each half's output, dropped out (Seed-OSS, Phi-3) or scaled (Granite), joins the residual.
+    auto branch = [&](Tensor y) {
+      if (resid_dropout_ > 0) y = dropout(y, resid_dropout_, true);
+      if (residual_multiplier_) y = mul(y, *residual_multiplier_);
+      return y;
+    };
+    const Tensor h = add(x, branch(self_attn->run(input_layernorm->call(x), cos_t, sin_t)));
+    const Tensor n = post_attention_layernorm->call(h);
+    Tensor m = mlp->call(n);
+    // GraniteMoeShared: the shared MLP reads the same normed input, every token, unweighted.
+    if (shared_mlp) m = add(m, shared_mlp->call(n));
+    return add(h, branch(m));
   }
   std::shared_ptr<AttentionBlock> self_attn;
   ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
-      post_feedforward_layernorm, post_self_attn_layernorm, post_mlp_layernorm;
+      post_feedforward_layernorm, post_self_attn_layernorm, post_mlp_layernorm, shared_mlp;
 
  private:
   NormPlacement placement_ = NormPlacement::kPre;
   double resid_dropout_ = 0;
+  std::optional<double> residual_multiplier_;  // Granite's, applied even at 1
 };
 
 // Empty until build(), like DecoderLayer.
@@ -353,6 +405,7 @@ class DecoderModel : public Module {
   void build(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
              const TensorOptions& o, bool training) {
     scale_embeddings_ = s.scale_embeddings;
+    if (s.granite_multipliers) embedding_multiplier_ = c.embedding_multiplier;
     hidden_ = c.hidden_size;
     embed_tokens = register_module("embed_tokens",
                                    std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
@@ -372,6 +425,7 @@ class DecoderModel : public Module {
     Tensor h = embed_tokens->call(ids);
     // Gemma scales the embeddings by sqrt(hidden) (GemmaModel's normalizer).
     if (scale_embeddings_) h = mul(h, std::sqrt(static_cast<double>(hidden_)));
+    if (embedding_multiplier_) h = mul(h, *embedding_multiplier_);  // Granite's
     const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
     const Tensor cos_h = per_head(cos_t), sin_h = per_head(sin_t);
     for (const auto& layer : layers_) h = layer->run(h, cos_h, sin_h);
@@ -384,6 +438,7 @@ class DecoderModel : public Module {
 
  private:
   bool scale_embeddings_ = false;
+  std::optional<double> embedding_multiplier_;
   int64_t hidden_ = 0;
   // The children of `layers`, typed, in order (forward walks them without copying names).
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
@@ -399,10 +454,14 @@ class ForCausalLM : public Module {
         register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
     model->build(c, s, prefix, o, training);  // under its final name: no renaming of the full tree
     softcap_ = c.final_logit_softcapping;
+    if (s.granite_multipliers) logits_divisor_ = c.logits_scaling;
+    if (s.logit_scale) logit_scale_ = c.logit_scale;
     if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
   }
   Tensor forward(const Tensor& ids) override {
-    const Tensor logits = lm_head->call(model->call(ids));
+    Tensor logits = lm_head->call(model->call(ids));
+    if (logits_divisor_) logits = div(logits, *logits_divisor_);  // Granite's logits_scaling
+    if (logit_scale_) logits = mul(logits, *logit_scale_);        // Cohere's logit_scale
     if (softcap_ <= 0) return logits;
     // Gemma 2's final_logit_softcapping: cap * tanh(logits / cap).
     return mul(tanh(div(logits, softcap_)), softcap_);
@@ -412,6 +471,7 @@ class ForCausalLM : public Module {
 
  private:
   double softcap_ = 0;
+  std::optional<double> logits_divisor_, logit_scale_;
 };
 
 }  // namespace
@@ -512,6 +572,32 @@ std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t laye
     }
   }
   return out;
+}
+
+void parse_granite_multipliers(const ConfigFields& f, ModelConfig& c) {
+  c.embedding_multiplier = f.number("embedding_multiplier", 1);
+  c.residual_multiplier = f.number("residual_multiplier", 1);
+  c.attention_multiplier = f.number("attention_multiplier", 1);
+  c.logits_scaling = f.number("logits_scaling", 1);
+  // Granite passes attention_multiplier as the scale itself: 0 would not be "the default" there.
+  if (!(c.attention_multiplier > 0)) {
+    f.fail("attention_multiplier",
+           "expected a positive softmax scale, got " + f.raw("attention_multiplier").dump());
+  }
+}
+
+void granite_multipliers_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["embedding_multiplier"] = c.embedding_multiplier;
+  j["residual_multiplier"] = c.residual_multiplier;
+  j["attention_multiplier"] = c.attention_multiplier;
+  j["logits_scaling"] = c.logits_scaling;
+}
+
+void parse_logit_scale(const ConfigFields& f, ModelConfig& c) {
+  if (f.is_null("logit_scale")) {
+    f.fail("logit_scale", "is null; expected a number (the logits are multiplied by it)");
+  }
+  c.logit_scale = f.number("logit_scale", 0.0625);
 }
 
 void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent) {

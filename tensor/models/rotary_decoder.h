@@ -109,6 +109,15 @@ inline constexpr FieldRename kDeepseekMoeRenames[] = {
     {"dense_layers", "first_k_dense_replace"},
     {"shared_expert_intermediate_size", "n_shared_experts"}};
 
+// Granite's four multipliers (GraniteConfig, GraniteMoeConfig, GraniteMoeSharedConfig: each 1.0
+// when absent; attention_multiplier, the softmax scale, must be positive), and back.
+void parse_granite_multipliers(const ConfigFields& f, ModelConfig& c);
+void granite_multipliers_to_hf_json(const ModelConfig& c, nlohmann::json& j);
+
+// Cohere's logit_scale (CohereConfig, Cohere2Config: 0.0625 when absent; the logits are
+// multiplied by it, so a null one is refused).
+void parse_logit_scale(const ConfigFields& f, ModelConfig& c);
+
 // The pad_token_id of the family's config class where the file has no such key (a null one
 // stays none, as transformers reads it); parse_model_config checks it against the vocabulary.
 void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent);
@@ -193,6 +202,20 @@ inline constexpr TensorParallelRule kMoeTpPlan[] = {
     {"model.layers.*.mlp.shared_experts.down_proj", "rowwise"},
     {"lm_head", "colwise"}};
 
+// GraniteMoe and GraniteMoeShared: the MoE plan under their names (block_sparse_moe), the shared
+// MLP's fused input_linear column-parallel over its two halves, [gate; up] (as GLM-4's
+// gate_up_proj), its output_linear row-parallel.
+inline constexpr TensorParallelRule kGraniteMoeTpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.k_proj", "colwise"},
+    {"model.layers.*.self_attn.v_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.block_sparse_moe.experts", "experts"},
+    {"model.layers.*.shared_mlp.input_linear", "colwise", 2},
+    {"model.layers.*.shared_mlp.output_linear", "rowwise"},
+    {"lm_head", "colwise"}};
+
 // How a family lays out its MoE blocks (transformers 5): the router's name and bias and whether it
 // comes before the experts, the experts' layout and biases, the shared expert's name and gate.
 struct MoeStyle {
@@ -210,6 +233,10 @@ struct MoeStyle {
   // frozen float32 parameter (counted by transformers, unlike DeepSeek's buffer); the router's
   // logits are a float32 GEMM.
   bool router_with_statics = false;
+  // GraniteMoeShared: the shared MLP is the layer's own `shared_mlp` (one fused input_linear
+  // [gate; up] and output_linear), beside the sparse block rather than inside it; its output joins
+  // the routed experts' before the residual multiplier.
+  bool shared_in_layer = false;
 };
 
 // DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the
@@ -220,9 +247,10 @@ inline constexpr MoeStyle kDeepseekMoeStyle{
 // Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
 // input, post_attention, pre_feedforward and post_feedforward norms; GLM-4: input and
 // post_attention before each half, post_self_attn and post_mlp after it, registered in that
-// order), or after each half only (OLMo 2: post_attention and post_feedforward norms, no input
-// norm).
-enum class NormPlacement : uint8_t { kPre, kSandwich, kGlmSandwich, kPost };
+// order), after each half only (OLMo 2: post_attention and post_feedforward norms, no input
+// norm), or one norm before both halves run side by side (Cohere: x + attn(n) + mlp(n), n the
+// input_layernorm of x).
+enum class NormPlacement : uint8_t { kPre, kSandwich, kGlmSandwich, kPost, kParallel };
 
 struct RotaryDecoderStyle {
   std::string_view prefix;  // "Llama": LlamaForCausalLM, LlamaDecoderLayer, LlamaAttention, ...
@@ -233,6 +261,11 @@ struct RotaryDecoderStyle {
   // A norm over head_dim on each head of q and k before RoPE (Qwen3's and Gemma 3's q_norm and
   // k_norm, registered after o_proj as transformers does).
   bool qk_norm = false;
+  // Cohere's use_qk_norm: those norms with a weight per head, [heads, head_dim] for q and
+  // [kv_heads, head_dim] for k (made by this; unset: make_norm over head_dim). Read only with
+  // qk_norm.
+  ModulePtr (*make_head_norm)(int64_t heads, int64_t head_dim, double eps,
+                              const TensorOptions& o) = nullptr;
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
   NormPlacement norms = NormPlacement::kPre;
@@ -253,6 +286,14 @@ struct RotaryDecoderStyle {
   // The Gated DeltaNet's projections on kLinear layers (tensor/models/gated_delta_net.h).
   GatedDeltaProjections linear_projections = GatedDeltaProjections::kFusedPerKeyHead;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
+  // GraniteMoe: the layer registers its norms before the feed-forward (self_attn,
+  // input_layernorm, post_attention_layernorm, block_sparse_moe); others after it.
+  bool norms_before_ffn = false;
+  // Granite: ModelConfig's embedding_multiplier, residual_multiplier, attention_multiplier (the
+  // softmax scale) and logits_scaling (logits divided by it), applied always.
+  bool granite_multipliers = false;
+  // Cohere: the logits times ModelConfig::logit_scale, always.
+  bool logit_scale = false;
   MoeStyle moe = {};
 };
 

@@ -169,3 +169,33 @@ json_get(dry_ranks "${OUT}" ranks)
 if(NOT dry_ranks EQUAL 4)
   message(FATAL_ERROR "dry run: expected 4 ranks\n${OUT}")
 endif()
+
+# Parameters a plain split would pair wrongly or miss, on tp 2 x dp 2 with ZeRO-3, each equal
+# checksum for checksum to the model on 1 rank: GLM-4's fused gate_up_proj and GraniteMoeShared's
+# shared input_linear ([gate; up], split half by half), Cohere's per-head q_norm [heads, head_dim]
+# (replicated beside the split heads).
+set(tiny_sizes [=["vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+ "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+ "max_position_embeddings": 256, "pad_token_id": 0, "torch_dtype": "bfloat16"]=])
+file(WRITE "${WORK_DIR}/tiny-glm4.json" "{\"model_type\": \"glm4\", ${tiny_sizes}}")
+file(WRITE "${WORK_DIR}/tiny-cohere.json"
+     "{\"model_type\": \"cohere\", \"use_qk_norm\": true, ${tiny_sizes}}")
+file(WRITE "${WORK_DIR}/tiny-granitemoeshared.json"
+     "{\"model_type\": \"granitemoeshared\", \"num_local_experts\": 4, \"num_experts_per_tok\": 2,
+ \"shared_intermediate_size\": 80, ${tiny_sizes}}")
+foreach(family glm4 cohere granitemoeshared)
+  set(fam_job --model "${WORK_DIR}/tiny-${family}.json" --cluster cpu-local --seq 64
+      --global-batch 8)
+  run(0 plan ${fam_job} --gpus 4 --tp 2 --dp 2 --zero 3 --out "${WORK_DIR}/${family}4.json")
+  run(0 plan ${fam_job} --gpus 1 --out "${WORK_DIR}/${family}1.json")
+  mpirun(0 60 4 materialize --plan "${WORK_DIR}/${family}4.json" --verify --json)
+  json_get(ok "${OUT}" verify ok)
+  json_get(sums4 "${OUT}" verify tensor_checksums)
+  run(0 materialize --plan "${WORK_DIR}/${family}1.json" --verify --json)
+  json_get(sums1 "${OUT}" verify tensor_checksums)
+  string(JSON equal EQUAL "${sums1}" "${sums4}")
+  if(NOT ok STREQUAL "ON" OR NOT equal)
+    message(FATAL_ERROR "${family} on tp 2 x dp 2: verify '${ok}', checksums\n${sums4}\n"
+                        "against 1 rank's\n${sums1}")
+  endif()
+endforeach()

@@ -8,6 +8,8 @@
 //   glm4      (modular_glm4.py): q, k, v biases; one gate_up_proj [2F, h]; four norms per layer:
 //             input, post_attention (before the MLP), post_self_attn, post_mlp (after each half)
 //   ministral3 (modular_ministral3.py): Mistral's layer, no biases; YaRN by default
+//   exaone4   (modular_exaone4.py): OLMo 2's layer (norms after each half) with per-head q/k
+//             norms; sliding layers (window 4096, three of four) rotate, the full ones are NoPE
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +100,9 @@ TEST(LlamaVariantModels, SmolLM3ReadsNoRopeLayersAndWindowsAsItsConfigDoes) {
   const ModelConfig listed = parse_model_config(j, "listed");
   EXPECT_EQ(listed.nope_layers, (std::vector<int64_t>{0, 7}));
   EXPECT_EQ(parse_model_config(to_hf_json(listed), "round trip"), listed);
+  j["no_rope_layers"] = nlohmann::json::array();  // SmolLM3Config derives none from it
+  EXPECT_THAT([&] { parse_model_config(j, "empty"); },
+              ThrowsMessage<Error>(HasSubstr("is empty; expected at least num_hidden_layers")));
   j["no_rope_layers"] = {1, 1, 0};
   EXPECT_THAT([&] { parse_model_config(j, "short"); },
               ThrowsMessage<Error>(HasSubstr("expected a list of at least num_hidden_layers = 8")));
@@ -116,7 +121,8 @@ TEST(LlamaVariantModels, SmolLM3ReadsNoRopeLayersAndWindowsAsItsConfigDoes) {
   EXPECT_EQ(windowed.layer_types[3], AttentionType::kFull);
   EXPECT_EQ(describe(layer_kind(windowed, 5)), "nope sliding 4 dense");
   EXPECT_EQ(parse_model_config(to_hf_json(windowed), "round trip"), windowed);
-  // Without use_sliding_window, SmolLM3Attention passes no window: layer_types do not slide.
+  // Without use_sliding_window, SmolLM3Attention passes no window (what flash attention reads):
+  // layer_types do not slide.
   j["use_sliding_window"] = false;
   j["layer_types"] = nlohmann::json::array();
   for (int i = 0; i < 8; ++i) j["layer_types"].push_back("sliding_attention");
@@ -175,7 +181,9 @@ TEST(LlamaVariantModels, SeedOssDropsEachHalfsOutputWhenTraining) {
   const ModulePtr train = build_model(c, {.dtype = std::nullopt, .training = true});
   const OpGraph g = trace_model_forward(*train, 2, 8);
   EXPECT_EQ(count_ops(g, "dropout", "model.layers.0"), 2);
-  EXPECT_EQ(count_ops(g, "dropout", "model.layers.0.self_attn"), 0);  // after o_proj, outside it
+  // transformers drops out inside SeedOssAttention and SeedOssMLP, after o_proj and down_proj:
+  // the same op on the same tensor, traced here by the decoder layer before each residual add.
+  EXPECT_EQ(count_ops(g, "dropout", "model.layers.0.self_attn"), 0);
   EXPECT_EQ(count_ops(trace_model_forward(*build_model(c), 2, 8), "dropout", ""), 0);  // eval
   j["residual_dropout"] = 0.0;
   const ModulePtr off =
@@ -256,6 +264,111 @@ TEST(LlamaVariantModels, Ministral3EightBIsItsConfigClasssDefaults) {
   EXPECT_DOUBLE_EQ(wrapped.rope_scaling->factor, 16);
   EXPECT_EQ(wrapped.rope_scaling->original_max_position_embeddings, 16384);
   EXPECT_EQ(build_model(wrapped)->type_name(), "Ministral3ForCausalLM");
+  // Mistral3Config ties the output layer unless its own tie_word_embeddings says otherwise.
+  EXPECT_TRUE(wrapped.tie_word_embeddings);
+}
+
+TEST(LlamaVariantModels, Exaone4ThirtyTwoBMatchesTheHandTotal) {
+  // EXAONE-4.0-32B: V 102,400 untied, h 5,120, 64 layers of 40 heads of 128 (8 kv heads),
+  // F 27,392; per-head q_norm, k_norm [128]; two norms per layer, after each half.
+  const int64_t V = 102400, h = 5120, kv = 8 * 128, F = 27392;
+  const int64_t layer = 2 * h * h + 2 * h * kv + 2 * 128 + 3 * h * F + 2 * h;
+  const int64_t total = 2 * V * h + 64 * layer + h;
+  EXPECT_EQ(total, 32'003'216'384);  // "32B"
+  const ModelConfig c = find_model_config("exaone-4.0-32b");
+  EXPECT_EQ(build_model(c)->parameters_numel(), total);
+  // Three sliding RoPE layers of four, the fourth full and NoPE.
+  const LayerStack s = layer_stack(c);
+  ASSERT_EQ(s.kinds.size(), 2u);
+  EXPECT_EQ(describe(s.kinds[0]), "sliding 4096 dense");
+  EXPECT_EQ(describe(s.kinds[1]), "nope dense");
+  EXPECT_EQ(s.count(1), 16);
+  EXPECT_EQ(s.first_layer(1), 3);
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+}
+
+TEST(LlamaVariantModels, Exaone4LayersFromItsPatternAndNamesAsOlmo2) {
+  nlohmann::json j = {{"model_type", "exaone4"},  {"vocab_size", 1000},
+                      {"hidden_size", 64},        {"intermediate_size", 128},
+                      {"num_hidden_layers", 6},   {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"torch_dtype", "bfloat16"}};
+  // No layer_types: Exaone4Config's integer pattern 4 and window 4096.
+  const ModelConfig dflt = parse_model_config(j, "default");
+  EXPECT_EQ(dflt.sliding_window, 4096);
+  EXPECT_EQ(dflt.nope_layers, (std::vector<int64_t>{3}));
+  EXPECT_EQ(dflt.layer_types[2], AttentionType::kSliding);
+  EXPECT_EQ(dflt.layer_types[3], AttentionType::kFull);
+  EXPECT_EQ(dflt.layer_types[5], AttentionType::kSliding);  // an integer pattern leaves the last
+  const ModulePtr m = build_model(dflt);
+  EXPECT_EQ(m->type_name(), "Exaone4ForCausalLM");
+  EXPECT_EQ(names_under(*m, "model.layers.0."),
+            (std::vector<std::string>{
+                "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                "post_attention_layernorm.weight", "post_feedforward_layernorm.weight"}));
+  EXPECT_EQ(m->get_parameter("model.layers.0.self_attn.q_norm.weight").sizes(), DimVector({16}));
+  // A string of L and G repeats, the last layer global (Exaone4Config's docstring).
+  j["sliding_window_pattern"] = "LG";
+  j["sliding_window"] = 8;
+  const ModelConfig lg = parse_model_config(j, "LG");
+  EXPECT_EQ(lg.nope_layers, (std::vector<int64_t>{1, 3, 5}));
+  j["num_hidden_layers"] = 5;
+  EXPECT_EQ(parse_model_config(j, "LG odd").nope_layers, (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(parse_model_config(to_hf_json(lg), "round trip"), lg);
+  j["sliding_window_pattern"] = "LLX";
+  EXPECT_THAT([&] { parse_model_config(j, "bad"); },
+              ThrowsMessage<Error>(HasSubstr("expected a positive integer or a string of L")));
+  // No window: every layer full and rotating ("sliding_window is None": RoPE everywhere).
+  j["sliding_window"] = nullptr;
+  const ModelConfig none = parse_model_config(j, "no window");
+  EXPECT_TRUE(none.nope_layers.empty());
+  EXPECT_TRUE(none.layer_types.empty());
+  EXPECT_EQ(parse_model_config(to_hf_json(none), "round trip"), none);
+}
+
+TEST(LlamaVariantModels, KeyValueHeadsAndRopeDefaultToTheConfigClasses) {
+  // A file without num_key_value_heads gets its class's (SmolLM3Config 4, SeedOssConfig 8,
+  // Glm4Config 2, Ministral3Config 8, Exaone4Config 32), a null one the head count.
+  const std::pair<const char*, int64_t> classes[] = {
+      {"smollm3", 4}, {"seed_oss", 8}, {"glm4", 2}, {"ministral3", 8}, {"exaone4", 32}};
+  for (const auto& [type, kv] : classes) {
+    SCOPED_TRACE(type);
+    nlohmann::json j = {
+        {"model_type", type},       {"vocab_size", 1000},     {"hidden_size", 512},
+        {"intermediate_size", 256}, {"num_hidden_layers", 2}, {"num_attention_heads", 32},
+        {"head_dim", 16},           {"pad_token_id", 0},      {"torch_dtype", "bfloat16"}};
+    EXPECT_EQ(parse_model_config(j, "absent").num_key_value_heads, kv);
+    j["num_key_value_heads"] = nullptr;
+    EXPECT_EQ(parse_model_config(j, "null").num_key_value_heads, 32);
+  }
+  // Ministral3Config's YaRN stays under a top-level rope_theta (its base is 1e6).
+  const nlohmann::json m = {{"model_type", "ministral3"},
+                            {"vocab_size", 1000},
+                            {"hidden_size", 64},
+                            {"intermediate_size", 128},
+                            {"num_hidden_layers", 2},
+                            {"num_attention_heads", 4},
+                            {"num_key_value_heads", 2},
+                            {"rope_theta", 5e5},
+                            {"pad_token_id", 0},
+                            {"sliding_window", 16},
+                            {"layer_types", {"full_attention", "sliding_attention"}}};
+  const ModelConfig c = parse_model_config(m, "theta");
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  // Every layer slides when a window is set; layer_types is read and ignored.
+  EXPECT_EQ(c.layer_types,
+            (std::vector<AttentionType>{AttentionType::kSliding, AttentionType::kSliding}));
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+  // rope_parameters of type default: no scaling, and it survives the round trip.
+  nlohmann::json plain = m;
+  plain["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+  const ModelConfig p = parse_model_config(plain, "plain");
+  EXPECT_FALSE(p.rope_scaling.has_value());
+  EXPECT_DOUBLE_EQ(p.rope_theta, 5e5);
+  EXPECT_EQ(parse_model_config(to_hf_json(p), "round trip"), p);
 }
 
 TEST(LlamaVariantModels, Llama4FullLayersAreNopeLayers) {

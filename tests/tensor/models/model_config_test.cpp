@@ -129,11 +129,12 @@ TEST(ModelConfig, FamilyFieldNames) {
 TEST(ModelConfig, UnknownModelTypeListsSupported) {
   json j = llama_json();
   j["model_type"] = "bert";
-  EXPECT_THAT(error_of([&] { parse_model_config(j, "my/config.json"); }),
-              AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
-                    HasSubstr("deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
-                              "gemma3_text, glm4, glm4_moe, "
-                              "glm4_moe_lite, glm_moe_dsa, gpt2")));
+  EXPECT_THAT(
+      error_of([&] { parse_model_config(j, "my/config.json"); }),
+      AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
+            HasSubstr("deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, exaone4, gemma, gemma2, "
+                      "gemma3_text, glm4, glm4_moe, "
+                      "glm4_moe_lite, glm_moe_dsa, gpt2")));
   j.erase("model_type");
   EXPECT_THAT(error_of([&] { parse_model_config(j, "c.json"); }),
               AllOf(HasSubstr("c.json"), HasSubstr("'model_type': missing")));
@@ -276,14 +277,24 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   a.multimodal_model_type = "gemma3";
   EXPECT_EQ(a, g);
   EXPECT_EQ(to_hf_json(g)["model_type"], "gemma3_text");
-  // text_config decides the tie (transformers' tie_weights reads get_text_config()), and its own
+  // Gemma3ForConditionalGeneration owns lm_head, so the outer config decides the tie
+  // (Gemma3Config's default true; null is not tied), whatever text_config says; text_config's own
   // dtype wins over the outer one.
   json untied = gemma;
   untied["tie_word_embeddings"] = false;
+  untied["text_config"]["tie_word_embeddings"] = true;
   untied["text_config"]["dtype"] = "float16";
   const ModelConfig u = parse_model_config(untied, "u.json");
-  EXPECT_TRUE(u.tie_word_embeddings);
+  EXPECT_FALSE(u.tie_word_embeddings);
   EXPECT_EQ(u.torch_dtype, DType::kFloat16);
+  untied["tie_word_embeddings"] = nullptr;
+  EXPECT_FALSE(parse_model_config(untied, "null.json").tie_word_embeddings);
+  untied.erase("tie_word_embeddings");
+  untied["text_config"]["tie_word_embeddings"] = false;
+  EXPECT_TRUE(parse_model_config(untied, "absent.json").tie_word_embeddings);
+  untied["tie_word_embeddings"] = "yes";
+  EXPECT_THAT(error_of([&] { parse_model_config(untied, "str.json"); }),
+              HasSubstr("str.json: field 'tie_word_embeddings'"));
   // Mistral Small 3.1's wrapper (mistral3) without a text model_type: transformers' default
   // text config class for it, MistralConfig.
   json mistral = {
@@ -295,6 +306,11 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   EXPECT_EQ(m.model_type, "mistral");
   EXPECT_EQ(m.torch_dtype, DType::kBFloat16);
   EXPECT_EQ(m.hidden_size, 4096);
+  // Mistral3Config ties by default (its own field; the text config's false does not decide).
+  EXPECT_FALSE(mistral["text_config"]["tie_word_embeddings"].get<bool>());
+  EXPECT_TRUE(m.tie_word_embeddings);
+  mistral["tie_word_embeddings"] = false;
+  EXPECT_FALSE(parse_model_config(mistral, "m.json").tie_word_embeddings);
   // llava-1.5-7b-hf's text_config states little: LlamaConfig's sizes (4096 hidden, 11008 ffn, 32
   // layers and heads) fill the rest, as transformers builds it; its own vocab_size stays.
   const json llava = json::parse(R"({"model_type": "llava", "torch_dtype": "float16",
@@ -309,6 +325,14 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   EXPECT_EQ(l.num_hidden_layers, 32);
   EXPECT_EQ(l.num_key_value_heads, 32);
   EXPECT_EQ(l.torch_dtype, DType::kFloat16);
+  // LlavaConfig ties when its own field or text_config's says so (it copies a true text value up).
+  EXPECT_FALSE(l.tie_word_embeddings);
+  json llava_tied = llava;
+  llava_tied["text_config"]["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse_model_config(llava_tied, "llava.json").tie_word_embeddings);
+  llava_tied["text_config"]["tie_word_embeddings"] = false;
+  llava_tied["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse_model_config(llava_tied, "llava.json").tie_word_embeddings);
   // Errors in the text model name it; a text model of no supported family is refused.
   json bad = gemma;
   bad["text_config"]["num_attention_heads"] = 0;
@@ -507,7 +531,8 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
       {"kv", kv, "num_key_value_heads", "7 does not divide num_attention_heads 32"},
       {"missing", missing, "hidden_size", "missing"},
       {"type", type, "model_type",
-       "deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, gemma3_text, glm4, "
+       "deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, exaone4, gemma, gemma2, gemma3_text, "
+       "glm4, "
        "glm4_moe, glm4_moe_lite, "
        "glm_moe_dsa, gpt2"},
   };

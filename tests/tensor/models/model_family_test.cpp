@@ -50,11 +50,14 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"deepseek_v2",
+  const std::vector<std::string> want = {"cohere",
+                                         "cohere2",
+                                         "deepseek_v2",
                                          "deepseek_v3",
                                          "deepseek_v32",
                                          "ernie4_5",
                                          "ernie4_5_moe",
+                                         "exaone4",
                                          "gemma",
                                          "gemma2",
                                          "gemma3_text",
@@ -65,6 +68,9 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gpt2",
                                          "gpt_neox",
                                          "gpt_oss",
+                                         "granite",
+                                         "granitemoe",
+                                         "granitemoeshared",
                                          "kimi_k2",
                                          "llama",
                                          "llama4_text",
@@ -91,10 +97,10 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(model_types_list(),
-            "deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
-            "gemma3_text, glm4, glm4_moe, "
+            "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, "
+            "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
             "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-            "gpt_oss, kimi_k2, "
+            "gpt_oss, granite, granitemoe, granitemoeshared, kimi_k2, "
             "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, phi3, "
             "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
             "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
@@ -173,45 +179,58 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"ministral3", {"model.layers", "Ministral3ForCausalLM"}},
       {"seed_oss", {"model.layers", "SeedOssForCausalLM"}},
       {"smollm3", {"model.layers", "SmolLM3ForCausalLM"}},
+      {"exaone4", {"model.layers", "Exaone4ForCausalLM"}},
+      {"granite", {"model.layers", "GraniteForCausalLM"}},
+      {"granitemoe", {"model.layers", "GraniteMoeForCausalLM"}},
+      {"granitemoeshared", {"model.layers", "GraniteMoeSharedForCausalLM"}},
+      {"cohere", {"model.layers", "CohereForCausalLM"}},
+      {"cohere2", {"model.layers", "Cohere2ForCausalLM"}},
   };
-  const std::map<std::string, std::string> config_of = {{"gemma", "gemma-7b"},
-                                                        {"gpt2", "gpt2"},
-                                                        {"gpt_neox", "pythia-160m"},
-                                                        {"llama", "llama3-8b"},
-                                                        {"mistral", "mistral-7b"},
-                                                        {"mixtral", "mixtral-8x7b"},
-                                                        {"qwen2", "qwen2.5-7b"},
-                                                        {"qwen3", "qwen3-8b"},
-                                                        {"qwen2_moe", "qwen1.5-moe-a2.7b"},
-                                                        {"qwen3_moe", "qwen3-30b-a3b"},
-                                                        {"deepseek_v2", "deepseek-v2-lite"},
-                                                        {"deepseek_v3", "deepseek-v3"},
-                                                        {"deepseek_v32", "deepseek-v3.2"},
-                                                        {"glm4_moe_lite", "glm-4.7-flash"},
-                                                        {"glm_moe_dsa", "glm-5"},
-                                                        {"kimi_k2", "kimi-k2"},
-                                                        {"gemma2", "gemma-2-9b"},
-                                                        {"gemma3_text", "gemma-3-1b"},
-                                                        {"glm4_moe", "glm-4.5-air"},
-                                                        {"gpt_oss", "gpt-oss-20b"},
-                                                        {"llama4_text", "llama4-scout"},
-                                                        {"olmo2", "olmo-2-7b"},
-                                                        {"olmo3", "olmo-3-7b"},
-                                                        {"ernie4_5", "ernie-4.5-0.3b"},
-                                                        {"ernie4_5_moe", "ernie-4.5-21b-a3b"},
-                                                        {"minimax_m2", "minimax-m2"},
-                                                        {"phi3", "phi-3-mini"},
-                                                        {"qwen3_next", "qwen3-next-80b-a3b"},
-                                                        {"qwen3_5_text", "qwen3.5-0.8b"},
-                                                        {"qwen2_vl_text", "qwen2-vl-7b"},
-                                                        {"qwen2_5_vl_text", "qwen2.5-vl-7b"},
-                                                        {"qwen3_vl_text", "qwen3-vl-8b"},
-                                                        {"qwen3_vl_moe_text", "qwen3-vl-30b-a3b"},
-                                                        {"qwen3_5_moe_text", "qwen3.5-35b-a3b"},
-                                                        {"glm4", "glm-4-9b-0414"},
-                                                        {"ministral3", "ministral-3-8b"},
-                                                        {"seed_oss", "seed-oss-36b"},
-                                                        {"smollm3", "smollm3-3b"}};
+  const std::map<std::string, std::string> config_of = {
+      {"gemma", "gemma-7b"},
+      {"gpt2", "gpt2"},
+      {"gpt_neox", "pythia-160m"},
+      {"llama", "llama3-8b"},
+      {"mistral", "mistral-7b"},
+      {"mixtral", "mixtral-8x7b"},
+      {"qwen2", "qwen2.5-7b"},
+      {"qwen3", "qwen3-8b"},
+      {"qwen2_moe", "qwen1.5-moe-a2.7b"},
+      {"qwen3_moe", "qwen3-30b-a3b"},
+      {"deepseek_v2", "deepseek-v2-lite"},
+      {"deepseek_v3", "deepseek-v3"},
+      {"deepseek_v32", "deepseek-v3.2"},
+      {"glm4_moe_lite", "glm-4.7-flash"},
+      {"glm_moe_dsa", "glm-5"},
+      {"kimi_k2", "kimi-k2"},
+      {"gemma2", "gemma-2-9b"},
+      {"gemma3_text", "gemma-3-1b"},
+      {"glm4_moe", "glm-4.5-air"},
+      {"gpt_oss", "gpt-oss-20b"},
+      {"llama4_text", "llama4-scout"},
+      {"olmo2", "olmo-2-7b"},
+      {"olmo3", "olmo-3-7b"},
+      {"ernie4_5", "ernie-4.5-0.3b"},
+      {"ernie4_5_moe", "ernie-4.5-21b-a3b"},
+      {"minimax_m2", "minimax-m2"},
+      {"phi3", "phi-3-mini"},
+      {"qwen3_next", "qwen3-next-80b-a3b"},
+      {"qwen3_5_text", "qwen3.5-0.8b"},
+      {"qwen2_vl_text", "qwen2-vl-7b"},
+      {"qwen2_5_vl_text", "qwen2.5-vl-7b"},
+      {"qwen3_vl_text", "qwen3-vl-8b"},
+      {"qwen3_vl_moe_text", "qwen3-vl-30b-a3b"},
+      {"qwen3_5_moe_text", "qwen3.5-35b-a3b"},
+      {"glm4", "glm-4-9b-0414"},
+      {"ministral3", "ministral-3-8b"},
+      {"seed_oss", "seed-oss-36b"},
+      {"smollm3", "smollm3-3b"},
+      {"exaone4", "exaone-4.0-32b"},
+      {"granite", "granite-3.1-8b"},
+      {"granitemoe", "granite-3.0-3b-a800m"},
+      {"granitemoeshared", "moe-7b-1b-active-shared-experts"},
+      {"cohere", "command-r-v01"},
+      {"cohere2", "command-a-03-2025"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -238,24 +257,56 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{
-                        "deepseek_v2",   "deepseek_v3",   "deepseek_v32", "ernie4_5",
-                        "ernie4_5_moe",  "gemma",         "gemma2",       "gemma3_text",
-                        "glm4_moe",      "glm4_moe_lite", "glm_moe_dsa",  "gpt_neox",
-                        "gpt_oss",       "kimi_k2",       "llama",        "llama4_text",
-                        "minimax_m2",    "mistral",       "mixtral",      "olmo2",
-                        "olmo3",         "phi3",          "qwen2",        "qwen2_5_vl_text",
-                        "qwen2_moe",     "qwen2_vl_text", "qwen3",        "qwen3_5_moe_text",
-                        "qwen3_5_text",  "qwen3_moe",     "qwen3_next",   "qwen3_vl_moe_text",
-                        "qwen3_vl_text", "glm4",          "ministral3",   "seed_oss",
-                        "smollm3"}));
+  EXPECT_EQ(rotary, (std::set<std::string>{"deepseek_v2",
+                                           "deepseek_v3",
+                                           "deepseek_v32",
+                                           "ernie4_5",
+                                           "ernie4_5_moe",
+                                           "gemma",
+                                           "gemma2",
+                                           "gemma3_text",
+                                           "glm4_moe",
+                                           "glm4_moe_lite",
+                                           "glm_moe_dsa",
+                                           "gpt_neox",
+                                           "gpt_oss",
+                                           "kimi_k2",
+                                           "llama",
+                                           "llama4_text",
+                                           "minimax_m2",
+                                           "mistral",
+                                           "mixtral",
+                                           "olmo2",
+                                           "olmo3",
+                                           "phi3",
+                                           "qwen2",
+                                           "qwen2_5_vl_text",
+                                           "qwen2_moe",
+                                           "qwen2_vl_text",
+                                           "qwen3",
+                                           "qwen3_5_moe_text",
+                                           "qwen3_5_text",
+                                           "qwen3_moe",
+                                           "qwen3_next",
+                                           "qwen3_vl_moe_text",
+                                           "qwen3_vl_text",
+                                           "glm4",
+                                           "ministral3",
+                                           "seed_oss",
+                                           "smollm3",
+                                           "exaone4",
+                                           "granite",
+                                           "granitemoe",
+                                           "granitemoeshared",
+                                           "cohere",
+                                           "cohere2"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2", "deepseek_v3", "deepseek_v32",
-                                        "ernie4_5_moe", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa",
-                                        "gpt_oss", "kimi_k2", "llama4_text", "minimax_m2",
-                                        "mixtral", "qwen2_moe", "qwen3_5_moe_text", "qwen3_moe",
-                                        "qwen3_next", "qwen3_vl_moe_text"}));
+  EXPECT_EQ(moe, (std::set<std::string>{
+                     "deepseek_v2", "deepseek_v3", "deepseek_v32", "ernie4_5_moe", "glm4_moe",
+                     "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "kimi_k2", "llama4_text",
+                     "minimax_m2", "mixtral", "qwen2_moe", "qwen3_5_moe_text", "qwen3_moe",
+                     "qwen3_next", "qwen3_vl_moe_text", "granitemoe", "granitemoeshared"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -265,7 +316,8 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, gemma, gemma2, "
+      "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, exaone4, "
+      "gemma, gemma2, "
       "gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
