@@ -14,6 +14,7 @@ extern const ModelFamily kCohere2Family;
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kDeepseekV32Family;
+extern const ModelFamily kDots1Family;
 extern const ModelFamily kErnie45Family;
 extern const ModelFamily kErnie45MoeFamily;
 extern const ModelFamily kExaone4Family;
@@ -39,6 +40,7 @@ extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kOlmo2Family;
 extern const ModelFamily kOlmo3Family;
+extern const ModelFamily kOlmoeFamily;
 extern const ModelFamily kPhi3Family;
 extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen2MoeFamily;
@@ -71,7 +73,8 @@ const ModelFamily* const kRegistered[] = {
     &kQwen35MoeTextFamily, &kGlm4Family,        &kMinistral3Family,
     &kSeedOssFamily,       &kSmolLM3Family,     &kExaone4Family,
     &kGraniteFamily,       &kGraniteMoeFamily,  &kGraniteMoeSharedFamily,
-    &kCohereFamily,        &kCohere2Family,
+    &kCohereFamily,        &kCohere2Family,     &kDots1Family,
+    &kOlmoeFamily,
 };
 
 }  // namespace

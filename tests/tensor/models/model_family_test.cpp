@@ -55,6 +55,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "deepseek_v2",
                                          "deepseek_v3",
                                          "deepseek_v32",
+                                         "dots1",
                                          "ernie4_5",
                                          "ernie4_5_moe",
                                          "exaone4",
@@ -80,6 +81,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "mixtral",
                                          "olmo2",
                                          "olmo3",
+                                         "olmoe",
                                          "phi3",
                                          "qwen2",
                                          "qwen2_5_vl_text",
@@ -96,15 +98,16 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "smollm3"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
-  EXPECT_EQ(model_types_list(),
-            "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, "
-            "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
-            "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-            "gpt_oss, granite, granitemoe, granitemoeshared, kimi_k2, "
-            "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, phi3, "
-            "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-            "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-            "qwen3_vl_text, seed_oss, smollm3");
+  EXPECT_EQ(
+      model_types_list(),
+      "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
+      "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
+      "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
+      "gpt_oss, granite, granitemoe, granitemoeshared, kimi_k2, "
+      "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, olmoe, phi3, "
+      "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+      "qwen3_vl_text, seed_oss, smollm3");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -185,6 +188,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"granitemoeshared", {"model.layers", "GraniteMoeSharedForCausalLM"}},
       {"cohere", {"model.layers", "CohereForCausalLM"}},
       {"cohere2", {"model.layers", "Cohere2ForCausalLM"}},
+      {"dots1", {"model.layers", "Dots1ForCausalLM"}},
+      {"olmoe", {"model.layers", "OlmoeForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {
       {"gemma", "gemma-7b"},
@@ -230,7 +235,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"granitemoe", "granite-3.0-3b-a800m"},
       {"granitemoeshared", "moe-7b-1b-active-shared-experts"},
       {"cohere", "command-r-v01"},
-      {"cohere2", "command-a-03-2025"}};
+      {"cohere2", "command-a-03-2025"},
+      {"dots1", "dots.llm1"},
+      {"olmoe", "olmoe-1b-7b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -299,14 +306,19 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "granitemoe",
                                            "granitemoeshared",
                                            "cohere",
-                                           "cohere2"}));
+                                           "cohere2",
+                                           "dots1",
+                                           "olmoe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{
-                     "deepseek_v2", "deepseek_v3", "deepseek_v32", "ernie4_5_moe", "glm4_moe",
-                     "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "kimi_k2", "llama4_text",
-                     "minimax_m2", "mixtral", "qwen2_moe", "qwen3_5_moe_text", "qwen3_moe",
-                     "qwen3_next", "qwen3_vl_moe_text", "granitemoe", "granitemoeshared"}));
+  EXPECT_EQ(
+      moe,
+      (std::set<std::string>{
+          "deepseek_v2",   "deepseek_v3",       "deepseek_v32", "ernie4_5_moe",     "glm4_moe",
+          "glm4_moe_lite", "glm_moe_dsa",       "gpt_oss",      "kimi_k2",          "llama4_text",
+          "minimax_m2",    "mixtral",           "qwen2_moe",    "qwen3_5_moe_text", "qwen3_moe",
+          "qwen3_next",    "qwen3_vl_moe_text", "granitemoe",   "granitemoeshared", "dots1",
+          "olmoe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -316,7 +328,8 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, ernie4_5, ernie4_5_moe, exaone4, "
+      "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
+      "exaone4, "
       "gemma, gemma2, "
       "gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
