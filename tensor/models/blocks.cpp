@@ -6,11 +6,11 @@ namespace shardplan::tensor::models {
 
 bool known_activation(std::string_view n) {
   return n == "silu" || n == "swish" || n == "gelu" || n == "gelu_new" || n == "gelu_fast" ||
-         n == "gelu_pytorch_tanh" || n == "relu";
+         n == "gelu_pytorch_tanh" || n == "relu" || n == "relu2";
 }
 
 const char* known_activations() {
-  return "silu, swish, gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu";
+  return "silu, swish, gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu, relu2";
 }
 
 Tensor activation(std::string_view n, const Tensor& x) {
@@ -19,6 +19,7 @@ Tensor activation(std::string_view n, const Tensor& x) {
   // transformers' NewGELU, FastGELU and PytorchGELUTanh are the tanh approximation.
   if (n == "gelu_new" || n == "gelu_fast" || n == "gelu_pytorch_tanh") return gelu(x, "tanh");
   if (n == "relu") return relu(x);
+  if (n == "relu2") return square(relu(x));  // transformers' ReLUSquaredActivation
   SP_FAIL("unknown hidden activation '", n, "'; expected one of: ", known_activations());
 }
 

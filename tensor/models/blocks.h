@@ -28,7 +28,7 @@ namespace shardplan::tensor::models {
 // of tests/tensor/models check them).
 
 // Hugging Face's ACT2FN names this builds: silu/swish, gelu (erf), gelu_new / gelu_fast /
-// gelu_pytorch_tanh (tanh approximation), relu.
+// gelu_pytorch_tanh (tanh approximation), relu, relu2 (relu(x) squared).
 bool known_activation(std::string_view hf_name);
 const char* known_activations();  // for error messages
 Tensor activation(std::string_view hf_name, const Tensor& x);

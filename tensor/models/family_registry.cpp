@@ -9,6 +9,7 @@
 namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
 extern const ModelFamily kCohere2Family;
 extern const ModelFamily kDeepseekV2Family;
@@ -31,6 +32,8 @@ extern const ModelFamily kGptNeoxFamily;
 extern const ModelFamily kGraniteFamily;
 extern const ModelFamily kGraniteMoeFamily;
 extern const ModelFamily kGraniteMoeSharedFamily;
+extern const ModelFamily kHunYuanDenseV1Family;
+extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
@@ -74,7 +77,8 @@ const ModelFamily* const kRegistered[] = {
     &kSeedOssFamily,       &kSmolLM3Family,     &kExaone4Family,
     &kGraniteFamily,       &kGraniteMoeFamily,  &kGraniteMoeSharedFamily,
     &kCohereFamily,        &kCohere2Family,     &kDots1Family,
-    &kOlmoeFamily,
+    &kOlmoeFamily,         &kArceeFamily,       &kHunYuanDenseV1Family,
+    &kHunYuanMoeV1Family,
 };
 
 }  // namespace

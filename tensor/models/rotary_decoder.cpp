@@ -73,12 +73,14 @@ class Attention : public AttentionBlock {
       v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
       o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
     }
+    const std::string qn(s.qk_norm_names.q), kn(s.qk_norm_names.k);
+    norm_after_rope_ = s.qk_norm_after_rope;
     if (s.qk_norm && s.make_head_norm) {  // Cohere: a weight per head
-      q_norm = register_module("q_norm", s.make_head_norm(heads_, head_dim_, c.norm_eps, o));
-      k_norm = register_module("k_norm", s.make_head_norm(kv_heads_, head_dim_, c.norm_eps, o));
+      q_norm = register_module(qn, s.make_head_norm(heads_, head_dim_, c.norm_eps, o));
+      k_norm = register_module(kn, s.make_head_norm(kv_heads_, head_dim_, c.norm_eps, o));
     } else if (s.qk_norm) {
-      q_norm = register_module("q_norm", make_norm(head_dim_, c, o, s));
-      k_norm = register_module("k_norm", make_norm(head_dim_, c, o, s));
+      q_norm = register_module(qn, make_norm(head_dim_, c, o, s));
+      k_norm = register_module(kn, make_norm(head_dim_, c, o, s));
     } else if (s.qk_norm_full_width) {  // OLMo 2: over every head's width at once
       q_norm = register_module("q_norm", make_norm(q, c, o, s));
       k_norm = register_module("k_norm", make_norm(kv, c, o, s));
@@ -111,14 +113,17 @@ class Attention : public AttentionBlock {
     } else {
       q = split_heads(qx, heads_, head_dim_);
     }
-    if (q_norm && !full_width_norm_) q = q_norm->call(q);  // per head, over head_dim
+    const bool head_norm = q_norm && !full_width_norm_;
+    if (head_norm && !norm_after_rope_) q = q_norm->call(q);  // per head, over head_dim
     if (rope_) q = apply_rotary(q, cos_t, sin_t);
+    if (head_norm && norm_after_rope_) q = q_norm->call(q);  // HunYuan: on the rotated q
     if (l2_norm_) q = rms_norm(q, {head_dim_}, Tensor(), eps_);
     if (!qkv_proj) kx = k_proj->call(x);
     if (full_width_norm_) kx = k_norm->call(kx);
     Tensor k = split_heads(kx, kv_heads_, head_dim_);
-    if (k_norm && !full_width_norm_) k = k_norm->call(k);
+    if (head_norm && !norm_after_rope_) k = k_norm->call(k);
     if (rope_) k = apply_rotary(k, cos_t, sin_t);
+    if (head_norm && norm_after_rope_) k = k_norm->call(k);
     if (l2_norm_) k = rms_norm(k, {head_dim_}, Tensor(), eps_);
     const Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, head_dim_);
     // A sliding window or chunk bounds the keys of each query (the layer's kind).
@@ -135,20 +140,22 @@ class Attention : public AttentionBlock {
   int64_t heads_, kv_heads_, head_dim_;
   double dropout_, eps_;
   bool full_width_norm_, output_gate_;
-  bool rope_ = true, l2_norm_ = false;
+  bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false;
   std::optional<int64_t> window_;
   std::optional<double> scale_;  // unset: 1/sqrt(head_dim)
 };
 
 // down(act(gate(x)) * up(x)): SwiGLU (silu) or GeGLU (Gemma's tanh gelu); Phi-3 fuses gate and up
-// into one gate_up_proj whose first half is the gate.
+// into one gate_up_proj whose first half is the gate; Arcee has no gate, down(act(up(x))).
 class GatedMlp : public Module {
  public:
   GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o,
-           bool fused = false)
-      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused) {
+           bool fused = false, bool ungated = false)
+      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused), ungated_(ungated) {
     const int64_t h = c.hidden_size;
-    if (fused) {
+    if (ungated) {  // Arcee: no gate at all
+      register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
+    } else if (fused) {
       register_module("gate_up_proj", std::make_shared<Linear>(h, 2 * f, c.mlp_bias, o));
     } else {
       register_module("gate_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
@@ -157,6 +164,7 @@ class GatedMlp : public Module {
     register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
   }
   Tensor forward(const Tensor& x) override {
+    if (ungated_) return child("down_proj")->call(activation(act_, child("up_proj")->call(x)));
     if (fused_) {
       const Tensor gu = child("gate_up_proj")->call(x);
       const Tensor g = activation(act_, narrow(gu, -1, 0, ffn_));
@@ -169,7 +177,7 @@ class GatedMlp : public Module {
  private:
   std::string act_;
   int64_t ffn_;
-  bool fused_;
+  bool fused_, ungated_;
 };
 
 // GraniteMoeShared's shared MLP (MoeStyle::shared_in_layer): output_linear(act(a) * b), [a; b] the
@@ -190,6 +198,20 @@ class SharedMlp : public Module {
  private:
   std::string act_;
   int64_t ffn_;
+};
+
+// HunYuan MoE's router (MoeStyle::float32_wg_router): a float32 linear "wg" inside the gate; the
+// tokens cast to float32 for it.
+class Float32WgRouter : public Module {
+ public:
+  Float32WgRouter(int64_t experts, int64_t hidden, const std::string& prefix,
+                  const TensorOptions& o)
+      : Module(prefix + "Gate") {
+    TensorOptions f32 = o;
+    f32.dtype = DType::kFloat32;
+    register_module("wg", std::make_shared<Linear>(hidden, experts, false, f32));
+  }
+  Tensor forward(const Tensor& x) override { return child("wg")->call(to(x, DType::kFloat32)); }
 };
 
 // ERNIE 4.5's router (MoeStyle::router_with_statics): its weight and the statics module with the
@@ -222,6 +244,11 @@ class SparseMoe : public Module {
         top_k_(c.num_experts_per_tok),
         sigmoid_router_(m.sigmoid_router) {
     auto make_router = [&] {
+      if (m.float32_wg_router) {
+        router = register_module(std::string(m.router), std::make_shared<Float32WgRouter>(
+                                                            experts_, c.hidden_size, prefix, o));
+        return;
+      }
       if (m.router_with_statics) {
         router = register_module(std::string(m.router), std::make_shared<StaticsRouter>(
                                                             experts_, c.hidden_size, prefix, o));
@@ -316,7 +343,8 @@ class DecoderLayer : public Module {
                             : c.intermediate_size;
       mlp = register_module(
           std::string(s.ffn_name),
-          std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up));
+          std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up,
+                                     s.ungated_mlp));
     };
     if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;

@@ -237,12 +237,22 @@ struct MoeStyle {
   // [gate; up] and output_linear), beside the sparse block rather than inside it; its output joins
   // the routed experts' before the residual multiplier.
   bool shared_in_layer = false;
+  // HunYuan MoE: the router "gate" is its own module (<prefix>Gate) holding a float32 linear
+  // "wg" [E, h]; the tokens are cast to float32 for the logits.
+  bool float32_wg_router = false;
 };
 
 // DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the
 // experts registered before the sigmoid router "gate", then "shared_experts".
 inline constexpr MoeStyle kDeepseekMoeStyle{
     .router_first = false, .sigmoid_router = true, .shared_name = "shared_experts"};
+
+// The names of the per-head q and k norms (RotaryDecoderStyle::qk_norm_names).
+struct QkNormNames {
+  std::string_view q = "q_norm";
+  std::string_view k = "k_norm";
+};
+inline constexpr QkNormNames kHunYuanQkNormNames{"query_layernorm", "key_layernorm"};
 
 // Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
 // input, post_attention, pre_feedforward and post_feedforward norms; GLM-4: input and
@@ -266,6 +276,10 @@ struct RotaryDecoderStyle {
   // qk_norm.
   ModulePtr (*make_head_norm)(int64_t heads, int64_t head_dim, double eps,
                               const TensorOptions& o) = nullptr;
+  // Those norms' names, and whether they norm the rotated q and k (HunYuan: query_layernorm and
+  // key_layernorm, after RoPE) rather than q and k before RoPE.
+  QkNormNames qk_norm_names = {};
+  bool qk_norm_after_rope = false;
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
   NormPlacement norms = NormPlacement::kPre;
@@ -273,6 +287,8 @@ struct RotaryDecoderStyle {
   bool fused_projections = false;
   // GLM-4: the MLP's gate_up_proj ([gate; up]) alone, q, k and v apart (Phi3MLP).
   bool fused_gate_up = false;
+  // Arcee: an MLP without a gate, down_proj(act(up_proj(x))) (up_proj registered first).
+  bool ungated_mlp = false;
   bool attention_sinks = false;  // GPT-OSS: a learned logit per head, `sinks` [heads]
   // Llama 4: with ModelConfig::qk_norm_per_head the RoPE layers (not ModelConfig::nope_layers)
   // L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no weight).

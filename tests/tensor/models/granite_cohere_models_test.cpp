@@ -12,6 +12,7 @@
 //                    logit_scale; tied embeddings
 //   cohere2          cohere without q/k norms; three sliding RoPE layers of four, the fourth full
 //                    and NoPE
+//   arcee            Llama's layer with an ungated MLP, down(relu(up(x))^2)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -310,6 +311,31 @@ TEST(GraniteCohereModels, Cohere2LayersFromItsPattern) {
   EXPECT_TRUE(none.layer_types.empty());
   EXPECT_EQ(none.nope_layers.size(), 6u);
   EXPECT_EQ(parse_model_config(to_hf_json(none), "round trip"), none);
+}
+
+// arcee (modeling_arcee.py): Llama's layer whose MLP has no gate, down_proj(relu(up_proj(x))^2).
+TEST(GraniteCohereModels, ArceeAfmMatchesTheHandTotalAndSquaresItsRelu) {
+  // AFM-4.5B: V 128,004 untied, h 2,560, 36 layers of 20 heads of 128 (4 kv heads), F 18,432
+  // (up and down only).
+  const int64_t V = 128004, h = 2560, kv = 4 * 128, F = 18432;
+  const int64_t layer = 2 * h * h + 2 * h * kv + 2 * h * F + 2 * h;
+  const int64_t total = 2 * V * h + 36 * layer + h;
+  EXPECT_EQ(total, 4'619'184'640);  // the Hub's 4.6 B
+  const ModelConfig c = find_model_config("afm-4.5b");
+  const ModulePtr m = build_model(c);
+  EXPECT_EQ(m->parameters_numel(), total);
+  EXPECT_EQ(m->type_name(), "ArceeForCausalLM");
+  EXPECT_EQ(names_under(*m, "model.layers.0.mlp."),
+            (std::vector<std::string>{"up_proj.weight", "down_proj.weight"}));
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_EQ(c.rope_scaling->rope_type, "yarn");
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+  // The MLP traces relu then its square, no gate product.
+  const ModulePtr tiny_m = build_model(parse_model_config(tiny("arcee"), "tiny"));
+  const OpGraph g = trace_model_forward(*tiny_m, 2, 8);
+  EXPECT_EQ(ops_in(g, "relu", "model.layers.0.mlp"), 1);
+  EXPECT_EQ(ops_in(g, "square", "model.layers.0.mlp"), 1);
+  EXPECT_EQ(ops_in(g, "mul", "model.layers.0.mlp"), 0);
 }
 
 }  // namespace

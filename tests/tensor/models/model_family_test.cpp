@@ -50,7 +50,8 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"cohere",
+  const std::vector<std::string> want = {"arcee",
+                                         "cohere",
                                          "cohere2",
                                          "deepseek_v2",
                                          "deepseek_v3",
@@ -72,6 +73,8 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "granite",
                                          "granitemoe",
                                          "granitemoeshared",
+                                         "hunyuan_v1_dense",
+                                         "hunyuan_v1_moe",
                                          "kimi_k2",
                                          "llama",
                                          "llama4_text",
@@ -100,10 +103,11 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
+      "arcee, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
+      "ernie4_5_moe, "
       "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-      "gpt_oss, granite, granitemoe, granitemoeshared, kimi_k2, "
+      "gpt_oss, granite, granitemoe, granitemoeshared, hunyuan_v1_dense, hunyuan_v1_moe, kimi_k2, "
       "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, olmoe, phi3, "
       "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
       "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
@@ -190,6 +194,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere2", {"model.layers", "Cohere2ForCausalLM"}},
       {"dots1", {"model.layers", "Dots1ForCausalLM"}},
       {"olmoe", {"model.layers", "OlmoeForCausalLM"}},
+      {"arcee", {"model.layers", "ArceeForCausalLM"}},
+      {"hunyuan_v1_dense", {"model.layers", "HunYuanDenseV1ForCausalLM"}},
+      {"hunyuan_v1_moe", {"model.layers", "HunYuanMoEV1ForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {
       {"gemma", "gemma-7b"},
@@ -237,7 +244,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere", "command-r-v01"},
       {"cohere2", "command-a-03-2025"},
       {"dots1", "dots.llm1"},
-      {"olmoe", "olmoe-1b-7b"}};
+      {"olmoe", "olmoe-1b-7b"},
+      {"arcee", "afm-4.5b"},
+      {"hunyuan_v1_dense", "hunyuan-7b"},
+      {"hunyuan_v1_moe", "hunyuan-a13b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -308,7 +318,10 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "cohere",
                                            "cohere2",
                                            "dots1",
-                                           "olmoe"}));
+                                           "olmoe",
+                                           "arcee",
+                                           "hunyuan_v1_dense",
+                                           "hunyuan_v1_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(
@@ -318,7 +331,7 @@ TEST(ModelFamily, FlagsPerFamily) {
           "glm4_moe_lite", "glm_moe_dsa",       "gpt_oss",      "kimi_k2",          "llama4_text",
           "minimax_m2",    "mixtral",           "qwen2_moe",    "qwen3_5_moe_text", "qwen3_moe",
           "qwen3_next",    "qwen3_vl_moe_text", "granitemoe",   "granitemoeshared", "dots1",
-          "olmoe"}));
+          "olmoe",         "hunyuan_v1_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -328,7 +341,8 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
+      "arcee, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
+      "ernie4_5_moe, "
       "exaone4, "
       "gemma, gemma2, "
       "gemma3_text, glm4, glm4_moe, "
