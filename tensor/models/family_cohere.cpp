@@ -4,8 +4,8 @@
 // use_qk_norm false) and modeling_cohere.py: one LayerNorm with a weight and no bias
 // (CohereLayerNorm) before attention and MLP side by side, x + attn(n) + mlp(n); with use_qk_norm
 // a norm on q and k per head whose weight is per head, [heads, head_dim] and [kv_heads,
-// head_dim]; the logits times logit_scale. Cohere's RoPE rotates interleaved channel pairs,
-// which changes no shape or count.
+// head_dim]; the logits times logit_scale. Cohere rotates q and k in float32 (cast up and back
+// around RoPE, traced so); its RoPE pairs interleaved channels, which changes no shape or count.
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -52,6 +52,7 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
                                        .make_norm = make_norm,
                                        .qk_norm = c.qk_norm_per_head,
                                        .make_head_norm = make_head_norm,
+                                       .rope_in_float32 = true,
                                        .norms = models::NormPlacement::kParallel,
                                        .logit_scale = true});
 }

@@ -81,6 +81,7 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   return models::build_rotary_decoder(c, o, training,
                                       {.prefix = kCohere2Family.hf_class_prefix,
                                        .make_norm = make_norm,
+                                       .rope_in_float32 = true,
                                        .norms = models::NormPlacement::kParallel,
                                        .logit_scale = true});
 }

@@ -38,7 +38,7 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
                                        .ffn_name = "block_sparse_moe",
                                        .norms_before_ffn = true,
                                        .granite_multipliers = true,
-                                       .moe = {.router = "router"}});
+                                       .moe = {.router = "router", .softmax_after_top_k = true}});
 }
 
 constexpr FieldRename kGraniteMoeRenames[] = {

@@ -33,12 +33,13 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return models::build_rotary_decoder(c, o, training,
-                                      {.prefix = kGraniteMoeSharedFamily.hf_class_prefix,
-                                       .ffn_name = "block_sparse_moe",
-                                       .norms_before_ffn = true,
-                                       .granite_multipliers = true,
-                                       .moe = {.router = "router", .shared_in_layer = true}});
+  return models::build_rotary_decoder(
+      c, o, training,
+      {.prefix = kGraniteMoeSharedFamily.hf_class_prefix,
+       .ffn_name = "block_sparse_moe",
+       .norms_before_ffn = true,
+       .granite_multipliers = true,
+       .moe = {.router = "router", .shared_in_layer = true, .softmax_after_top_k = true}});
 }
 
 constexpr FieldRename kGraniteMoeSharedRenames[] = {

@@ -75,6 +75,7 @@ class Attention : public AttentionBlock {
     }
     const std::string qn(s.qk_norm_names.q), kn(s.qk_norm_names.k);
     norm_after_rope_ = s.qk_norm_after_rope;
+    rope_in_float32_ = s.rope_in_float32;
     if (s.qk_norm && s.make_head_norm) {  // Cohere: a weight per head
       q_norm = register_module(qn, s.make_head_norm(heads_, head_dim_, c.norm_eps, o));
       k_norm = register_module(kn, s.make_head_norm(kv_heads_, head_dim_, c.norm_eps, o));
@@ -115,14 +116,14 @@ class Attention : public AttentionBlock {
     }
     const bool head_norm = q_norm && !full_width_norm_;
     if (head_norm && !norm_after_rope_) q = q_norm->call(q);  // per head, over head_dim
-    if (rope_) q = apply_rotary(q, cos_t, sin_t);
+    if (rope_) q = rotate(q, cos_t, sin_t);
     if (head_norm && norm_after_rope_) q = q_norm->call(q);  // HunYuan: on the rotated q
     if (l2_norm_) q = rms_norm(q, {head_dim_}, Tensor(), eps_);
     if (!qkv_proj) kx = k_proj->call(x);
     if (full_width_norm_) kx = k_norm->call(kx);
     Tensor k = split_heads(kx, kv_heads_, head_dim_);
     if (head_norm && !norm_after_rope_) k = k_norm->call(k);
-    if (rope_) k = apply_rotary(k, cos_t, sin_t);
+    if (rope_) k = rotate(k, cos_t, sin_t);
     if (head_norm && norm_after_rope_) k = k_norm->call(k);
     if (l2_norm_) k = rms_norm(k, {head_dim_}, Tensor(), eps_);
     const Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, head_dim_);
@@ -137,10 +138,16 @@ class Attention : public AttentionBlock {
   ModulePtr q_norm, k_norm;  // with RotaryDecoderStyle::qk_norm or qk_norm_full_width
 
  private:
+  // RoPE on x, in float32 and back where the family rotates so (Cohere).
+  Tensor rotate(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) const {
+    if (!rope_in_float32_ || x.dtype() == DType::kFloat32) return apply_rotary(x, cos_t, sin_t);
+    return to(apply_rotary(to(x, DType::kFloat32), cos_t, sin_t), x.dtype());
+  }
+
   int64_t heads_, kv_heads_, head_dim_;
   double dropout_, eps_;
   bool full_width_norm_, output_gate_;
-  bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false;
+  bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false, rope_in_float32_ = false;
   std::optional<int64_t> window_;
   std::optional<double> scale_;  // unset: 1/sqrt(head_dim)
 };
@@ -185,7 +192,7 @@ class GatedMlp : public Module {
 class SharedMlp : public Module {
  public:
   SharedMlp(const ModelConfig& c, const std::string& prefix, const TensorOptions& o)
-      : Module(prefix + "SharedMLP"), act_(c.hidden_act), ffn_(c.shared_expert_intermediate_size) {
+      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(c.shared_expert_intermediate_size) {
     register_module("input_linear", std::make_shared<Linear>(c.hidden_size, 2 * ffn_, false, o));
     register_module("output_linear", std::make_shared<Linear>(ffn_, c.hidden_size, false, o));
   }
@@ -242,7 +249,8 @@ class SparseMoe : public Module {
       : Module(prefix + "SparseMoeBlock"),
         experts_(c.num_local_experts),
         top_k_(c.num_experts_per_tok),
-        sigmoid_router_(m.sigmoid_router) {
+        sigmoid_router_(m.sigmoid_router),
+        softmax_after_top_k_(m.softmax_after_top_k) {
     auto make_router = [&] {
       if (m.float32_wg_router) {
         router = register_module(std::string(m.router), std::make_shared<Float32WgRouter>(
@@ -280,10 +288,16 @@ class SparseMoe : public Module {
     const Tensor flat = reshape(x, {tokens, h});
     // Router scores in float32 (softmax, or DeepSeek-V3's sigmoid), the top k of them normalized.
     const Tensor logits = router->call(flat);
-    const Tensor probs = sigmoid_router_ ? sigmoid(to(logits, DType::kFloat32))
-                                         : softmax(logits, 1, DType::kFloat32);
-    Tensor weights = narrow(probs, 1, 0, top_k_);  // stands in for topk's values
-    weights = to(div(weights, sum(weights, {-1}, /*keepdim=*/true)), x.dtype());
+    Tensor weights;
+    if (softmax_after_top_k_) {
+      // GraniteMoe: the top k logits (narrow stands in for topk's values), then their softmax.
+      weights = to(softmax(narrow(logits, 1, 0, top_k_), 1, DType::kFloat32), x.dtype());
+    } else {
+      const Tensor probs = sigmoid_router_ ? sigmoid(to(logits, DType::kFloat32))
+                                           : softmax(logits, 1, DType::kFloat32);
+      weights = narrow(probs, 1, 0, top_k_);  // stands in for topk's values
+      weights = to(div(weights, sum(weights, {-1}, /*keepdim=*/true)), x.dtype());
+    }
     // Each expert on its expected share of the tokens * k assignments, rounded up: the permuted
     // copy of the tokens the grouped GEMMs read (a buffer the backward keeps).
     const int64_t per_expert = (tokens * top_k_ + experts_ - 1) / experts_;
@@ -306,7 +320,7 @@ class SparseMoe : public Module {
 
  private:
   int64_t experts_, top_k_;
-  bool sigmoid_router_;
+  bool sigmoid_router_, softmax_after_top_k_;
 };
 
 // Made empty and filled by build() once it sits in its ModuleList (Note [Filling repeated blocks

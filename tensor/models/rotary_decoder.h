@@ -240,6 +240,9 @@ struct MoeStyle {
   // HunYuan MoE: the router "gate" is its own module (<prefix>Gate) holding a float32 linear
   // "wg" [E, h]; the tokens are cast to float32 for the logits.
   bool float32_wg_router = false;
+  // GraniteMoe: the softmax runs over the top k logits only (no renormalization); others take a
+  // softmax over every expert, then the top k renormalized.
+  bool softmax_after_top_k = false;
 };
 
 // DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the
@@ -280,6 +283,9 @@ struct RotaryDecoderStyle {
   // key_layernorm, after RoPE) rather than q and k before RoPE.
   QkNormNames qk_norm_names = {};
   bool qk_norm_after_rope = false;
+  // Cohere: q and k rotated in float32 (cast up before RoPE, back after), as its
+  // apply_rotary_pos_emb does.
+  bool rope_in_float32 = false;
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
   NormPlacement norms = NormPlacement::kPre;

@@ -75,6 +75,14 @@ TEST(Dots1OlmoeModels, Dots1WindowsAndRequiredFields) {
   EXPECT_EQ(two.layer_types[1], AttentionType::kFull);
   EXPECT_EQ(two.layer_types[2], AttentionType::kSliding);
   EXPECT_EQ(parse_model_config(to_hf_json(two), "round trip"), two);
+  // Dots1Config's num_key_value_heads is 32 when absent; null is the head count.
+  nlohmann::json many = j;
+  many["hidden_size"] = 128;
+  many["num_attention_heads"] = 64;
+  many.erase("num_key_value_heads");
+  EXPECT_EQ(parse_model_config(many, "absent").num_key_value_heads, 32);
+  many["num_key_value_heads"] = nullptr;
+  EXPECT_EQ(parse_model_config(many, "null").num_key_value_heads, 64);
   j.erase("n_shared_experts");  // None in Dots1Config: its block cannot be built
   EXPECT_THAT([&] { parse_model_config(j, "bad"); },
               ThrowsMessage<Error>(HasSubstr("n_shared_experts")));

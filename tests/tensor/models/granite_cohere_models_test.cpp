@@ -122,9 +122,32 @@ TEST(GraniteCohereModels, GraniteMoe3bA800mMatchesTheHandTotal) {
             DimVector({E, h, F}));
   EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
   // "a800m": attention, router, 8 of 40 experts and norms per layer, and the final norm (the
-  // parameters a token meets outside the embedding).
-  const int64_t active = 32 * (layer - (E - 8) * 3 * F * h) + h;
+  // parameters a token meets outside the embedding), from the built model's expert tensors.
+  const int64_t experts =
+      m->get_parameter("model.layers.0.block_sparse_moe.experts.gate_up_proj").numel() +
+      m->get_parameter("model.layers.0.block_sparse_moe.experts.down_proj").numel();
+  const int64_t active = m->parameters_numel() -
+                         m->get_parameter("model.embed_tokens.weight").numel() -
+                         32 * experts / E * (E - 8);
   EXPECT_EQ(active, 807'372'288);
+}
+
+// GraniteMoe's router: the top k logits, then a softmax over those k (GraniteMoeTopKRouter), not
+// a softmax over every expert.
+TEST(GraniteCohereModels, GraniteMoeSoftmaxRunsOverTheTopKLogits) {
+  nlohmann::json j = tiny("granitemoe");
+  j["num_local_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  const ModulePtr m = build_model(parse_model_config(j, "tiny"));
+  const OpGraph g = trace_model_forward(*m, 2, 8);
+  int64_t softmaxes = 0;
+  for (const OpNode& n : g.nodes()) {
+    if (n.module == "model.layers.0.block_sparse_moe" && n.op == "softmax") {
+      ++softmaxes;
+      EXPECT_EQ(g.tensor(n.inputs[0]).sizes, DimVector({16, 2}));
+    }
+  }
+  EXPECT_EQ(softmaxes, 1);
 }
 
 TEST(GraniteCohereModels, GraniteMoeSharedAddsItsSharedMlpBesideTheBlock) {
@@ -146,9 +169,15 @@ TEST(GraniteCohereModels, GraniteMoeSharedAddsItsSharedMlpBesideTheBlock) {
   const int64_t h = 64, kv = 2 * 16,
                 layer = 2 * h * h + 2 * h * kv + 4 * h + 4 * 3 * 128 * h + 3 * 96 * h + 2 * h;
   EXPECT_EQ(m->parameters_numel(), 2 * 1000 * h + 4 * layer + h);  // untied by default
-  // The shared MLP reads the normed tokens the block reads; its sum joins before the multiplier.
+  // The shared MLP reads the normed tokens the block reads; its sum joins before the residual
+  // multiplier: the layer's own ops are attention's product and add, then the sum, the product
+  // and the add of the feed-forward half.
   const OpGraph g = trace_model_forward(*m, 2, 8);
-  EXPECT_EQ(ops_in(g, "add", "model.layers.1"), 3);
+  std::vector<std::string> layer_ops;
+  for (const OpNode& n : g.nodes()) {
+    if (n.module == "model.layers.1") layer_ops.push_back(n.op);
+  }
+  EXPECT_EQ(layer_ops, (std::vector<std::string>{"mul", "add", "add", "mul", "add"}));
   EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
   j["shared_intermediate_size"] = 0;  // GraniteMoeSharedConfig's default: no shared MLP
   EXPECT_TRUE(names_under(*build_model(parse_model_config(j, "none")), "model.layers.1.shared_mlp")
@@ -255,6 +284,17 @@ TEST(GraniteCohereModels, CohereRunsBothHalvesOnOneNormAndScalesTheLogits) {
   EXPECT_EQ(ops_in(g, "layer_norm", "model.layers.0.input_layernorm"), 1);
   EXPECT_EQ(ops_in(g, "layer_norm", "model.layers.0.self_attn.q_norm"), 1);
   EXPECT_EQ(ops_in(g, "mul", ""), 1);  // logits * logit_scale
+  // q and k cast to float32 for RoPE and back (CohereAttention's apply_rotary_pos_emb); the
+  // per-head norms run before, on the bfloat16 projections.
+  EXPECT_EQ(ops_in(g, "to", "model.layers.0.self_attn"), 4);
+  int64_t casts = 0, casts_before_q_norm = -1;
+  for (const OpNode& n : g.nodes()) {
+    if (n.module == "model.layers.0.self_attn" && n.op == "to") ++casts;
+    if (n.module == "model.layers.0.self_attn.q_norm" && casts_before_q_norm < 0) {
+      casts_before_q_norm = casts;
+    }
+  }
+  EXPECT_EQ(casts_before_q_norm, 0);
   j["logit_scale"] = nullptr;
   EXPECT_THAT([&] { parse_model_config(j, "bad"); },
               ThrowsMessage<Error>(HasSubstr("logit_scale")));

@@ -40,17 +40,21 @@ TEST(HunyuanModels, Hunyuan7BMatchesTheHandTotal) {
       (std::vector<std::string>{"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
                                 "query_layernorm.weight", "key_layernorm.weight"}));
   EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
-  // The norms run on the rotated q and k: each rms_norm after the rotation's adds.
+  // The norms run on the rotated q and k: RoPE's add (q * cos + rotate_half(q) * sin) comes
+  // before each norm, once for q, twice (q's and k's) for k. Normed before RoPE, no add would.
   const OpGraph g = trace_model_forward(*m, 1, 8);
-  int64_t last_add = -1, first_norm = -1;
+  int64_t adds = 0, adds_before_q_norm = -1, adds_before_k_norm = -1;
   for (const OpNode& n : g.nodes()) {
-    if (n.module == "model.layers.0.self_attn" && n.op == "add" && first_norm < 0) last_add = n.id;
-    if (n.module == "model.layers.0.self_attn.query_layernorm" && first_norm < 0) {
-      first_norm = n.id;
+    if (n.module == "model.layers.0.self_attn" && n.op == "add") ++adds;
+    if (n.module == "model.layers.0.self_attn.query_layernorm" && adds_before_q_norm < 0) {
+      adds_before_q_norm = adds;
+    }
+    if (n.module == "model.layers.0.self_attn.key_layernorm" && adds_before_k_norm < 0) {
+      adds_before_k_norm = adds;
     }
   }
-  EXPECT_GT(first_norm, last_add);
-  EXPECT_GE(last_add, 0);
+  EXPECT_EQ(adds_before_q_norm, 1);
+  EXPECT_EQ(adds_before_k_norm, 2);
 }
 
 TEST(HunyuanModels, HunyuanA13BMatchesThePublishedTotals) {
