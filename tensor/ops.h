@@ -228,14 +228,56 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight);
 inline constexpr int64_t kGatedDeltaChunk = 64;
 Tensor chunk_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                               const Tensor& beta);
-struct GatedDeltaRuleWork {
-  double forward = 0;    // matrix-product FLOPs of the forward
+// The matrix-product FLOPs of a chunked scan (this rule's, Mamba-2's below).
+struct ChunkedScanWork {
+  double forward = 0;    // of the forward
   double backward = 0;   // of the backward, without its recomputation
-  double recompute = 0;  // of the backward's recomputation of w, u and the states
+  double recompute = 0;  // of the backward's recomputation (the rule's w, u and states)
 };
 // The work of `tokens` (already padded to whole chunks) x `heads` rows.
-GatedDeltaRuleWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key_dim,
-                                         int64_t value_dim, int64_t chunk);
+ChunkedScanWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key_dim,
+                                      int64_t value_dim, int64_t chunk);
+
+// Note [Mamba-2 scan work]
+// Mamba-2's state space duality layer (Dao and Gu 2024, "Transformers are SSMs", ICML 2024) keeps
+// per head a P x N state (P the head width, N the state width), decayed by exp(dt A) and written
+// by dt x B^T per token; a token reads it through C, and D x skips it. B and C are shared by the
+// heads of a group, as keys and queries are by grouped-query heads. Trainers run the whole mixer
+// between its two projections as one autograd function (mamba_ssm's
+// mamba_split_conv1d_scan_combined, which transformers' Mamba-2 hybrids and Megatron-LM call in
+// training): split the in_proj output zxbcdt [B, T, 2 d_inner + 2 g N + H] into z, xBC and dt,
+// the causal depthwise convolution (conv_weight [conv_dim, 1, K], conv_dim = d_inner + 2 g N,
+// optional bias) and SiLU over xBC, dt = softplus(dt + dt_bias), the chunked scan (chunks of Q
+// tokens), y + D x, and the gated RMSNorm norm(y * silu(z)) with norm_weight [d_inner] (d_inner
+// = H P) -> [B, T, H, P]. It also writes the norm's fp32 reciprocal RMS per token and group, [B,
+// T, g], which it keeps for backward (the trace's second output). Its FLOPs are the matrix
+// products mamba_ssm 2's Triton kernels run per chunk, per token (mamba_scan_work):
+//   forward    per head 4 N P + P (Q + 64), per group 2 Q N
+//              (chunk states B^T x and the state read C h, 2 Q N P each per chunk; C B^T over the
+//              whole Q x Q tile per group; (C B^T . L) x over the causal half plus its 64-row
+//              diagonal blocks, Q P (Q + 64))
+//   backward   per head 10 N P + 3 P (Q + 64), per group 4 Q N
+//              (dstates, dx's state part, dC, dB and the decays' state part, 2 Q N P each; dx's
+//              in-chunk part, dCB and the decays' in-chunk part over the causal blocks; dC and dB
+//              from dCB, 2 Q^2 N each per group)
+//   and backward recomputes the convolution, C B^T and the chunk states first: per head 2 N P,
+//   per group 2 Q N,
+// T padded to whole chunks (docs/cost-model.md §8.9). The convolution, softplus, skip, gate and
+// norm are elementwise: conv_dim (2 K + 4) + 12 d_inner FLOPs per token, counted apart.
+// mamba_ssm's and transformers' default chunk (mamba_chunk_size): 256 tokens. A config's other
+// chunk is priced at this one (docs/cost-model.md §8.9 says by how much that can differ).
+inline constexpr int64_t kMambaChunk = 256;
+Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv_weight,
+                                        const Tensor& conv_bias, const Tensor& dt_bias,
+                                        const Tensor& A, const Tensor& D, const Tensor& norm_weight,
+                                        int64_t groups);
+// Its work on `tokens` (batch x tokens padded to whole chunks) for `heads` heads of width
+// head_dim in `groups` groups of state width `state` (the same three parts as the rule's).
+ChunkedScanWork mamba_scan_work(int64_t tokens, int64_t heads, int64_t head_dim, int64_t groups,
+                                int64_t state, int64_t chunk);
+// The ops run as chunked scans (chunk_gated_delta_rule, mamba_split_conv1d_scan_combined): their
+// chunk, 0 for any other op. Their output is [B, T, heads, width].
+int64_t chunked_scan_chunk(std::string_view op);
 
 // reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),

@@ -55,6 +55,7 @@ const std::unordered_map<std::string_view, Rule>& rule_table() {
       {"rms_norm", Rule::kRmsNorm},  // fused RMSNorm (apex / torch._fused_rms_norm): input, rstd
       {"scaled_dot_product_attention", Rule::kSdpa},
       {"chunk_gated_delta_rule", Rule::kGatedDelta},
+      {"mamba_split_conv1d_scan_combined", Rule::kMambaScan},
       {"conv1d", Rule::kInputs},               // ConvolutionBackward: input and weight
       {"cross_entropy", Rule::kCrossEntropy},  // log_softmax result + nll_loss target
       {"embedding", Rule::kEmbedding},         // EmbeddingBackward: indices (an input: not counted)

@@ -30,6 +30,7 @@ enum class Rule : uint8_t {
   kEmbedding,       // the indices
   kWhere,           // the boolean condition
   kGatedDelta,  // q, k, v, g, beta and the chunks' solved systems (Note [Gated delta rule work])
+  kMambaScan,   // zxbcdt, the scan's output before its gated norm, rstd (Note [Mamba-2 scan work])
 };
 
 // The rule of `op`, nullopt for an op the table does not know (the caller saves its inputs).

@@ -127,6 +127,9 @@ class Deriver {
       case Rule::kGatedDelta:
         apply_gated_delta(op, id);
         break;
+      case Rule::kMambaScan:
+        apply_mamba_scan(op, id);
+        break;
     }
     backward_cost(op);
   }
@@ -188,13 +191,40 @@ class Deriver {
   }
 
   // The op's work from its query [B, T, H, K] and value [B, T, H, V], T padded to whole chunks.
-  GatedDeltaRuleWork gated_delta_work(const TrainingOp& op) {
+  ChunkedScanWork gated_delta_work(const TrainingOp& op) {
     const StepTensor& q = tensor(op.inputs[0]);
     const StepTensor& v = tensor(op.inputs[2]);
     const int64_t padded =
         (q.sizes[1] + kGatedDeltaChunk - 1) / kGatedDeltaChunk * kGatedDeltaChunk;
     return gated_delta_rule_work(q.sizes[0] * padded, q.sizes[2], q.sizes[3], v.sizes[3],
                                  kGatedDeltaChunk);
+  }
+
+  // Note [Mamba-2 scan work] in tensor/ops.h. mamba_ssm's MambaSplitConv1dScanCombinedFn keeps
+  // zxbcdt (the in_proj output), the scan's output before the gated norm (out_x, the output's
+  // size and dtype), the norm's rstd (the op's second output) and the parameters; its backward
+  // recomputes the convolution, C B^T and the chunk states.
+  void apply_mamba_scan(TrainingOp& op, int64_t id) {
+    save(op, op.inputs[0], "input");
+    for (size_t k = 1; k < op.inputs.size(); ++k) {
+      const int64_t t = op.inputs[k];
+      save(op, t, tensor(t).role == TensorRole::kParameter ? "weight" : "input");
+    }
+    op.saved.push_back({new_extra(tensor(op.outputs[0]).nbytes, id), -1, "out_x"});
+    if (op.outputs.size() > 1) save(op, op.outputs[1], "rstd");
+    op.recompute_flops += mamba_work(op).recompute;
+  }
+
+  // The op's work from its output [B, T, H, P], rstd [B, T, g] and convolution weight
+  // [d_inner + 2 g N, 1, K], T padded to whole chunks.
+  ChunkedScanWork mamba_work(const TrainingOp& op) {
+    const StepTensor& out = tensor(op.outputs[0]);
+    const int64_t groups = op.outputs.size() > 1 ? tensor(op.outputs[1]).sizes[2] : 1;
+    const int64_t conv_dim = tensor(op.inputs[1]).sizes[0];
+    const int64_t inner = out.sizes[2] * out.sizes[3];
+    const int64_t padded = (out.sizes[1] + kMambaChunk - 1) / kMambaChunk * kMambaChunk;
+    return mamba_scan_work(out.sizes[0] * padded, out.sizes[2], out.sizes[3], groups,
+                           (conv_dim - inner) / (2 * groups), kMambaChunk);
   }
 
   AttentionImpl options_attention() const { return s_.options.attention; }
@@ -211,6 +241,11 @@ class Deriver {
       bool any = false;
       for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
       op.backward_matmul_flops = any ? gated_delta_work(op).backward : 0;
+    } else if (op.op == "mamba_split_conv1d_scan_combined") {
+      // Note [Mamba-2 scan work]: the gradients of x, B, C, dt and the decays.
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_matmul_flops = any ? mamba_work(op).backward : 0;
     } else if (op.op == "scaled_dot_product_attention") {
       // dq, dk, dv, d(probs): four products against the forward's two.
       bool any = false;

@@ -11,6 +11,7 @@
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
+#include "tensor/ops.h"
 
 namespace shardplan::planner {
 namespace {
@@ -322,9 +323,9 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       s = op_seconds(attn, op, eff, share(i));
       // Note [Attention backward rate]: the fused backward runs slower than the forward.
       if (t.attention == tensor::AttentionImpl::kFlash) s.backward /= kFlashBackwardRate;
-    } else if (op.op == "chunk_gated_delta_rule") {
-      // Its kernels run in the activations' 16-bit dtype whatever the GEMMs' precision, and
-      // quantize nothing (docs/cost-model.md §8.8).
+    } else if (tensor::chunked_scan_chunk(op.op) > 0) {
+      // The chunked scans' kernels run in the activations' 16-bit dtype whatever the GEMMs'
+      // precision, and quantize nothing (docs/cost-model.md §8.8, §8.9).
       const ComputeModel sixteen = sixteen_bit_compute(a);
       s = op_seconds(sixteen, op, gemm_efficiency(sixteen, g), share(i));
     } else {

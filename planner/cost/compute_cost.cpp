@@ -24,12 +24,13 @@ GemmShape gemm_shape(const tensor::TrainingStep& step, const tensor::TrainingOp&
   for (int64_t d : s) numel *= d;
   if (numel == 0) return g;
   g.n = s.empty() ? 1 : s.back();
-  if (op.op == "chunk_gated_delta_rule" && s.size() == 4) {
-    // Note [Gated delta rule work]: the kernel's products are per (batch, head, chunk) tiles of
-    // C rows and V (or K) columns; priced as that batched GEMM, its depth the rest of the count.
-    const int64_t chunks = (s[1] + tensor::kGatedDeltaChunk - 1) / tensor::kGatedDeltaChunk;
+  if (const int64_t chunk = tensor::chunked_scan_chunk(op.op); chunk > 0 && s.size() == 4) {
+    // Note [Gated delta rule work], Note [Mamba-2 scan work]: the kernels' products are per
+    // (batch, head, chunk) tiles of C rows and V (Mamba-2: P) columns; priced as that batched
+    // GEMM, its depth the rest of the count.
+    const int64_t chunks = (s[1] + chunk - 1) / chunk;
     g.batch = s[0] * s[2] * chunks;
-    g.m = tensor::kGatedDeltaChunk;
+    g.m = chunk;
     g.k = std::max<int64_t>(
         1, std::llround(op.matmul_flops / (2.0 * static_cast<double>(g.batch * g.m * g.n))));
     return g;

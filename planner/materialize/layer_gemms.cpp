@@ -7,6 +7,7 @@
 #include "planner/candidate/parallel_dims.h"
 #include "planner/cost/block_cost.h"
 #include "tensor/models/layer_kinds.h"
+#include "tensor/ops.h"
 #if SHARDPLAN_HAVE_CUDA
 #include "kernels/gemm_timing.h"
 #endif
@@ -45,11 +46,12 @@ std::vector<LayerGemm> layer_gemms(const PlanFile& plan) {
     const size_t first = out.size();
     for (size_t i = 0; i < t.step.ops.size(); ++i) {
       const tensor::TrainingOp& op = t.step.ops[i];
-      // The chunked gated delta rule runs flash-linear-attention's kernels, not one GEMM: it is
-      // priced as its tiles (docs/cost-model.md §8.8), not rehearsed.
+      // The chunked scans (the gated delta rule, Mamba-2's) run flash-linear-attention's and
+      // mamba_ssm's kernels, not one GEMM: priced as their tiles (docs/cost-model.md §8.8,
+      // §8.9), not rehearsed.
       if (t.part[i] != Part::kBlock || op.is_view || op.skipped || op.matmul_flops <= 0 ||
           t.score_op[i] || op.op == "scaled_dot_product_attention" ||
-          op.op == "chunk_gated_delta_rule") {
+          tensor::chunked_scan_chunk(op.op) > 0) {
         continue;
       }
       const GemmShape g = local_gemm_shape(t, i, split);

@@ -109,8 +109,9 @@ struct ModelFamily {
   // it, so it runs the unfused (math) attention (Note [Attention sinks] in
   // planner/cli/plan_args.cpp).
   bool attention_sinks = false;
-  // Builds Gated DeltaNet layers where layer_types says linear_attention (Qwen3-Next, Qwen3.5);
-  // other families refuse such a config, built in code or read.
+  // Builds linear-attention layers where layer_types says linear_attention (Gated DeltaNet:
+  // Qwen3-Next, Qwen3.5; Mamba-2: Granite 4.0); other families refuse such a config, built in
+  // code or read.
   bool linear_attention = false;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections

@@ -50,16 +50,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   } else {
     types = pattern_layer_types(f, c.num_hidden_layers);
   }
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const AttentionType t = types[static_cast<size_t>(i)];
-    if (t == AttentionType::kChunked) {
-      f.fail("layer_types",
-             "has chunked_attention, which Cohere2 does not run; expected \"full_attention\" or "
-             "\"sliding_attention\"");
-    }
-    // Rotated only where the layer has a window.
-    if (t == AttentionType::kFull || !c.sliding_window) c.nope_layers.push_back(i);
-  }
+  models::rope_on_windowed_layers_only(f, c, types, "Cohere2");  // rotated where windowed only
   if (c.sliding_window) c.layer_types = std::move(types);
 }
 

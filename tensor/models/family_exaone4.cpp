@@ -63,15 +63,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
     f.has("sliding_window_pattern");  // no window: every layer full, with RoPE
     return;
   }
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const AttentionType t = types[static_cast<size_t>(i)];
-    if (t == AttentionType::kChunked) {
-      f.fail("layer_types",
-             "has chunked_attention, which EXAONE 4 does not run; expected \"full_attention\" or "
-             "\"sliding_attention\"");
-    }
-    if (t == AttentionType::kFull) c.nope_layers.push_back(i);  // global NoPE
-  }
+  models::rope_on_windowed_layers_only(f, c, types, "EXAONE 4");  // global NoPE
   c.layer_types = std::move(types);
 }
 

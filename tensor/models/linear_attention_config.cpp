@@ -23,6 +23,12 @@ void parse_layer_types(const ConfigFields& f, ModelConfig& c) {
     }
     return;
   }
+  read_linear_layer_types(f, c);
+}
+
+}  // namespace
+
+void read_linear_layer_types(const ConfigFields& f, ModelConfig& c) {
   const nlohmann::json& types = f.raw("layer_types");
   if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers) {
     f.fail("layer_types",
@@ -43,8 +49,6 @@ void parse_layer_types(const ConfigFields& f, ModelConfig& c) {
     }
   }
 }
-
-}  // namespace
 
 void parse_linear_attention(const ConfigFields& f, ModelConfig& c) {
   c.partial_rotary_factor = f.number("partial_rotary_factor", 0.25);

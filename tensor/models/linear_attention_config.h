@@ -19,6 +19,9 @@ namespace shardplan::tensor::models {
 // layer_types ("linear_attention" or "full_attention" per layer), else layer i attends in full
 // when (i + 1) % full_attention_interval (4) == 0, as the config classes derive them.
 void parse_linear_attention(const ConfigFields& f, ModelConfig& c);
+// The file's layer_types into c.layer_types: one entry per layer, "linear_attention" (or
+// "mamba", transformers' legacy name) or "full_attention" (or "attention").
+void read_linear_layer_types(const ConfigFields& f, ModelConfig& c);
 void linear_attention_to_hf_json(const ModelConfig& c, nlohmann::json& j);
 
 // What Qwen3.5's two text configs share (Qwen3_5TextConfig, Qwen3_5MoeTextConfig): the rotary

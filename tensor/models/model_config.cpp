@@ -110,12 +110,12 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   }
   if (any_linear && !family.linear_attention) {
     fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
-         "' builds no linear attention; expected a family that does (qwen3_next, qwen3_5_text, "
-         "qwen3_5_moe_text)");
+         "' builds no linear attention; expected a family that does (granitemoehybrid, "
+         "qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
   }
   if (c.linear_num_key_heads > 0 && c.linear_num_value_heads % c.linear_num_key_heads != 0) {
-    fail("linear_num_value_heads", c.linear_num_value_heads,
-         " is not a multiple of linear_num_key_heads ", c.linear_num_key_heads,
+    fail("linear_num_value_heads", c.linear_num_value_heads, " is not a multiple of ",
+         family.file_key("linear_num_key_heads"), " ", c.linear_num_key_heads,
          " (each key head serves an equal group of value heads)");
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
@@ -521,6 +521,12 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "linear_value_head_dim",
                                              "linear_conv_kernel_dim",
                                              "full_attention_interval",
+                                             "mamba_n_heads",
+                                             "mamba_n_groups",
+                                             "mamba_d_state",
+                                             "mamba_d_head",
+                                             "mamba_expand",
+                                             "hybrid_override_pattern",
                                              "moe_num_experts",
                                              "moe_num_shared_experts"};
 

@@ -131,12 +131,19 @@ struct ModelConfig {
   // Gated DeltaNet (Yang et al. 2024, "Gated Delta Networks"; Qwen3-Next's linear_attention
   // layers, tensor/models/gated_delta_net.h): its key heads and value heads (a multiple of the
   // key heads, which are repeated to match), their widths, and the width of the causal depthwise
-  // convolution over q, k and v. Set when a layer attends kLinear; 0 otherwise.
+  // convolution over q, k and v. Set when a layer attends kLinear; 0 otherwise. A Mamba-2 layer
+  // (tensor/models/mamba2_mixer.h) has the same parts under other names: its B/C groups
+  // (mamba_n_groups) are the key heads, the state width (mamba_d_state) their width, its heads
+  // (mamba_n_heads) the value heads and the head width (mamba_d_head) theirs, mamba_d_conv the
+  // convolution's; and the convolution's bias (mamba_conv_bias) and the in/out projections'
+  // biases (mamba_proj_bias).
   int64_t linear_num_key_heads = 0;
   int64_t linear_num_value_heads = 0;
   int64_t linear_key_head_dim = 0;
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel_dim = 0;
+  bool linear_conv_bias = false;
+  bool linear_proj_bias = false;
   // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;

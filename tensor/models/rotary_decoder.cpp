@@ -30,6 +30,7 @@
 #include "tensor/models/gated_delta_net.h"
 #include "tensor/models/latent_attention.h"
 #include "tensor/models/layer_kinds.h"
+#include "tensor/models/mamba2_mixer.h"
 
 namespace shardplan::tensor::models {
 namespace {
@@ -191,8 +192,8 @@ class GatedMlp : public Module {
 // halves of input_linear(x), neither with a bias.
 class SharedMlp : public Module {
  public:
-  SharedMlp(const ModelConfig& c, const std::string& prefix, const TensorOptions& o)
-      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(c.shared_expert_intermediate_size) {
+  SharedMlp(const ModelConfig& c, int64_t width, const std::string& prefix, const TensorOptions& o)
+      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(width) {
     register_module("input_linear", std::make_shared<Linear>(c.hidden_size, 2 * ffn_, false, o));
     register_module("output_linear", std::make_shared<Linear>(ffn_, c.hidden_size, false, o));
   }
@@ -332,23 +333,35 @@ class DecoderLayer : public Module {
              const std::string& prefix, const TensorOptions& o, bool training) {
     const LayerKind kind = layer_kind(c, index);
     placement_ = s.norms;
-    if (kind.attention == AttentionType::kLinear) {
-      self_attn =
-          register_module("linear_attn", make_gated_delta_net(c, prefix, o, s.linear_projections));
-    } else if (s.latent_attention) {
-      self_attn = register_module("self_attn",
-                                  make_latent_attention(c, kind, prefix, o, training, s.make_norm));
-    } else {
-      self_attn = register_module("self_attn",
-                                  std::make_shared<Attention>(c, kind, s, prefix, o, training));
-    }
+    auto register_mixer = [&] {
+      if (kind.attention == AttentionType::kLinear && s.linear_mixer == LinearMixer::kMamba2) {
+        self_attn = register_module("mamba", make_mamba2_mixer(c, prefix, o));
+      } else if (kind.attention == AttentionType::kLinear) {
+        self_attn = register_module("linear_attn",
+                                    make_gated_delta_net(c, prefix, o, s.linear_projections));
+      } else if (s.latent_attention) {
+        self_attn = register_module(
+            "self_attn", make_latent_attention(c, kind, prefix, o, training, s.make_norm));
+      } else {
+        self_attn = register_module("self_attn",
+                                    std::make_shared<Attention>(c, kind, s, prefix, o, training));
+      }
+    };
+    if (!s.mixer_last) register_mixer();
     auto register_ffn = [&] {
       if (kind.ffn == FfnKind::kMoe) {
         mlp = register_module(std::string(s.ffn_name),
                               std::make_shared<SparseMoe>(c, s.moe, prefix, o));
         if (s.moe.shared_in_layer && c.shared_expert_intermediate_size > 0) {
-          shared_mlp = register_module("shared_mlp", std::make_shared<SharedMlp>(c, prefix, o));
+          shared_mlp = register_module(
+              "shared_mlp",
+              std::make_shared<SharedMlp>(c, c.shared_expert_intermediate_size, prefix, o));
         }
+        return;
+      }
+      if (s.mixer_last && s.moe.shared_in_layer) {  // GraniteMoeHybrid without routed experts
+        mlp = register_module("shared_mlp",
+                              std::make_shared<SharedMlp>(c, c.intermediate_size, prefix, o));
         return;
       }
       // A dense layer of an MoE model has its own width (ModelConfig::dense_intermediate_size).
@@ -386,6 +399,7 @@ class DecoderLayer : public Module {
           register_module("post_feedforward_layernorm", make_norm(h, c, o, s));
     }
     if (s.norms_before_ffn) register_ffn();
+    if (s.mixer_last) register_mixer();
     if (s.granite_multipliers) residual_multiplier_ = c.residual_multiplier;
     SP_ASSERT(!residual_multiplier_ || placement_ == NormPlacement::kPre,
               "the residual multiplier is built for pre-norm layers only");
@@ -456,9 +470,18 @@ class DecoderModel : public Module {
       layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>(prefix)));
     }
     norm = register_module("norm", make_norm(c.hidden_size, c, o, s));
-    rotary_emb = register_module(
-        "rotary_emb",
-        std::make_shared<RotaryEmbedding>(prefix + "RotaryEmbedding", rotary_dim(c), c.rope_theta));
+    bool any_rotates = false;  // an attention layer not listed as NoPE
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const bool linear =
+          !c.layer_types.empty() && c.layer_types[static_cast<size_t>(i)] == AttentionType::kLinear;
+      any_rotates = any_rotates ||
+                    (!linear && !std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), i));
+    }
+    if (!s.rotary_module_only_with_rope || any_rotates) {
+      rotary_emb = register_module(
+          "rotary_emb", std::make_shared<RotaryEmbedding>(prefix + "RotaryEmbedding", rotary_dim(c),
+                                                          c.rope_theta));
+    }
     for (size_t i = 0; i < layers_.size(); ++i) {
       layers_[i]->build(c, static_cast<int64_t>(i), s, prefix, o, training);
     }
@@ -468,8 +491,12 @@ class DecoderModel : public Module {
     // Gemma scales the embeddings by sqrt(hidden) (GemmaModel's normalizer).
     if (scale_embeddings_) h = mul(h, std::sqrt(static_cast<double>(hidden_)));
     if (embedding_multiplier_) h = mul(h, *embedding_multiplier_);  // Granite's
-    const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
-    const Tensor cos_h = per_head(cos_t), sin_h = per_head(sin_t);
+    Tensor cos_h, sin_h;  // undefined without a rotary module: no layer reads them
+    if (rotary_emb) {
+      const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
+      cos_h = per_head(cos_t);
+      sin_h = per_head(sin_t);
+    }
     for (const auto& layer : layers_) h = layer->run(h, cos_h, sin_h);
     return norm->call(h);
   }
@@ -583,6 +610,20 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
 
 AttentionType every_layer_sliding(const ModelConfig& c, int64_t /*layer*/) {
   return c.sliding_window ? AttentionType::kSliding : AttentionType::kFull;
+}
+
+void rope_on_windowed_layers_only(const ConfigFields& f, ModelConfig& c,
+                                  const std::vector<AttentionType>& types,
+                                  std::string_view family) {
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const AttentionType t = types[static_cast<size_t>(i)];
+    if (t == AttentionType::kChunked) {
+      f.fail("layer_types", "has chunked_attention, which " + std::string(family) +
+                                " does not run; expected \"full_attention\" or "
+                                "\"sliding_attention\"");
+    }
+    if (t == AttentionType::kFull || !c.sliding_window) c.nope_layers.push_back(i);
+  }
 }
 
 std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t layers,

@@ -135,6 +135,12 @@ std::vector<AttentionType> parse_layer_types(const ConfigFields& f, int64_t laye
                                              AttentionType (*rule)(const ModelConfig&, int64_t),
                                              const ModelConfig& c);
 nlohmann::json layer_types_json(const ModelConfig& c);
+// EXAONE 4's and Cohere2's hybrid attention: the windowed layers rotate q and k, the full ones
+// take no position encoding (ModelConfig::nope_layers gets them, and every layer when the config
+// has no window). `types` (one per layer) holding chunked_attention, which neither runs, is
+// refused naming `family`.
+void rope_on_windowed_layers_only(const ConfigFields& f, ModelConfig& c,
+                                  const std::vector<AttentionType>& types, std::string_view family);
 // Every layer slides when the config has a sliding_window (Mistral, Mixtral, Phi-3: their
 // attention passes config.sliding_window to every layer); the rule for parse_layer_types.
 AttentionType every_layer_sliding(const ModelConfig& c, int64_t layer);
@@ -257,6 +263,8 @@ struct QkNormNames {
 };
 inline constexpr QkNormNames kHunYuanQkNormNames{"query_layernorm", "key_layernorm"};
 
+enum class LinearMixer : uint8_t { kGatedDeltaNet, kMamba2 };
+
 // Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
 // input, post_attention, pre_feedforward and post_feedforward norms; GLM-4: input and
 // post_attention before each half, post_self_attn and post_mlp after it, registered in that
@@ -305,12 +313,22 @@ struct RotaryDecoderStyle {
   // Qwen3-Next: q_proj makes, per head, the query and a gate as wide; the attention output is
   // multiplied by sigmoid(gate) before o_proj (Qwen3NextAttention).
   bool output_gate = false;
-  // The Gated DeltaNet's projections on kLinear layers (tensor/models/gated_delta_net.h).
+  // The token mixer of kLinear layers: the Gated DeltaNet ("linear_attn", with these
+  // projections, tensor/models/gated_delta_net.h) or Mamba-2 ("mamba",
+  // tensor/models/mamba2_mixer.h).
+  LinearMixer linear_mixer = LinearMixer::kGatedDeltaNet;
   GatedDeltaProjections linear_projections = GatedDeltaProjections::kFusedPerKeyHead;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
   // GraniteMoe: the layer registers its norms before the feed-forward (self_attn,
   // input_layernorm, post_attention_layernorm, block_sparse_moe); others after it.
   bool norms_before_ffn = false;
+  // GraniteMoeHybrid: the token mixer (self_attn or mamba) registered last, after the norms and
+  // the feed-forward; and with MoeStyle::shared_in_layer a layer without routed experts has the
+  // layer's shared_mlp as its whole feed-forward.
+  bool mixer_last = false;
+  // GraniteMoeHybrid: no rotary_emb module at all when no layer rotates (its model builds one only
+  // for position_embedding_type "rope"); others build it always.
+  bool rotary_module_only_with_rope = false;
   // Granite: ModelConfig's embedding_multiplier, residual_multiplier, attention_multiplier (the
   // softmax scale) and logits_scaling (logits divided by it), applied always.
   bool granite_multipliers = false;

@@ -106,8 +106,8 @@ int64_t tiles(int64_t width) { return (width + 127) / 128; }  // 128-wide regist
 
 }  // namespace
 
-GatedDeltaRuleWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key_dim,
-                                         int64_t value_dim, int64_t chunk) {
+ChunkedScanWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key_dim,
+                                      int64_t value_dim, int64_t chunk) {
   // Note [Gated delta rule work], per token and head. Forward: the chunk's k k^T (2 C K), the
   // tensor-core merge of its 16 x 16 inverse blocks (C^2 / 2), w and u (2 C K, 2 C V), the state
   // pass (w h and k^T v_new, 4 K V), the output's q h (2 K V), its in-chunk q k^T once per
@@ -119,7 +119,7 @@ GatedDeltaRuleWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t 
                v = static_cast<double>(value_dim);
   const double nv = static_cast<double>(tiles(value_dim)), nk = static_cast<double>(tiles(key_dim));
   const double rows = static_cast<double>(tokens) * static_cast<double>(heads);
-  GatedDeltaRuleWork w;
+  ChunkedScanWork w;
   w.forward = rows * (6 * k * v + (4 + 2 * nv) * c * k + 4 * c * v + c * c / 2);
   w.backward = rows * (12 * k * v + 16 * c * k + (6 + 2 * nk) * c * v + 4 * c * c);
   w.recompute = rows * (2 * c * k + 2 * c * v + 4 * k * v);

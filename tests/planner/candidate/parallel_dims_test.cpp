@@ -111,8 +111,8 @@ TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
   hybrid.linear_num_value_heads = 12;
   EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 2), "");
   EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 4),
-            "--tp 4 does not divide the model's 6 linear-attention key heads, expected a divisor "
-            "of 6");
+            "--tp 4 does not divide the model's 6 linear-attention key heads (Mamba-2: groups), "
+            "expected a divisor of 6");
   // The same config with every layer attending in full has no group to keep whole.
   hybrid.layer_types.assign(hybrid.layer_types.size(), tensor::AttentionType::kFull);
   EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 4), "");

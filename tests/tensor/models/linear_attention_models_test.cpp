@@ -301,7 +301,7 @@ TEST(LinearAttentionModels, TracedWorkIsTheProjectionsAndTheChunkedRule) {
 //   forward: 6 x 16,384 (K V) + 6 x 8,192 (C K) + 4 x 8,192 (C V) + 2,048 (C^2 / 2) = 182,272;
 //   backward with its recomputation: 16 x 16,384 + 18 x 8,192 + 10 x 8,192 + 4 x 4,096 = 507,904.
 TEST(LinearAttentionModels, GatedDeltaRuleWorkPerTokenAndHead) {
-  const GatedDeltaRuleWork w = gated_delta_rule_work(1, 1, 128, 128, 64);
+  const ChunkedScanWork w = gated_delta_rule_work(1, 1, 128, 128, 64);
   EXPECT_DOUBLE_EQ(w.forward, 182'272);
   EXPECT_DOUBLE_EQ(w.backward + w.recompute, 507'904);
   EXPECT_DOUBLE_EQ(w.recompute, 2 * 64 * 256 + 4 * 16'384);

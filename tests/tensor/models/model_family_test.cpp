@@ -72,6 +72,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gpt_oss",
                                          "granite",
                                          "granitemoe",
+                                         "granitemoehybrid",
                                          "granitemoeshared",
                                          "hunyuan_v1_dense",
                                          "hunyuan_v1_moe",
@@ -107,7 +108,8 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "ernie4_5_moe, "
       "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-      "gpt_oss, granite, granitemoe, granitemoeshared, hunyuan_v1_dense, hunyuan_v1_moe, kimi_k2, "
+      "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
+      "hunyuan_v1_moe, kimi_k2, "
       "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, olmoe, phi3, "
       "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
       "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
@@ -190,6 +192,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"granite", {"model.layers", "GraniteForCausalLM"}},
       {"granitemoe", {"model.layers", "GraniteMoeForCausalLM"}},
       {"granitemoeshared", {"model.layers", "GraniteMoeSharedForCausalLM"}},
+      {"granitemoehybrid", {"model.layers", "GraniteMoeHybridForCausalLM"}},
       {"cohere", {"model.layers", "CohereForCausalLM"}},
       {"cohere2", {"model.layers", "Cohere2ForCausalLM"}},
       {"dots1", {"model.layers", "Dots1ForCausalLM"}},
@@ -241,6 +244,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"granite", "granite-3.1-8b"},
       {"granitemoe", "granite-3.0-3b-a800m"},
       {"granitemoeshared", "moe-7b-1b-active-shared-experts"},
+      {"granitemoehybrid", "granite-4.0-h-small"},
       {"cohere", "command-r-v01"},
       {"cohere2", "command-a-03-2025"},
       {"dots1", "dots.llm1"},
@@ -315,6 +319,7 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "granite",
                                            "granitemoe",
                                            "granitemoeshared",
+                                           "granitemoehybrid",
                                            "cohere",
                                            "cohere2",
                                            "dots1",

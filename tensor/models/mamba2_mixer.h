@@ -1,0 +1,38 @@
+// The Mamba-2 mixer (Dao and Gu 2024, "Transformers are SSMs: Generalized Models and Efficient
+// Algorithms Through Structured State Space Duality"), the token mixer of Granite 4.0's mamba
+// layers (kLinear, transformers 5 reads their "mamba" layer type as linear_attention). Internal
+// to tensor/models/: the rotary decoder builds it, as "mamba", for the layers that attend kLinear
+// when its style asks for Mamba-2 (RotaryDecoderStyle::linear_mixer). Names and shapes are
+// transformers' GraniteMoeHybridMambaLayer (modeling_granitemoehybrid.py), h hidden, H heads of
+// width P (d_inner = H P = mamba_expand h), g groups of state width N, K the convolution width,
+// conv_dim = d_inner + 2 g N; in named_parameters order (the module's own first):
+//   dt_bias [H], A_log [H], D [H]
+//   conv1d.weight [conv_dim, 1, K], conv1d.bias [conv_dim]      (bias: mamba_conv_bias)
+//   in_proj.weight [2 d_inner + 2 g N + H, h] (+ bias)          ([z | x B C | dt])
+//   norm.weight [d_inner]                                        (the gated RMSNorm)
+//   out_proj.weight [h, d_inner] (+ bias)                        (bias: mamba_proj_bias)
+// ModelConfig keeps g, N, H, P and K in its linear_* fields (model_config.h).
+// Note [Mamba-2 trace]
+// Traced as trainers run it in training (transformers' cuda_kernels_forward with mamba_ssm
+// installed, Megatron-LM's MambaMixer): in_proj; A = -exp(A_log) in fp32; the split, the causal
+// convolution, the chunked scan and the gated norm as one fused op
+// (mamba_split_conv1d_scan_combined, Note [Mamba-2 scan work] in tensor/ops.h); out_proj.
+// (transformers hands out_proj to the fused function too; Megatron-LM runs it apart, as a
+// row-parallel linear: the same product.) Under tensor parallelism Megatron-LM splits the heads
+// and groups over the ranks and requires tp to divide both (the planner's rule, ParallelDim tp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tensor/models/latent_attention.h"
+#include "tensor/models/model_config.h"
+
+namespace shardplan::tensor::models {
+
+// The Mamba-2 mixer of `c` (linear_* fields set), typed "<prefix>MambaLayer", its gated norm
+// "<prefix>RMSNormGated".
+std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c, const std::string& prefix,
+                                                  const TensorOptions& o);
+
+}  // namespace shardplan::tensor::models

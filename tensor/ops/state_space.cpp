@@ -1,0 +1,95 @@
+// The op of Mamba-2 layers (tensor/models/mamba2_mixer.h): mamba_ssm's fused split, convolution,
+// chunked scan and gated norm (Note [Mamba-2 scan work] in tensor/ops.h), and the chunk of each
+// chunked-scan op the planner prices.
+#include "base/checked.h"
+#include "tensor/ops/common.h"
+
+namespace shardplan::tensor {
+
+ChunkedScanWork mamba_scan_work(int64_t tokens, int64_t heads, int64_t head_dim, int64_t groups,
+                                int64_t state, int64_t chunk) {
+  // Note [Mamba-2 scan work], per token: a head's products scale with N P and P (Q + 64), a
+  // group's C B^T with Q N.
+  const double q = static_cast<double>(chunk), n = static_cast<double>(state),
+               p = static_cast<double>(head_dim);
+  const double t = static_cast<double>(tokens);
+  const double head_rows = t * static_cast<double>(heads);
+  const double group_rows = t * static_cast<double>(groups);
+  const double causal = p * (q + 64);  // (C B^T . L) x over the causal blocks, per token
+  ChunkedScanWork w;
+  w.forward = head_rows * (4 * n * p + causal) + group_rows * 2 * q * n;
+  w.backward = head_rows * (10 * n * p + 3 * causal) + group_rows * 4 * q * n;
+  w.recompute = head_rows * 2 * n * p + group_rows * 2 * q * n;
+  return w;
+}
+
+int64_t chunked_scan_chunk(std::string_view op) {
+  if (op == "chunk_gated_delta_rule") return kGatedDeltaChunk;
+  if (op == "mamba_split_conv1d_scan_combined") return kMambaChunk;
+  return 0;
+}
+
+Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv_weight,
+                                        const Tensor& conv_bias, const Tensor& dt_bias,
+                                        const Tensor& A, const Tensor& D, const Tensor& norm_weight,
+                                        int64_t groups) {
+  const char* op = "mamba_split_conv1d_scan_combined";
+  for (const Tensor* t : {&zxbcdt, &conv_weight, &dt_bias, &A, &D, &norm_weight}) {
+    detail::require_meta(*t, op);
+  }
+  SP_CHECK(zxbcdt.dim() == 3, op, ": expected zxbcdt as [batch, tokens, channels], got ",
+           zxbcdt.sizes());
+  SP_CHECK(is_floating(zxbcdt.dtype()), op, ": expected a floating point zxbcdt, got ",
+           zxbcdt.dtype());
+  SP_CHECK(dt_bias.dim() == 1 && A.sizes() == dt_bias.sizes() && D.sizes() == dt_bias.sizes(), op,
+           ": expected dt_bias, A and D as [heads], got ", dt_bias.sizes(), ", ", A.sizes(), ", ",
+           D.sizes());
+  SP_CHECK(norm_weight.dim() == 1, op, ": expected the norm weight as [d_inner], got ",
+           norm_weight.sizes());
+  const int64_t heads = dt_bias.size(0), inner = norm_weight.size(0);
+  SP_CHECK(heads > 0 && inner % heads == 0, op, ": d_inner ", inner,
+           " is not a positive multiple of the heads ", heads);
+  SP_CHECK(groups > 0 && heads % groups == 0, op, ": ngroups ", groups,
+           " must be positive and divide the heads ", heads);
+  SP_CHECK(conv_weight.dim() == 3 && conv_weight.size(1) == 1 && conv_weight.size(2) > 0, op,
+           ": expected a depthwise convolution weight [conv_dim, 1, width], got ",
+           conv_weight.sizes());
+  const int64_t conv_dim = conv_weight.size(0), width = conv_weight.size(2);
+  const int64_t bc = conv_dim - inner;  // 2 g N
+  SP_CHECK(bc > 0 && bc % (2 * groups) == 0, op, ": conv_dim ", conv_dim, " is not d_inner ", inner,
+           " plus 2 x ngroups ", groups, " x a state width");
+  const int64_t state = bc / (2 * groups);
+  // zxbcdt = [z d_inner | xBC conv_dim | dt heads] (checked sums: the sizes are the caller's).
+  int64_t channels = 0;
+  SP_CHECK(add_into(inner, conv_dim, channels) && add_into(channels, heads, channels) &&
+               zxbcdt.size(2) == channels,
+           op, ": zxbcdt of size ", zxbcdt.sizes(), ", expected ", channels,
+           " channels = d_inner + conv_dim + heads");
+  if (conv_bias.defined()) {
+    detail::require_meta(conv_bias, op);
+    SP_CHECK(conv_bias.dim() == 1 && conv_bias.size(0) == conv_dim, op,
+             ": expected the convolution bias as [", conv_dim, "], got ", conv_bias.sizes());
+  }
+  SP_CHECK(zxbcdt.dtype() == conv_weight.dtype(), op, ": zxbcdt type (", zxbcdt.dtype(),
+           ") and convolution weight type (", conv_weight.dtype(), ") should be the same");
+  const int64_t b = zxbcdt.size(0), t = zxbcdt.size(1), head_dim = inner / heads;
+  Tensor out = detail::new_contiguous({b, t, heads, head_dim}, zxbcdt.dtype(), zxbcdt.device(), op);
+  Tensor rstd = detail::new_contiguous({b, t, groups}, DType::kFloat32, zxbcdt.device(), op);
+  detail::propagate_grad(out, {&zxbcdt, &conv_weight, &conv_bias, &dt_bias, &A, &D, &norm_weight});
+  if (active_trace_sink() != nullptr) {
+    const int64_t padded = (t + kMambaChunk - 1) / kMambaChunk * kMambaChunk;
+    const double mm =
+        mamba_scan_work(b * padded, heads, head_dim, groups, state, kMambaChunk).forward;
+    const double tokens = static_cast<double>(b) * static_cast<double>(t);
+    const double elementwise = tokens * (static_cast<double>(conv_dim) * (2.0 * width + 4) +
+                                         12.0 * static_cast<double>(inner));
+    std::vector<Tensor> ins{zxbcdt, conv_weight};
+    if (conv_bias.defined()) ins.push_back(conv_bias);
+    for (const Tensor* p : {&dt_bias, &A, &D, &norm_weight}) ins.push_back(*p);
+    const Tensor outs[] = {out, rstd};
+    detail::emit_op(op, ins, outs, mm + elementwise, mm, false);
+  }
+  return out;
+}
+
+}  // namespace shardplan::tensor
