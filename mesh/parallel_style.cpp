@@ -87,12 +87,15 @@ std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Mo
     // ranks, like a fused colwise projection), down_proj on its input features; its bias is added
     // after the reduction.
     const auto& e = dynamic_cast<const tensor::GroupedExperts&>(m);
-    const int64_t parts = e.interleaved() ? 1 : 2;  // alternating gate/up: a plain split
+    // Alternating gate/up, or no gate: a plain split.
+    const int64_t parts = e.interleaved() || !e.gated() ? 1 : 2;
     auto split = [&](int64_t dim) {
       return parts > 1 ? Placement(StridedShard{dim, parts}) : Placement(Shard{dim});
     };
     if (name == "gate_up_proj") return split(e.gate_up_out_dim());
     if (name == "gate_up_proj_bias") return split(1);
+    if (name == "up_proj") return split(e.gate_up_out_dim());
+    if (name == "up_proj_bias") return split(1);
     if (name == "down_proj") return Placement(Shard{e.down_in_dim()});
     return std::nullopt;
   }

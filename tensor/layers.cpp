@@ -103,22 +103,25 @@ Module& ModuleList::operator[](size_t i) const {
 
 GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn,
                                Layout layout, bool bias, std::function<Tensor(const Tensor&)> act,
-                               const TensorOptions& opts, bool interleaved)
+                               const TensorOptions& opts, bool interleaved, bool gated)
     : Module(std::move(type_name)),
       experts_(experts),
       hidden_(hidden),
       ffn_(ffn),
       layout_(layout),
       act_(std::move(act)),
-      interleaved_(interleaved) {
+      interleaved_(interleaved),
+      gated_(gated) {
   check_nonnegative(experts, "GroupedExperts", "experts");
   check_nonnegative(hidden, "GroupedExperts", "hidden");
   check_nonnegative(ffn, "GroupedExperts", "ffn");
   const TensorOptions o = param_options(opts);
   const bool out_in = layout == Layout::kOutIn;
-  register_parameter("gate_up_proj", out_in ? empty({experts, 2 * ffn, hidden}, o)
-                                            : empty({experts, hidden, 2 * ffn}, o));
-  register_parameter("gate_up_proj_bias", bias ? empty({experts, 2 * ffn}, o) : Tensor());
+  const int64_t first = gated ? 2 * ffn : ffn;  // [gate; up] or up alone
+  const char* name = gated ? "gate_up_proj" : "up_proj";
+  register_parameter(
+      name, out_in ? empty({experts, first, hidden}, o) : empty({experts, hidden, first}, o));
+  register_parameter(std::string(name) + "_bias", bias ? empty({experts, first}, o) : Tensor());
   register_parameter("down_proj",
                      out_in ? empty({experts, hidden, ffn}, o) : empty({experts, ffn, hidden}, o));
   register_parameter("down_proj_bias", bias ? empty({experts, hidden}, o) : Tensor());
@@ -128,15 +131,19 @@ Tensor GroupedExperts::forward(const Tensor& x) {
   SP_CHECK(x.dim() == 3 && x.size(0) == experts_ && x.size(2) == hidden_, "GroupedExperts: input ",
            x.sizes(), ", expected [", experts_, ", tokens, ", hidden_, "]");
   const bool out_in = layout_ == Layout::kOutIn;
-  const Tensor w1 = parameter("gate_up_proj");
-  Tensor h = bmm(x, out_in ? transpose(w1, 1, 2) : w1);  // [E, n, 2F]
-  const Tensor b1 = parameter("gate_up_proj_bias");
+  const Tensor w1 = parameter(gated_ ? "gate_up_proj" : "up_proj");
+  Tensor h = bmm(x, out_in ? transpose(w1, 1, 2) : w1);  // [E, n, 2F] ([E, n, F] ungated)
+  const Tensor b1 = parameter(gated_ ? "gate_up_proj_bias" : "up_proj_bias");
   if (b1.defined()) h = add(h, unsqueeze(b1, 1));
+  const Tensor w2 = parameter("down_proj");
+  const Tensor b2 = parameter("down_proj_bias");
+  if (!gated_) {
+    Tensor y = bmm(act_(h), out_in ? transpose(w2, 1, 2) : w2);
+    return b2.defined() ? add(y, unsqueeze(b2, 1)) : y;
+  }
   const Tensor gate = interleaved_ ? slice(h, 2, 0, 2 * ffn_, 2) : narrow(h, 2, 0, ffn_);
   const Tensor up = interleaved_ ? slice(h, 2, 1, 2 * ffn_, 2) : narrow(h, 2, ffn_, ffn_);
-  const Tensor w2 = parameter("down_proj");
   Tensor y = bmm(mul(act_(gate), up), out_in ? transpose(w2, 1, 2) : w2);
-  const Tensor b2 = parameter("down_proj_bias");
   if (b2.defined()) y = add(y, unsqueeze(b2, 1));
   return y;
 }

@@ -90,7 +90,8 @@ class GELU : public Module {
 //   kOutIn (Mixtral, Qwen-MoE, DeepSeek):  gate_up_proj [E, 2F, H], down_proj [E, H, F]
 //   kInOut (GPT-OSS, Llama 4):             gate_up_proj [E, H, 2F], down_proj [E, F, H]
 // with optional biases gate_up_proj_bias [E, 2F] and down_proj_bias [E, H] (GPT-OSS), gate and up
-// as two halves of the 2F features or alternating (GPT-OSS).
+// as two halves of the 2F features or alternating (GPT-OSS). Not gated (Nemotron-H): up_proj
+// [E, F, H] in place of gate_up_proj, down(act(up(x))).
 // forward takes the tokens already dispatched, [E, n, H] (n tokens for every expert), and returns
 // [E, n, H]: down(act(gate(x)) * up(x)) per expert, each projection one batched GEMM (the grouped
 // GEMM of Megatron-Core and torchtitan). Expert parallelism splits dim 0; expert tensor
@@ -101,7 +102,7 @@ class GroupedExperts : public Module {
   enum class Layout : uint8_t { kOutIn, kInOut };
   GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn, Layout layout,
                  bool bias, std::function<Tensor(const Tensor&)> act,
-                 const TensorOptions& opts = {}, bool interleaved = false);
+                 const TensorOptions& opts = {}, bool interleaved = false, bool gated = true);
   Tensor forward(const Tensor& x) override;
   int64_t experts() const { return experts_; }
   int64_t ffn() const { return ffn_; }
@@ -112,12 +113,13 @@ class GroupedExperts : public Module {
   // Gate and up in alternating features (GPT-OSS) rather than in two halves: a contiguous split
   // of the features then keeps each rank's gates beside their ups.
   bool interleaved() const { return interleaved_; }
+  bool gated() const { return gated_; }
 
  private:
   int64_t experts_, hidden_, ffn_;
   Layout layout_;
   std::function<Tensor(const Tensor&)> act_;
-  bool interleaved_;
+  bool interleaved_, gated_;
 };
 
 // Children named "0", "1", ... in order; no forward of its own.

@@ -172,9 +172,11 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     const double per = static_cast<double>(item) / 2.0;
     t.score_bytes_forward = (cfg.attention_dropout > 0 ? 13.0 : 8.0) * per;
   }
-  // A linear-attention layer passes no keys around a ring: under context parallelism each rank
+  // A layer without attention (a feed-forward block) has no keys; a linear-attention layer passes
+  // no keys around a ring: under context parallelism each rank
   // hands the next its chunk state (heads x K x V, small beside keys), which is not priced.
-  t.kv_bytes = kind.attention == tensor::AttentionType::kLinear
+  t.kv_bytes = kind.attention == tensor::AttentionType::kLinear ||
+                       kind.attention == tensor::AttentionType::kNone
                    ? 0
                    : 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
   t.attention_window = kind.window;

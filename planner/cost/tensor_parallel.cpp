@@ -82,8 +82,17 @@ int64_t tp_rank_parameters(const tensor::ModelConfig& c, int64_t tp, int64_t ran
 int64_t expert_parameters_per_layer(const tensor::ModelConfig& c, int64_t tp, int64_t rank) {
   const tensor::ModelFamily& family = tensor::family_of(c);
   if (family.experts_class.empty() || c.num_local_experts <= 0) return 0;
-  // One MoE layer stands for each (the dense layers of a mixed stack hold no experts).
-  const tensor::ModelConfig one = tensor::uniform_config(c, {.ffn = tensor::FfnKind::kMoe});
+  // One MoE layer stands for each (the dense layers of a mixed stack hold no experts): the
+  // stack's first MoE kind, which a family of single-part blocks builds without attention.
+  const tensor::LayerStack stack = tensor::layer_stack(c);
+  tensor::LayerKind moe{.ffn = tensor::FfnKind::kMoe};
+  for (const tensor::LayerKind& k : stack.kinds) {
+    if (k.ffn == tensor::FfnKind::kMoe) {
+      moe = k;
+      break;
+    }
+  }
+  const tensor::ModelConfig one = tensor::uniform_config(c, moe);
   const LocalParameters local = local_parameters(one, tp, rank);
   int64_t n = 0;
   std::unordered_set<const void*> seen;

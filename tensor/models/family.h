@@ -99,7 +99,8 @@ struct ModelFamily {
   // GLM-4.5: mlp.gate.e_score_correction_bias) or on the block itself (MiniMax-M2:
   // mlp.e_score_correction_bias, block_sparse_moe.* in its Hub files). A buffer in transformers,
   // so not in its parameter count, but a tensor of the checkpoint.
-  enum class RouterBias : uint8_t { kNone, kOnRouter, kOnBlock };
+  // NemotronH: on the router of the layer's mixer (mixer.gate.e_score_correction_bias).
+  enum class RouterBias : uint8_t { kNone, kOnRouter, kOnBlock, kOnMixer };
   RouterBias router_score_bias = RouterBias::kNone;
   // A substring of checkpoint keys transformers skips on load wherever it stands (the family's
   // _keys_to_ignore_on_load_unexpected; ERNIE 4.5 MoE: "mtp", its prediction layers): listed
@@ -113,6 +114,9 @@ struct ModelFamily {
   // Qwen3-Next, Qwen3.5; Mamba-2: Granite 4.0); other families refuse such a config, built in
   // code or read.
   bool linear_attention = false;
+  // Each layer is one part, a token mixer or a feed-forward (Nemotron-H's blocks: a norm and one
+  // mixer, ModelConfig::no_ffn_layers and kNone); other families refuse such layers.
+  bool single_part_layers = false;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

@@ -33,6 +33,7 @@ extern const ModelFamily kGraniteFamily;
 extern const ModelFamily kGraniteMoeFamily;
 extern const ModelFamily kGraniteMoeSharedFamily;
 extern const ModelFamily kGraniteMoeHybridFamily;
+extern const ModelFamily kNemotronHFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
 extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kKimiK2Family;
@@ -113,6 +114,7 @@ const ModelFamily* const kRegistered[] = {
     &kArceeFamily,
     &kHunYuanDenseV1Family,
     &kHunYuanMoeV1Family,
+    &kNemotronHFamily,
 };
 
 }  // namespace

@@ -6,15 +6,21 @@
 
 namespace shardplan::tensor {
 
-std::string_view to_string(FfnKind k) { return k == FfnKind::kMoe ? "moe" : "dense"; }
+std::string_view to_string(FfnKind k) {
+  return k == FfnKind::kMoe ? "moe" : k == FfnKind::kNone ? "none" : "dense";
+}
 
 std::string describe(const LayerKind& k) {
   std::string s = k.rope ? "" : "nope ";
+  if (k.attention == AttentionType::kNone) return "ffn " + std::string(to_string(k.ffn));
   if (k.attention == AttentionType::kSliding) s += "sliding " + std::to_string(k.window) + " ";
   if (k.attention == AttentionType::kChunked) s += "chunked " + std::to_string(k.window) + " ";
   if (k.attention == AttentionType::kLinear) s += "linear ";
   if (k.attention == AttentionType::kSparse) {
     s += "sparse " + std::to_string(k.window) + (k.indexer ? " " : " reused ");
+  }
+  if (k.ffn == FfnKind::kNone) {
+    return s + (k.attention == AttentionType::kFull ? "attention mixer" : "mixer");
   }
   return s + std::string(to_string(k.ffn));
 }
@@ -26,6 +32,9 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
   if (c.num_local_experts > 0 &&
       !std::binary_search(c.dense_layers.begin(), c.dense_layers.end(), layer)) {
     k.ffn = FfnKind::kMoe;
+  }
+  if (std::binary_search(c.no_ffn_layers.begin(), c.no_ffn_layers.end(), layer)) {
+    k.ffn = FfnKind::kNone;
   }
   if (!c.layer_types.empty()) {
     k.attention = c.layer_types[static_cast<size_t>(layer)];
@@ -72,6 +81,10 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   }
   one.layer_types.clear();
   if (!c.layer_types.empty()) one.layer_types.assign(static_cast<size_t>(layers), k.attention);
+  one.no_ffn_layers.clear();
+  if (k.ffn == FfnKind::kNone) {
+    for (int64_t i = 0; i < layers; ++i) one.no_ffn_layers.push_back(i);
+  }
   one.shared_indexer_layers.clear();
   if (k.attention == AttentionType::kSparse && !k.indexer) {
     for (int64_t i = 0; i < layers; ++i) one.shared_indexer_layers.push_back(i);
@@ -92,6 +105,7 @@ ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   std::erase_if(out.dense_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.shared_indexer_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.nope_layers, [&](int64_t l) { return l >= layers; });
+  std::erase_if(out.no_ffn_layers, [&](int64_t l) { return l >= layers; });
   if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
   return out;
 }

@@ -24,7 +24,8 @@
 
 namespace shardplan::tensor {
 
-enum class FfnKind : uint8_t { kDense, kMoe };
+// kNone: a layer without a feed-forward (a Nemotron-H mixer block, ModelConfig::no_ffn_layers).
+enum class FfnKind : uint8_t { kDense, kMoe, kNone };
 std::string_view to_string(FfnKind k);
 
 struct LayerKind {
@@ -43,12 +44,14 @@ struct LayerKind {
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
 // "sparse 2048 reused moe" (an earlier layer's selection), "linear moe" (Gated DeltaNet), "nope
-// dense" (no RoPE): how bills and reports name a kind.
+// dense" (no RoPE), "linear mixer" and "attention mixer" (a mixer without a feed-forward), "ffn
+// moe" (a feed-forward without a mixer): how bills and reports name a kind.
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an
-// MoE model's layers route to experts except those listed in c.dense_layers; the attention is
-// c.layer_types[layer] (full when the list is empty).
+// MoE model's layers route to experts except those listed in c.dense_layers, and the layers of
+// c.no_ffn_layers have no feed-forward; the attention is c.layer_types[layer] (full when the list
+// is empty).
 LayerKind layer_kind(const ModelConfig& c, int64_t layer);
 
 struct LayerStack {

@@ -27,8 +27,9 @@ class NormWeight : public Module {
 // Note [Mamba-2 trace] in mamba2_mixer.h.
 class Mamba2Mixer : public AttentionBlock {
  public:
-  Mamba2Mixer(const ModelConfig& c, const std::string& prefix, const TensorOptions& o)
-      : AttentionBlock(prefix + "MambaLayer"),
+  Mamba2Mixer(const ModelConfig& c, const std::string& type_name, const std::string& norm_type_name,
+              const TensorOptions& o)
+      : AttentionBlock(type_name),
         heads_(c.linear_num_value_heads),
         head_dim_(c.linear_value_head_dim),
         groups_(c.linear_num_key_heads) {
@@ -42,8 +43,7 @@ class Mamba2Mixer : public AttentionBlock {
                     std::make_shared<Linear>(h, inner + conv_dim + heads_, c.linear_proj_bias, o));
     register_parameter("dt_bias", empty({heads_}, o));
     register_parameter("A_log", empty({heads_}, o));
-    norm_ =
-        register_module("norm", std::make_shared<NormWeight>(prefix + "RMSNormGated", inner, o));
+    norm_ = register_module("norm", std::make_shared<NormWeight>(norm_type_name, inner, o));
     register_parameter("D", empty({heads_}, o));
     register_module("out_proj", std::make_shared<Linear>(inner, h, c.linear_proj_bias, o));
   }
@@ -66,9 +66,11 @@ class Mamba2Mixer : public AttentionBlock {
 
 }  // namespace
 
-std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c, const std::string& prefix,
+std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
+                                                  const std::string& type_name,
+                                                  const std::string& norm_type_name,
                                                   const TensorOptions& o) {
-  return std::make_shared<Mamba2Mixer>(c, prefix, o);
+  return std::make_shared<Mamba2Mixer>(c, type_name, norm_type_name, o);
 }
 
 }  // namespace shardplan::tensor::models

@@ -30,9 +30,11 @@
 
 namespace shardplan::tensor::models {
 
-// The Mamba-2 mixer of `c` (linear_* fields set), typed "<prefix>MambaLayer", its gated norm
-// "<prefix>RMSNormGated".
-std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c, const std::string& prefix,
+// The Mamba-2 mixer of `c` (linear_* fields set), typed `type_name` ("GraniteMoeHybridMambaLayer",
+// "NemotronHMamba2Mixer"), its gated norm `norm_type_name`.
+std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
+                                                  const std::string& type_name,
+                                                  const std::string& norm_type_name,
                                                   const TensorOptions& o);
 
 }  // namespace shardplan::tensor::models

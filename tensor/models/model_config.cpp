@@ -110,8 +110,43 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   }
   if (any_linear && !family.linear_attention) {
     fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
-         "' builds no linear attention; expected a family that does (granitemoehybrid, "
+         "' builds no linear attention; expected a family that does (granitemoehybrid, nemotron_h, "
          "qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
+  }
+  // Single-part layers (ModelFamily::single_part_layers): each a token mixer or a feed-forward.
+  for (size_t i = 0; i < c.no_ffn_layers.size(); ++i) {
+    const int64_t l = c.no_ffn_layers[i];
+    if (l < 0 || l >= c.num_hidden_layers || (i > 0 && l <= c.no_ffn_layers[i - 1])) {
+      fail("no_ffn_layers", "layer ", l, ", expected distinct layers 0..", c.num_hidden_layers - 1,
+           " in order");
+    }
+  }
+  const bool any_mixerless = std::find(c.layer_types.begin(), c.layer_types.end(),
+                                       AttentionType::kNone) != c.layer_types.end();
+  if ((any_mixerless || !c.no_ffn_layers.empty()) && !family.single_part_layers) {
+    fail("layer_types",
+         "has layers without a token mixer or without a feed-forward, but "
+         "model_type '",
+         family.model_type,
+         "' builds none; expected a family of single-part "
+         "blocks (nemotron_h)");
+  }
+  if (family.single_part_layers) {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const bool mixer =
+          !c.layer_types.empty() && c.layer_types[static_cast<size_t>(i)] != AttentionType::kNone;
+      const bool ffn = !std::binary_search(c.no_ffn_layers.begin(), c.no_ffn_layers.end(), i);
+      if (mixer == ffn) {
+        fail("layer_types", "layer ", i, " has ",
+             mixer ? "both a token mixer and a feed-forward" : "neither a mixer nor a feed-forward",
+             ", expected one of them per block");
+      }
+    }
+  }
+  if (c.moe_latent_size < 0 || c.moe_latent_size > 65536 ||
+      (c.moe_latent_size > 0 && c.num_local_experts <= 0)) {
+    fail("moe_latent_size", c.moe_latent_size,
+         " is not a latent width (1..65536, an MoE model's; 0: none)");
   }
   if (c.linear_num_key_heads > 0 && c.linear_num_value_heads % c.linear_num_key_heads != 0) {
     fail("linear_num_value_heads", c.linear_num_value_heads, " is not a multiple of ",
@@ -629,6 +664,8 @@ std::string_view to_string(AttentionType t) {
       return "deepseek_sparse_attention";
     case AttentionType::kLinear:
       return "linear_attention";
+    case AttentionType::kNone:
+      return "none";
     case AttentionType::kFull:
       break;
   }

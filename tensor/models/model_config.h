@@ -49,10 +49,11 @@ struct RopeScaling {
 // sliding_window positions (itself included), to the positions of its own attention_chunk_size
 // chunk (Llama 4), to the index_topk earlier positions a lightning indexer selects (DeepSeek
 // Sparse Attention: DeepSeek-V3.2, GLM-5), or through a recurrent state instead of keys (linear
-// attention: Qwen3-Next's Gated DeltaNet layers).
-enum class AttentionType : uint8_t { kFull, kSliding, kChunked, kSparse, kLinear };
+// attention: Qwen3-Next's Gated DeltaNet layers), or not at all (kNone: a Nemotron-H block that
+// is only a feed-forward).
+enum class AttentionType : uint8_t { kFull, kSliding, kChunked, kSparse, kLinear, kNone };
 // "full_attention", "sliding_attention", "chunked_attention", "deepseek_sparse_attention",
-// "linear_attention": transformers' spelling.
+// "linear_attention": transformers' spelling; kNone "none".
 std::string_view to_string(AttentionType t);
 
 struct ModelConfig {
@@ -144,6 +145,12 @@ struct ModelConfig {
   int64_t linear_conv_kernel_dim = 0;
   bool linear_conv_bias = false;
   bool linear_proj_bias = false;
+  // Single-part layers (Nemotron-H's blocks: ModelFamily::single_part_layers): the layers, sorted,
+  // that have a token mixer and no feed-forward; a layer without a mixer attends kNone.
+  std::vector<int64_t> no_ffn_layers;
+  // Nemotron 3's latent MoE: the routed experts work at this width between two projections from
+  // and back to hidden_size (0: at hidden_size).
+  int64_t moe_latent_size = 0;
   // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;

@@ -335,7 +335,8 @@ class DecoderLayer : public Module {
     placement_ = s.norms;
     auto register_mixer = [&] {
       if (kind.attention == AttentionType::kLinear && s.linear_mixer == LinearMixer::kMamba2) {
-        self_attn = register_module("mamba", make_mamba2_mixer(c, prefix, o));
+        self_attn = register_module(
+            "mamba", make_mamba2_mixer(c, prefix + "MambaLayer", prefix + "RMSNormGated", o));
       } else if (kind.attention == AttentionType::kLinear) {
         self_attn = register_module("linear_attn",
                                     make_gated_delta_net(c, prefix, o, s.linear_projections));
@@ -544,6 +545,13 @@ class ForCausalLM : public Module {
 };
 
 }  // namespace
+
+std::shared_ptr<AttentionBlock> make_rotary_attention(const ModelConfig& c, const LayerKind& kind,
+                                                      const RotaryDecoderStyle& style,
+                                                      const std::string& prefix,
+                                                      const TensorOptions& o, bool training) {
+  return std::make_shared<Attention>(c, kind, style, prefix, o, training);
+}
 
 ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, bool training,
                                const RotaryDecoderStyle& style) {

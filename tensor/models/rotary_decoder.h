@@ -21,6 +21,8 @@
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
 #include "tensor/models/gated_delta_net.h"
+#include "tensor/models/latent_attention.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
 #include "tensor/module.h"
 
@@ -339,6 +341,14 @@ struct RotaryDecoderStyle {
 
 // <prefix>ForCausalLM of `c` (tensor/models/rotary_decoder.cpp lists its parameter names). A
 // config with num_local_experts > 0 gets Mixtral's sparse MoE blocks.
+// The attention these decoders build for a layer of kind `kind` (its q, k, v and o projections,
+// norms, RoPE and window as `style` says), typed "<prefix>Attention": for families whose layers
+// are laid out otherwise (Nemotron-H's single-part blocks).
+std::shared_ptr<AttentionBlock> make_rotary_attention(const ModelConfig& c, const LayerKind& kind,
+                                                      const RotaryDecoderStyle& style,
+                                                      const std::string& prefix,
+                                                      const TensorOptions& o, bool training);
+
 ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, bool training,
                                const RotaryDecoderStyle& style);
 

@@ -113,6 +113,16 @@ TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
   EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 4),
             "--tp 4 does not divide the model's 6 linear-attention key heads (Mamba-2: groups), "
             "expected a divisor of 6");
+  // Mamba-2 splits by its B/C groups as Megatron-LM's MambaMixer does: Granite 4.0's one group
+  // keeps it at tp 1; Nemotron 3 Nano's 8 groups take tp 2, 4 or 8.
+  const tensor::ModelConfig granite = tensor::find_model_config("granite-4.0-h-small");
+  EXPECT_EQ(dim(kTpDim).refuses(granite, s, 1), "");
+  EXPECT_EQ(dim(kTpDim).refuses(granite, s, 2),
+            "--tp 2 does not divide the model's 1 linear-attention key heads (Mamba-2: groups), "
+            "expected a divisor of 1");
+  const tensor::ModelConfig nano = tensor::find_model_config("nemotron-3-nano-30b-a3b");
+  EXPECT_EQ(dim(kTpDim).refuses(nano, s, 8), "");
+  EXPECT_THAT(dim(kTpDim).refuses(nano, s, 16), HasSubstr("8 linear-attention key heads"));
   // The same config with every layer attending in full has no group to keep whole.
   hybrid.layer_types.assign(hybrid.layer_types.size(), tensor::AttentionType::kFull);
   EXPECT_EQ(dim(kTpDim).refuses(hybrid, s, 4), "");

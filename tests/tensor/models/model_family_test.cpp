@@ -83,6 +83,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "ministral3",
                                          "mistral",
                                          "mixtral",
+                                         "nemotron_h",
                                          "olmo2",
                                          "olmo3",
                                          "olmoe",
@@ -102,18 +103,18 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "smollm3"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
-  EXPECT_EQ(
-      model_types_list(),
-      "arcee, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
-      "ernie4_5_moe, "
-      "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
-      "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-      "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
-      "hunyuan_v1_moe, kimi_k2, "
-      "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, olmo2, olmo3, olmoe, phi3, "
-      "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3");
+  EXPECT_EQ(model_types_list(),
+            "arcee, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
+            "ernie4_5_moe, "
+            "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
+            "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
+            "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
+            "hunyuan_v1_moe, kimi_k2, "
+            "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, nemotron_h, olmo2, "
+            "olmo3, olmoe, phi3, "
+            "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+            "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+            "qwen3_vl_text, seed_oss, smollm3");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -193,6 +194,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"granitemoe", {"model.layers", "GraniteMoeForCausalLM"}},
       {"granitemoeshared", {"model.layers", "GraniteMoeSharedForCausalLM"}},
       {"granitemoehybrid", {"model.layers", "GraniteMoeHybridForCausalLM"}},
+      {"nemotron_h", {"model.layers", "NemotronHForCausalLM"}},
       {"cohere", {"model.layers", "CohereForCausalLM"}},
       {"cohere2", {"model.layers", "Cohere2ForCausalLM"}},
       {"dots1", {"model.layers", "Dots1ForCausalLM"}},
@@ -245,6 +247,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"granitemoe", "granite-3.0-3b-a800m"},
       {"granitemoeshared", "moe-7b-1b-active-shared-experts"},
       {"granitemoehybrid", "granite-4.0-h-small"},
+      {"nemotron_h", "nemotron-3-nano-30b-a3b"},
       {"cohere", "command-r-v01"},
       {"cohere2", "command-a-03-2025"},
       {"dots1", "dots.llm1"},
