@@ -34,6 +34,7 @@ extern const ModelFamily kGraniteMoeFamily;
 extern const ModelFamily kGraniteMoeSharedFamily;
 extern const ModelFamily kGraniteMoeHybridFamily;
 extern const ModelFamily kNemotronHFamily;
+extern const ModelFamily kBambaFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
 extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kKimiK2Family;
@@ -115,6 +116,7 @@ const ModelFamily* const kRegistered[] = {
     &kHunYuanDenseV1Family,
     &kHunYuanMoeV1Family,
     &kNemotronHFamily,
+    &kBambaFamily,
 };
 
 }  // namespace

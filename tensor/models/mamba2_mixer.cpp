@@ -1,5 +1,9 @@
 #include "tensor/models/mamba2_mixer.h"
 
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/checked.h"
 #include "tensor/layers.h"
 
 namespace shardplan::tensor::models {
@@ -65,6 +69,57 @@ class Mamba2Mixer : public AttentionBlock {
 };
 
 }  // namespace
+
+void parse_mamba2_config(const ConfigFields& f, ModelConfig& c) {
+  const int64_t heads = f.integer("mamba_n_heads", 128);
+  const int64_t expand = f.integer("mamba_expand", 2);
+  int64_t inner = 0;
+  if (heads <= 0 || expand <= 0 || !mul_into(expand, c.hidden_size, inner)) {
+    f.fail("mamba_n_heads", "and mamba_expand " + std::to_string(expand) +
+                                " must be positive with mamba_expand x hidden_size in int64, got " +
+                                std::to_string(heads) + " heads");
+  }
+  if (inner % heads != 0) {
+    f.fail("mamba_n_heads",
+           std::to_string(heads) +
+               " does not divide mamba_expand x hidden_size = " + std::to_string(inner));
+  }
+  int64_t head_dim = inner / heads;
+  if (f.has("mamba_d_head") &&
+      !(f.raw("mamba_d_head").is_string() && f.raw("mamba_d_head").get<std::string>() == "auto")) {
+    head_dim = f.integer("mamba_d_head");
+    if (head_dim != inner / heads) {
+      f.fail("mamba_d_head", std::to_string(head_dim) + " x mamba_n_heads " +
+                                 std::to_string(heads) +
+                                 " is not mamba_expand x hidden_size = " + std::to_string(inner) +
+                                 "; expected " + std::to_string(inner / heads) + " (or \"auto\")");
+    }
+  }
+  c.linear_num_value_heads = heads;
+  c.linear_value_head_dim = head_dim;
+  c.linear_num_key_heads = f.integer("mamba_n_groups", 1);
+  c.linear_key_head_dim = f.integer("mamba_d_state", 256);
+  c.linear_conv_kernel_dim = f.integer("mamba_d_conv", 4);
+  c.linear_conv_bias = f.boolean("mamba_conv_bias", true);
+  c.linear_proj_bias = f.boolean("mamba_proj_bias", false);
+  // The scan's chunk changes the kernels' tiling, not the model: read, priced at kMambaChunk
+  // (Note [Mamba-2 scan work] in tensor/ops.h).
+  if (f.integer("mamba_chunk_size", 256) <= 0) {
+    f.fail("mamba_chunk_size", "must be positive, got " + f.raw("mamba_chunk_size").dump());
+  }
+  f.has("time_step_limit");  // clamps dt at run time: no shape, no work
+}
+
+void mamba2_config_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["mamba_n_heads"] = c.linear_num_value_heads;
+  j["mamba_d_head"] = c.linear_value_head_dim;
+  j["mamba_expand"] = c.linear_num_value_heads * c.linear_value_head_dim / c.hidden_size;
+  j["mamba_n_groups"] = c.linear_num_key_heads;
+  j["mamba_d_state"] = c.linear_key_head_dim;
+  j["mamba_d_conv"] = c.linear_conv_kernel_dim;
+  j["mamba_conv_bias"] = c.linear_conv_bias;
+  j["mamba_proj_bias"] = c.linear_proj_bias;
+}
 
 std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
                                                   const std::string& type_name,

@@ -23,8 +23,10 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "tensor/models/config_fields.h"
 #include "tensor/models/latent_attention.h"
 #include "tensor/models/model_config.h"
 
@@ -36,5 +38,15 @@ std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
                                                   const std::string& type_name,
                                                   const std::string& norm_type_name,
                                                   const TensorOptions& o);
+
+// The Mamba-2 fields of the Mamba2Config-style families (granitemoehybrid, bamba) into
+// ModelConfig's linear_* fields, with the classes' defaults where the file is silent:
+// mamba_n_heads 128, mamba_expand 2 (d_inner = mamba_expand x hidden_size, which mamba_n_heads
+// must divide), mamba_d_head "auto" (d_inner / mamba_n_heads; any other value must equal it),
+// mamba_n_groups 1, mamba_d_state 256, mamba_d_conv 4, mamba_conv_bias true, mamba_proj_bias
+// false; mamba_chunk_size read (positive) and time_step_limit read.
+void parse_mamba2_config(const ConfigFields& f, ModelConfig& c);
+// What parse_mamba2_config reads back.
+void mamba2_config_to_hf_json(const ModelConfig& c, nlohmann::json& j);
 
 }  // namespace shardplan::tensor::models

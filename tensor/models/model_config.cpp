@@ -110,7 +110,8 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   }
   if (any_linear && !family.linear_attention) {
     fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
-         "' builds no linear attention; expected a family that does (granitemoehybrid, nemotron_h, "
+         "' builds no linear attention; expected a family that does (bamba, granitemoehybrid, "
+         "nemotron_h, "
          "qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
   }
   // Single-part layers (ModelFamily::single_part_layers): each a token mixer or a feed-forward.

@@ -23,7 +23,9 @@ std::string_view kind_of_type(std::string_view type) {
   if (ends_with(type, "SparseMoeBlock")) return "router";  // its direct parameters: the gate
   if (ends_with(type, "Attention")) return "attention";
   if (ends_with(type, "GatedDeltaNet")) return "attention";  // linear attention's token mixer
-  if (ends_with(type, "MambaLayer") || ends_with(type, "Mamba2Mixer")) return "attention";
+  if (ends_with(type, "MambaLayer") || ends_with(type, "Mamba2Mixer") || type == "BambaMixer") {
+    return "attention";  // Mamba-2's token mixers
+  }
   if (ends_with(type, "TopkRouter")) return "router";
   if (ends_with(type, "MLP")) return "mlp";
   if (type.find("Norm") != std::string_view::npos) return "norm";

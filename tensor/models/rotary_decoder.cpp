@@ -335,8 +335,9 @@ class DecoderLayer : public Module {
     placement_ = s.norms;
     auto register_mixer = [&] {
       if (kind.attention == AttentionType::kLinear && s.linear_mixer == LinearMixer::kMamba2) {
-        self_attn = register_module(
-            "mamba", make_mamba2_mixer(c, prefix + "MambaLayer", prefix + "RMSNormGated", o));
+        self_attn =
+            register_module("mamba", make_mamba2_mixer(c, prefix + std::string(s.linear_mixer_name),
+                                                       prefix + "RMSNormGated", o));
       } else if (kind.attention == AttentionType::kLinear) {
         self_attn = register_module("linear_attn",
                                     make_gated_delta_net(c, prefix, o, s.linear_projections));
@@ -380,7 +381,8 @@ class DecoderLayer : public Module {
       input_layernorm = register_module("input_layernorm", make_norm(h, c, o, s));
     }
     if (placement_ != NormPlacement::kParallel) {
-      post_attention_layernorm = register_module("post_attention_layernorm", make_norm(h, c, o, s));
+      post_attention_layernorm =
+          register_module(std::string(s.post_attention_norm_name), make_norm(h, c, o, s));
     }
     if (placement_ == NormPlacement::kGlmSandwich) {
       post_self_attn_layernorm = register_module("post_self_attn_layernorm", make_norm(h, c, o, s));

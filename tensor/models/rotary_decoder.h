@@ -299,6 +299,8 @@ struct RotaryDecoderStyle {
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
   NormPlacement norms = NormPlacement::kPre;
+  // The name of the norm before the feed-forward (Bamba: pre_ff_layernorm).
+  std::string_view post_attention_norm_name = "post_attention_layernorm";
   // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
   bool fused_projections = false;
   // GLM-4: the MLP's gate_up_proj ([gate; up]) alone, q, k and v apart (Phi3MLP).
@@ -319,6 +321,9 @@ struct RotaryDecoderStyle {
   // projections, tensor/models/gated_delta_net.h) or Mamba-2 ("mamba",
   // tensor/models/mamba2_mixer.h).
   LinearMixer linear_mixer = LinearMixer::kGatedDeltaNet;
+  // The Mamba-2 mixer's type, after the prefix ("MambaLayer": GraniteMoeHybridMambaLayer;
+  // Bamba: "Mixer"); its gated norm is <prefix>RMSNormGated.
+  std::string_view linear_mixer_name = "MambaLayer";
   GatedDeltaProjections linear_projections = GatedDeltaProjections::kFusedPerKeyHead;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
   // GraniteMoe: the layer registers its norms before the feed-forward (self_attn,

@@ -275,6 +275,44 @@ TEST(MambaModels, TracedWorkIsTheProjectionsAndTheFusedScan) {
   EXPECT_EQ(scans, 1);
 }
 
+TEST(MambaModels, BambaMatchesThePublishedTotalAndNames) {
+  // Bamba-9B: V 128,256 untied, h 4,096, 32 layers, attention on 9, 18 and 27 (32 heads of 128, 8
+  // kv heads), Mamba-2 elsewhere (128 heads of 64, one group of state 128), a gated MLP of
+  // 14,336 in every layer: 9,780,235,392 ("9.78B").
+  const int64_t V = 128256, h = 4096;
+  const int64_t total = 2 * V * h + h + 29 * mamba_params({h, 128, 64, 1, 128, 4}) +
+                        3 * attention_params(h, 32, 8, 128) + 32 * (3 * h * 14336 + 2 * h);
+  EXPECT_EQ(total, 9'780'235'392);
+  const ModelConfig c = find_model_config("bamba-9b");
+  const ModulePtr m = build_model(c);
+  EXPECT_EQ(m->parameters_numel(), total);
+  // The file cannot change the rotated half (BambaConfig passes partial_rotary_factor 0.5).
+  EXPECT_EQ(c.partial_rotary_factor, 0.5);
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : m->named_parameters()) {
+    if (name.starts_with("model.layers.9.")) names.push_back(name.substr(15));
+  }
+  // feed_forward, the two norms, then the mixer.
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "feed_forward.gate_proj.weight", "feed_forward.up_proj.weight",
+                "feed_forward.down_proj.weight", "input_layernorm.weight",
+                "pre_ff_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                "self_attn.v_proj.weight", "self_attn.o_proj.weight"}));
+  EXPECT_EQ(m->get_submodule("model.layers.0.mamba").type_name(), "BambaMixer");
+  EXPECT_EQ(m->get_submodule("model.layers.0.mamba.norm").type_name(), "BambaRMSNormGated");
+  EXPECT_EQ(m->get_submodule("model.rotary_emb").type_name(), "BambaRotaryEmbedding");
+  const LayerStack s = layer_stack(c);
+  EXPECT_EQ(describe(s.kinds[0]), "linear dense");
+  EXPECT_EQ(s.count(1), 3);
+  nlohmann::json j = to_hf_json(c);
+  j["attn_layer_indices"] = {9, 32};
+  EXPECT_THAT(
+      [&] { (void)parse_model_config(j, "bamba.json"); },
+      ThrowsMessage<Error>(HasSubstr("'attn_layer_indices': 32 is not a layer, expected 0..31")));
+}
+
 // Note [Mamba-2 scan work] at Granite 4.0's P 64, N 128 and mamba_ssm's Q 256, per token, summed
 // by hand from the kernels' products:
 //   forward per head 4 x 8,192 (N P) + 64 x 320 (P (Q + 64)) = 53,248; per group 2 x 32,768;

@@ -51,6 +51,7 @@ bool has_module(const Module& root, const std::string& fqn) {
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   const std::vector<std::string> want = {"arcee",
+                                         "bamba",
                                          "cohere",
                                          "cohere2",
                                          "deepseek_v2",
@@ -103,18 +104,19 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "smollm3"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
-  EXPECT_EQ(model_types_list(),
-            "arcee, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
-            "ernie4_5_moe, "
-            "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
-            "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-            "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
-            "hunyuan_v1_moe, kimi_k2, "
-            "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, nemotron_h, olmo2, "
-            "olmo3, olmoe, phi3, "
-            "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-            "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-            "qwen3_vl_text, seed_oss, smollm3");
+  EXPECT_EQ(
+      model_types_list(),
+      "arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
+      "ernie4_5_moe, "
+      "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
+      "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
+      "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
+      "hunyuan_v1_moe, kimi_k2, "
+      "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, nemotron_h, olmo2, "
+      "olmo3, olmoe, phi3, "
+      "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+      "qwen3_vl_text, seed_oss, smollm3");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -200,6 +202,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"dots1", {"model.layers", "Dots1ForCausalLM"}},
       {"olmoe", {"model.layers", "OlmoeForCausalLM"}},
       {"arcee", {"model.layers", "ArceeForCausalLM"}},
+      {"bamba", {"model.layers", "BambaForCausalLM"}},
       {"hunyuan_v1_dense", {"model.layers", "HunYuanDenseV1ForCausalLM"}},
       {"hunyuan_v1_moe", {"model.layers", "HunYuanMoEV1ForCausalLM"}},
   };
@@ -253,6 +256,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"dots1", "dots.llm1"},
       {"olmoe", "olmoe-1b-7b"},
       {"arcee", "afm-4.5b"},
+      {"bamba", "bamba-9b"},
       {"hunyuan_v1_dense", "hunyuan-7b"},
       {"hunyuan_v1_moe", "hunyuan-a13b"}};
   for (const ModelFamily* f : model_families()) {
@@ -328,6 +332,7 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "dots1",
                                            "olmoe",
                                            "arcee",
+                                           "bamba",
                                            "hunyuan_v1_dense",
                                            "hunyuan_v1_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
@@ -349,7 +354,7 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "arcee, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
+      "arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
       "ernie4_5_moe, "
       "exaone4, "
       "gemma, gemma2, "
