@@ -129,5 +129,59 @@ TEST(BlockCost, GatedDeltaNetSplitsByHeadGroupsAndHasNoKeyRing) {
   EXPECT_EQ(score_ops(full), 1);
 }
 
+// Note [Mamba-2 trace] (tensor/models/mamba2_mixer.h): Nemotron 3 Nano's Mamba-2 block splits
+// its heads and groups under tensor parallelism, its fused scan priced as [Q x P] tiles per
+// (batch, head, chunk) in 16-bit whatever the GEMMs' precision; neither it nor a feed-forward
+// block (no attention at all) passes keys around a context-parallel ring.
+TEST(BlockCost, MambaBlocksAndFeedForwardBlocksHaveNoKeyRing) {
+  const tensor::ModelConfig cfg = tensor::find_model_config("nemotron-3-nano-30b-a3b");
+  const TraceKey key{.micro_batch = 1, .seq = 4096, .dtype = tensor::DType::kBFloat16};
+  const TracedModel mamba = trace_one_block(cfg, tensor::layer_kind(cfg, 0), key);
+  EXPECT_EQ(mamba.kv_bytes, 0);
+  EXPECT_EQ(score_ops(mamba), 0);
+  int scans = 0, rows = 0;
+  for (size_t i = 0; i < mamba.step.ops.size(); ++i) {
+    const tensor::TrainingOp& op = mamba.step.ops[i];
+    if (op.op == "mamba_split_conv1d_scan_combined") {
+      ++scans;
+      EXPECT_EQ(mamba.split[i], OpSplit::kSharded);
+      // 64 heads x 4096 / 256 chunks of [256 x 64] tiles, a quarter of them per rank at tp 4.
+      const GemmShape g = local_gemm_shape(mamba, i, {.tp = 4});
+      EXPECT_EQ(g.batch, 64 * 16 / 4);
+      EXPECT_EQ(g.m, 256);
+      EXPECT_EQ(g.n, 64);
+    }
+    if (op.op == "linear" && op.call >= 0 &&
+        mamba.step.calls[static_cast<size_t>(op.call)].fqn.ends_with("mixer.out_proj")) {
+      EXPECT_EQ(mamba.split[i], OpSplit::kRow);
+      ++rows;
+    }
+  }
+  EXPECT_EQ(scans, 1);
+  EXPECT_EQ(rows, 1);
+  TracedModel only_scan = mamba;
+  for (size_t i = 0; i < only_scan.step.ops.size(); ++i) {
+    if (only_scan.step.ops[i].op != "mamba_split_conv1d_scan_combined") {
+      only_scan.step.ops[i].skipped = true;
+    }
+  }
+  const collectives::Cluster h100 =
+      collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
+  const PartWork bf16 = rank_work(only_scan, compute_model(h100, Precision::kBf16), {}).block();
+  const PartWork fp8 = rank_work(only_scan, compute_model(h100, Precision::kFp8), {}).block();
+  EXPECT_GT(bf16.forward_s, 0);
+  EXPECT_DOUBLE_EQ(fp8.forward_s, bf16.forward_s);
+  EXPECT_DOUBLE_EQ(fp8.backward_s, bf16.backward_s);
+  // Layer 1 is an MoE block without attention: no keys, its dispatch priced as any MoE layer's.
+  const TracedModel moe = trace_one_block(cfg, tensor::layer_kind(cfg, 1), key);
+  EXPECT_EQ(moe.kv_bytes, 0);
+  EXPECT_EQ(score_ops(moe), 0);
+  EXPECT_GT(moe.moe_dispatch_bytes, 0);
+  // Layer 5 attends (32 heads, 2 kv heads of 128): its keys and values, bf16.
+  const TracedModel attention = trace_one_block(cfg, tensor::layer_kind(cfg, 5), key);
+  EXPECT_EQ(attention.kv_bytes, 2 * 4096 * 2 * 128 * 2);
+  EXPECT_EQ(score_ops(attention), 1);
+}
+
 }  // namespace
 }  // namespace shardplan::planner
