@@ -19,11 +19,13 @@
 // The multi-token prediction layers (num_nextn_predict_layers, mtp.* in the checkpoints) are
 // dropped as transformers drops them.
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/checked.h"
+#include "base/limits.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/mamba2_mixer.h"
 #include "tensor/models/rotary_decoder.h"
@@ -80,6 +82,10 @@ std::vector<std::string> block_types(const ConfigFields& f) {
       }
       out.push_back(type);
     }
+    if (std::ssize(out) > kMaxLayers) {
+      f.fail(key, "has " + std::to_string(out.size()) + " blocks, expected at most " +
+                      std::to_string(kMaxLayers) + " (docs/user-guide.md \"Limits\")");
+    }
     return out;
   }
   if (f.has("hybrid_override_pattern")) {
@@ -89,11 +95,20 @@ std::vector<std::string> block_types(const ConfigFields& f) {
     for (const char c : pattern) {
       const std::string type = layer_type_of(c);
       if (type.empty()) {
-        f.fail("hybrid_override_pattern", "'" + std::string(1, c) +
-                                              "' is not a block; expected M (Mamba-2), * "
-                                              "(attention), E (experts) or - (MLP)");
+        // A byte that is not printable ASCII (part of a UTF-8 character) is named in hex.
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(c));
+        const std::string shown = c > 32 && c < 127 ? "'" + std::string(1, c) + "'" : hex;
+        f.fail("hybrid_override_pattern",
+               shown + " at position " + std::to_string(out.size()) +
+                   " is not a block; expected M (Mamba-2), * (attention), E (experts) or - (MLP)");
       }
       out.push_back(type);
+    }
+    if (std::ssize(out) > kMaxLayers) {
+      f.fail("hybrid_override_pattern",
+             "has " + std::to_string(out.size()) + " blocks, expected at most " +
+                 std::to_string(kMaxLayers) + " (docs/user-guide.md \"Limits\")");
     }
     return out;
   }

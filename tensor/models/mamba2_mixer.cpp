@@ -74,10 +74,10 @@ void parse_mamba2_config(const ConfigFields& f, ModelConfig& c) {
   const int64_t heads = f.integer("mamba_n_heads", 128);
   const int64_t expand = f.integer("mamba_expand", 2);
   int64_t inner = 0;
-  if (heads <= 0 || expand <= 0 || !mul_into(expand, c.hidden_size, inner)) {
-    f.fail("mamba_n_heads", "and mamba_expand " + std::to_string(expand) +
-                                " must be positive with mamba_expand x hidden_size in int64, got " +
-                                std::to_string(heads) + " heads");
+  if (heads <= 0) f.fail("mamba_n_heads", "must be positive, got " + std::to_string(heads));
+  if (expand <= 0 || !mul_into(expand, c.hidden_size, inner)) {
+    f.fail("mamba_expand",
+           std::to_string(expand) + " must be positive, with mamba_expand x hidden_size in int64");
   }
   if (inner % heads != 0) {
     f.fail("mamba_n_heads",

@@ -227,7 +227,12 @@ TEST(MambaModels, ConfigDefaultsRoundTripAndRefusals) {
   refused(j, "'mamba_n_heads' (linear_num_value_heads): 8 is not a multiple of mamba_n_groups 3");
   j = tiny();
   j["mamba_expand"] = int64_t{1} << 60;
-  refused(j, "mamba_expand x hidden_size in int64");
+  refused(j,
+          "'mamba_expand': 1152921504606846976 must be positive, with mamba_expand x "
+          "hidden_size in int64");
+  j = tiny();
+  j["mamba_n_heads"] = 0;
+  refused(j, "'mamba_n_heads': must be positive, got 0");
   j = tiny();
   j["position_embedding_type"] = "alibi";
   refused(j, "'position_embedding_type': 'alibi' is not a position encoding");

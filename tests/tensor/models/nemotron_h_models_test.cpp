@@ -195,7 +195,11 @@ TEST(NemotronHModels, BadBlocksAreRefusedByName) {
   };
   nlohmann::json j = tiny();
   j["hybrid_override_pattern"] = "ME*X";
-  refused(j, "'hybrid_override_pattern': 'X' is not a block");
+  refused(j, "'hybrid_override_pattern': 'X' at position 3 is not a block");
+  j["hybrid_override_pattern"] = "ME\xc3\xa9";  // UTF-8 "é": its first byte is named in hex
+  refused(j, "'hybrid_override_pattern': 0xc3 at position 2 is not a block");
+  j["hybrid_override_pattern"] = std::string(1025, 'M');
+  refused(j, "'hybrid_override_pattern': has 1025 blocks, expected at most 1024");
   j = tiny();
   j["layers_block_type"] = {"mamba", "sliding_attention"};
   refused(j, "'layers_block_type': \"sliding_attention\" is not a block type");
