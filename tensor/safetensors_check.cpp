@@ -69,8 +69,10 @@ std::string slice_name(std::string_view held, int64_t expert, int part) {
 // renames as it loads (its conversion_mapping.py): Mixtral's and MiniMax-M2's block_sparse_moe,
 // ERNIE 4.5's moe_statics, which the model keeps inside the router, and GraniteMoe's fused
 // experts and router (input_linear [E, 2F, h], output_linear [E, h, F], router.layer: the same
-// shapes under transformers 5.13's names). A rename applies only where the model has the result.
+// shapes under transformers 5.13's names), and Nemotron-H's backbone (model in transformers 5). A
+// rename applies only where the model has the result.
 constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
+    {"backbone.", "model."},
     {".block_sparse_moe.", ".mlp."},
     {".mlp.moe_statics.", ".mlp.gate.moe_statics."},
     {".block_sparse_moe.input_linear.weight", ".block_sparse_moe.experts.gate_up_proj"},

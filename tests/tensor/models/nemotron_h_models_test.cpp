@@ -9,7 +9,10 @@
 //   -  up_proj [F', h], down_proj [h, F']
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,9 +20,11 @@
 #include "base/error.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
+#include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/op_graph.h"
 #include "tensor/ops.h"
+#include "tests/tensor/safetensors_test_support.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -242,6 +247,34 @@ TEST(NemotronHModels, TracedMoeBlockIsRouterExpertsAndSharedMlp) {
   const double expected = 2 * T * h * 4 + 4 * 50 * (2 * h * 32 + 2 * 32 * h) +
                           (2 * T * h * 48 + 2 * T * 48 * h) + 2 * T * h * 1000;
   EXPECT_DOUBLE_EQ(g.totals().matmul_flops, expected);
+}
+
+// The Hub's Nemotron-H files name the model `backbone` (transformers 5 loads it as `model`) and
+// keep the multi-token prediction layers under mtp.*, which transformers skips: a dense
+// checkpoint so named fits the model, the mtp tensors listed as not loaded.
+TEST(NemotronHModels, BackboneCheckpointNamesFitTheModel) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardplan_nemotron_h_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json cfg = tiny();
+  cfg["hybrid_override_pattern"] = "M-*-";
+  std::ofstream(dir / "config.json") << cfg.dump(1);
+  const ModulePtr model = build_model(parse_model_config(cfg, "tiny"));
+  std::vector<test::StEntry> e;
+  for (const NamedTensor& t : model->named_parameters()) {
+    const std::vector<int64_t> shape(t.tensor.sizes().begin(), t.tensor.sizes().end());
+    const std::string n = t.name.starts_with("model.") ? "backbone." + t.name.substr(6) : t.name;
+    e.push_back({n, "BF16", shape});
+  }
+  e.push_back({"mtp.layers.0.norm.weight", "BF16", {64}});
+  const test::StHeader h = test::make_header(e);
+  test::write_bytes(dir / "model.safetensors", test::file_bytes(h.json, h.data_bytes));
+  const ModelSource src = find_model_source(dir.string());
+  fs::remove_all(dir);
+  EXPECT_TRUE(src.check.loadable());
+  EXPECT_TRUE(src.check.unexpected.empty());
+  EXPECT_TRUE(src.check.missing.empty());
 }
 
 }  // namespace
