@@ -5,12 +5,19 @@
 //                             {"w1", "w3", "w2"});
 #pragma once
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tensor/models/model_source.h"
 #include "tensor/module.h"
 #include "tests/tensor/safetensors_test_support.h"
 
@@ -23,6 +30,29 @@ inline std::vector<std::string> names_under(const Module& m, const std::string& 
     if (p.name.starts_with(prefix)) out.push_back(p.name.substr(prefix.size()));
   }
   return out;
+}
+
+// What the checkpoint check says of a folder holding `config` and one model.safetensors in which
+// every parameter of `model` is stored under stored_name(its name), and the `extra` tensors: how
+// a family's Hub names (transformers 4's, a backbone prefix) fit the model.
+inline ModelSource check_stored_as(
+    const nlohmann::json& config, const Module& model,
+    const std::function<std::string(const std::string&)>& stored_name,
+    std::vector<StEntry> extra = {}) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardplan_stored_as_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config.dump(1);
+  for (const NamedTensor& t : model.named_parameters()) {
+    extra.push_back({stored_name(t.name), "BF16",
+                     std::vector<int64_t>(t.tensor.sizes().begin(), t.tensor.sizes().end())});
+  }
+  const StHeader h = make_header(extra);
+  write_bytes(dir / "model.safetensors", file_bytes(h.json, h.data_bytes));
+  ModelSource src = find_model_source(dir.string());
+  fs::remove_all(dir);
+  return src;
 }
 
 // Note [Experts stored one by one] in tensor/safetensors_check.cpp: the fused tensor `name`

@@ -188,31 +188,19 @@ TEST(GraniteCohereModels, GraniteMoeSharedAddsItsSharedMlpBesideTheBlock) {
 // [E, 2F, h], output_linear.weight [E, h, F] and router.layer.weight [E, h], which transformers
 // 5.13 renames on load to the model's experts.gate_up_proj, experts.down_proj and router.weight.
 TEST(GraniteCohereModels, GraniteMoeHubCheckpointNamesFitTheModel) {
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardplan_granitemoe_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
   nlohmann::json cfg = tiny("granitemoe");
   cfg["num_local_experts"] = 4;
   cfg["num_experts_per_tok"] = 2;
-  std::ofstream(dir / "config.json") << cfg.dump(1);
   const ModulePtr model = build_model(parse_model_config(cfg, "tiny"));
-  std::vector<test::StEntry> e;
-  for (const NamedTensor& t : model->named_parameters()) {
-    const std::vector<int64_t> shape(t.tensor.sizes().begin(), t.tensor.sizes().end());
-    std::string n = t.name;
+  const ModelSource src = test::check_stored_as(cfg, *model, [](std::string n) {
     for (const auto& [built, stored] :
          {std::pair<std::string, std::string>{".experts.gate_up_proj", ".input_linear.weight"},
           {".experts.down_proj", ".output_linear.weight"},
           {".router.weight", ".router.layer.weight"}}) {
       if (n.ends_with(built)) n = n.substr(0, n.size() - built.size()) + stored;
     }
-    e.push_back({n, "BF16", shape});
-  }
-  const test::StHeader h = test::make_header(e);
-  test::write_bytes(dir / "model.safetensors", test::file_bytes(h.json, h.data_bytes));
-  const ModelSource src = find_model_source(dir.string());
-  fs::remove_all(dir);
+    return n;
+  });
   EXPECT_TRUE(src.check.loadable());
   EXPECT_TRUE(src.check.unexpected.empty());
   EXPECT_TRUE(src.check.missing.empty());

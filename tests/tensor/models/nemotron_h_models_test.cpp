@@ -9,10 +9,7 @@
 //   -  up_proj [F', h], down_proj [h, F']
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,7 +21,7 @@
 #include "tensor/models/models.h"
 #include "tensor/op_graph.h"
 #include "tensor/ops.h"
-#include "tests/tensor/safetensors_test_support.h"
+#include "tests/tensor/models/family_test_support.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -253,25 +250,13 @@ TEST(NemotronHModels, TracedMoeBlockIsRouterExpertsAndSharedMlp) {
 // keep the multi-token prediction layers under mtp.*, which transformers skips: a dense
 // checkpoint so named fits the model, the mtp tensors listed as not loaded.
 TEST(NemotronHModels, BackboneCheckpointNamesFitTheModel) {
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardplan_nemotron_h_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
   nlohmann::json cfg = tiny();
   cfg["hybrid_override_pattern"] = "M-*-";
-  std::ofstream(dir / "config.json") << cfg.dump(1);
   const ModulePtr model = build_model(parse_model_config(cfg, "tiny"));
-  std::vector<test::StEntry> e;
-  for (const NamedTensor& t : model->named_parameters()) {
-    const std::vector<int64_t> shape(t.tensor.sizes().begin(), t.tensor.sizes().end());
-    const std::string n = t.name.starts_with("model.") ? "backbone." + t.name.substr(6) : t.name;
-    e.push_back({n, "BF16", shape});
-  }
-  e.push_back({"mtp.layers.0.norm.weight", "BF16", {64}});
-  const test::StHeader h = test::make_header(e);
-  test::write_bytes(dir / "model.safetensors", test::file_bytes(h.json, h.data_bytes));
-  const ModelSource src = find_model_source(dir.string());
-  fs::remove_all(dir);
+  const ModelSource src = test::check_stored_as(
+      cfg, *model,
+      [](const std::string& n) { return n.starts_with("model.") ? "backbone." + n.substr(6) : n; },
+      {{"mtp.layers.0.norm.weight", "BF16", {64}}});
   EXPECT_TRUE(src.check.loadable());
   EXPECT_TRUE(src.check.unexpected.empty());
   EXPECT_TRUE(src.check.missing.empty());
