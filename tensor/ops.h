@@ -184,6 +184,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {}
 // approximate: "none" or "tanh".
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor silu(const Tensor& x);
+// xIELU (Huang et al. 2024, arXiv:2411.13010; transformers' XIELUActivation), one fused pointwise
+// kernel as trainers run it: x [..] floating, alpha_p and alpha_n the learned [1] parameters
+// (stored before their softplus) -> like x. Its backward needs x (and the two parameters).
+Tensor xielu(const Tensor& x, const Tensor& alpha_p, const Tensor& alpha_n);
 Tensor dropout(const Tensor& x, double p, bool train);
 // q [.., Hq, L, E], k [.., Hkv, S, E], v [.., Hkv, S, Ev] -> [.., Hq, L, Ev]. enable_gqa lets Hq be
 // a multiple of Hkv (PyTorch 2.5+). `keys_per_query` (not PyTorch's: FlashAttention's window_size,

@@ -38,10 +38,16 @@ namespace {
 // DeepSeek's mlp.experts.<e>.{gate,up,down}_proj.weight, and Mixtral's older
 // block_sparse_moe.experts.<e>.{w1,w3,w2}.weight beside block_sparse_moe.gate.weight. A
 // checkpoint in either layout fits the model when every expert's slice is there with its shape.
+// Nemotron-H's experts have no gate: mixer.experts.<e>.up_proj.weight [F, h] stack into the
+// model's non-gated experts.up_proj [E, F, h], one slice per expert as down_proj's.
 struct ExpertSlice {
   std::string fused;   // the model's name: "<layer>.mlp.experts.gate_up_proj"
   int64_t expert = 0;  // e
   int part = 0;        // 0: gate (first F rows), 1: up (next F rows), 2: down
+  bool alone = false;  // the expert's only slice of `fused` (down_proj; a non-gated up_proj)
+  // The fused tensor's slices, expert by expert, and this one's index among them.
+  int64_t per_expert() const { return alone ? 1 : 2; }
+  int64_t slot() const { return alone ? expert : 2 * expert + part; }
 };
 
 // "model.layers.3.block_sparse_moe" -> "model.layers.3.mlp" (Mixtral's transformers-4 names).
@@ -97,8 +103,8 @@ std::optional<ExpertSlice> expert_slice(std::string_view name) {
   if (proj == "down_proj" || proj == "w2") part = 2;
   if (part < 0) return std::nullopt;
   const std::string module = fused_module_name(name.substr(0, at));
-  return ExpertSlice{module + (part == 2 ? ".experts.down_proj" : ".experts.gate_up_proj"), e,
-                     part};
+  return ExpertSlice{module + (part == 2 ? ".experts.down_proj" : ".experts.gate_up_proj"), e, part,
+                     part == 2};
 }
 
 // Note [Multimodal checkpoints]
@@ -222,6 +228,36 @@ std::optional<StandIn> stand_in(const CheckpointTensor& t) {
   return std::nullopt;
 }
 
+// expert_slice(name) as the model names its fused tensor: under the module renames (Nemotron-H's
+// backbone), and a non-gated experts.up_proj where the model has no gate_up_proj. Unchanged when
+// the model has neither (the callers then find no such tensor).
+template <class ByName>
+std::optional<ExpertSlice> model_slice(std::string_view name, const ByName& by_name) {
+  std::optional<ExpertSlice> x = expert_slice(name);
+  if (!x) return x;
+  std::vector<std::string> names = {x->fused};
+  for (const auto& [stored, built] : kModuleRenames) {
+    const size_t at = x->fused.find(stored);
+    if (at == std::string::npos) continue;
+    names.push_back(x->fused);
+    names.back().replace(at, stored.size(), built);
+  }
+  for (const std::string& n : names) {
+    if (by_name.count(n)) {
+      x->fused = n;
+      return x;
+    }
+    if (x->part != 1) continue;
+    std::string up = n.substr(0, n.size() - std::string_view("gate_up_proj").size()) + "up_proj";
+    if (by_name.count(up)) {
+      x->fused = std::move(up);
+      x->alone = true;
+      return x;
+    }
+  }
+  return x;
+}
+
 // The names a scale-like tensor may sit beside (none for other names).
 std::vector<std::string> scale_bases(std::string_view name) {
   std::vector<std::string> out;
@@ -271,7 +307,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   for (const CheckpointTensor& t : ck.tensors) {
     if (by_name.count(t.name)) continue;
     // A slice of a fused tensor the checkpoint also holds whole is not the model's: unexpected.
-    if (const std::optional<ExpertSlice> x = expert_slice(t.name);
+    if (const std::optional<ExpertSlice> x = model_slice(t.name, by_name);
         x && by_name.count(x->fused) && !ck.find(x->fused)) {
       renamed.emplace(t.name, x->fused);
       continue;
@@ -317,7 +353,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
       }
       const NamedTensor& target = *by_name.at(rn->second);
       const Tensor& fused = target.tensor;
-      const std::optional<ExpertSlice> x = expert_slice(t.name);
+      const std::optional<ExpertSlice> x = model_slice(t.name, by_name);
       if (!x) {  // a renamed whole tensor (Mixtral's router)
         CheckpointReport::Mismatch m{t.name, fused.sizes(), t.shape, fused.dtype(), t.dtype};
         if (fused.sizes() != t.shape) {
@@ -336,9 +372,9 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
         r.unexpected.push_back(t.name);
         continue;
       }
-      // One expert's slice: [F, H] of gate_up_proj [E, 2F, H], [H, F] of down_proj [E, H, F].
-      const DimVector want = x->part == 2 ? DimVector{fused.size(1), fused.size(2)}
-                                          : DimVector{fused.size(1) / 2, fused.size(2)};
+      // One expert's slice: [F, H] of gate_up_proj [E, 2F, H], [H, F] of down_proj [E, H, F],
+      // [F, H] of a non-gated up_proj [E, F, H].
+      const DimVector want = DimVector{fused.size(1) / x->per_expert(), fused.size(2)};
       CheckpointReport::Mismatch m{t.name, want, t.shape, fused.dtype(), t.dtype};
       if (want != t.shape) {
         out.mis_shaped.emplace(target.name, m);
@@ -346,8 +382,8 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
         continue;
       }
       std::vector<int64_t>& s = slots[rn->second];
-      s.resize(static_cast<size_t>(fused.size(0) * (x->part == 2 ? 1 : 2)), -1);
-      int64_t& slot = s[static_cast<size_t>(x->part == 2 ? x->expert : 2 * x->expert + x->part)];
+      s.resize(static_cast<size_t>(fused.size(0) * x->per_expert()), -1);
+      int64_t& slot = s[static_cast<size_t>(x->slot())];
       if (slot >= 0) {  // the same slice under a second name (w1 beside gate_proj)
         r.unexpected.push_back(t.name);
         continue;
@@ -375,7 +411,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   // A name of the model's (or of one expert's slice of it) that a quantized tensor can stand in
   // for or sit beside; the slice's element count, or 0 for a whole tensor.
   auto slice_of = [&](const std::string& base) -> std::optional<ExpertSlice> {
-    std::optional<ExpertSlice> x = expert_slice(base);
+    std::optional<ExpertSlice> x = model_slice(base, by_name);
     // As for slices stored as they are: none of a fused tensor the checkpoint holds whole.
     if (!x || !by_name.count(x->fused) || ck.find(x->fused)) return std::nullopt;
     const Tensor& fused = by_name.at(x->fused)->tensor;
@@ -417,11 +453,10 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
         }
       } else if (const std::optional<ExpertSlice> x = slice_of(q->base)) {
         const Tensor& fused = by_name.at(x->fused)->tensor;
-        if (holds(fused.numel() / fused.size(0) / (x->part == 2 ? 1 : 2))) {
+        if (holds(fused.numel() / fused.size(0) / x->per_expert())) {
           std::vector<int64_t>& s = slots[x->fused];
-          s.resize(static_cast<size_t>(fused.size(0) * (x->part == 2 ? 1 : 2)), -1);
-          int64_t& slot =
-              s[static_cast<size_t>(x->part == 2 ? x->expert : 2 * x->expert + x->part)];
+          s.resize(static_cast<size_t>(fused.size(0) * x->per_expert()), -1);
+          int64_t& slot = s[static_cast<size_t>(x->slot())];
           if (slot == -1) {
             slot = kStoredQuantized;
             r.quantization_tensors.push_back(t.name);
@@ -443,12 +478,14 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
     if (std::find(s.begin(), s.end(), -1) != s.end()) {
       const auto held = std::find_if(s.begin(), s.end(), [](int64_t i) { return i >= 0; });
       if (held == s.end()) continue;
+      // down_proj and a non-gated up_proj hold one slice per expert, gate_up_proj two.
       const bool down = name.ends_with("down_proj");
+      const bool alone = down || !name.ends_with("gate_up_proj");
       for (size_t k = 0; k < s.size(); ++k) {
         if (s[k] != -1) continue;
         r.missing_slices.push_back(slice_name(ck.tensors[static_cast<size_t>(*held)].name,
-                                              static_cast<int64_t>(down ? k : k / 2),
-                                              down ? 2 : static_cast<int>(k % 2)));
+                                              static_cast<int64_t>(alone ? k : k / 2),
+                                              down ? 2 : (alone ? 1 : static_cast<int>(k % 2))));
       }
       continue;
     }

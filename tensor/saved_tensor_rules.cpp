@@ -17,6 +17,7 @@ const std::unordered_map<std::string_view, Rule>& rule_table() {
       // Pointwise with a derivative that needs an input.
       {"gelu", Rule::kFirstInput},     // GeluBackward: self
       {"silu", Rule::kFirstInput},     // SiluBackward: self
+      {"xielu", Rule::kFirstInput},    // the fused kernel: x (its two parameters are not counted)
       {"log", Rule::kFirstInput},      // 1/self
       {"sin", Rule::kFirstInput},      // cos(self)
       {"cos", Rule::kFirstInput},      // -sin(self)

@@ -6,11 +6,11 @@ namespace shardplan::tensor::models {
 
 bool known_activation(std::string_view n) {
   return n == "silu" || n == "swish" || n == "gelu" || n == "gelu_new" || n == "gelu_fast" ||
-         n == "gelu_pytorch_tanh" || n == "relu" || n == "relu2";
+         n == "gelu_pytorch_tanh" || n == "relu" || n == "relu2" || n == "xielu";
 }
 
 const char* known_activations() {
-  return "silu, swish, gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu, relu2";
+  return "silu, swish, gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu, relu2, xielu";
 }
 
 Tensor activation(std::string_view n, const Tensor& x) {
@@ -20,7 +20,24 @@ Tensor activation(std::string_view n, const Tensor& x) {
   if (n == "gelu_new" || n == "gelu_fast" || n == "gelu_pytorch_tanh") return gelu(x, "tanh");
   if (n == "relu") return relu(x);
   if (n == "relu2") return square(relu(x));  // transformers' ReLUSquaredActivation
+  if (n == "xielu") {
+    SP_FAIL(
+        "hidden_act 'xielu' has learned parameters, which this model's feed-forward does "
+        "not build; expected one of: silu, swish, gelu, gelu_new, gelu_fast, "
+        "gelu_pytorch_tanh, relu, relu2");
+  }
   SP_FAIL("unknown hidden activation '", n, "'; expected one of: ", known_activations());
+}
+
+XieluActivation::XieluActivation(const TensorOptions& o) : Module("XIELUActivation") {
+  register_parameter("alpha_p", empty({1}, o));
+  register_parameter("alpha_n", empty({1}, o));
+  register_buffer("beta", empty({}, o));
+  register_buffer("eps", empty({}, o));
+}
+
+Tensor XieluActivation::forward(const Tensor& x) {
+  return xielu(x, parameter("alpha_p"), parameter("alpha_n"));
 }
 
 Tensor maybe_dropout(const Tensor& x, double p, bool training) {

@@ -28,10 +28,21 @@ namespace shardplan::tensor::models {
 // of tests/tensor/models check them).
 
 // Hugging Face's ACT2FN names this builds: silu/swish, gelu (erf), gelu_new / gelu_fast /
-// gelu_pytorch_tanh (tanh approximation), relu, relu2 (relu(x) squared).
+// gelu_pytorch_tanh (tanh approximation), relu, relu2 (relu(x) squared), and xielu, which has
+// learned parameters: a module of its own (XieluActivation), which the Llama-shaped MLPs build as
+// their act_fn; activation() refuses it.
 bool known_activation(std::string_view hf_name);
 const char* known_activations();  // for error messages
 Tensor activation(std::string_view hf_name, const Tensor& x);
+
+// transformers' XIELUActivation (Apertus's MLP act_fn): the parameters alpha_p and alpha_n [1]
+// (softplus-inverse of 0.8 and of 0.8 - beta, in the model's dtype) and the persistent scalar
+// buffers beta (0.5) and eps (-1e-6); forward is the fused xielu op.
+class XieluActivation : public Module {
+ public:
+  explicit XieluActivation(const TensorOptions& o);
+  Tensor forward(const Tensor& x) override;
+};
 
 // dropout(x, p) when `training` and p > 0, else x itself (no op recorded).
 Tensor maybe_dropout(const Tensor& x, double p, bool training);

@@ -10,7 +10,7 @@ namespace {
 void parse_latent_attention(const ConfigFields& f, ModelConfig& c, const LatentDefaults& d) {
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.q_lora_rank = f.is_null("q_lora_rank") ? 0 : f.integer("q_lora_rank", d.q_lora_rank);
-  c.kv_lora_rank = f.integer("kv_lora_rank", 512);
+  c.kv_lora_rank = f.integer("kv_lora_rank", d.kv_lora_rank);
   c.qk_nope_head_dim = f.integer("qk_nope_head_dim", d.qk_nope_head_dim);
   c.qk_rope_head_dim = f.integer("qk_rope_head_dim", 64);
   c.v_head_dim = f.integer("v_head_dim", d.v_head_dim);

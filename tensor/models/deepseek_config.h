@@ -1,7 +1,7 @@
 // The config fields of the DeepSeek-shaped families (multi-head latent attention with DeepSeek's
 // MoE block): deepseek_v2, deepseek_v3 and kimi_k2, glm4_moe_lite (GLM-4.7-Flash), deepseek_v32
-// (DeepSeek-V3.2) and glm_moe_dsa (GLM-5). Internal to tensor/models/: each family's file passes
-// its config class's defaults.
+// (DeepSeek-V3.2), glm_moe_dsa (GLM-5) and mistral4 (Mistral Small 4). Internal to tensor/models/:
+// each family's file passes its config class's defaults.
 //   parse_deepseek(f, c, {.moe = {.first_k_dense_replace = 3, .n_shared_experts = 1}});
 #pragma once
 
@@ -14,9 +14,10 @@
 namespace shardplan::tensor::models {
 
 // The latent-attention sizes a config class defaults (DeepseekV3Config's; Glm4MoeLiteConfig's
-// and GlmMoeDsaConfig's are wider).
+// and GlmMoeDsaConfig's are wider, Mistral4Config's narrower).
 struct LatentDefaults {
   int64_t q_lora_rank = 1536;
+  int64_t kv_lora_rank = 512;
   int64_t qk_nope_head_dim = 128;
   int64_t v_head_dim = 128;
 };

@@ -7,13 +7,24 @@
 // all but every N-th layer; a string of L (local) and G (global) repeats over the layers with the
 // last one global, as Exaone4Config documents (its code derives layer types from an integer
 // only; the released files list layer_types beside their "LLLG").
+//
+// exaone_moe (K-EXAONE 236B-A23B), defined here as it shares that attention: ExaoneMoeConfig
+// (Exaone4Config's fields with vocab 102400, and the MoE's: 64 experts of 1024, top 8, one shared
+// expert, the first layer dense or as mlp_layer_types lists, pad_token_id 0) and
+// modular_exaone_moe.py: EXAONE 4.0's attention in OLMoE's pre-norm layer (self_attn, mlp,
+// input_layernorm, post_attention_layernorm) whose sparse feed-forward is DeepSeek-V3's block
+// (experts, the sigmoid router "gate" with its score-correction buffer, shared_experts); the
+// checkpoint's multi-token prediction layers (mtp.*) are not loaded.
 #include <nlohmann/json.hpp>
+#include <string>
 
+#include "tensor/models/deepseek_config.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
 
-extern const ModelFamily kExaone4Family;  // listed in family_registry.cpp
+extern const ModelFamily kExaone4Family;    // listed in family_registry.cpp
+extern const ModelFamily kExaoneMoeFamily;  // listed in family_registry.cpp
 
 namespace {
 
@@ -43,7 +54,8 @@ std::vector<AttentionType> pattern_layer_types(const ConfigFields& f, int64_t la
   return out;
 }
 
-void parse(const ConfigFields& f, ModelConfig& c) {
+// EXAONE 4.0's attention: sizes, heads and which layers slide (the full ones NoPE with a window).
+void parse_attention(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 2048, .rms_norm_eps = 1e-5});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
   if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
@@ -67,6 +79,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.layer_types = std::move(types);
 }
 
+void parse(const ConfigFields& f, ModelConfig& c) { parse_attention(f, c); }
+
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);  // with sliding_window when set
   if (!c.sliding_window) {
@@ -75,6 +89,59 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   }
   j["layer_types"] = models::layer_types_json(c);
 }
+
+// ExaoneMoeConfig's MoE fields under its own names (num_experts, num_shared_experts), the dense
+// layers from mlp_layer_types, else the first first_k_dense_replace (1).
+void parse_moe(const ConfigFields& f, ModelConfig& c) {
+  parse_attention(f, c);
+  models::pad_token_id_or(f, c, 0);
+  c.num_local_experts = f.integer("num_experts", 64);
+  c.num_experts_per_tok = f.integer("num_experts_per_tok", 8);
+  c.dense_intermediate_size = c.intermediate_size;
+  c.intermediate_size = f.integer("moe_intermediate_size", 1024);
+  c.shared_expert_intermediate_size = models::shared_experts_width(
+      f, "num_shared_experts", f.integer("num_shared_experts", 1), c.intermediate_size);
+  const int64_t dense = f.integer("first_k_dense_replace", 1);
+  if (dense < 0) f.fail("first_k_dense_replace", std::to_string(dense) + ", expected >= 0");
+  for (int64_t i = 0; i < std::min(dense, c.num_hidden_layers); ++i) c.dense_layers.push_back(i);
+  models::parse_mlp_layer_types(f, c);
+  const int64_t groups = f.integer("n_group", 1), topk_groups = f.integer("topk_group", 1);
+  if (groups <= 0 || c.num_local_experts <= 0 || c.num_local_experts % groups != 0 ||
+      topk_groups <= 0 || topk_groups > groups) {
+    f.fail("n_group", std::to_string(groups) + " groups with topk_group " +
+                          std::to_string(topk_groups) + ", expected groups dividing " +
+                          std::to_string(c.num_local_experts) +
+                          " experts and 1 <= topk_group <= n_group");
+  }
+  f.number("routed_scaling_factor", 2.5);
+  f.boolean("norm_topk_prob", true);
+}
+
+void moe_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  to_hf_json(c, j);
+  j["intermediate_size"] =
+      c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
+  j["moe_intermediate_size"] = c.intermediate_size;
+  j["num_experts"] = c.num_local_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["num_shared_experts"] =
+      c.intermediate_size > 0 ? c.shared_expert_intermediate_size / c.intermediate_size : 0;
+  j["mlp_layer_types"] = models::mlp_layer_types_json(c);
+  if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // none, not the class's 0
+}
+
+ModulePtr build_moe(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return models::build_rotary_decoder(
+      c, o, training, {.prefix = "ExaoneMoe", .qk_norm = true, .moe = models::kDeepseekMoeStyle});
+}
+
+constexpr FieldRename kExaoneMoeRenames[] = {
+    {"norm_eps", "rms_norm_eps"},
+    {"num_local_experts", "num_experts"},
+    {"intermediate_size", "moe_intermediate_size"},
+    {"dense_intermediate_size", "intermediate_size"},
+    {"dense_layers", "mlp_layer_types"},
+    {"shared_expert_intermediate_size", "num_shared_experts"}};
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   return models::build_rotary_decoder(c, o, training,
@@ -94,6 +161,22 @@ const ModelFamily kExaone4Family{
     .build = build,
     .renamed = models::kRotaryDecoderRenames,
     .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = models::kRotaryDecoderInitRules,
+};
+
+const ModelFamily kExaoneMoeFamily{
+    .model_type = "exaone_moe",
+    .hf_class_prefix = "ExaoneMoe",
+    .layers_path = "model.layers",
+    .parse = parse_moe,
+    .to_hf_json = moe_to_hf_json,
+    .build = build_moe,
+    .renamed = kExaoneMoeRenames,
+    .moe = true,
+    .experts_class = "ExaoneMoeExperts",
+    .router_score_bias = ModelFamily::RouterBias::kOnRouter,
+    .unloaded_key = "mtp",
+    .tp_plan = models::kMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };
 

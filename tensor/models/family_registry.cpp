@@ -9,6 +9,7 @@
 namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kApertusFamily;
 extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
 extern const ModelFamily kCohere2Family;
@@ -19,6 +20,7 @@ extern const ModelFamily kDots1Family;
 extern const ModelFamily kErnie45Family;
 extern const ModelFamily kErnie45MoeFamily;
 extern const ModelFamily kExaone4Family;
+extern const ModelFamily kExaoneMoeFamily;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
@@ -42,6 +44,7 @@ extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
 extern const ModelFamily kMinimaxM2Family;
 extern const ModelFamily kMinistral3Family;
+extern const ModelFamily kMistral4Family;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kOlmo2Family;
@@ -60,6 +63,7 @@ extern const ModelFamily kQwen3VlMoeTextFamily;
 extern const ModelFamily kQwen35TextFamily;
 extern const ModelFamily kQwen35MoeTextFamily;
 extern const ModelFamily kSeedOssFamily;
+extern const ModelFamily kSolarOpenFamily;
 extern const ModelFamily kSmolLM3Family;
 
 namespace {
@@ -101,9 +105,12 @@ const ModelFamily* const kRegistered[] = {
     &kQwen35MoeTextFamily,
     &kGlm4Family,
     &kMinistral3Family,
+    &kMistral4Family,
     &kSeedOssFamily,
+    &kSolarOpenFamily,
     &kSmolLM3Family,
     &kExaone4Family,
+    &kExaoneMoeFamily,
     &kGraniteFamily,
     &kGraniteMoeFamily,
     &kGraniteMoeSharedFamily,
@@ -113,6 +120,7 @@ const ModelFamily* const kRegistered[] = {
     &kDots1Family,
     &kOlmoeFamily,
     &kArceeFamily,
+    &kApertusFamily,
     &kHunYuanDenseV1Family,
     &kHunYuanMoeV1Family,
     &kNemotronHFamily,

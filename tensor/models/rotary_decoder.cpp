@@ -170,22 +170,27 @@ class GatedMlp : public Module {
       register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
     }
     register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
+    // ACT2FN makes an activation module; xIELU's has parameters, so the MLP registers it as
+    // act_fn after its projections (ApertusMLP, LlamaMLP).
+    if (act_ == "xielu") act_fn_ = register_module("act_fn", std::make_shared<XieluActivation>(o));
   }
   Tensor forward(const Tensor& x) override {
-    if (ungated_) return child("down_proj")->call(activation(act_, child("up_proj")->call(x)));
+    if (ungated_) return child("down_proj")->call(act(child("up_proj")->call(x)));
     if (fused_) {
       const Tensor gu = child("gate_up_proj")->call(x);
-      const Tensor g = activation(act_, narrow(gu, -1, 0, ffn_));
+      const Tensor g = act(narrow(gu, -1, 0, ffn_));
       return child("down_proj")->call(mul(g, narrow(gu, -1, ffn_, ffn_)));
     }
-    const Tensor g = activation(act_, child("gate_proj")->call(x));
+    const Tensor g = act(child("gate_proj")->call(x));
     return child("down_proj")->call(mul(g, child("up_proj")->call(x)));
   }
 
  private:
+  Tensor act(const Tensor& x) { return act_fn_ ? act_fn_->call(x) : activation(act_, x); }
   std::string act_;
   int64_t ffn_;
   bool fused_, ungated_;
+  ModulePtr act_fn_;
 };
 
 // GraniteMoeShared's shared MLP (MoeStyle::shared_in_layer): output_linear(act(a) * b), [a; b] the
@@ -378,7 +383,7 @@ class DecoderLayer : public Module {
     if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;
     if (placement_ != NormPlacement::kPost) {
-      input_layernorm = register_module("input_layernorm", make_norm(h, c, o, s));
+      input_layernorm = register_module(std::string(s.input_norm_name), make_norm(h, c, o, s));
     }
     if (placement_ != NormPlacement::kParallel) {
       post_attention_layernorm =
@@ -821,10 +826,13 @@ int64_t shared_experts_width(const ConfigFields& f, const char* key, int64_t cou
 }
 
 void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d) {
-  c.num_local_experts = f.integer("n_routed_experts");
-  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  const auto size = [&f](const char* key, int64_t absent) {
+    return absent > 0 ? f.integer(key, absent) : f.integer(key);
+  };
+  c.num_local_experts = size("n_routed_experts", d.n_routed_experts);
+  c.num_experts_per_tok = size("num_experts_per_tok", d.num_experts_per_tok);
   c.dense_intermediate_size = c.intermediate_size;
-  c.intermediate_size = f.integer("moe_intermediate_size");
+  c.intermediate_size = size("moe_intermediate_size", d.moe_intermediate_size);
   // More than the layers makes every layer dense, as the models test `layer_idx >=
   // first_k_dense_replace` (DeepSeek-V3) or take min(first_k_dense_replace, layers) (V3.2).
   const int64_t dense = f.integer("first_k_dense_replace", d.first_k_dense_replace);

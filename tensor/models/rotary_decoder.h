@@ -97,6 +97,11 @@ inline constexpr FieldRename kQwenMoeRenames[] = {{"norm_eps", "rms_norm_eps"},
 struct DeepseekMoeDefaults {
   int64_t first_k_dense_replace = 3;
   int64_t n_shared_experts = 1;
+  // The experts' sizes when the file omits them; 0: required (most families' files state them,
+  // and one without them is more likely the wrong file; Solar Open's class defaults them all).
+  int64_t n_routed_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
 };
 void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d);
 // The width of `count` shared experts of `width` (>= 0, read from `key`) as one MLP: refused,
@@ -299,7 +304,9 @@ struct RotaryDecoderStyle {
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
   NormPlacement norms = NormPlacement::kPre;
-  // The name of the norm before the feed-forward (Bamba: pre_ff_layernorm).
+  // The names of the norms before the token mixer (Apertus: attention_layernorm) and before the
+  // feed-forward (Bamba: pre_ff_layernorm; Apertus: feedforward_layernorm).
+  std::string_view input_norm_name = "input_layernorm";
   std::string_view post_attention_norm_name = "post_attention_layernorm";
   // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
   bool fused_projections = false;

@@ -20,6 +20,10 @@ constexpr double kGeluFlopsPerElement = 8;
 constexpr double kSiluFlopsPerElement = 4;
 // mask compare and scale.
 constexpr double kDropoutFlopsPerElement = 2;
+// xIELU: the sign test, the select and the longer branch, alpha_n (expm1(min(x, eps)) - x) +
+// beta x (min, expm1, subtract, two multiplies, add); the positive branch alpha_p x^2 + beta x
+// is shorter.
+constexpr double kXieluFlopsPerElement = 8;
 
 void require_float(const Tensor& x, const char* op) {
   SP_CHECK(is_floating(x.dtype()) || is_complex(x.dtype()), op,
@@ -162,6 +166,18 @@ Tensor silu(const Tensor& x) {
   Tensor out = like_pointwise(x, x.dtype(), "silu");
   detail::propagate_grad(out, {&x});
   detail::trace_op("silu", {x}, out, kSiluFlopsPerElement * x.numel());
+  return out;
+}
+
+Tensor xielu(const Tensor& x, const Tensor& alpha_p, const Tensor& alpha_n) {
+  require_float(x, "xielu");
+  for (const Tensor* a : {&alpha_p, &alpha_n}) {
+    SP_CHECK(a->numel() == 1, "xielu: expected alpha_p and alpha_n of one element, got ",
+             a->sizes());
+  }
+  Tensor out = like_pointwise(x, x.dtype(), "xielu");
+  detail::propagate_grad(out, {&x, &alpha_p, &alpha_n});
+  detail::trace_op("xielu", {x, alpha_p, alpha_n}, out, kXieluFlopsPerElement * x.numel());
   return out;
 }
 

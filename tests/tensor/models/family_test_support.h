@@ -33,8 +33,9 @@ inline std::vector<std::string> names_under(const Module& m, const std::string& 
 }
 
 // What the checkpoint check says of a folder holding `config` and one model.safetensors in which
-// every parameter of `model` is stored under stored_name(its name), and the `extra` tensors: how
-// a family's Hub names (transformers 4's, a backbone prefix) fit the model.
+// every parameter of `model` is stored under stored_name(its name) (an empty name: not stored),
+// and the `extra` tensors: how a family's Hub names (transformers 4's, a backbone prefix, experts
+// one by one) fit the model.
 inline ModelSource check_stored_as(
     const nlohmann::json& config, const Module& model,
     const std::function<std::string(const std::string&)>& stored_name,
@@ -45,6 +46,7 @@ inline ModelSource check_stored_as(
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << config.dump(1);
   for (const NamedTensor& t : model.named_parameters()) {
+    if (stored_name(t.name).empty()) continue;
     extra.push_back({stored_name(t.name), "BF16",
                      std::vector<int64_t>(t.tensor.sizes().begin(), t.tensor.sizes().end())});
   }

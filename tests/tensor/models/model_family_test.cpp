@@ -50,7 +50,8 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"arcee",
+  const std::vector<std::string> want = {"apertus",
+                                         "arcee",
                                          "bamba",
                                          "cohere",
                                          "cohere2",
@@ -61,6 +62,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "ernie4_5",
                                          "ernie4_5_moe",
                                          "exaone4",
+                                         "exaone_moe",
                                          "gemma",
                                          "gemma2",
                                          "gemma3_text",
@@ -83,6 +85,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "minimax_m2",
                                          "ministral3",
                                          "mistral",
+                                         "mistral4",
                                          "mixtral",
                                          "nemotron_h",
                                          "olmo2",
@@ -101,22 +104,23 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "qwen3_vl_moe_text",
                                          "qwen3_vl_text",
                                          "seed_oss",
-                                         "smollm3"};
+                                         "smollm3",
+                                         "solar_open"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
-      "ernie4_5_moe, "
-      "exaone4, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
+      "apertus, arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, "
+      "ernie4_5, ernie4_5_moe, "
+      "exaone4, exaone_moe, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
       "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
       "hunyuan_v1_moe, kimi_k2, "
-      "llama, llama4_text, minimax_m2, ministral3, mistral, mixtral, nemotron_h, olmo2, "
+      "llama, llama4_text, minimax_m2, ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, "
       "olmo3, olmoe, phi3, "
       "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
       "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3");
+      "qwen3_vl_text, seed_oss, smollm3, solar_open");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -205,6 +209,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"bamba", {"model.layers", "BambaForCausalLM"}},
       {"hunyuan_v1_dense", {"model.layers", "HunYuanDenseV1ForCausalLM"}},
       {"hunyuan_v1_moe", {"model.layers", "HunYuanMoEV1ForCausalLM"}},
+      {"mistral4", {"model.layers", "Mistral4ForCausalLM"}},
+      {"solar_open", {"model.layers", "SolarOpenForCausalLM"}},
+      {"apertus", {"model.layers", "ApertusForCausalLM"}},
+      {"exaone_moe", {"model.layers", "ExaoneMoeForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {
       {"gemma", "gemma-7b"},
@@ -258,7 +266,11 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"arcee", "afm-4.5b"},
       {"bamba", "bamba-9b"},
       {"hunyuan_v1_dense", "hunyuan-7b"},
-      {"hunyuan_v1_moe", "hunyuan-a13b"}};
+      {"hunyuan_v1_moe", "hunyuan-a13b"},
+      {"mistral4", "mistral-small-4-119b"},
+      {"solar_open", "solar-open-100b"},
+      {"apertus", "apertus-8b"},
+      {"exaone_moe", "k-exaone-236b-a23b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -334,7 +346,11 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "arcee",
                                            "bamba",
                                            "hunyuan_v1_dense",
-                                           "hunyuan_v1_moe"}));
+                                           "hunyuan_v1_moe",
+                                           "mistral4",
+                                           "solar_open",
+                                           "apertus",
+                                           "exaone_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(
@@ -344,7 +360,7 @@ TEST(ModelFamily, FlagsPerFamily) {
           "glm4_moe_lite", "glm_moe_dsa",       "gpt_oss",      "kimi_k2",          "llama4_text",
           "minimax_m2",    "mixtral",           "qwen2_moe",    "qwen3_5_moe_text", "qwen3_moe",
           "qwen3_next",    "qwen3_vl_moe_text", "granitemoe",   "granitemoeshared", "dots1",
-          "olmoe",         "hunyuan_v1_moe"}));
+          "olmoe",         "hunyuan_v1_moe",    "mistral4",     "solar_open",       "exaone_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -354,9 +370,9 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, ernie4_5, "
-      "ernie4_5_moe, "
-      "exaone4, "
+      "apertus, arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, "
+      "ernie4_5, ernie4_5_moe, "
+      "exaone4, exaone_moe, "
       "gemma, gemma2, "
       "gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";

@@ -26,7 +26,9 @@
 namespace shardplan::tensor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 
 int64_t mamba_params(int64_t h, int64_t heads, int64_t head_dim, int64_t groups, int64_t state,
@@ -260,6 +262,44 @@ TEST(NemotronHModels, BackboneCheckpointNamesFitTheModel) {
   EXPECT_TRUE(src.check.loadable());
   EXPECT_TRUE(src.check.unexpected.empty());
   EXPECT_TRUE(src.check.missing.empty());
+}
+
+// Nemotron 3's Hub files keep the routed experts one tensor per expert and projection,
+// backbone.layers.1.mixer.experts.<e>.up_proj.weight [F, h] and .down_proj.weight [h, F]:
+// transformers stacks them into the non-gated experts.up_proj [E, F, h] and down_proj [E, h, F].
+TEST(NemotronHModels, ExpertsStoredOneByOneStackIntoTheNonGatedTensors) {
+  const nlohmann::json cfg = tiny();  // "ME*-": block 1 holds 4 experts of 32 over h 64
+  const ModulePtr model = build_model(parse_model_config(cfg, "tiny"));
+  auto backbone = [](const std::string& n) {
+    return n.starts_with("model.") ? "backbone." + n.substr(6) : n;
+  };
+  auto stored = [&](const std::string& n) {
+    return n.find(".experts.") != std::string::npos ? std::string() : backbone(n);
+  };
+  std::vector<test::StEntry> experts;
+  for (int e = 0; e < 4; ++e) {
+    const std::string stem = "backbone.layers.1.mixer.experts." + std::to_string(e) + ".";
+    experts.push_back({stem + "up_proj.weight", "BF16", {32, 64}});
+    experts.push_back({stem + "down_proj.weight", "BF16", {64, 32}});
+  }
+  const ModelSource src = test::check_stored_as(cfg, *model, stored, experts);
+  EXPECT_TRUE(src.check.loadable());
+  EXPECT_TRUE(src.check.unexpected.empty());
+  EXPECT_TRUE(src.check.missing.empty());
+  EXPECT_EQ(src.check.stacked_experts,
+            (std::vector<std::string>{"model.layers.1.mixer.experts.down_proj",
+                                      "model.layers.1.mixer.experts.up_proj"}));
+  // One expert's up_proj missing is named, as the Hub names it; a gate is not asked for.
+  experts.erase(experts.begin() + 4);  // expert 2's up_proj
+  EXPECT_THAT([&] { test::check_stored_as(cfg, *model, stored, experts); },
+              ThrowsMessage<Error>(AllOf(
+                  HasSubstr("'backbone.layers.1.mixer.experts.2.up_proj.weight' (one expert's "
+                            "slice of a fused tensor of the model) is missing"),
+                  Not(HasSubstr("gate_proj")))));
+  // A slice of the wrong width is a shape mismatch of that slice.
+  experts.push_back({"backbone.layers.1.mixer.experts.2.up_proj.weight", "BF16", {16, 64}});
+  EXPECT_THAT([&] { test::check_stored_as(cfg, *model, stored, experts); },
+              ThrowsMessage<Error>(HasSubstr("backbone.layers.1.mixer.experts.2.up_proj.weight")));
 }
 
 }  // namespace
