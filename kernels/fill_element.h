@@ -55,6 +55,8 @@ inline FillParams make_fill_params(ElementType type, const FillSpec& spec) {
           static_cast<float>(type == ElementType::kComplex64 ? spec.b / std::sqrt(2.0) : spec.b);
       p.d_b = spec.b;
       break;
+    case FillKind::kLogIndex:
+      break;
     case FillKind::kTruncatedNormal:
       p.f_b = static_cast<float>(spec.b);
       p.d_b = spec.b;
@@ -86,6 +88,11 @@ SHARDPLAN_HD SHARDPLAN_INLINE unsigned wide_lane(uint64_t index) {
   return static_cast<unsigned>(index % kWideGroup);
 }
 
+// log(a + index) in float32, rounded once from det's double log (Note in init_fill.h).
+SHARDPLAN_HD SHARDPLAN_INLINE float log_index_f32(const FillParams& p, uint64_t index) {
+  return static_cast<float>(det::log_scaled_f64(static_cast<uint64_t>(p.d_a) + index, 0));
+}
+
 SHARDPLAN_HD SHARDPLAN_INLINE float float_value(const FillParams& p, uint64_t index) {
   switch (p.kind) {
     case FillKind::kConstant:
@@ -98,6 +105,8 @@ SHARDPLAN_HD SHARDPLAN_INLINE float float_value(const FillParams& p, uint64_t in
                         float_lane(index), p.f_a, p.f_b);
     case FillKind::kTruncatedNormal:
       return truncated_normal_f32(p.seed, p.tensor_key, index, p.f_a, p.f_b, p.f_low, p.f_high);
+    case FillKind::kLogIndex:
+      return log_index_f32(p, index);
   }
   return 0.0f;
 }
@@ -114,6 +123,8 @@ SHARDPLAN_HD SHARDPLAN_INLINE double double_value(const FillParams& p, uint64_t 
                         wide_lane(index), p.d_a, p.d_b);
     case FillKind::kTruncatedNormal:
       return truncated_normal_f64(p.seed, p.tensor_key, index, p.d_a, p.d_b, p.d_low, p.d_high);
+    case FillKind::kLogIndex:
+      return static_cast<double>(log_index_f32(p, index));  // the float32 value, widened
   }
   return 0.0;
 }
@@ -241,6 +252,10 @@ SHARDPLAN_HD SHARDPLAN_INLINE void fill_group(typename detail::Storage<T>::type*
     double v[kLanes];
     if (p.kind == FillKind::kConstant) {
       v[0] = v[1] = p.d_a;
+    } else if (p.kind == FillKind::kLogIndex) {
+      for (int lane = 0; lane < kLanes; ++lane) {
+        v[lane] = detail::double_value(p, group * kLanes + static_cast<uint64_t>(lane));
+      }
     } else if (p.kind == FillKind::kUniform) {
       const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, group);
       v[0] = uniform_f64(r, 0, p.d_a, p.d_b);
@@ -264,6 +279,10 @@ SHARDPLAN_HD SHARDPLAN_INLINE void fill_group(typename detail::Storage<T>::type*
     float v[kLanes];
     if (p.kind == FillKind::kConstant) {
       for (int lane = 0; lane < kLanes; ++lane) v[lane] = p.f_a;
+    } else if (p.kind == FillKind::kLogIndex) {
+      for (int lane = 0; lane < kLanes; ++lane) {
+        v[lane] = detail::float_value(p, group * kLanes + static_cast<uint64_t>(lane));
+      }
     } else {
       const Uint4x32 r = group_random_bits(p.seed, p.tensor_key, group);
       if (p.kind == FillKind::kUniform) {

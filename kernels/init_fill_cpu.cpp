@@ -24,10 +24,11 @@ namespace shardplan::kernels {
 namespace {
 
 std::string describe(ElementType type, const FillSpec& spec) {
-  const char* kind = spec.kind == FillKind::kConstant  ? "constant"
-                     : spec.kind == FillKind::kUniform ? "uniform"
-                     : spec.kind == FillKind::kNormal  ? "normal"
-                                                       : "truncated normal";
+  const char* kind = spec.kind == FillKind::kConstant   ? "constant"
+                     : spec.kind == FillKind::kUniform  ? "uniform"
+                     : spec.kind == FillKind::kNormal   ? "normal"
+                     : spec.kind == FillKind::kLogIndex ? "log index"
+                                                        : "truncated normal";
   char buf[200];
   const int n = std::snprintf(buf, sizeof buf, "%s fill of %.*s (a=%.17g, b=%.17g", kind,
                               static_cast<int>(element_type_name(type).size()),
@@ -120,6 +121,15 @@ std::optional<std::string> check_floating(ElementType type, const FillSpec& spec
       return std::nullopt;
     case FillKind::kTruncatedNormal:
       return check_truncated_normal(type, spec, a, b);
+    case FillKind::kLogIndex:
+      // det::log_scaled_f64 takes a + index up to 2^53; no tensor reaches 2^52 elements.
+      if (type == ElementType::kComplex64) {
+        return describe(type, spec) + ": log index needs a real floating element type";
+      }
+      if (!is_integral(spec.a) || !(spec.a >= 1.0) || !(spec.a <= 0x1p52)) {
+        return describe(type, spec) + ": expected an integer a in [1, 2^52]";
+      }
+      return std::nullopt;
   }
   return describe(type, spec) + ": unknown FillKind";
 }
@@ -146,6 +156,8 @@ std::optional<std::string> check_integer(ElementType type, const FillSpec& spec)
     case FillKind::kNormal:
     case FillKind::kTruncatedNormal:
       return describe(type, spec) + ": normal needs a floating element type";
+    case FillKind::kLogIndex:
+      return describe(type, spec) + ": log index needs a floating element type";
   }
   return describe(type, spec) + ": unknown FillKind";
 }

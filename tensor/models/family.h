@@ -59,7 +59,16 @@ struct TensorParallelRule {
 // the "c_proj.weight" special case of GPT2PreTrainedModel); zeros; ones.
 // kNormalPaddingRowZero: normal, then the row of pad_token_id (if any) zero, as nn.Embedding's
 // padding_idx row (torch.nn.Embedding.reset_parameters and the families' _init_weights zero it).
-enum class InitFill { kNormal, kNormalDepthScaled, kNormalPaddingRowZero, kZeros, kOnes };
+// kLogArange: log(1), log(2), ... along the tensor, the Mamba-2 mixers' A_log =
+// log(arange(1, heads + 1)) (GraniteMoeHybrid's, Bamba's _init_weights).
+enum class InitFill {
+  kNormal,
+  kNormalDepthScaled,
+  kNormalPaddingRowZero,
+  kZeros,
+  kOnes,
+  kLogArange
+};
 
 // One rule: a parameter owned by a module of type `module_type` ("Linear", "*" for any) whose FQN
 // is `suffix` or ends with "." + `suffix` ("weight", "c_proj.weight") gets `fill`. The first

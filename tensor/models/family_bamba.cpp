@@ -95,8 +95,6 @@ constexpr TensorParallelRule kTpPlan[] = {{"model.embed_tokens", "rowwise"},
 
 }  // namespace
 
-// No init rules: A_log's log(1..H) is a fill shardplan's kernels do not have, so materialize
-// refuses the family by name (docs/models.md).
 const ModelFamily kBambaFamily{
     .model_type = "bamba",
     .hf_class_prefix = "Bamba",
@@ -107,6 +105,7 @@ const ModelFamily kBambaFamily{
     .renamed = kRenames,
     .linear_attention = true,
     .tp_plan = kTpPlan,
+    .init_rules = models::kMamba2DecoderInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -124,8 +124,6 @@ constexpr TensorParallelRule kTpPlan[] = {{"model.embed_tokens", "rowwise"},
 
 }  // namespace
 
-// No init rules: A_log's log(1..H) is a fill shardplan's kernels do not have, so materialize
-// refuses the family by name (docs/models.md).
 const ModelFamily kGraniteMoeHybridFamily{
     .model_type = "granitemoehybrid",
     .hf_class_prefix = "GraniteMoeHybrid",
@@ -137,6 +135,7 @@ const ModelFamily kGraniteMoeHybridFamily{
     .experts_class = "GraniteMoeHybridExperts",
     .linear_attention = true,
     .tp_plan = kTpPlan,
+    .init_rules = models::kMamba2DecoderInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -32,6 +32,8 @@ ParameterInit resolve(InitFill fill, const ModelConfig& c) {
       return {ParameterInit::Kind::kConstant, 0.0, 0.0};
     case InitFill::kOnes:
       return {ParameterInit::Kind::kConstant, 1.0, 0.0};
+    case InitFill::kLogArange:
+      return {ParameterInit::Kind::kLogIndex, 1.0, 0.0};
   }
   return {};
 }

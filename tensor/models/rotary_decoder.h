@@ -12,6 +12,8 @@
 //   }
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string_view>
@@ -178,6 +180,28 @@ inline constexpr InitRule kRotaryDecoderInitRules[] = {
     // DeepSeek Sparse Attention's indexer k_norm (nn.LayerNorm, as _init_weights fills it).
     {"LayerNorm", "weight", InitFill::kOnes},
     {"LayerNorm", "bias", InitFill::kZeros}};
+
+// The rules of `first`, then those of `then` (the first match wins): a family's own rules before
+// shared ones.
+template <size_t A, size_t B>
+constexpr std::array<InitRule, A + B> concat_init_rules(const InitRule (&first)[A],
+                                                        const InitRule (&then)[B]) {
+  std::array<InitRule, A + B> out{};
+  for (size_t i = 0; i < A; ++i) out[i] = first[i];
+  for (size_t i = 0; i < B; ++i) out[A + i] = then[i];
+  return out;
+}
+
+// The Mamba-2 decoders' _init_weights (GraniteMoeHybridPreTrainedModel's, BambaPreTrainedModel's):
+// in each mixer dt_bias and D one, A_log = log(1 .. heads), the gated norm's weight one (an
+// RMSNorm by its class name), the depthwise convolution as PreTrainedModel fills nn.Conv1d
+// (weight normal(0, initializer_range), bias zero); the rest as the Llama-shaped decoders.
+inline constexpr InitRule kMamba2MixerInitRules[] = {
+    {"*", "mamba.A_log", InitFill::kLogArange}, {"*", "mamba.dt_bias", InitFill::kOnes},
+    {"*", "mamba.D", InitFill::kOnes},          {"*", "mamba.norm.weight", InitFill::kOnes},
+    {"Conv1d", "weight", InitFill::kNormal},    {"Conv1d", "bias", InitFill::kZeros}};
+inline constexpr auto kMamba2DecoderInitRules =
+    concat_init_rules(kMamba2MixerInitRules, kRotaryDecoderInitRules);
 
 // The tensor-parallel plan of the Llama-shaped decoders (ModelFamily::tp_plan); the patterns match
 // tensor/models/rotary_decoder.cpp's module names, which are transformers'.

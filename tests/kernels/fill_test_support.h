@@ -79,6 +79,9 @@ inline FillSpec test_spec(ElementType type, FillKind kind, uint64_t seed = 0x5EE
         // [-1, 3] is mean -0.75 std .. +1.25 std: a third of the draws are redrawn at least once.
         spec.a = 0.5, spec.b = 2.0, spec.low = -1.0, spec.high = 3.0;
         break;
+      case FillKind::kLogIndex:
+        spec.a = 3.0;  // log(3), log(4), ...: an offset other than the A_log init's 1
+        break;
     }
     return spec;
   }
@@ -114,8 +117,8 @@ struct TypeAndKind {
   FillKind kind;
 };
 
-// Every pair that check_fill_spec accepts: all kinds for floating types (truncated normal except
-// for complex64), constant and uniform for integers and bool.
+// Every pair that check_fill_spec accepts: all kinds for floating types (truncated normal and log
+// index except for complex64), constant and uniform for integers and bool.
 inline std::vector<TypeAndKind> all_type_kind_pairs() {
   std::vector<TypeAndKind> pairs;
   for (ElementType type : kAllElementTypes) {
@@ -124,16 +127,18 @@ inline std::vector<TypeAndKind> all_type_kind_pairs() {
     if (is_floating(type)) pairs.push_back({type, FillKind::kNormal});
     if (is_floating(type) && type != ElementType::kComplex64) {
       pairs.push_back({type, FillKind::kTruncatedNormal});
+      pairs.push_back({type, FillKind::kLogIndex});
     }
   }
   return pairs;
 }
 
 inline std::string pair_name(const TypeAndKind& p) {
-  const char* kind = p.kind == FillKind::kConstant  ? "constant"
-                     : p.kind == FillKind::kUniform ? "uniform"
-                     : p.kind == FillKind::kNormal  ? "normal"
-                                                    : "truncated_normal";
+  const char* kind = p.kind == FillKind::kConstant   ? "constant"
+                     : p.kind == FillKind::kUniform  ? "uniform"
+                     : p.kind == FillKind::kNormal   ? "normal"
+                     : p.kind == FillKind::kLogIndex ? "log_index"
+                                                     : "truncated_normal";
   return std::string(element_type_name(p.type)) + "_" + kind;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -161,6 +162,48 @@ TEST_P(FillShards, SizeOneDimensionsAndMergeableDimsChangeNothing) {
   auto out = testing::make_buffer(type_, kNumel);
   fill_cpu(out.data(), type_, box.region(), spec_);
   EXPECT_EQ(out, whole_);
+}
+
+// The log-index fill against libm: element i of a fill with first argument a is log(a + i)
+// rounded once to float32 (libm's double log, correctly rounded but for the rarest ties, then
+// rounded to float), stored as float32, or widened as float64. Offsets up to 2^20 and a shard
+// starting at 10^9 (the global index, not the shard's).
+TEST(LogIndexFill, IsTheLogOfTheGlobalIndexRoundedOnceToFloat32) {
+  for (const double a : {1.0, 7.0}) {
+    for (const int64_t start : {int64_t{0}, int64_t{1'000'000'000}}) {
+      const int64_t n = 1 << 20;
+      const Box box{{n}, {1}, {1}, start};
+      const FillSpec spec{FillKind::kLogIndex, a, 0.0, 1, 2};
+      ASSERT_FALSE(check_fill_spec(ElementType::kFloat32, spec).has_value());
+      std::vector<float> f32(static_cast<size_t>(n));
+      std::vector<double> f64(static_cast<size_t>(n));
+      fill_cpu(f32.data(), ElementType::kFloat32, box.region(), spec);
+      fill_cpu(f64.data(), ElementType::kFloat64, box.region(), spec);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto want =
+            static_cast<float>(std::log(a + static_cast<double>(start) + static_cast<double>(i)));
+        differ += f32[static_cast<size_t>(i)] != want;
+        differ += f64[static_cast<size_t>(i)] != static_cast<double>(want);
+      }
+      EXPECT_EQ(differ, 0) << "a " << a << " start " << start;
+    }
+  }
+}
+
+TEST(LogIndexFill, RefusesWhatItCannotFill) {
+  auto why = [](ElementType t, double a) {
+    return check_fill_spec(t, FillSpec{FillKind::kLogIndex, a, 0.0, 0, 0});
+  };
+  EXPECT_FALSE(why(ElementType::kBFloat16, 1.0).has_value());
+  EXPECT_EQ(why(ElementType::kFloat32, 0.0).value_or(""),
+            "log index fill of float32 (a=0, b=0): expected an integer a in [1, 2^52]");
+  EXPECT_TRUE(why(ElementType::kFloat32, 1.5).has_value());
+  EXPECT_TRUE(why(ElementType::kFloat32, 0x1p53).has_value());
+  EXPECT_EQ(why(ElementType::kComplex64, 1.0).value_or(""),
+            "log index fill of complex64 (a=1, b=0): log index needs a real floating element type");
+  EXPECT_EQ(why(ElementType::kInt32, 1.0).value_or(""),
+            "log index fill of int32 (a=1, b=0): log index needs a floating element type");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndKinds, FillShards,

@@ -85,9 +85,9 @@ TEST(ShardedInit, EveryPlacementDtypeAndFillOverMpi) {
                                   tensor::DType::kFloat16,      tensor::DType::kFloat64,
                                   tensor::DType::kFloat8E4M3FN, tensor::DType::kComplex64,
                                   tensor::DType::kInt32,        tensor::DType::kBool};
-  const kernels::FillKind fills[] = {kernels::FillKind::kConstant, kernels::FillKind::kUniform,
-                                     kernels::FillKind::kNormal,
-                                     kernels::FillKind::kTruncatedNormal};
+  const kernels::FillKind fills[] = {
+      kernels::FillKind::kConstant, kernels::FillKind::kUniform, kernels::FillKind::kNormal,
+      kernels::FillKind::kTruncatedNormal, kernels::FillKind::kLogIndex};
   for (const tensor::DType dtype : dtypes) {
     const kernels::ElementType type = tensor::kernel_element_type(dtype);
     for (const kernels::FillKind kind : fills) {
@@ -96,6 +96,7 @@ TEST(ShardedInit, EveryPlacementDtypeAndFillOverMpi) {
         fill.low = -1;
         fill.high = 2;
       }
+      if (kind == kernels::FillKind::kLogIndex) fill.a = 1;  // log(1 + global index)
       if (kernels::check_fill_spec(type, fill)) continue;  // the same on every rank
       for (const Case& c : cases) {
         SCOPED_TRACE(std::string(c.placements) + " " + std::string(tensor::dtype_name(dtype)));

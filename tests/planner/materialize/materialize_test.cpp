@@ -93,9 +93,9 @@ TEST(MaterializeShards, EveryPlacementEqualsTheSliceOfTheWhole) {
       tensor::DType::kComplex64, tensor::DType::kInt64,        tensor::DType::kInt32,
       tensor::DType::kInt16,     tensor::DType::kInt8,         tensor::DType::kUInt8,
       tensor::DType::kBool};
-  const kernels::FillKind fills[] = {kernels::FillKind::kConstant, kernels::FillKind::kUniform,
-                                     kernels::FillKind::kNormal,
-                                     kernels::FillKind::kTruncatedNormal};
+  const kernels::FillKind fills[] = {
+      kernels::FillKind::kConstant, kernels::FillKind::kUniform, kernels::FillKind::kNormal,
+      kernels::FillKind::kTruncatedNormal, kernels::FillKind::kLogIndex};
   int64_t combos = 0;
   for (const tensor::DType dtype : dtypes) {
     const kernels::ElementType type = tensor::kernel_element_type(dtype);
@@ -106,6 +106,7 @@ TEST(MaterializeShards, EveryPlacementEqualsTheSliceOfTheWhole) {
         fill.low = -1;
         fill.high = 2;
       }
+      if (kind == kernels::FillKind::kLogIndex) fill.a = 1;  // log(1 + global index)
       if (kernels::check_fill_spec(type, fill)) continue;  // e.g. normal integers
       ++combos;
       for (const Case& c : cases) {
@@ -114,7 +115,8 @@ TEST(MaterializeShards, EveryPlacementEqualsTheSliceOfTheWhole) {
       }
     }
   }
-  EXPECT_EQ(combos, 7 * 4 - 1 + 6 * 2);  // complex64 has no truncated normal; integers 2 fills
+  // Floating types: 5 fills, but complex64 has no truncated normal or log index; integers 2.
+  EXPECT_EQ(combos, 7 * 5 - 2 + 6 * 2);
 }
 
 // ---- a plan -------------------------------------------------------------------------------
