@@ -19,27 +19,19 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c, {.max_position_embeddings = 65536, .rms_norm_eps = 1e-5, .hidden_act = "xielu"});
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  if (!f.has("rope_parameters") && !f.has("rope_scaling")) {
-    // ApertusConfig's rope_parameters when the file has none.
-    c.rope_theta = 1.2e7;
-    RopeScaling llama3;
-    llama3.rope_type = "llama3";
-    llama3.factor = 8;
-    llama3.low_freq_factor = 1;
-    llama3.high_freq_factor = 4;
-    llama3.original_max_position_embeddings = 8192;
-    c.rope_scaling = llama3;
-  }
+  models::class_rope_unless_given(f, c, 1.2e7,
+                                  {.rope_type = "llama3",
+                                   .factor = 8,
+                                   .low_freq_factor = 1,
+                                   .high_freq_factor = 4,
+                                   .original_max_position_embeddings = 8192});
   models::pad_token_id_or(f, c, 3);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);
   j["attention_bias"] = c.qkv_bias;
-  // No scaling must be said in rope_parameters: without them the class's would apply.
-  if (!c.rope_scaling) {
-    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
-  }
+  models::say_when_rope_is_unscaled(c, j);
   if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // none, not the class's 3
 }
 

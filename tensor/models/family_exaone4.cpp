@@ -105,14 +105,7 @@ void parse_moe(const ConfigFields& f, ModelConfig& c) {
   if (dense < 0) f.fail("first_k_dense_replace", std::to_string(dense) + ", expected >= 0");
   for (int64_t i = 0; i < std::min(dense, c.num_hidden_layers); ++i) c.dense_layers.push_back(i);
   models::parse_mlp_layer_types(f, c);
-  const int64_t groups = f.integer("n_group", 1), topk_groups = f.integer("topk_group", 1);
-  if (groups <= 0 || c.num_local_experts <= 0 || c.num_local_experts % groups != 0 ||
-      topk_groups <= 0 || topk_groups > groups) {
-    f.fail("n_group", std::to_string(groups) + " groups with topk_group " +
-                          std::to_string(topk_groups) + ", expected groups dividing " +
-                          std::to_string(c.num_local_experts) +
-                          " experts and 1 <= topk_group <= n_group");
-  }
+  models::check_expert_groups(f, c);
   f.number("routed_scaling_factor", 2.5);
   f.boolean("norm_topk_prob", true);
 }

@@ -24,16 +24,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
     c.num_key_value_heads = 8;
   }
-  if (!f.has("rope_parameters") && !f.has("rope_scaling")) {
-    // Ministral3Config's rope_parameters when the file has none; a top-level rope_theta does not
-    // replace their base (convert_rope_params_to_dict only sets it where they lack one).
-    c.rope_theta = 1e6;
-    RopeScaling yarn;
-    yarn.rope_type = "yarn";
-    yarn.factor = 16;
-    yarn.original_max_position_embeddings = 16384;
-    c.rope_scaling = yarn;
-  }
+  models::class_rope_unless_given(
+      f, c, 1e6, {.rope_type = "yarn", .factor = 16, .original_max_position_embeddings = 16384});
   // Every layer slides when sliding_window is set (Ministral3Attention passes it whatever the
   // layer); a layer_types key is read and ignored, as Ministral3Config only warns about it.
   c.sliding_window = f.opt_integer("sliding_window");
@@ -46,10 +38,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);  // with sliding_window when set
-  // No scaling must be said in rope_parameters: without them the class's YaRN would apply.
-  if (!c.rope_scaling) {
-    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
-  }
+  models::say_when_rope_is_unscaled(c, j);
   if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // none, not the class's 11
 }
 

@@ -39,25 +39,15 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.partial_rotary_factor =
       f.number("partial_rotary_factor",
                static_cast<double>(c.qk_rope_head_dim) / static_cast<double>(c.head_dim));
-  if (!f.has("rope_parameters") && !f.has("rope_scaling")) {
-    // Mistral4Config's rope_parameters when the file has none.
-    c.rope_theta = 1e4;
-    RopeScaling yarn;
-    yarn.rope_type = "yarn";
-    yarn.factor = 128;
-    yarn.original_max_position_embeddings = 8192;
-    c.rope_scaling = yarn;
-  }
+  models::class_rope_unless_given(
+      f, c, 1e4, {.rope_type = "yarn", .factor = 128, .original_max_position_embeddings = 8192});
   models::pad_token_id_or(f, c, 11);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::deepseek_to_hf_json(c, j);
   j["partial_rotary_factor"] = c.partial_rotary_factor;
-  // No scaling must be said in rope_parameters: without them the class's YaRN would apply.
-  if (!c.rope_scaling) {
-    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
-  }
+  models::say_when_rope_is_unscaled(c, j);
   if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // none, not the class's 11
 }
 

@@ -24,14 +24,13 @@ void parse(const ConfigFields& f, ModelConfig& c) {
         models::parse_layer_types(f, c.num_hidden_layers, models::every_layer_sliding, c);
   }
   c.resid_dropout = f.number("resid_pdrop", 0.0);
-  c.embd_dropout = f.number("embd_pdrop", 0.0);
+  f.number("embd_pdrop", 0.0);  // read, not kept: Phi3Model (transformers 5) drops nothing there
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);  // with sliding_window
   j["partial_rotary_factor"] = c.partial_rotary_factor;
   j["resid_pdrop"] = c.resid_dropout;
-  j["embd_pdrop"] = c.embd_dropout;
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {

@@ -13,6 +13,7 @@ extern const ModelFamily kApertusFamily;
 extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
 extern const ModelFamily kCohere2Family;
+extern const ModelFamily kCohere2MoeFamily;
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kDeepseekV32Family;
@@ -21,6 +22,7 @@ extern const ModelFamily kErnie45Family;
 extern const ModelFamily kErnie45MoeFamily;
 extern const ModelFamily kExaone4Family;
 extern const ModelFamily kExaoneMoeFamily;
+extern const ModelFamily kFlexOlmoFamily;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
@@ -64,6 +66,7 @@ extern const ModelFamily kQwen35TextFamily;
 extern const ModelFamily kQwen35MoeTextFamily;
 extern const ModelFamily kSeedOssFamily;
 extern const ModelFamily kSolarOpenFamily;
+extern const ModelFamily kStarcoder2Family;
 extern const ModelFamily kSmolLM3Family;
 
 namespace {
@@ -108,6 +111,7 @@ const ModelFamily* const kRegistered[] = {
     &kMistral4Family,
     &kSeedOssFamily,
     &kSolarOpenFamily,
+    &kStarcoder2Family,
     &kSmolLM3Family,
     &kExaone4Family,
     &kExaoneMoeFamily,
@@ -117,8 +121,10 @@ const ModelFamily* const kRegistered[] = {
     &kGraniteMoeHybridFamily,
     &kCohereFamily,
     &kCohere2Family,
+    &kCohere2MoeFamily,
     &kDots1Family,
     &kOlmoeFamily,
+    &kFlexOlmoFamily,
     &kArceeFamily,
     &kApertusFamily,
     &kHunYuanDenseV1Family,

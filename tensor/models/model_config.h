@@ -155,6 +155,9 @@ struct ModelConfig {
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;
   bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+  // Cohere2-MoE without rms_norm_eps: its norms subtract the mean (a LayerNorm with a weight
+  // only, layer_norm_eps) rather than RMSNorm.
+  bool mean_subtracting_norms = false;
   // Dropout probabilities applied when a model is built for training (GPT-2's embd/attn/resid
   // pdrop; Llama-family attention_dropout).
   double embd_dropout = 0;

@@ -158,24 +158,27 @@ class Attention : public AttentionBlock {
 class GatedMlp : public Module {
  public:
   GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o,
-           bool fused = false, bool ungated = false)
-      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused), ungated_(ungated) {
+           bool fused = false, const RotaryDecoderStyle* ungated = nullptr)
+      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused) {
     const int64_t h = c.hidden_size;
-    if (ungated) {  // Arcee: no gate at all
-      register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
+    if (ungated) {  // Arcee, Starcoder2: no gate at all
+      in_ = ungated->ungated_in_name;
+      out_ = ungated->ungated_out_name;
+      register_module(std::string(in_), std::make_shared<Linear>(h, f, c.mlp_bias, o));
+      register_module(std::string(out_), std::make_shared<Linear>(f, h, c.mlp_bias, o));
     } else if (fused) {
       register_module("gate_up_proj", std::make_shared<Linear>(h, 2 * f, c.mlp_bias, o));
     } else {
       register_module("gate_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
       register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
     }
-    register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
+    if (!ungated) register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
     // ACT2FN makes an activation module; xIELU's has parameters, so the MLP registers it as
     // act_fn after its projections (ApertusMLP, LlamaMLP).
     if (act_ == "xielu") act_fn_ = register_module("act_fn", std::make_shared<XieluActivation>(o));
   }
   Tensor forward(const Tensor& x) override {
-    if (ungated_) return child("down_proj")->call(act(child("up_proj")->call(x)));
+    if (!in_.empty()) return child(out_)->call(act(child(in_)->call(x)));
     if (fused_) {
       const Tensor gu = child("gate_up_proj")->call(x);
       const Tensor g = act(narrow(gu, -1, 0, ffn_));
@@ -189,7 +192,8 @@ class GatedMlp : public Module {
   Tensor act(const Tensor& x) { return act_fn_ ? act_fn_->call(x) : activation(act_, x); }
   std::string act_;
   int64_t ffn_;
-  bool fused_, ungated_;
+  bool fused_;
+  std::string_view in_, out_;  // an ungated MLP's projections; empty: gated
   ModulePtr act_fn_;
 };
 
@@ -378,7 +382,7 @@ class DecoderLayer : public Module {
       mlp = register_module(
           std::string(s.ffn_name),
           std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up,
-                                     s.ungated_mlp));
+                                     s.ungated_mlp ? &s : nullptr));
     };
     if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;
@@ -470,6 +474,9 @@ class DecoderModel : public Module {
              const TensorOptions& o, bool training) {
     scale_embeddings_ = s.scale_embeddings;
     if (s.granite_multipliers) embedding_multiplier_ = c.embedding_multiplier;
+    // Starcoder2's embedding_dropout (the one rotary family that drops out its embeddings: the
+    // others leave ModelConfig::embd_dropout at 0).
+    if (training) embd_dropout_ = c.embd_dropout;
     hidden_ = c.hidden_size;
     embed_tokens = register_module("embed_tokens",
                                    std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
@@ -499,6 +506,7 @@ class DecoderModel : public Module {
     // Gemma scales the embeddings by sqrt(hidden) (GemmaModel's normalizer).
     if (scale_embeddings_) h = mul(h, std::sqrt(static_cast<double>(hidden_)));
     if (embedding_multiplier_) h = mul(h, *embedding_multiplier_);  // Granite's
+    h = maybe_dropout(h, embd_dropout_, true);
     Tensor cos_h, sin_h;  // undefined without a rotary module: no layer reads them
     if (rotary_emb) {
       const auto [cos_t, sin_t] = rotary_emb->cos_sin(position_ids(ids.size(1)), h.dtype());
@@ -516,6 +524,7 @@ class DecoderModel : public Module {
  private:
   bool scale_embeddings_ = false;
   std::optional<double> embedding_multiplier_;
+  double embd_dropout_ = 0;  // set in training builds only
   int64_t hidden_ = 0;
   // The children of `layers`, typed, in order (forward walks them without copying names).
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
@@ -702,6 +711,18 @@ void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent) {
   if (!f.has("pad_token_id") && !f.is_null("pad_token_id")) c.pad_token_id = absent;
 }
 
+void class_rope_unless_given(const ConfigFields& f, ModelConfig& c, double theta,
+                             const RopeScaling& scaling) {
+  if (f.has("rope_parameters") || f.has("rope_scaling")) return;
+  c.rope_theta = theta;
+  c.rope_scaling = scaling;
+}
+
+void say_when_rope_is_unscaled(const ModelConfig& c, nlohmann::json& j) {
+  if (!c.rope_scaling)
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
+}
+
 std::vector<int64_t> parse_no_rope_layers(const ConfigFields& f, int64_t layers, bool longer_ok) {
   std::vector<int64_t> nope;
   // An empty list is no list (transformers' configs test it for truth before deriving one).
@@ -846,6 +867,14 @@ void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoe
     f.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is built, got " +
                                  f.raw("moe_layer_freq").dump());
   }
+  check_expert_groups(f, c);
+  f.number("routed_scaling_factor", 1.0);
+  f.boolean("norm_topk_prob", true);
+  c.mtp_layers = f.integer("num_nextn_predict_layers", 0);
+  if (c.mtp_layers < 0) f.fail("num_nextn_predict_layers", "must be >= 0");
+}
+
+void check_expert_groups(const ConfigFields& f, const ModelConfig& c) {
   const int64_t groups = f.integer("n_group", 1), topk_groups = f.integer("topk_group", 1);
   if (groups <= 0 || c.num_local_experts % groups != 0 || topk_groups <= 0 ||
       topk_groups > groups) {
@@ -854,10 +883,6 @@ void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoe
                           std::to_string(c.num_local_experts) +
                           " experts and 1 <= topk_group <= n_group");
   }
-  f.number("routed_scaling_factor", 1.0);
-  f.boolean("norm_topk_prob", true);
-  c.mtp_layers = f.integer("num_nextn_predict_layers", 0);
-  if (c.mtp_layers < 0) f.fail("num_nextn_predict_layers", "must be >= 0");
 }
 
 void deepseek_moe_to_hf_json(const ModelConfig& c, nlohmann::json& j) {

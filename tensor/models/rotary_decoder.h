@@ -106,6 +106,9 @@ struct DeepseekMoeDefaults {
   int64_t moe_intermediate_size = 0;
 };
 void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d);
+// DeepSeek's group-limited routing: n_group (default 1) must divide the experts and topk_group
+// (default 1) lie in [1, n_group]; refused naming n_group otherwise.
+void check_expert_groups(const ConfigFields& f, const ModelConfig& c);
 // The width of `count` shared experts of `width` (>= 0, read from `key`) as one MLP: refused,
 // naming `key`, when the product does not fit in int64 (validate() bounds it afterwards).
 int64_t shared_experts_width(const ConfigFields& f, const char* key, int64_t count, int64_t width);
@@ -130,6 +133,16 @@ void parse_logit_scale(const ConfigFields& f, ModelConfig& c);
 // The pad_token_id of the family's config class where the file has no such key (a null one
 // stays none, as transformers reads it); parse_model_config checks it against the vocabulary.
 void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent);
+
+// The RoPE a config class fills in when the file has neither rope_parameters nor rope_scaling
+// (Ministral3Config, Mistral4Config, ApertusConfig): its base and its scaling. A file's top-level
+// rope_theta does not replace that base (convert_rope_params_to_dict only sets it where the
+// parameters lack one).
+void class_rope_unless_given(const ConfigFields& f, ModelConfig& c, double theta,
+                             const RopeScaling& scaling);
+// What such a family writes so that reading it back does not apply the class's scaling: with no
+// scaling, rope_parameters of type "default" at c's base.
+void say_when_rope_is_unscaled(const ModelConfig& c, nlohmann::json& j);
 
 // Which layers rotate q and k, as SmolLM3Config and Llama4TextConfig read it: no_rope_layers, one
 // integer per layer (1: RoPE, 0: none; SmolLM3 takes a longer list and reads the first entries,
@@ -336,8 +349,11 @@ struct RotaryDecoderStyle {
   bool fused_projections = false;
   // GLM-4: the MLP's gate_up_proj ([gate; up]) alone, q, k and v apart (Phi3MLP).
   bool fused_gate_up = false;
-  // Arcee: an MLP without a gate, down_proj(act(up_proj(x))) (up_proj registered first).
+  // Arcee: an MLP without a gate, down_proj(act(up_proj(x))) (up_proj registered first), its two
+  // projections so named (Starcoder2: c_fc and c_proj).
   bool ungated_mlp = false;
+  std::string_view ungated_in_name = "up_proj";
+  std::string_view ungated_out_name = "down_proj";
   bool attention_sinks = false;  // GPT-OSS: a learned logit per head, `sinks` [heads]
   // Llama 4: with ModelConfig::qk_norm_per_head the RoPE layers (not ModelConfig::nope_layers)
   // L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no weight).

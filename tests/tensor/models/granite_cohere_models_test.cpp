@@ -13,6 +13,7 @@
 //   cohere2          cohere without q/k norms; three sliding RoPE layers of four, the fourth full
 //                    and NoPE
 //   arcee            Llama's layer with an ungated MLP, down(relu(up(x))^2)
+//   cohere2_moe      cohere2's layer with a sparse block or a dense prefix MLP
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -364,6 +365,69 @@ TEST(GraniteCohereModels, ArceeAfmMatchesTheHandTotalAndSquaresItsRelu) {
   EXPECT_EQ(ops_in(g, "relu", "model.layers.0.mlp"), 1);
   EXPECT_EQ(ops_in(g, "square", "model.layers.0.mlp"), 1);
   EXPECT_EQ(ops_in(g, "mul", "model.layers.0.mlp"), 0);
+}
+
+// cohere2_moe (modeling_cohere2_moe.py): Cohere's parallel layer with a sparse block (router
+// "gate" [E, h] before the fused experts of intermediate_size, shared_experts of
+// num_shared_experts x intermediate_size) or, on the dense prefix, an MLP of
+// prefix_dense_intermediate_size; RMSNorm with rms_norm_eps, else Cohere's LayerNorm.
+TEST(GraniteCohereModels, Cohere2MoeDefaultsMatchTheHandTotal) {
+  // Cohere2MoeConfig's defaults: V 256,000 tied, h 8,192, 40 layers of 64 heads of 128 (64 kv
+  // heads), 8 experts of 22,528 with top 2, no shared expert; one LayerNorm per layer.
+  const int64_t V = 256000, h = 8192, E = 8, F = 22528;
+  const int64_t layer = 4 * h * h + E * h + E * 3 * h * F + h;
+  const int64_t total = V * h + 40 * layer + h;
+  EXPECT_EQ(total, 190'004'928'512);
+  const ModelConfig c = find_model_config("cohere2-moe");
+  const ModulePtr m = build_model(c);
+  EXPECT_EQ(m->type_name(), "Cohere2MoeForCausalLM");
+  EXPECT_EQ(m->parameters_numel(), total);
+  EXPECT_EQ(names_under(*m, "model.layers.0."),
+            (std::vector<std::string>{"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                      "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                      "mlp.gate.weight", "mlp.experts.gate_up_proj",
+                                      "mlp.experts.down_proj", "input_layernorm.weight"}));
+  EXPECT_TRUE(c.mean_subtracting_norms);  // no rms_norm_eps: Cohere2MoeLayerNorm
+  // Three sliding layers of four, the fourth full and NoPE.
+  EXPECT_EQ(c.nope_layers.size(), 10u);
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+}
+
+TEST(GraniteCohereModels, Cohere2MoeDensePrefixRotatesAndSharedExpertsJoin) {
+  nlohmann::json j = tiny("cohere2_moe");  // h 64, F 128, 4 layers
+  j["num_experts"] = 4;
+  j["num_shared_experts"] = 1;
+  j["first_k_dense_replace"] = 1;
+  j["prefix_dense_intermediate_size"] = 96;
+  j["rms_norm_eps"] = 1e-6;
+  j["sliding_window"] = 16;
+  const ModelConfig c = parse_model_config(j, "tiny");
+  EXPECT_FALSE(c.mean_subtracting_norms);
+  EXPECT_EQ(c.dense_layers, (std::vector<int64_t>{0}));
+  // Layer 0 is the dense prefix (its own pattern 1: full, but rotated by force_rope); layers 1-3
+  // are MoE with pattern 4 counted from layer 1: sliding, sliding, sliding.
+  EXPECT_TRUE(c.nope_layers.empty());
+  const ModulePtr m = build_model(c);
+  EXPECT_EQ(names_under(*m, "model.layers.0.mlp."),
+            (std::vector<std::string>{"gate_proj.weight", "up_proj.weight", "down_proj.weight"}));
+  EXPECT_EQ(m->get_parameter("model.layers.0.mlp.gate_proj.weight").size(0), 96);
+  EXPECT_EQ(
+      names_under(*m, "model.layers.1.mlp."),
+      (std::vector<std::string>{"gate.weight", "experts.gate_up_proj", "experts.down_proj",
+                                "shared_experts.gate_proj.weight", "shared_experts.up_proj.weight",
+                                "shared_experts.down_proj.weight"}));
+  EXPECT_EQ(m->get_parameter("model.layers.1.mlp.shared_experts.up_proj.weight").size(0), 128);
+  EXPECT_EQ(m->get_parameter("model.layers.1.input_layernorm.weight").size(0), 64);
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+  // A prefix pattern of 2 leaves the full dense layer without RoPE.
+  j["prefix_dense_sliding_window_pattern"] = 2;
+  j["first_k_dense_replace"] = 2;
+  const ModelConfig nope = parse_model_config(j, "tiny");
+  EXPECT_EQ(nope.nope_layers, (std::vector<int64_t>{1}));  // dense layer 1: (1 + 1) % 2 == 0
+  EXPECT_EQ(parse_model_config(to_hf_json(nope), "round trip"), nope);
+  j["expert_selection_fn"] = "relu";
+  EXPECT_THAT([&] { parse_model_config(j, "f.json"); },
+              ThrowsMessage<Error>(HasSubstr("expert_selection_fn")));
 }
 
 }  // namespace

@@ -134,7 +134,7 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
       AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
             HasSubstr(
                 "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, "
-                "gemma, gemma2, gemma3_text, glm4, glm4_moe, "
+                "flex_olmo, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
                 "glm4_moe_lite, glm_moe_dsa, gpt2")));
   j.erase("model_type");
   EXPECT_THAT(error_of([&] { parse_model_config(j, "c.json"); }),
@@ -532,8 +532,8 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
       {"kv", kv, "num_key_value_heads", "7 does not divide num_attention_heads 32"},
       {"missing", missing, "hidden_size", "missing"},
       {"type", type, "model_type",
-       "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, gemma, "
-       "gemma2, gemma3_text, "
+       "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, "
+       "gemma, gemma2, gemma3_text, "
        "glm4, "
        "glm4_moe, glm4_moe_lite, "
        "glm_moe_dsa, gpt2"},

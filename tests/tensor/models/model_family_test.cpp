@@ -55,6 +55,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "bamba",
                                          "cohere",
                                          "cohere2",
+                                         "cohere2_moe",
                                          "deepseek_v2",
                                          "deepseek_v3",
                                          "deepseek_v32",
@@ -63,6 +64,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "ernie4_5_moe",
                                          "exaone4",
                                          "exaone_moe",
+                                         "flex_olmo",
                                          "gemma",
                                          "gemma2",
                                          "gemma3_text",
@@ -105,14 +107,15 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "qwen3_vl_text",
                                          "seed_oss",
                                          "smollm3",
-                                         "solar_open"};
+                                         "solar_open",
+                                         "starcoder2"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "apertus, arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, "
-      "ernie4_5, ernie4_5_moe, "
-      "exaone4, exaone_moe, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
+      "apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
+      "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
+      "exaone4, exaone_moe, flex_olmo, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
       "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
       "hunyuan_v1_moe, kimi_k2, "
@@ -120,7 +123,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "olmo3, olmoe, phi3, "
       "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
       "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3, solar_open");
+      "qwen3_vl_text, seed_oss, smollm3, solar_open, starcoder2");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -213,6 +216,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"solar_open", {"model.layers", "SolarOpenForCausalLM"}},
       {"apertus", {"model.layers", "ApertusForCausalLM"}},
       {"exaone_moe", {"model.layers", "ExaoneMoeForCausalLM"}},
+      {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
+      {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
+      {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {
       {"gemma", "gemma-7b"},
@@ -270,7 +276,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"mistral4", "mistral-small-4-119b"},
       {"solar_open", "solar-open-100b"},
       {"apertus", "apertus-8b"},
-      {"exaone_moe", "k-exaone-236b-a23b"}};
+      {"exaone_moe", "k-exaone-236b-a23b"},
+      {"flex_olmo", "flexolmo-7x7b-1t"},
+      {"starcoder2", "starcoder2-3b"},
+      {"cohere2_moe", "cohere2-moe"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -350,7 +359,10 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "mistral4",
                                            "solar_open",
                                            "apertus",
-                                           "exaone_moe"}));
+                                           "exaone_moe",
+                                           "flex_olmo",
+                                           "starcoder2",
+                                           "cohere2_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(
@@ -360,7 +372,8 @@ TEST(ModelFamily, FlagsPerFamily) {
           "glm4_moe_lite", "glm_moe_dsa",       "gpt_oss",      "kimi_k2",          "llama4_text",
           "minimax_m2",    "mixtral",           "qwen2_moe",    "qwen3_5_moe_text", "qwen3_moe",
           "qwen3_next",    "qwen3_vl_moe_text", "granitemoe",   "granitemoeshared", "dots1",
-          "olmoe",         "hunyuan_v1_moe",    "mistral4",     "solar_open",       "exaone_moe"}));
+          "olmoe",         "hunyuan_v1_moe",    "mistral4",     "solar_open",       "exaone_moe",
+          "flex_olmo",     "cohere2_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -370,9 +383,9 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "apertus, arcee, bamba, cohere, cohere2, deepseek_v2, deepseek_v3, deepseek_v32, dots1, "
-      "ernie4_5, ernie4_5_moe, "
-      "exaone4, exaone_moe, "
+      "apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
+      "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
+      "exaone4, exaone_moe, flex_olmo, "
       "gemma, gemma2, "
       "gemma3_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";

@@ -9,6 +9,8 @@
 //               [E, h, F]), the softmax router gate [E, h] (weight only), shared_experts
 //   solar_open  Llama's attention (o_proj without bias) and GLM-4.5's MoE block in every layer,
 //               its router holding the e_score_correction_bias buffer [E]
+//   flex_olmo   OLMo 2's post-norm layer (full-width q_norm, k_norm) with OLMoE's block:
+//               gate [E, h] before the experts
 //   exaone_moe  EXAONE 4.0's attention (per-head q_norm, k_norm [hd]; sliding layers rotate,
 //               full ones do not) in a pre-norm layer; DeepSeek's MoE block but where
 //               mlp_layer_types says dense (gate, up, down of the dense width)
@@ -213,6 +215,29 @@ TEST(ExaoneMoeModels, DenseLayersFromFirstKOrTheList) {
   j["num_experts"] = 6;
   j["n_group"] = 4;
   EXPECT_THAT([&] { parse_model_config(j, "f.json"); }, ThrowsMessage<Error>(HasSubstr("n_group")));
+}
+
+// flex_olmo (modular_flex_olmo.py): OLMo 2's post-norm layer with full-width q/k norms and
+// OLMoE's sparse block (gate before the experts).
+TEST(FlexOlmoModels, FlexOlmo7x7BMatchesTheHandTotal) {
+  // FlexOlmoConfig's defaults (FlexOlmo-7x7B-1T): V 100,352 untied, h 4,096, 32 layers of 32 heads
+  // (32 kv heads), 7 experts of 11,008 with top 5; q_norm and k_norm [h].
+  const int64_t V = 100352, h = 4096, E = 7, F = 11008;
+  const int64_t layer = 4 * h * h + 2 * h + E * h + E * 3 * h * F + 2 * h;
+  const int64_t total = 2 * V * h + 32 * layer + h;
+  EXPECT_EQ(total, 33'270'665'216);
+  const ModelConfig c = find_model_config("flexolmo-7x7b-1t");
+  const ModulePtr m = build_model(c);
+  EXPECT_EQ(m->type_name(), "FlexOlmoForCausalLM");
+  EXPECT_EQ(m->parameters_numel(), total);
+  EXPECT_EQ(names_under(*m, "model.layers.0."),
+            (Names{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                   "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                   "mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj",
+                   "post_attention_layernorm.weight", "post_feedforward_layernorm.weight"}));
+  EXPECT_EQ(m->get_parameter("model.layers.0.self_attn.q_norm.weight").size(0), h);
+  EXPECT_EQ(c.pad_token_id, std::optional<int64_t>(100277));
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
 }
 
 }  // namespace
