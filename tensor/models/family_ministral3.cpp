@@ -24,8 +24,12 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
     c.num_key_value_heads = 8;
   }
-  models::class_rope_unless_given(
-      f, c, 1e6, {.rope_type = "yarn", .factor = 16, .original_max_position_embeddings = 16384});
+  models::class_rope_unless_given(f, c, 1e6,
+                                  {.rope_type = "yarn",
+                                   .factor = 16,
+                                   .low_freq_factor = std::nullopt,
+                                   .high_freq_factor = std::nullopt,
+                                   .original_max_position_embeddings = 16384});
   // Every layer slides when sliding_window is set (Ministral3Attention passes it whatever the
   // layer); a layer_types key is read and ignored, as Ministral3Config only warns about it.
   c.sliding_window = f.opt_integer("sliding_window");

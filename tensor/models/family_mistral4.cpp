@@ -39,8 +39,12 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.partial_rotary_factor =
       f.number("partial_rotary_factor",
                static_cast<double>(c.qk_rope_head_dim) / static_cast<double>(c.head_dim));
-  models::class_rope_unless_given(
-      f, c, 1e4, {.rope_type = "yarn", .factor = 128, .original_max_position_embeddings = 8192});
+  models::class_rope_unless_given(f, c, 1e4,
+                                  {.rope_type = "yarn",
+                                   .factor = 128,
+                                   .low_freq_factor = std::nullopt,
+                                   .high_freq_factor = std::nullopt,
+                                   .original_max_position_embeddings = 8192});
   models::pad_token_id_or(f, c, 11);
 }
 

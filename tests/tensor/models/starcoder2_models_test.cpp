@@ -79,7 +79,8 @@ TEST(Starcoder2Models, TrainingDropsOutTheEmbeddingsAndEachHalf) {
   // Not training: no dropout at all.
   const ModulePtr eval = build_model(parse_model_config(tiny(), "tiny"));
   int64_t dropouts = 0;
-  for (const OpNode& node : trace_model_forward(*eval, 2, 8).nodes()) {
+  const OpGraph eval_graph = trace_model_forward(*eval, 2, 8);
+  for (const OpNode& node : eval_graph.nodes()) {
     dropouts += node.op == "dropout";
   }
   EXPECT_EQ(dropouts, 0);
