@@ -62,6 +62,14 @@ void parse_attention(const ConfigFields& f, ModelConfig& c) {
     c.num_key_value_heads = 32;
   }
   c.sliding_window = models::sliding_window_or(f, 4096);
+  // Without a window Exaone4Config sets the pattern to 0 and divides by it to derive the layer
+  // types, so such a file builds only when it lists them (all layers then full, with RoPE).
+  if (!c.sliding_window && !f.has("layer_types")) {
+    f.fail("sliding_window",
+           "is null and no layer_types are listed: Exaone4Config derives them "
+           "by a pattern of 0 (a division by zero); expected a window or "
+           "layer_types");
+  }
   std::vector<AttentionType> types;
   if (f.has("layer_types")) {
     types = models::parse_layer_types(
@@ -85,6 +93,8 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);  // with sliding_window when set
   if (!c.sliding_window) {
     j["sliding_window"] = nullptr;
+    j["layer_types"] = nlohmann::json::array();
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) j["layer_types"].push_back("full_attention");
     return;
   }
   j["layer_types"] = models::layer_types_json(c);

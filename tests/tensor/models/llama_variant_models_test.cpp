@@ -319,8 +319,16 @@ TEST(LlamaVariantModels, Exaone4LayersFromItsPatternAndNamesAsOlmo2) {
   j["sliding_window_pattern"] = "LLX";
   EXPECT_THAT([&] { parse_model_config(j, "bad"); },
               ThrowsMessage<Error>(HasSubstr("expected a positive integer or a string of L")));
-  // No window: every layer full and rotating ("sliding_window is None": RoPE everywhere).
+  // No window: Exaone4Config divides by a zero pattern unless the file lists layer_types; with
+  // them every layer is full and rotating ("sliding_window is None": RoPE everywhere).
   j["sliding_window"] = nullptr;
+  j["sliding_window_pattern"] = 4;
+  EXPECT_THAT(
+      [&] { parse_model_config(j, "no window"); },
+      ThrowsMessage<Error>(HasSubstr("field 'sliding_window': is null and no layer_types")));
+  j["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 5; ++i)
+    j["layer_types"].push_back(i % 2 ? "full_attention" : "sliding_attention");
   const ModelConfig none = parse_model_config(j, "no window");
   EXPECT_TRUE(none.nope_layers.empty());
   EXPECT_TRUE(none.layer_types.empty());
