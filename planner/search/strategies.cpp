@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "base/nearest_name.h"
 
@@ -85,7 +86,13 @@ ParallelConfig default_config(const TrainingSetup& setup, const Pins& pins, Prec
   c.ep = pins.ep.value_or(1);
   // etp only where it differs from tp (Note [Expert fold]).
   c.etp = pins.etp && *pins.etp != c.tp ? *pins.etp : 0;
-  const int64_t others = c.tp * c.pp * c.cp;
+  // Pins are user input: their product is checked, not wrapped (a fuzzed --tp x --cp overflowed).
+  int64_t tp_pp = 0, others = 0;
+  SP_CHECK(mul_into(c.tp, c.pp, tp_pp) && mul_into(tp_pp, c.cp, others), "--tp ", c.tp, " x --pp ",
+           c.pp, " x --cp ", c.cp,
+           " overflows int64; expected a product that "
+           "divides --gpus ",
+           setup.gpus);
   SP_CHECK(others >= 1 && setup.gpus % others == 0, "--tp ", c.tp, " x --pp ", c.pp, " x --cp ",
            c.cp, " = ", others, " does not divide --gpus ", setup.gpus,
            ", expected a product that divides the GPUs");

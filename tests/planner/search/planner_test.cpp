@@ -111,6 +111,21 @@ TEST(Planner, ZeroThreeCastsFp8WeightsEveryMicroBatch) {
   EXPECT_NEAR(casting1 - cached1, cast_s, 0.02 * cast_s);
 }
 
+// Pinned degrees are user input: a product beyond int64 is one error naming the pins, not a
+// wrapped product that happens to divide the GPUs (a fuzzed `estimate --tp ... --pp ...`).
+TEST(Planner, PinnedDegreesWhoseProductOverflowsAreRefused) {
+  const TrainingSetup job{.gpus = 8, .seq = 512, .global_batch = 8};
+  Pins pins;
+  pins.tp = 3602879701896396912;
+  pins.pp = 360287018963969;
+  EXPECT_THAT([&] { default_config(job, pins, Precision::kBf16); },
+              ThrowsMessage<Error>(HasSubstr("--tp 3602879701896396912 x --pp 360287018963969 "
+                                             "x --cp 1 overflows int64")));
+  pins.tp = 2;
+  pins.pp = 2;
+  EXPECT_EQ(default_config(job, pins, Precision::kBf16).dp, 2);  // 8 / (2 x 2 x 1)
+}
+
 // docs/cost-model.md §2.4: GPT-2 small at s = 1024 is 6 x 124,439,808 + 12 x 12 x 768 x 1024 =
 // 859,885,056 model FLOPs per token counting attention's full square; the causal half computes
 // 6 x 12 x 768 x 1024 fewer, 803,261,952. Both MFUs divide the same step by the same peak.
