@@ -147,17 +147,13 @@ constexpr FieldRename kCohere2MoeRenames[] = {
     {"dense_layers", "mlp_layer_types"},
     {"shared_expert_intermediate_size", "num_shared_experts"}};
 
-// PreTrainedModel's _init_weights with Cohere2MoePreTrainedModel's experts and router: Linear
-// and the fused experts normal(0, initializer_range), biases zero, the embedding's padding row
-// zero, every norm's weight one.
-constexpr InitRule kCohere2MoeInitRules[] = {
-    {"Linear", "weight", InitFill::kNormal},
-    {"Linear", "bias", InitFill::kZeros},
-    {"*", "gate_up_proj", InitFill::kNormal},
-    {"*", "down_proj", InitFill::kNormal},
-    {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
-    {"RMSNorm", "weight", InitFill::kOnes},
+// PreTrainedModel's _init_weights with Cohere2MoePreTrainedModel's experts and router: the
+// Llama-shaped decoders' rules (Linear and the fused experts normal, biases zero, the padding row
+// zero, RMSNorm one), and Cohere's LayerNorm weight one when the file gives no rms_norm_eps.
+constexpr InitRule kCohere2MoeLayerNormRule[] = {
     {"Cohere2MoeLayerNorm", "weight", InitFill::kOnes}};
+constexpr auto kCohere2MoeInitRules =
+    models::concat_init_rules(kCohere2MoeLayerNormRule, models::kRotaryDecoderInitRules);
 
 }  // namespace
 
