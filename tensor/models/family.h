@@ -61,13 +61,18 @@ struct TensorParallelRule {
 // padding_idx row (torch.nn.Embedding.reset_parameters and the families' _init_weights zero it).
 // kLogArange: log(1), log(2), ... along the tensor, the Mamba-2 mixers' A_log =
 // log(arange(1, heads + 1)) (GraniteMoeHybrid's, Bamba's _init_weights).
+// kSoftplusInverse: every element log(expm1(x)), x the rule's `x`, each step rounded to the
+// parameter's dtype as PyTorch computes it on a tensor of that dtype (transformers'
+// XIELUActivation: alpha_p = log(expm1(0.8)), alpha_n = log(expm1(0.8 - 0.5)) in the model's
+// dtype; bfloat16 gives 0.2041015625 where the exact value is 0.20338...).
 enum class InitFill {
   kNormal,
   kNormalDepthScaled,
   kNormalPaddingRowZero,
   kZeros,
   kOnes,
-  kLogArange
+  kLogArange,
+  kSoftplusInverse
 };
 
 // One rule: a parameter owned by a module of type `module_type` ("Linear", "*" for any) whose FQN
@@ -77,6 +82,7 @@ struct InitRule {
   std::string_view module_type;
   std::string_view suffix;
   InitFill fill;
+  double x = 0;  // kSoftplusInverse's argument
 };
 
 struct ModelFamily;

@@ -47,10 +47,17 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
 constexpr FieldRename kApertusRenames[] = {
     {"norm_eps", "rms_norm_eps"}, {"qkv_bias", "attention_bias"}, {"o_bias", "attention_bias"}};
 
+// xIELU's two scalars start where XIELUActivation's constructor puts them (ApertusPreTrainedModel's
+// _init_weights leaves them): log(expm1(0.8)) and log(expm1(0.8 - beta)), beta 0.5, computed in
+// the model's dtype; the rest as the Llama-shaped decoders.
+constexpr InitRule kXieluInitRules[] = {
+    {"XIELUActivation", "alpha_p", InitFill::kSoftplusInverse, 0.8},
+    {"XIELUActivation", "alpha_n", InitFill::kSoftplusInverse, 0.8 - 0.5}};
+constexpr auto kApertusInitRules =
+    models::concat_init_rules(kXieluInitRules, models::kRotaryDecoderInitRules);
+
 }  // namespace
 
-// No init rules: xIELU's parameters start at softplus-inverse constants (log(expm1(0.8)) and
-// log(expm1(0.3))) that no fill of kernels/ makes yet, so materialize refuses the family.
 const ModelFamily kApertusFamily{
     .model_type = "apertus",
     .hf_class_prefix = "Apertus",
@@ -60,6 +67,7 @@ const ModelFamily kApertusFamily{
     .build = build,
     .renamed = kApertusRenames,
     .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = kApertusInitRules,
 };
 
 }  // namespace shardplan::tensor

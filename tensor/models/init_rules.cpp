@@ -4,6 +4,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "kernels/convert.h"
 
 namespace shardplan::tensor {
 namespace {
@@ -14,8 +15,32 @@ bool suffix_matches(std::string_view fqn, std::string_view suffix) {
          fqn[fqn.size() - suffix.size() - 1] == '.';
 }
 
-ParameterInit resolve(InitFill fill, const ModelConfig& c) {
-  switch (fill) {
+// log(expm1(x)) as PyTorch computes it on a 0-d tensor of `dtype`: the argument rounded to the
+// dtype, then each op in float (double for float64) rounded back to it, as CPU kernels of the
+// half-width types compute in float.
+double softplus_inverse_in(DType dtype, double x) {
+  float (*round)(float) = nullptr;
+  switch (dtype) {
+    case DType::kFloat64:
+      return std::log(std::expm1(x));
+    case DType::kFloat32:
+      round = [](float v) { return v; };
+      break;
+    case DType::kBFloat16:
+      round = [](float v) { return kernels::bf16_bits_to_float(kernels::float_to_bf16_bits(v)); };
+      break;
+    case DType::kFloat16:
+      round = [](float v) { return kernels::fp16_bits_to_float(kernels::float_to_fp16_bits(v)); };
+      break;
+    default:
+      SP_FAIL("log(expm1(x)) asked in ", dtype_name(dtype), ", which is not a floating dtype");
+  }
+  const float arg = round(static_cast<float>(x));
+  return round(std::log(round(std::expm1(arg))));
+}
+
+ParameterInit resolve(const InitRule& rule, const ModelConfig& c, DType dtype) {
+  switch (rule.fill) {
     case InitFill::kNormal:
       return {ParameterInit::Kind::kNormal, 0.0, c.initializer_range};
     case InitFill::kNormalDepthScaled:
@@ -34,6 +59,8 @@ ParameterInit resolve(InitFill fill, const ModelConfig& c) {
       return {ParameterInit::Kind::kConstant, 1.0, 0.0};
     case InitFill::kLogArange:
       return {ParameterInit::Kind::kLogIndex, 1.0, 0.0};
+    case InitFill::kSoftplusInverse:
+      return {ParameterInit::Kind::kConstant, softplus_inverse_in(dtype, rule.x), 0.0};
   }
   return {};
 }
@@ -41,11 +68,11 @@ ParameterInit resolve(InitFill fill, const ModelConfig& c) {
 }  // namespace
 
 ParameterInit parameter_init(const ModelFamily& family, const ModelConfig& c,
-                             std::string_view module_type, std::string_view fqn) {
+                             std::string_view module_type, std::string_view fqn, DType dtype) {
   for (const InitRule& rule : family.init_rules) {
     if ((rule.module_type == "*" || rule.module_type == module_type) &&
         suffix_matches(fqn, rule.suffix)) {
-      return resolve(rule.fill, c);
+      return resolve(rule, c, dtype);
     }
   }
   SP_FAIL("parameter '", fqn, "' (a ", module_type, ") matches no init rule of the ",
@@ -69,7 +96,8 @@ std::vector<NamedInit> parameter_inits(const Module& root, const ModelConfig& c)
   for (const NamedTensor& p : root.named_parameters()) {
     const auto it = owner_type.find(p.name);
     SP_ASSERT(it != owner_type.end(), "parameter ", p.name, " has no owning module");
-    out.push_back({p.name, it->second, parameter_init(family, c, it->second, p.name)});
+    out.push_back(
+        {p.name, it->second, parameter_init(family, c, it->second, p.name, p.tensor.dtype())});
   }
   return out;
 }

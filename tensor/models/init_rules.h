@@ -31,10 +31,12 @@ struct NamedInit {
 };
 
 // The rule of `family` for a parameter named `fqn` owned by a `module_type` module, resolved with
-// c's initializer_range and depth. Throws shardplan::Error when no rule matches (naming the
+// c's initializer_range and depth (and the parameter's dtype, for values PyTorch computes in it).
+// Throws shardplan::Error when no rule matches (naming the
 // parameter, its module type and the family).
 ParameterInit parameter_init(const ModelFamily& family, const ModelConfig& c,
-                             std::string_view module_type, std::string_view fqn);
+                             std::string_view module_type, std::string_view fqn,
+                             DType dtype = DType::kFloat32);
 
 // Every parameter of `root` (a model built from `c`), in named_parameters order.
 std::vector<NamedInit> parameter_inits(const Module& root, const ModelConfig& c);

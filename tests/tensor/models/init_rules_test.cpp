@@ -137,6 +137,37 @@ TEST(InitRules, Mamba2MixersStartAsTransformersDoes) {
   EXPECT_EQ(inits_of("bamba-9b").at("model.layers.0.mamba.conv1d.bias"), kZero);
 }
 
+// XIELUActivation's constructor computes alpha_p = log(expm1(0.8)) and alpha_n =
+// log(expm1(0.8 - 0.5)) on 0-d tensors of the model's dtype, each op rounded to it; the values are
+// PyTorch's (scripts/gen_softplus_inverse_oracle.py prints them). bfloat16's alpha_p is 0.2041...
+// where the exact value's nearest bfloat16 would be 0.203125: the rounding of each step shows.
+TEST(InitRules, ApertusXieluScalarsStartInTheModelsDtype) {
+  const ModelConfig c = find_model_config("apertus-8b");
+  const struct {
+    DType dtype;
+    double alpha_p, alpha_n;
+  } want[] = {{DType::kBFloat16, 0.2041015625, -1.046875},
+              {DType::kFloat16, 0.203369140625, -1.0498046875},
+              {DType::kFloat32, 0.20338237285614014, -1.0502256155014038},
+              {DType::kFloat64, 0.2033823208110246, -1.0502256128148464}};
+  for (const auto& w : want) {
+    SCOPED_TRACE(dtype_name(w.dtype));
+    const ModulePtr m = build_model(c, {.dtype = w.dtype, .training = true});
+    std::map<std::string, ParameterInit> i;
+    for (const NamedInit& p : parameter_inits(*m, c)) i[p.name] = p.init;
+    const std::string act = "model.layers.31.mlp.act_fn.";
+    EXPECT_EQ(i.at(act + "alpha_p"), (ParameterInit{ParameterInit::Kind::kConstant, w.alpha_p}));
+    EXPECT_EQ(i.at(act + "alpha_n"), (ParameterInit{ParameterInit::Kind::kConstant, w.alpha_n}));
+    EXPECT_EQ(i.at("model.layers.0.mlp.up_proj.weight"), normal(0.02));
+    EXPECT_EQ(i.at("model.layers.0.self_attn.q_norm.weight"), kOne);
+  }
+  EXPECT_THAT(
+      [&] {
+        (void)parameter_init(family_of(c), c, "XIELUActivation", "act_fn.alpha_p", DType::kInt32);
+      },
+      ThrowsMessage<Error>(HasSubstr("int32, which is not a floating dtype")));
+}
+
 // The A_log fill against PyTorch: tests/data/log_arange_oracle.json holds the bits of
 // torch.log(torch.arange(1, 4097)) copied into float32, float64, bfloat16 and float16 tensors
 // (scripts/gen_log_arange_oracle.py). The fill rounds the exact log once to float32; PyTorch's
