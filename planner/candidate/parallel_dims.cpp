@@ -16,9 +16,12 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
     return "--tp " + t + " does not divide the model's " + std::to_string(heads) +
            " attention heads, expected a divisor of " + std::to_string(heads);
   }
-  if (kv % tp != 0 && tp % kv != 0) {
-    return "--tp " + t + " and the model's " + std::to_string(kv) +
-           " key/value heads: expected a divisor of " + std::to_string(kv) + " or a multiple of it";
+  for (const int64_t n : {kv, m.sliding_num_key_value_heads}) {
+    if (n > 0 && n % tp != 0 && tp % n != 0) {
+      return "--tp " + t + " and the model's " + std::to_string(n) +
+             (n == kv ? "" : " sliding-layer") + " key/value heads: expected a divisor of " +
+             std::to_string(n) + " or a multiple of it";
+    }
   }
   // Gated DeltaNet splits by key-head groups (Note [Gated DeltaNet trace] in
   // tensor/models/gated_delta_net.h), Mamba-2 by its B/C groups (ngroups, which shardplan keeps

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "mesh/parallel_style.h"
 #include "tensor/models/family.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 #include "tensor/ops.h"
@@ -178,7 +179,8 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   t.kv_bytes = kind.attention == tensor::AttentionType::kLinear ||
                        kind.attention == tensor::AttentionType::kNone
                    ? 0
-                   : 2 * key.micro_batch * key.seq * cfg.num_key_value_heads * cfg.head_dim * item;
+                   : key.micro_batch * key.seq * tensor::kv_heads_of(cfg, kind) *
+                         (cfg.head_dim + tensor::value_head_dim(cfg)) * item;
   t.attention_window = kind.window;
   // The indexer's top-k keys are a band of that width per query, as a sliding window's.
   t.sliding = kind.attention == tensor::AttentionType::kSliding ||

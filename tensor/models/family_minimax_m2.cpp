@@ -23,14 +23,6 @@ extern const ModelFamily kMinimaxM2Family;  // listed in family_registry.cpp
 
 namespace {
 
-// A key of MiniMax's own files that must hold what transformers builds whatever it says.
-void require_value(const ConfigFields& f, const char* key, const nlohmann::json& built,
-                   const char* what) {
-  if (!f.has(key) || f.raw(key) == built) return;
-  f.fail(key, f.raw(key).dump().substr(0, 60) + ": transformers' MiniMax-M2 builds " + what +
-                  "; expected " + built.dump());
-}
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c,
                                {.max_position_embeddings = 196608,
@@ -49,11 +41,14 @@ void parse(const ConfigFields& f, ModelConfig& c) {
     }
     c.partial_rotary_factor = static_cast<double>(rotary) / static_cast<double>(c.head_dim);
   }
-  require_value(f, "use_qk_norm", true, "q_norm and k_norm on every layer");
-  require_value(f, "qk_norm_type", "per_layer", "q_norm and k_norm over the whole projection");
-  require_value(f, "scoring_func", "sigmoid", "a sigmoid router");
-  require_value(f, "use_routing_bias", true, "the router's e_score_correction_bias");
-  require_value(f, "shared_intermediate_size", 0, "no shared expert");
+  models::require_built_value(f, "use_qk_norm", true, "MiniMax-M2",
+                              "q_norm and k_norm on every layer");
+  models::require_built_value(f, "qk_norm_type", "per_layer", "MiniMax-M2",
+                              "q_norm and k_norm over the whole projection");
+  models::require_built_value(f, "scoring_func", "sigmoid", "MiniMax-M2", "a sigmoid router");
+  models::require_built_value(f, "use_routing_bias", true, "MiniMax-M2",
+                              "the router's e_score_correction_bias");
+  models::require_built_value(f, "shared_intermediate_size", 0, "MiniMax-M2", "no shared expert");
   if (f.has("attn_type_list")) {
     const nlohmann::json& types = f.raw("attn_type_list");
     if (!types.is_array() || std::any_of(types.begin(), types.end(), [](const nlohmann::json& t) {

@@ -9,6 +9,7 @@
 namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
+extern const ModelFamily kAfmoeFamily;
 extern const ModelFamily kApertusFamily;
 extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
@@ -41,9 +42,11 @@ extern const ModelFamily kNemotronHFamily;
 extern const ModelFamily kBambaFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
 extern const ModelFamily kHunYuanMoeV1Family;
+extern const ModelFamily kHyV3Family;
 extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
+extern const ModelFamily kMimoV2FlashFamily;
 extern const ModelFamily kMinimaxM2Family;
 extern const ModelFamily kMinistral3Family;
 extern const ModelFamily kMistral4Family;
@@ -91,6 +94,7 @@ const ModelFamily* const kRegistered[] = {
     &kLlama4TextFamily,
     &kMistralFamily,
     &kMinimaxM2Family,
+    &kMimoV2FlashFamily,
     &kMixtralFamily,
     &kOlmo2Family,
     &kOlmo3Family,
@@ -127,8 +131,10 @@ const ModelFamily* const kRegistered[] = {
     &kFlexOlmoFamily,
     &kArceeFamily,
     &kApertusFamily,
+    &kAfmoeFamily,
     &kHunYuanDenseV1Family,
     &kHunYuanMoeV1Family,
+    &kHyV3Family,
     &kNemotronHFamily,
     &kBambaFamily,
 };

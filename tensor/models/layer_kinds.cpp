@@ -97,6 +97,16 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   return one;
 }
 
+int64_t kv_heads_of(const ModelConfig& c, const LayerKind& kind) {
+  return kind.attention == AttentionType::kSliding && c.sliding_num_key_value_heads > 0
+             ? c.sliding_num_key_value_heads
+             : c.num_key_value_heads;
+}
+
+int64_t value_head_dim(const ModelConfig& c) {
+  return c.kv_lora_rank <= 0 && c.v_head_dim > 0 ? c.v_head_dim : c.head_dim;
+}
+
 ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   SP_CHECK(layers >= 1 && layers <= c.num_hidden_layers, "the first ", layers, " layers of ",
            c.num_hidden_layers, ", expected between 1 and ", c.num_hidden_layers);

@@ -154,6 +154,13 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          family.file_key("linear_num_key_heads"), " ", c.linear_num_key_heads,
          " (each key head serves an equal group of value heads)");
   }
+  if (c.sliding_num_key_value_heads < 0 ||
+      (c.sliding_num_key_value_heads > 0 &&
+       c.num_attention_heads % c.sliding_num_key_value_heads != 0)) {
+    fail("sliding_num_key_value_heads", c.sliding_num_key_value_heads,
+         " (the sliding layers' key-value heads) does not divide num_attention_heads ",
+         c.num_attention_heads);
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
          c.num_attention_heads);

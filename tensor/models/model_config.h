@@ -109,6 +109,9 @@ struct ModelConfig {
   // shared_expert_intermediate_size; DeepSeek's n_shared_experts x moe_intermediate_size): its
   // MLP width, 0 when there is none.
   int64_t shared_expert_intermediate_size = 0;
+  // HY 3 (enable_moe_fp32_combine): the routed and shared experts' outputs summed in float32,
+  // then cast back (two float32 copies of the tokens and a float32 add per MoE layer).
+  bool moe_float32_combine = false;
   // Multi-head latent attention (DeepSeek-V2/V3; tensor/models/latent_attention.h): the ranks of
   // the query and key-value latents (q_lora_rank 0: queries projected directly), the unrotated
   // and rotated query/key widths per head and the value width per head. kv_lora_rank 0: none.
@@ -118,6 +121,13 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
+  // Without latent attention, v_head_dim > 0 is the value width per head of the Llama-shaped
+  // attention (MiMo-V2-Flash: 128 beside q/k heads of 192; value_head_dim in layer_kinds.h). That
+  // attention's sliding layers may have their own key-value heads (0: num_key_value_heads;
+  // MiMo-V2-Flash's are twice the full layers'), and v may be scaled before attention (MiMo's
+  // attention_value_scale).
+  int64_t sliding_num_key_value_heads = 0;
+  double attention_value_scale = 1;
   // DeepSeek-V3's multi-token prediction modules (num_nextn_predict_layers): trained beside the
   // model, dropped by transformers (not in the parameter total).
   int64_t mtp_layers = 0;
@@ -158,6 +168,8 @@ struct ModelConfig {
   // Cohere2-MoE without rms_norm_eps: its norms subtract the mean (a LayerNorm with a weight
   // only, layer_norm_eps) rather than RMSNorm.
   bool mean_subtracting_norms = false;
+  // AFMoE's mup_enabled: the token embeddings times sqrt(hidden_size), as Gemma's always are.
+  bool scale_embeddings = false;
   // Dropout probabilities applied when a model is built for training (GPT-2's embd/attn/resid
   // pdrop; Llama-family attention_dropout).
   double embd_dropout = 0;

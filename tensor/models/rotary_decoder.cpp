@@ -49,8 +49,9 @@ class Attention : public AttentionBlock {
             const std::string& prefix, const TensorOptions& o, bool training)
       : AttentionBlock(prefix + "Attention"),
         heads_(c.num_attention_heads),
-        kv_heads_(c.num_key_value_heads),
+        kv_heads_(kv_heads_of(c, kind)),
         head_dim_(c.head_dim),
+        value_dim_(value_head_dim(c)),
         dropout_(training ? c.attention_dropout : 0.0),
         eps_(c.norm_eps),
         full_width_norm_(s.qk_norm_full_width),
@@ -63,6 +64,10 @@ class Attention : public AttentionBlock {
     rope_ = kind.rope;
     l2_norm_ = s.l2_qk_norm_on_rope_layers && rope_ && c.qk_norm_per_head;
     const int64_t q = heads_ * head_dim_, kv = kv_heads_ * head_dim_, h = c.hidden_size;
+    const int64_t v_width = kv_heads_ * value_dim_, o_width = heads_ * value_dim_;
+    SP_ASSERT(!s.fused_projections || value_dim_ == head_dim_,
+              "fused q/k/v projections are built for v as wide as k only");
+    if (s.scale_values) value_scale_ = c.attention_value_scale;
     if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
       o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
       qkv_proj =
@@ -71,8 +76,8 @@ class Attention : public AttentionBlock {
       q_proj = register_module(
           "q_proj", std::make_shared<Linear>(h, output_gate_ ? 2 * q : q, c.qkv_bias, o));
       k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
-      v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
-      o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
+      v_proj = register_module("v_proj", std::make_shared<Linear>(h, v_width, c.qkv_bias, o));
+      o_proj = register_module("o_proj", std::make_shared<Linear>(o_width, h, c.o_bias, o));
     }
     const std::string qn(s.qk_norm_names.q), kn(s.qk_norm_names.k);
     norm_after_rope_ = s.qk_norm_after_rope;
@@ -87,8 +92,15 @@ class Attention : public AttentionBlock {
       q_norm = register_module("q_norm", make_norm(q, c, o, s));
       k_norm = register_module("k_norm", make_norm(kv, c, o, s));
     }
+    if (!s.separate_output_gate.empty()) {  // AFMoE
+      gate_proj_ = register_module(std::string(s.separate_output_gate),
+                                   std::make_shared<Linear>(h, q, false, o));
+    }
     // GPT-OSS: one learned logit per head joins each softmax (no product; a per-head add).
-    if (s.attention_sinks) register_parameter("sinks", empty({heads_}, o));
+    if (s.attention_sinks &&
+        (!s.sinks_on_sliding_layers_only || kind.attention == AttentionType::kSliding)) {
+      register_parameter("sinks", empty({heads_}, o));
+    }
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
     CallScope scope(*this);
@@ -127,16 +139,19 @@ class Attention : public AttentionBlock {
     if (rope_) k = rotate(k, cos_t, sin_t);
     if (head_norm && norm_after_rope_) k = k_norm->call(k);
     if (l2_norm_) k = rms_norm(k, {head_dim_}, Tensor(), eps_);
-    const Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, head_dim_);
+    Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, value_dim_);
+    if (value_scale_) v = mul(v, *value_scale_);  // MiMo-V2-Flash: even at 1
     // A sliding window or chunk bounds the keys of each query (the layer's kind).
     const Tensor out =
         scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true, scale_,
                                      /*enable_gqa=*/kv_heads_ != heads_, window_);
     if (output_gate_) return o_proj->call(mul(merge_heads(out), sigmoid(gate)));
+    if (gate_proj_) return o_proj->call(mul(merge_heads(out), sigmoid(gate_proj_->call(x))));
     return o_proj->call(merge_heads(out));
   }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, qkv_proj;
   ModulePtr q_norm, k_norm;  // with RotaryDecoderStyle::qk_norm or qk_norm_full_width
+  std::shared_ptr<Linear> gate_proj_;  // RotaryDecoderStyle::separate_output_gate
 
  private:
   // RoPE on x, in float32 and back where the family rotates so (Cohere).
@@ -145,8 +160,9 @@ class Attention : public AttentionBlock {
     return to(apply_rotary(to(x, DType::kFloat32), cos_t, sin_t), x.dtype());
   }
 
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_, value_dim_;
   double dropout_, eps_;
+  std::optional<double> value_scale_;  // RotaryDecoderStyle::scale_values
   bool full_width_norm_, output_gate_;
   bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false, rope_in_float32_ = false;
   std::optional<int64_t> window_;
@@ -250,18 +266,50 @@ class StaticsRouter : public Module {
   }
 };
 
+// HY 3's router (MoeStyle::float32_topk_router): a bare weight in the model's dtype, the logits
+// F.linear(x.float(), weight.float()).
+class Float32TopKRouter : public Module {
+ public:
+  Float32TopKRouter(int64_t experts, int64_t hidden, const std::string& prefix,
+                    const TensorOptions& o)
+      : Module(prefix + "TopKRouter") {
+    register_parameter("weight", empty({experts, hidden}, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    return matmul(to(x, DType::kFloat32),
+                  transpose(to(parameter("weight"), DType::kFloat32), 0, 1));
+  }
+};
+
+// AFMoE's router (MoeStyle::router_class): a module of the family's class around the Linear
+// `gate`.
+class WrappedRouter : public Module {
+ public:
+  WrappedRouter(std::string_view type, int64_t experts, int64_t hidden, const TensorOptions& o)
+      : Module(std::string(type)) {
+    register_module("gate", std::make_shared<Linear>(hidden, experts, false, o));
+  }
+  Tensor forward(const Tensor& x) override { return child("gate")->call(x); }
+};
+
 // Note [Expected-load MoE] in models.h. The router, the routed experts (one GroupedExperts) and
 // the shared expert, registered in the family's order (MoeStyle).
 class SparseMoe : public Module {
  public:
   SparseMoe(const ModelConfig& c, const MoeStyle& m, const std::string& prefix,
             const TensorOptions& o)
-      : Module(prefix + "SparseMoeBlock"),
+      : Module(m.block_class.empty() ? prefix + "SparseMoeBlock" : std::string(m.block_class)),
         experts_(c.num_local_experts),
         top_k_(c.num_experts_per_tok),
         sigmoid_router_(m.sigmoid_router),
-        softmax_after_top_k_(m.softmax_after_top_k) {
+        softmax_after_top_k_(m.softmax_after_top_k),
+        float32_combine_(m.float32_combine) {
     auto make_router = [&] {
+      if (m.float32_topk_router) {
+        router = register_module(std::string(m.router), std::make_shared<Float32TopKRouter>(
+                                                            experts_, c.hidden_size, prefix, o));
+        return;
+      }
       if (m.float32_wg_router) {
         router = register_module(std::string(m.router), std::make_shared<Float32WgRouter>(
                                                             experts_, c.hidden_size, prefix, o));
@@ -272,18 +320,17 @@ class SparseMoe : public Module {
                                                             experts_, c.hidden_size, prefix, o));
         return;
       }
+      if (!m.router_class.empty()) {
+        router = register_module(
+            std::string(m.router),
+            std::make_shared<WrappedRouter>(m.router_class, experts_, c.hidden_size, o));
+        return;
+      }
       router = register_module(std::string(m.router),
                                std::make_shared<Linear>(c.hidden_size, experts_, m.router_bias, o));
     };
-    if (m.router_first) make_router();
-    const std::string act = c.hidden_act;
-    experts = register_module(
-        "experts", std::make_shared<GroupedExperts>(
-                       prefix + "Experts", experts_, c.hidden_size, c.intermediate_size, m.layout,
-                       m.expert_bias, [act](const Tensor& x) { return activation(act, x); }, o,
-                       m.interleaved_gate_up));
-    if (!m.router_first) make_router();
-    if (c.shared_expert_intermediate_size > 0 && !m.shared_in_layer) {
+    auto make_shared_expert = [&] {
+      if (c.shared_expert_intermediate_size <= 0 || m.shared_in_layer) return;
       shared = register_module(
           std::string(m.shared_name),
           std::make_shared<GatedMlp>(c, c.shared_expert_intermediate_size, prefix, o));
@@ -291,6 +338,19 @@ class SparseMoe : public Module {
         shared_gate = register_module(std::string(m.shared_name) + "_gate",
                                       std::make_shared<Linear>(c.hidden_size, 1, false, o));
       }
+    };
+    if (m.router_first) make_router();
+    if (m.shared_before_experts) make_shared_expert();
+    const std::string act = c.hidden_act;
+    experts = register_module(
+        "experts", std::make_shared<GroupedExperts>(
+                       prefix + "Experts", experts_, c.hidden_size, c.intermediate_size, m.layout,
+                       m.expert_bias, [act](const Tensor& x) { return activation(act, x); }, o,
+                       m.interleaved_gate_up));
+    if (!m.router_first) make_router();
+    if (!m.shared_before_experts) make_shared_expert();
+    if (!m.frozen_bias.empty()) {
+      register_parameter(std::string(m.frozen_bias), empty({experts_}, o)).set_requires_grad(false);
     }
   }
   Tensor forward(const Tensor& x) override {
@@ -320,7 +380,9 @@ class SparseMoe : public Module {
     if (shared) {
       Tensor y = shared->call(flat);
       if (shared_gate) y = mul(y, sigmoid(shared_gate->call(flat)));
-      combined = add(combined, y);
+      combined = float32_combine_
+                     ? to(add(to(combined, DType::kFloat32), to(y, DType::kFloat32)), x.dtype())
+                     : add(combined, y);
     }
     return view(combined, {b, s, h});
   }
@@ -330,7 +392,7 @@ class SparseMoe : public Module {
 
  private:
   int64_t experts_, top_k_;
-  bool sigmoid_router_, softmax_after_top_k_;
+  bool sigmoid_router_, softmax_after_top_k_, float32_combine_;
 };
 
 // Made empty and filled by build() once it sits in its ModuleList (Note [Filling repeated blocks
@@ -404,11 +466,11 @@ class DecoderLayer : public Module {
               "residual dropout is built for pre-norm layers only");
     if (placement_ == NormPlacement::kSandwich) {
       pre_feedforward_layernorm =
-          register_module("pre_feedforward_layernorm", make_norm(h, c, o, s));
+          register_module(std::string(s.pre_ffn_norm_name), make_norm(h, c, o, s));
     }
     if (placement_ == NormPlacement::kSandwich || placement_ == NormPlacement::kPost) {
       post_feedforward_layernorm =
-          register_module("post_feedforward_layernorm", make_norm(h, c, o, s));
+          register_module(std::string(s.post_ffn_norm_name), make_norm(h, c, o, s));
     }
     if (s.norms_before_ffn) register_ffn();
     if (s.mixer_last) register_mixer();
@@ -705,6 +767,13 @@ void parse_logit_scale(const ConfigFields& f, ModelConfig& c) {
     f.fail("logit_scale", "is null; expected a number (the logits are multiplied by it)");
   }
   c.logit_scale = f.number("logit_scale", 0.0625);
+}
+
+void require_built_value(const ConfigFields& f, const char* key, const nlohmann::json& built,
+                         std::string_view family, const char* what) {
+  if (!f.has(key) || f.raw(key) == built) return;
+  f.fail(key, f.raw(key).dump().substr(0, 60) + ": transformers' " + std::string(family) +
+                  " builds " + what + "; expected " + built.dump());
 }
 
 void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent) {

@@ -130,6 +130,12 @@ void granite_multipliers_to_hf_json(const ModelConfig& c, nlohmann::json& j);
 // multiplied by it, so a null one is refused).
 void parse_logit_scale(const ConfigFields& f, ModelConfig& c);
 
+// A key of a family's own released files that transformers' class does not read: a file stating
+// anything but what transformers builds (`built`) describes another model, refused as
+// "<value>: transformers' <family> builds <what>; expected <built>".
+void require_built_value(const ConfigFields& f, const char* key, const nlohmann::json& built,
+                         std::string_view family, const char* what);
+
 // The pad_token_id of the family's config class where the file has no such key (a null one
 // stays none, as transformers reads it); parse_model_config checks it against the vocabulary.
 void pad_token_id_or(const ConfigFields& f, ModelConfig& c, int64_t absent);
@@ -293,6 +299,19 @@ struct MoeStyle {
   // GraniteMoe: the softmax runs over the top k logits only (no renormalization); others take a
   // softmax over every expert, then the top k renormalized.
   bool softmax_after_top_k = false;
+  // HY 3: the block's class name (HYV3MoE; empty: <prefix>SparseMoeBlock), and its router
+  // <prefix>TopKRouter, a bare `weight` [E, h] in the model's dtype whose logits are a float32
+  // GEMM (tokens and weight cast up on every call).
+  std::string_view block_class = {};
+  bool float32_topk_router = false;
+  // The routed and shared outputs summed in float32 (ModelConfig::moe_float32_combine).
+  bool float32_combine = false;
+  // AFMoE: the router a module of this class holding the Linear `gate` (registered under
+  // `router`), the shared experts registered before the routed ones, and a frozen parameter [E]
+  // of this name registered last (expert_bias: it picks the top k; transformers counts it).
+  std::string_view router_class = {};
+  bool shared_before_experts = false;
+  std::string_view frozen_bias = {};
 };
 
 // DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the
@@ -345,6 +364,10 @@ struct RotaryDecoderStyle {
   // feed-forward (Bamba: pre_ff_layernorm; Apertus: feedforward_layernorm).
   std::string_view input_norm_name = "input_layernorm";
   std::string_view post_attention_norm_name = "post_attention_layernorm";
+  // The norms around the feed-forward (NormPlacement::kSandwich; kPost has the second only),
+  // named as Gemma 2 names them (AFMoE: pre_mlp_layernorm and post_mlp_layernorm).
+  std::string_view pre_ffn_norm_name = "pre_feedforward_layernorm";
+  std::string_view post_ffn_norm_name = "post_feedforward_layernorm";
   // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
   bool fused_projections = false;
   // GLM-4: the MLP's gate_up_proj ([gate; up]) alone, q, k and v apart (Phi3MLP).
@@ -355,6 +378,10 @@ struct RotaryDecoderStyle {
   std::string_view ungated_in_name = "up_proj";
   std::string_view ungated_out_name = "down_proj";
   bool attention_sinks = false;  // GPT-OSS: a learned logit per head, `sinks` [heads]
+  // MiMo-V2-Flash: those sinks on the sliding layers only; and v times
+  // ModelConfig::attention_value_scale before attention.
+  bool sinks_on_sliding_layers_only = false;
+  bool scale_values = false;
   // Llama 4: with ModelConfig::qk_norm_per_head the RoPE layers (not ModelConfig::nope_layers)
   // L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no weight).
   bool l2_qk_norm_on_rope_layers = false;
@@ -364,6 +391,9 @@ struct RotaryDecoderStyle {
   // Qwen3-Next: q_proj makes, per head, the query and a gate as wide; the attention output is
   // multiplied by sigmoid(gate) before o_proj (Qwen3NextAttention).
   bool output_gate = false;
+  // AFMoE: the gate a projection of its own under this name ([heads * head_dim, h], no bias,
+  // registered after the q/k norms): o_proj(out * sigmoid(gate(x))). Empty: none.
+  std::string_view separate_output_gate = {};
   // The token mixer of kLinear layers: the Gated DeltaNet ("linear_attn", with these
   // projections, tensor/models/gated_delta_net.h) or Mamba-2 ("mamba",
   // tensor/models/mamba2_mixer.h).

@@ -50,7 +50,8 @@ bool has_module(const Module& root, const std::string& fqn) {
 }
 
 TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
-  const std::vector<std::string> want = {"apertus",
+  const std::vector<std::string> want = {"afmoe",
+                                         "apertus",
                                          "arcee",
                                          "bamba",
                                          "cohere",
@@ -81,9 +82,11 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "granitemoeshared",
                                          "hunyuan_v1_dense",
                                          "hunyuan_v1_moe",
+                                         "hy_v3",
                                          "kimi_k2",
                                          "llama",
                                          "llama4_text",
+                                         "mimo_v2_flash",
                                          "minimax_m2",
                                          "ministral3",
                                          "mistral",
@@ -113,17 +116,15 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
-      "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
-      "exaone4, exaone_moe, flex_olmo, gemma, gemma2, gemma3_text, glm4, glm4_moe, "
-      "glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
+      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
+      "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, gemma, "
+      "gemma2, gemma3_text, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
       "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
-      "hunyuan_v1_moe, kimi_k2, "
-      "llama, llama4_text, minimax_m2, ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, "
-      "olmo3, olmoe, phi3, "
-      "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3, solar_open, starcoder2");
+      "hunyuan_v1_moe, hy_v3, kimi_k2, llama, llama4_text, mimo_v2_flash, minimax_m2, "
+      "ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, "
+      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
+      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
+      "starcoder2");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -219,6 +220,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"mimo_v2_flash", {"model.layers", "MiMoV2FlashForCausalLM"}},
+      {"afmoe", {"model.layers", "AfmoeForCausalLM"}},
+      {"hy_v3", {"model.layers", "HYV3ForCausalLM"}},
   };
   const std::map<std::string, std::string> config_of = {
       {"gemma", "gemma-7b"},
@@ -279,7 +283,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"exaone_moe", "k-exaone-236b-a23b"},
       {"flex_olmo", "flexolmo-7x7b-1t"},
       {"starcoder2", "starcoder2-3b"},
-      {"cohere2_moe", "cohere2-moe"}};
+      {"cohere2_moe", "cohere2-moe"},
+      {"hy_v3", "hy3-preview"},
+      {"afmoe", "trinity-mini"},
+      {"mimo_v2_flash", "mimo-v2-flash"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -362,18 +369,42 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "exaone_moe",
                                            "flex_olmo",
                                            "starcoder2",
-                                           "cohere2_moe"}));
+                                           "cohere2_moe",
+                                           "hy_v3",
+                                           "afmoe",
+                                           "mimo_v2_flash"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(
-      moe,
-      (std::set<std::string>{
-          "deepseek_v2",   "deepseek_v3",       "deepseek_v32", "ernie4_5_moe",     "glm4_moe",
-          "glm4_moe_lite", "glm_moe_dsa",       "gpt_oss",      "kimi_k2",          "llama4_text",
-          "minimax_m2",    "mixtral",           "qwen2_moe",    "qwen3_5_moe_text", "qwen3_moe",
-          "qwen3_next",    "qwen3_vl_moe_text", "granitemoe",   "granitemoeshared", "dots1",
-          "olmoe",         "hunyuan_v1_moe",    "mistral4",     "solar_open",       "exaone_moe",
-          "flex_olmo",     "cohere2_moe"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
+                                        "deepseek_v3",
+                                        "deepseek_v32",
+                                        "ernie4_5_moe",
+                                        "glm4_moe",
+                                        "glm4_moe_lite",
+                                        "glm_moe_dsa",
+                                        "gpt_oss",
+                                        "kimi_k2",
+                                        "llama4_text",
+                                        "minimax_m2",
+                                        "mixtral",
+                                        "qwen2_moe",
+                                        "qwen3_5_moe_text",
+                                        "qwen3_moe",
+                                        "qwen3_next",
+                                        "qwen3_vl_moe_text",
+                                        "granitemoe",
+                                        "granitemoeshared",
+                                        "dots1",
+                                        "olmoe",
+                                        "hunyuan_v1_moe",
+                                        "mistral4",
+                                        "solar_open",
+                                        "exaone_moe",
+                                        "flex_olmo",
+                                        "cohere2_moe",
+                                        "hy_v3",
+                                        "afmoe",
+                                        "mimo_v2_flash"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -383,7 +414,7 @@ TEST(ModelFamily, FlagsPerFamily) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
+      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
       "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
       "exaone4, exaone_moe, flex_olmo, "
       "gemma, gemma2, "
