@@ -204,12 +204,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 
-// causal_conv1d_fn of the causal-conv1d library (Dao AI Lab), with SiLU, which transformers and
-// Megatron-LM call for Gated DeltaNet: x [B, C, L] through a depthwise weight [C, 1, K], each
-// output reading its own and the K - 1 earlier tokens -> [B, C, L]. Equal to conv1d(x, w,
-// padding = K - 1, groups = C) cut to its first L outputs, then SiLU, but one kernel: it writes L
-// outputs and its backward reads x and w only.
-Tensor causal_conv1d(const Tensor& x, const Tensor& weight);
+// causal_conv1d_fn of the causal-conv1d library (Dao AI Lab), with SiLU (Gated DeltaNet, as
+// transformers and Megatron-LM call it) or without (LFM2's short convolution), and an optional
+// bias [C]: x [B, C, L] through a depthwise weight [C, 1, K], each output reading its own and the
+// K - 1 earlier tokens -> [B, C, L]. Equal to conv1d(x, w, b, padding = K - 1, groups = C) cut to
+// its first L outputs (then SiLU), but one kernel: it writes L outputs and its backward reads x,
+// w (and b) only.
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                     bool silu = true);
 
 // Note [Gated delta rule work]
 // The gated delta rule (Yang, Kautz and Hatamizadeh 2024, "Gated Delta Networks", ICLR 2025)

@@ -115,7 +115,14 @@ struct ModelFamily {
   // mlp.e_score_correction_bias, block_sparse_moe.* in its Hub files). A buffer in transformers,
   // so not in its parameter count, but a tensor of the checkpoint.
   // NemotronH: on the router of the layer's mixer (mixer.gate.e_score_correction_bias).
-  enum class RouterBias : uint8_t { kNone, kOnRouter, kOnBlock, kOnMixer };
+  // LFM2-MoE: on the block under its own name (feed_forward.expert_bias).
+  enum class RouterBias : uint8_t {
+    kNone,
+    kOnRouter,
+    kOnBlock,
+    kOnMixer,
+    kExpertBiasOnFeedForward
+  };
   RouterBias router_score_bias = RouterBias::kNone;
   // A substring of checkpoint keys transformers skips on load wherever it stands (the family's
   // _keys_to_ignore_on_load_unexpected; ERNIE 4.5 MoE: "mtp", its prediction layers): listed
@@ -129,6 +136,9 @@ struct ModelFamily {
   // Qwen3-Next, Qwen3.5; Mamba-2: Granite 4.0); other families refuse such a config, built in
   // code or read.
   bool linear_attention = false;
+  // Those linear layers are LFM2's short convolution (tensor/models/short_conv.h): it has no heads,
+  // so only ModelConfig::linear_conv_kernel_dim (and linear_conv_bias) describe it.
+  bool short_conv_mixer = false;
   // Each layer is one part, a token mixer or a feed-forward (Nemotron-H's blocks: a norm and one
   // mixer, ModelConfig::no_ffn_layers and kNone); other families refuse such layers.
   bool single_part_layers = false;

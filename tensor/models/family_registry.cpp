@@ -38,12 +38,16 @@ extern const ModelFamily kGraniteFamily;
 extern const ModelFamily kGraniteMoeFamily;
 extern const ModelFamily kGraniteMoeSharedFamily;
 extern const ModelFamily kGraniteMoeHybridFamily;
+extern const ModelFamily kGraniteSwaFamily;
+extern const ModelFamily kGraniteMoeSwaFamily;
 extern const ModelFamily kNemotronHFamily;
 extern const ModelFamily kBambaFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
 extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kHyV3Family;
 extern const ModelFamily kKimiK2Family;
+extern const ModelFamily kLfm2Family;
+extern const ModelFamily kLfm2MoeFamily;
 extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
 extern const ModelFamily kMimoV2FlashFamily;
@@ -90,6 +94,8 @@ const ModelFamily* const kRegistered[] = {
     &kGptOssFamily,
     &kGptNeoxFamily,
     &kKimiK2Family,
+    &kLfm2Family,
+    &kLfm2MoeFamily,
     &kLlamaFamily,
     &kLlama4TextFamily,
     &kMistralFamily,
@@ -123,6 +129,8 @@ const ModelFamily* const kRegistered[] = {
     &kGraniteMoeFamily,
     &kGraniteMoeSharedFamily,
     &kGraniteMoeHybridFamily,
+    &kGraniteSwaFamily,
+    &kGraniteMoeSwaFamily,
     &kCohereFamily,
     &kCohere2Family,
     &kCohere2MoeFamily,

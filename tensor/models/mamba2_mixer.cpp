@@ -121,6 +121,11 @@ void mamba2_config_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["mamba_proj_bias"] = c.linear_proj_bias;
 }
 
+ModulePtr make_conv1d_parameters(int64_t channels, int64_t width, bool bias,
+                                 const TensorOptions& o) {
+  return std::make_shared<Conv1dParameters>(channels, width, bias, o);
+}
+
 std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
                                                   const std::string& type_name,
                                                   const std::string& norm_type_name,

@@ -32,6 +32,12 @@
 
 namespace shardplan::tensor::models {
 
+// nn.Conv1d's parameters for a module whose forward is a fused op reading them: weight [channels,
+// 1, width] (depthwise) and bias [channels] (None without `bias`, as nn.Conv1d registers it),
+// typed "Conv1d".
+ModulePtr make_conv1d_parameters(int64_t channels, int64_t width, bool bias,
+                                 const TensorOptions& o);
+
 // The Mamba-2 mixer of `c` (linear_* fields set), typed `type_name` ("GraniteMoeHybridMambaLayer",
 // "NemotronHMamba2Mixer"), its gated norm `norm_type_name`.
 std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,

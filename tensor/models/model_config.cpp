@@ -97,7 +97,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   const bool any_linear = std::find(c.layer_types.begin(), c.layer_types.end(),
                                     AttentionType::kLinear) != c.layer_types.end();
   for (const auto& [name, v] : linear) {
-    if (v < 0 || (any_linear && v == 0)) {
+    const bool needed = any_linear && (!family.short_conv_mixer ||
+                                       name == std::string_view("linear_conv_kernel_dim"));
+    if (v < 0 || (needed && v == 0)) {
       fail(name, "must be a positive integer",
            any_linear ? " (the model has linear_attention layers)" : "", ", got ", v);
     }
@@ -111,8 +113,7 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   if (any_linear && !family.linear_attention) {
     fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
          "' builds no linear attention; expected a family that does (bamba, granitemoehybrid, "
-         "nemotron_h, "
-         "qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
+         "lfm2, nemotron_h, qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
   }
   // Single-part layers (ModelFamily::single_part_layers): each a token mixer or a feed-forward.
   for (size_t i = 0; i < c.no_ffn_layers.size(); ++i) {

@@ -86,6 +86,9 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
     case ModelFamily::RouterBias::kOnRouter:
       x.buffer_suffixes.push_back(".mlp.gate.e_score_correction_bias");
       break;
+    case ModelFamily::RouterBias::kExpertBiasOnFeedForward:
+      x.buffer_suffixes.push_back(".feed_forward.expert_bias");
+      break;
     case ModelFamily::RouterBias::kOnMixer:
       x.buffer_suffixes.push_back(".mixer.gate.e_score_correction_bias");
       break;

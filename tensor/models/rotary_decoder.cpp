@@ -31,6 +31,7 @@
 #include "tensor/models/latent_attention.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/mamba2_mixer.h"
+#include "tensor/models/short_conv.h"
 
 namespace shardplan::tensor::models {
 namespace {
@@ -69,7 +70,8 @@ class Attention : public AttentionBlock {
               "fused q/k/v projections are built for v as wide as k only");
     if (s.scale_values) value_scale_ = c.attention_value_scale;
     if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
-      o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
+      o_proj =
+          register_module(std::string(s.o_proj_name), std::make_shared<Linear>(q, h, c.o_bias, o));
       qkv_proj =
           register_module("qkv_proj", std::make_shared<Linear>(h, q + 2 * kv, c.qkv_bias, o));
     } else {
@@ -77,7 +79,8 @@ class Attention : public AttentionBlock {
           "q_proj", std::make_shared<Linear>(h, output_gate_ ? 2 * q : q, c.qkv_bias, o));
       k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
       v_proj = register_module("v_proj", std::make_shared<Linear>(h, v_width, c.qkv_bias, o));
-      o_proj = register_module("o_proj", std::make_shared<Linear>(o_width, h, c.o_bias, o));
+      o_proj = register_module(std::string(s.o_proj_name),
+                               std::make_shared<Linear>(o_width, h, c.o_bias, o));
     }
     const std::string qn(s.qk_norm_names.q), kn(s.qk_norm_names.k);
     norm_after_rope_ = s.qk_norm_after_rope;
@@ -174,8 +177,9 @@ class Attention : public AttentionBlock {
 class GatedMlp : public Module {
  public:
   GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o,
-           bool fused = false, const RotaryDecoderStyle* ungated = nullptr)
-      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused) {
+           bool fused = false, const RotaryDecoderStyle* ungated = nullptr,
+           const MlpNames& names = {})
+      : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused), names_(names) {
     const int64_t h = c.hidden_size;
     if (ungated) {  // Arcee, Starcoder2: no gate at all
       in_ = ungated->ungated_in_name;
@@ -185,10 +189,12 @@ class GatedMlp : public Module {
     } else if (fused) {
       register_module("gate_up_proj", std::make_shared<Linear>(h, 2 * f, c.mlp_bias, o));
     } else {
-      register_module("gate_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
-      register_module("up_proj", std::make_shared<Linear>(h, f, c.mlp_bias, o));
+      register_module(std::string(names_.gate), std::make_shared<Linear>(h, f, c.mlp_bias, o));
+      register_module(std::string(names_.up), std::make_shared<Linear>(h, f, c.mlp_bias, o));
     }
-    if (!ungated) register_module("down_proj", std::make_shared<Linear>(f, h, c.mlp_bias, o));
+    if (!ungated) {
+      register_module(std::string(names_.down), std::make_shared<Linear>(f, h, c.mlp_bias, o));
+    }
     // ACT2FN makes an activation module; xIELU's has parameters, so the MLP registers it as
     // act_fn after its projections (ApertusMLP, LlamaMLP).
     if (act_ == "xielu") act_fn_ = register_module("act_fn", std::make_shared<XieluActivation>(o));
@@ -198,10 +204,10 @@ class GatedMlp : public Module {
     if (fused_) {
       const Tensor gu = child("gate_up_proj")->call(x);
       const Tensor g = act(narrow(gu, -1, 0, ffn_));
-      return child("down_proj")->call(mul(g, narrow(gu, -1, ffn_, ffn_)));
+      return child(names_.down)->call(mul(g, narrow(gu, -1, ffn_, ffn_)));
     }
-    const Tensor g = act(child("gate_proj")->call(x));
-    return child("down_proj")->call(mul(g, child("up_proj")->call(x)));
+    const Tensor g = act(child(names_.gate)->call(x));
+    return child(names_.down)->call(mul(g, child(names_.up)->call(x)));
   }
 
  private:
@@ -210,6 +216,7 @@ class GatedMlp : public Module {
   int64_t ffn_;
   bool fused_;
   std::string_view in_, out_;  // an ungated MLP's projections; empty: gated
+  MlpNames names_;
   ModulePtr act_fn_;
 };
 
@@ -409,6 +416,10 @@ class DecoderLayer : public Module {
         self_attn =
             register_module("mamba", make_mamba2_mixer(c, prefix + std::string(s.linear_mixer_name),
                                                        prefix + "RMSNormGated", o));
+      } else if (kind.attention == AttentionType::kLinear &&
+                 s.linear_mixer == LinearMixer::kShortConv) {
+        self_attn = register_module(
+            "conv", make_short_conv(c, prefix + std::string(s.linear_mixer_name), o));
       } else if (kind.attention == AttentionType::kLinear) {
         self_attn = register_module("linear_attn",
                                     make_gated_delta_net(c, prefix, o, s.linear_projections));
@@ -444,7 +455,7 @@ class DecoderLayer : public Module {
       mlp = register_module(
           std::string(s.ffn_name),
           std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up,
-                                     s.ungated_mlp ? &s : nullptr));
+                                     s.ungated_mlp ? &s : nullptr, s.mlp_names));
     };
     if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;
@@ -546,7 +557,7 @@ class DecoderModel : public Module {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>(prefix)));
     }
-    norm = register_module("norm", make_norm(c.hidden_size, c, o, s));
+    norm = register_module(std::string(s.final_norm_name), make_norm(c.hidden_size, c, o, s));
     bool any_rotates = false;  // an attention layer not listed as NoPE
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       const bool linear =

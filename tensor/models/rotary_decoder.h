@@ -326,7 +326,14 @@ struct QkNormNames {
 };
 inline constexpr QkNormNames kHunYuanQkNormNames{"query_layernorm", "key_layernorm"};
 
-enum class LinearMixer : uint8_t { kGatedDeltaNet, kMamba2 };
+enum class LinearMixer : uint8_t { kGatedDeltaNet, kMamba2, kShortConv };
+
+// The gated MLP's projections (LFM2: w1, w3, w2).
+struct MlpNames {
+  std::string_view gate = "gate_proj";
+  std::string_view up = "up_proj";
+  std::string_view down = "down_proj";
+};
 
 // Where a layer's norms sit: before each half (Llama), before and after each half (Gemma 2 and 3:
 // input, post_attention, pre_feedforward and post_feedforward norms; GLM-4: input and
@@ -368,6 +375,9 @@ struct RotaryDecoderStyle {
   // named as Gemma 2 names them (AFMoE: pre_mlp_layernorm and post_mlp_layernorm).
   std::string_view pre_ffn_norm_name = "pre_feedforward_layernorm";
   std::string_view post_ffn_norm_name = "post_feedforward_layernorm";
+  // The attention's output projection (LFM2: out_proj) and the gated MLP's names.
+  std::string_view o_proj_name = "o_proj";
+  MlpNames mlp_names = {};
   // Phi-3: attention's o_proj then one qkv_proj ([q; k; v]); the MLP's gate_up_proj ([gate; up]).
   bool fused_projections = false;
   // GLM-4: the MLP's gate_up_proj ([gate; up]) alone, q, k and v apart (Phi3MLP).
@@ -395,14 +405,16 @@ struct RotaryDecoderStyle {
   // registered after the q/k norms): o_proj(out * sigmoid(gate(x))). Empty: none.
   std::string_view separate_output_gate = {};
   // The token mixer of kLinear layers: the Gated DeltaNet ("linear_attn", with these
-  // projections, tensor/models/gated_delta_net.h) or Mamba-2 ("mamba",
-  // tensor/models/mamba2_mixer.h).
+  // projections, tensor/models/gated_delta_net.h), Mamba-2 ("mamba",
+  // tensor/models/mamba2_mixer.h) or LFM2's short convolution ("conv", <prefix>ShortConv,
+  // tensor/models/short_conv.h).
   LinearMixer linear_mixer = LinearMixer::kGatedDeltaNet;
   // The Mamba-2 mixer's type, after the prefix ("MambaLayer": GraniteMoeHybridMambaLayer;
   // Bamba: "Mixer"); its gated norm is <prefix>RMSNormGated.
   std::string_view linear_mixer_name = "MambaLayer";
   GatedDeltaProjections linear_projections = GatedDeltaProjections::kFusedPerKeyHead;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
+  std::string_view final_norm_name = "norm";  // the model's last norm (LFM2: embedding_norm)
   // GraniteMoe: the layer registers its norms before the feed-forward (self_attn,
   // input_layernorm, post_attention_layernorm, block_sparse_moe); others after it.
   bool norms_before_ffn = false;

@@ -77,7 +77,7 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   return out;
 }
 
-Tensor causal_conv1d(const Tensor& x, const Tensor& weight) {
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu) {
   const char* op = "causal_conv1d";
   detail::require_meta(x, op);
   detail::require_meta(weight, op);
@@ -88,13 +88,22 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight) {
   require_float(x, op, "input");
   SP_CHECK(x.dtype() == weight.dtype(), op, ": Input type (", x.dtype(), ") and weight type (",
            weight.dtype(), ") should be the same");
+  if (bias.defined()) {
+    detail::require_meta(bias, op);
+    SP_CHECK(bias.dim() == 1 && bias.size(0) == x.size(1) && bias.dtype() == x.dtype(), op,
+             ": expected a bias [", x.size(1), "] of the input's dtype, got ", bias.sizes(), " ",
+             bias.dtype());
+  }
   Tensor out = detail::new_contiguous(x.sizes(), x.dtype(), x.device(), op);
-  detail::propagate_grad(out, {&x, &weight});
+  detail::propagate_grad(out, {&x, &weight, &bias});
   if (active_trace_sink() != nullptr) {
-    // A multiply-add per output and tap, and the SiLU (4 per element: sigmoid and a product).
+    // A multiply-add per output and tap, the bias's add, and the SiLU (4 per element: sigmoid
+    // and a product).
     const double elements = static_cast<double>(x.numel());
-    const double flops = elements * (2.0 * static_cast<double>(weight.size(2)) + 4.0);
-    const Tensor ins[] = {x, weight};
+    const double flops = elements * (2.0 * static_cast<double>(weight.size(2)) +
+                                     (bias.defined() ? 1.0 : 0.0) + (silu ? 4.0 : 0.0));
+    std::vector<Tensor> ins{x, weight};
+    if (bias.defined()) ins.push_back(bias);
     detail::emit_op(op, ins, {&out, 1}, flops, 0, false);
   }
   return out;

@@ -77,13 +77,17 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gpt_neox",
                                          "gpt_oss",
                                          "granite",
+                                         "granite_swa",
                                          "granitemoe",
+                                         "granitemoe_swa",
                                          "granitemoehybrid",
                                          "granitemoeshared",
                                          "hunyuan_v1_dense",
                                          "hunyuan_v1_moe",
                                          "hy_v3",
                                          "kimi_k2",
+                                         "lfm2",
+                                         "lfm2_moe",
                                          "llama",
                                          "llama4_text",
                                          "mimo_v2_flash",
@@ -119,12 +123,12 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
       "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, gemma, "
       "gemma2, gemma3_text, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-      "gpt_oss, granite, granitemoe, granitemoehybrid, granitemoeshared, hunyuan_v1_dense, "
-      "hunyuan_v1_moe, hy_v3, kimi_k2, llama, llama4_text, mimo_v2_flash, minimax_m2, "
-      "ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, "
-      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
-      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
-      "starcoder2");
+      "gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
+      "granitemoeshared, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, kimi_k2, lfm2, lfm2_moe, "
+      "llama, llama4_text, mimo_v2_flash, minimax_m2, ministral3, mistral, mistral4, mixtral, "
+      "nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, qwen2_5_vl_text, qwen2_moe, "
+      "qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
+      "qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, starcoder2");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -220,6 +224,10 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"lfm2_moe", {"model.layers", "Lfm2MoeForCausalLM"}},
+      {"lfm2", {"model.layers", "Lfm2ForCausalLM"}},
+      {"granitemoe_swa", {"model.layers", "GraniteMoeSWAForCausalLM"}},
+      {"granite_swa", {"model.layers", "GraniteSWAForCausalLM"}},
       {"mimo_v2_flash", {"model.layers", "MiMoV2FlashForCausalLM"}},
       {"afmoe", {"model.layers", "AfmoeForCausalLM"}},
       {"hy_v3", {"model.layers", "HYV3ForCausalLM"}},
@@ -286,7 +294,11 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere2_moe", "cohere2-moe"},
       {"hy_v3", "hy3-preview"},
       {"afmoe", "trinity-mini"},
-      {"mimo_v2_flash", "mimo-v2-flash"}};
+      {"mimo_v2_flash", "mimo-v2-flash"},
+      {"granite_swa", "granite-swash-2b"},
+      {"granitemoe_swa", "granitemoe-swa"},
+      {"lfm2", "lfm2-1.2b"},
+      {"lfm2_moe", "lfm2-8b-a1b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -372,7 +384,11 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "cohere2_moe",
                                            "hy_v3",
                                            "afmoe",
-                                           "mimo_v2_flash"}));
+                                           "mimo_v2_flash",
+                                           "granite_swa",
+                                           "granitemoe_swa",
+                                           "lfm2",
+                                           "lfm2_moe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
@@ -404,7 +420,9 @@ TEST(ModelFamily, FlagsPerFamily) {
                                         "cohere2_moe",
                                         "hy_v3",
                                         "afmoe",
-                                        "mimo_v2_flash"}));
+                                        "mimo_v2_flash",
+                                        "granitemoe_swa",
+                                        "lfm2_moe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
