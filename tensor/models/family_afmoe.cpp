@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tensor/models/named_experts.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -29,16 +30,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c, {.max_position_embeddings = 16384, .rms_norm_eps = 1e-5, .head_dim = 128});
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  c.num_local_experts = f.integer("num_experts", 64);
-  c.num_experts_per_tok = f.integer("num_experts_per_tok", 6);
-  c.dense_intermediate_size = c.intermediate_size;
-  c.intermediate_size = f.integer("moe_intermediate_size", 1408);
-  const int64_t shared = f.integer("num_shared_experts", 2);
-  if (shared <= 0) {  // transformers registers a shared MLP of zero width; none is built here
-    f.fail("num_shared_experts", std::to_string(shared) + ", expected >= 1");
-  }
-  c.shared_expert_intermediate_size =
-      models::shared_experts_width(f, "num_shared_experts", shared, c.intermediate_size);
+  models::parse_named_experts(
+      f, c, {.experts = 64, .top_k = 6, .width = 1408, .shared = 2, .shared_required = true});
   const int64_t dense = f.integer("num_dense_layers", 1);
   if (dense < 0) f.fail("num_dense_layers", std::to_string(dense) + ", expected >= 0");
   for (int64_t i = 0; i < std::min(dense, c.num_hidden_layers); ++i) c.dense_layers.push_back(i);
@@ -87,13 +80,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);  // with sliding_window
   j["attention_bias"] = c.qkv_bias;
-  j["intermediate_size"] =
-      c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
-  j["moe_intermediate_size"] = c.intermediate_size;
-  j["num_experts"] = c.num_local_experts;
-  j["num_experts_per_tok"] = c.num_experts_per_tok;
-  j["num_shared_experts"] =
-      c.intermediate_size > 0 ? c.shared_expert_intermediate_size / c.intermediate_size : 0;
+  models::named_experts_to_hf_json(c, j);
   j["num_dense_layers"] = c.dense_layers.size();
   j["mup_enabled"] = c.scale_embeddings;
   j["layer_types"] = models::layer_types_json(c);

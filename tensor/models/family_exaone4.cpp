@@ -19,6 +19,7 @@
 #include <string>
 
 #include "tensor/models/deepseek_config.h"
+#include "tensor/models/named_experts.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -105,12 +106,7 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 void parse_moe(const ConfigFields& f, ModelConfig& c) {
   parse_attention(f, c);
   models::pad_token_id_or(f, c, 0);
-  c.num_local_experts = f.integer("num_experts", 64);
-  c.num_experts_per_tok = f.integer("num_experts_per_tok", 8);
-  c.dense_intermediate_size = c.intermediate_size;
-  c.intermediate_size = f.integer("moe_intermediate_size", 1024);
-  c.shared_expert_intermediate_size = models::shared_experts_width(
-      f, "num_shared_experts", f.integer("num_shared_experts", 1), c.intermediate_size);
+  models::parse_named_experts(f, c, {.experts = 64, .top_k = 8, .width = 1024, .shared = 1});
   const int64_t dense = f.integer("first_k_dense_replace", 1);
   if (dense < 0) f.fail("first_k_dense_replace", std::to_string(dense) + ", expected >= 0");
   for (int64_t i = 0; i < std::min(dense, c.num_hidden_layers); ++i) c.dense_layers.push_back(i);
@@ -122,13 +118,7 @@ void parse_moe(const ConfigFields& f, ModelConfig& c) {
 
 void moe_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   to_hf_json(c, j);
-  j["intermediate_size"] =
-      c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
-  j["moe_intermediate_size"] = c.intermediate_size;
-  j["num_experts"] = c.num_local_experts;
-  j["num_experts_per_tok"] = c.num_experts_per_tok;
-  j["num_shared_experts"] =
-      c.intermediate_size > 0 ? c.shared_expert_intermediate_size / c.intermediate_size : 0;
+  models::named_experts_to_hf_json(c, j);
   j["mlp_layer_types"] = models::mlp_layer_types_json(c);
   if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // none, not the class's 0
 }

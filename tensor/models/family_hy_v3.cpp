@@ -19,6 +19,7 @@
 #include <string>
 
 #include "tensor/models/deepseek_config.h"
+#include "tensor/models/named_experts.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -37,19 +38,9 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);
   // attribute_map: num_local_experts is another name of num_experts.
-  c.num_local_experts =
-      f.has("num_experts") ? f.integer("num_experts", 192) : f.integer("num_local_experts", 192);
-  c.num_experts_per_tok = f.integer("num_experts_per_tok", 8);
-  c.dense_intermediate_size = c.intermediate_size;
-  c.intermediate_size = f.integer("moe_intermediate_size", 1536);
-  const int64_t shared = f.integer("num_shared_experts", 1);
-  if (shared <= 0) {
-    f.fail("num_shared_experts",
-           std::to_string(shared) +
-               ": HYV3MLP would then be intermediate_size wide, not absent; expected >= 1");
-  }
-  c.shared_expert_intermediate_size =
-      models::shared_experts_width(f, "num_shared_experts", shared, c.intermediate_size);
+  const int64_t experts = f.has("num_experts") ? 192 : f.integer("num_local_experts", 192);
+  models::parse_named_experts(
+      f, c, {.experts = experts, .top_k = 8, .width = 1536, .shared = 1, .shared_required = true});
   c.dense_layers = {0};  // HYV3Config: ["dense"] + ["sparse"] * (layers - 1)
   models::parse_mlp_layer_types(f, c);
   c.moe_float32_combine = f.boolean("enable_moe_fp32_combine", true);
@@ -88,13 +79,7 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j);
   j["attention_bias"] = c.qkv_bias;
   j["mlp_bias"] = c.mlp_bias;
-  j["intermediate_size"] =
-      c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
-  j["moe_intermediate_size"] = c.intermediate_size;
-  j["num_experts"] = c.num_local_experts;
-  j["num_experts_per_tok"] = c.num_experts_per_tok;
-  j["num_shared_experts"] =
-      c.intermediate_size > 0 ? c.shared_expert_intermediate_size / c.intermediate_size : 0;
+  models::named_experts_to_hf_json(c, j);
   j["mlp_layer_types"] = models::mlp_layer_types_json(c);
   j["enable_moe_fp32_combine"] = c.moe_float32_combine;
   j["num_nextn_predict_layers"] = c.mtp_layers;

@@ -135,7 +135,7 @@ TEST(HyV3Models, HubKeysMustDescribeWhatTransformersBuilds) {
   refused("expert_hidden_dim", 64, "expected 32");
   refused("qk_norm", false, "q_norm and k_norm");
   refused("moe_router_use_sigmoid", false, "a sigmoid router");
-  refused("num_shared_experts", 0, "intermediate_size wide, not absent");
+  refused("num_shared_experts", 0, "would not vanish but take another width");
   refused("layer_types",
           {"full_attention", "sliding_attention", "full_attention", "full_attention"},
           "attends in full on every layer");
