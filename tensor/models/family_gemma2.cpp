@@ -5,6 +5,13 @@
 // each half of the layer and embeddings scaled by sqrt(hidden). query_pre_attn_scalar and the
 // attention-logit softcap change no shape and no counted work (FlashAttention applies the cap in
 // its kernel), so they are read and kept out of the model.
+//
+// vaultgemma (Google's VaultGemma 1B, trained with differential privacy), defined here as it is
+// Gemma 2's model: VaultGemmaConfig (Gemma2Config's fields and defaults; hidden_size a multiple of
+// the heads) and modular_vaultgemma.py: Gemma 2's layer without its post-attention and
+// post-feedforward norms (deleted), so a pre-norm layer whose norms are input_layernorm and
+// pre_feedforward_layernorm (Gemma's (1 + w) RMSNorm); the sliding, softcap and scaled-embedding
+// settings as Gemma 2's.
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -13,7 +20,8 @@
 
 namespace shardplan::tensor {
 
-extern const ModelFamily kGemma2Family;  // listed in family_registry.cpp
+extern const ModelFamily kGemma2Family;      // listed in family_registry.cpp
+extern const ModelFamily kVaultGemmaFamily;  // listed in family_registry.cpp
 
 namespace {
 
@@ -46,6 +54,14 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   f.number("query_pre_attn_scalar", 256.0);
 }
 
+void parse_vault(const ConfigFields& f, ModelConfig& c) {
+  parse(f, c);
+  if (c.hidden_size % c.num_attention_heads != 0) {  // VaultGemmaConfig.validate_architecture
+    f.fail("hidden_size", std::to_string(c.hidden_size) + " is not a multiple of the " +
+                              std::to_string(c.num_attention_heads) + " attention heads");
+  }
+}
+
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   models::rotary_decoder_to_hf_json(c, j, "hidden_activation");  // with sliding_window
   j["attention_bias"] = c.qkv_bias;
@@ -61,11 +77,28 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
                                        .norms = models::NormPlacement::kSandwich});
 }
 
+ModulePtr make_vault_norm(int64_t dim, double eps, const TensorOptions& o) {
+  return std::make_shared<models::OffsetRMSNorm>("VaultGemmaRMSNorm", dim, eps, o);
+}
+
+ModulePtr build_vault(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return models::build_rotary_decoder(c, o, training,
+                                      {.prefix = kVaultGemmaFamily.hf_class_prefix,
+                                       .make_norm = make_vault_norm,
+                                       .scale_embeddings = true,
+                                       .post_attention_norm_name = "pre_feedforward_layernorm"});
+}
+
 // Gemma2PreTrainedModel._init_weights: Llama's, then every RMSNorm weight zero ((1 + w) form).
 constexpr InitRule kGemma2InitRules[] = {{"Linear", "weight", InitFill::kNormal},
                                          {"Linear", "bias", InitFill::kZeros},
                                          {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
                                          {"Gemma2RMSNorm", "weight", InitFill::kZeros}};
+constexpr InitRule kVaultGemmaInitRules[] = {
+    {"Linear", "weight", InitFill::kNormal},
+    {"Linear", "bias", InitFill::kZeros},
+    {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
+    {"VaultGemmaRMSNorm", "weight", InitFill::kZeros}};
 
 }  // namespace
 
@@ -79,6 +112,18 @@ const ModelFamily kGemma2Family{
     .renamed = models::kRotaryDecoderRenames,
     .tp_plan = models::kRotaryDecoderTpPlan,
     .init_rules = kGemma2InitRules,
+};
+
+const ModelFamily kVaultGemmaFamily{
+    .model_type = "vaultgemma",
+    .hf_class_prefix = "VaultGemma",
+    .layers_path = "model.layers",
+    .parse = parse_vault,
+    .to_hf_json = to_hf_json,
+    .build = build_vault,
+    .renamed = models::kRotaryDecoderRenames,
+    .tp_plan = models::kRotaryDecoderTpPlan,
+    .init_rules = kVaultGemmaInitRules,
 };
 
 }  // namespace shardplan::tensor

@@ -42,6 +42,7 @@ extern const ModelFamily kGraniteSwaFamily;
 extern const ModelFamily kGraniteMoeSwaFamily;
 extern const ModelFamily kNemotronHFamily;
 extern const ModelFamily kBambaFamily;
+extern const ModelFamily kHeliumFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
 extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kHyV3Family;
@@ -75,6 +76,7 @@ extern const ModelFamily kSeedOssFamily;
 extern const ModelFamily kSolarOpenFamily;
 extern const ModelFamily kStarcoder2Family;
 extern const ModelFamily kSmolLM3Family;
+extern const ModelFamily kVaultGemmaFamily;
 
 namespace {
 
@@ -88,6 +90,7 @@ const ModelFamily* const kRegistered[] = {
     &kErnie45MoeFamily,
     &kGemmaFamily,
     &kGemma2Family,
+    &kVaultGemmaFamily,
     &kGemma3TextFamily,
     &kGlm4MoeFamily,
     &kGpt2Family,
@@ -140,6 +143,7 @@ const ModelFamily* const kRegistered[] = {
     &kArceeFamily,
     &kApertusFamily,
     &kAfmoeFamily,
+    &kHeliumFamily,
     &kHunYuanDenseV1Family,
     &kHunYuanMoeV1Family,
     &kHyV3Family,
