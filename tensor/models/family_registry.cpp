@@ -53,6 +53,7 @@ extern const ModelFamily kLlamaFamily;
 extern const ModelFamily kLlama4TextFamily;
 extern const ModelFamily kMimoV2FlashFamily;
 extern const ModelFamily kMinimaxM2Family;
+extern const ModelFamily kMinistralFamily;
 extern const ModelFamily kMinistral3Family;
 extern const ModelFamily kMistral4Family;
 extern const ModelFamily kMistralFamily;
@@ -120,6 +121,7 @@ const ModelFamily* const kRegistered[] = {
     &kQwen3VlMoeTextFamily,
     &kQwen35MoeTextFamily,
     &kGlm4Family,
+    &kMinistralFamily,
     &kMinistral3Family,
     &kMistral4Family,
     &kSeedOssFamily,

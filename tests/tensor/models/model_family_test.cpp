@@ -93,6 +93,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "llama4_text",
                                          "mimo_v2_flash",
                                          "minimax_m2",
+                                         "ministral",
                                          "ministral3",
                                          "mistral",
                                          "mistral4",
@@ -127,10 +128,11 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "gemma2, gemma3_text, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
       "gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
       "granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, kimi_k2, lfm2, "
-      "lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral3, mistral, mistral4, "
-      "mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, qwen2_5_vl_text, qwen2_moe, "
-      "qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
-      "qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, starcoder2, vaultgemma");
+      "lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral, ministral3, "
+      "mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, "
+      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
+      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
+      "starcoder2, vaultgemma");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -226,6 +228,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"ministral", {"model.layers", "MinistralForCausalLM"}},
       {"vaultgemma", {"model.layers", "VaultGemmaForCausalLM"}},
       {"helium", {"model.layers", "HeliumForCausalLM"}},
       {"lfm2_moe", {"model.layers", "Lfm2MoeForCausalLM"}},
@@ -304,7 +307,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"lfm2", "lfm2-1.2b"},
       {"lfm2_moe", "lfm2-8b-a1b"},
       {"helium", "helium-1-2b"},
-      {"vaultgemma", "vaultgemma"}};
+      {"vaultgemma", "vaultgemma"},
+      {"ministral", "ministral"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -396,7 +400,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "lfm2",
                                            "lfm2_moe",
                                            "helium",
-                                           "vaultgemma"}));
+                                           "vaultgemma",
+                                           "ministral"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",

@@ -1,9 +1,11 @@
-// helium (Kyutai's Helium 1) and vaultgemma (Google's VaultGemma) against hand formulas written
-// here from transformers 5's modular_helium.py and modular_vaultgemma.py. h hidden, V vocabulary,
-// H heads and K key-value heads of d, the MLP I wide:
+// helium (Kyutai's Helium 1), vaultgemma (Google's VaultGemma) and ministral (Ministral 8B)
+// against hand formulas written here from transformers 5's modular_helium.py,
+// modular_vaultgemma.py and modular_ministral.py. h hidden, V vocabulary, H heads and K key-value
+// heads of d, the MLP I wide:
 //   helium      Llama's layer; q, k, v biased by attention_bias, o_proj [h, h] never; untied
 //   vaultgemma  Gemma 2's layer without post_attention_layernorm and post_feedforward_layernorm:
 //               input_layernorm and pre_feedforward_layernorm ((1 + w) RMSNorms); tied
+//   ministral   Mistral's layer without biases, the window on the layers layer_types names
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -75,6 +77,27 @@ TEST(VaultGemmaModels, GemmaTwoWithoutThePostNorms) {
   for (const NamedInit& p : parameter_inits(*m, c)) init[p.name] = p.init;
   EXPECT_EQ(init.at("model.layers.0.pre_feedforward_layernorm.weight"),
             (ParameterInit{ParameterInit::Kind::kConstant, 0.0, 0.0}));  // scales by (1 + w)
+}
+
+TEST(MinistralModels, LayerTypesMixSlidingAndFullLayers) {
+  // MinistralConfig's defaults (Mistral 7B's sizes): V 32,000 untied, h 4,096, 32 layers of 32
+  // heads and 8 kv heads of 128, MLP 14,336; every layer sliding (4,096) without layer_types.
+  const int64_t h = 4096, layer = 2 * h * h + 2 * h * 1024 + 3 * h * 14336 + 2 * h;
+  const ModelConfig c = find_model_config("ministral");
+  EXPECT_EQ(build_model(c)->parameters_numel(), 2 * 32000 * h + 32 * layer + h);
+  EXPECT_EQ(build_model(c)->type_name(), "MinistralForCausalLM");
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    EXPECT_EQ(layer_kind(c, i).attention, AttentionType::kSliding) << i;
+  }
+  nlohmann::json j = to_hf_json(first_layers(c, 4));
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+  const ModelConfig mixed = parse_model_config(j, "ministral.json");
+  EXPECT_EQ(layer_kind(mixed, 1).attention, AttentionType::kFull);
+  EXPECT_EQ(layer_kind(mixed, 2).window, 4096);
+  EXPECT_EQ(parse_model_config(to_hf_json(mixed), "round trip"), mixed);  // the mix survives
+  j["sliding_window"] = nullptr;  // no window: every layer full
+  j.erase("layer_types");
+  EXPECT_TRUE(parse_model_config(j, "ministral.json").layer_types.empty());
 }
 
 }  // namespace
