@@ -47,9 +47,21 @@ int64_t mlp_width(const ConfigFields& f, int64_t width) {
   if (!(multiplier > 0) || multiple <= 0) {
     f.fail("block_ffn_dim_multiplier", "and block_multiple_of must be positive");
   }
-  // Python's int(2 * f / 3), int(multiplier * f), then multiple * ceil(f / multiple).
-  const auto adjusted = static_cast<int64_t>(
-      multiplier * static_cast<double>(static_cast<int64_t>(2.0 * static_cast<double>(width) / 3)));
+  // Python's int(2 * f / 3), int(multiplier * f), then multiple * ceil(f / multiple); a width
+  // beyond 2^53 is no model's (validate() bounds the sizes after parsing) and is refused here,
+  // before the conversions could overflow.
+  const double two_thirds = std::trunc(2.0 * static_cast<double>(width) / 3);
+  const double scaled = std::trunc(multiplier * two_thirds);
+  constexpr double kLimit = 9007199254740992.0;  // 2^53
+  if (multiple > (int64_t{1} << 30)) {
+    f.fail("block_multiple_of", std::to_string(multiple) + ", expected at most 2^30");
+  }
+  if (!(scaled < kLimit)) {
+    f.fail(f.has("block_ff_dim") ? "block_ff_dim" : "intermediate_size",
+           "times block_ffn_dim_multiplier gives an MLP width beyond 2^53; expected a model's "
+           "width");
+  }
+  const auto adjusted = static_cast<int64_t>(scaled);
   return multiple * ((adjusted + multiple - 1) / multiple);
 }
 

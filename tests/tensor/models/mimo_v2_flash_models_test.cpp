@@ -153,6 +153,8 @@ TEST(MimoV2FlashModels, XiaomisOwnKeysMustSayWhatTransformersBuilds) {
           {"full_attention", "chunked_attention", "sliding_attention", "full_attention"},
           "full_attention and sliding_attention layers only");
   refused("sliding_window", nullptr, "is null");
+  refused("v_head_dim", int64_t{1} << 62, "beyond what shardplan counts exactly");
+  refused("num_key_value_heads", int64_t{1} << 62, "at most 2^40");
   nlohmann::json j = tiny();  // the published file's form of the same model
   j.erase("layer_types");
   j["num_hidden_layers"] = 6;
