@@ -386,7 +386,10 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"qwen2_vl", "qwen2_vl_text"},
                                                  {"qwen2_5_vl", "qwen2_5_vl_text"},
                                                  {"qwen3_vl", "qwen3_vl_text"},
-                                                 {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
+                                                 {"qwen3_vl_moe", "qwen3_vl_moe_text"},
+                                                 {"lfm2_vl", "lfm2"},
+                                                 {"kimi_k25", "deepseek_v3"},
+                                                 {"exaone4_5", "exaone4"}};
 
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
@@ -410,10 +413,11 @@ struct WrapperTie {
   bool outer_default;
 };
 constexpr WrapperTie kWrapperTies[] = {
-    {"gemma3", TieRule::kOuter, true},       {"mistral3", TieRule::kOuter, true},
-    {"llava", TieRule::kOuterOrText, false}, {"qwen2_vl", TieRule::kOuter, false},
-    {"qwen2_5_vl", TieRule::kOuter, false},  {"qwen3_vl", TieRule::kOuter, false},
-    {"qwen3_vl_moe", TieRule::kOuter, false}};
+    {"gemma3", TieRule::kOuter, true},        {"mistral3", TieRule::kOuter, true},
+    {"llava", TieRule::kOuterOrText, false},  {"qwen2_vl", TieRule::kOuter, false},
+    {"qwen2_5_vl", TieRule::kOuter, false},   {"qwen3_vl", TieRule::kOuter, false},
+    {"qwen3_vl_moe", TieRule::kOuter, false}, {"lfm2_vl", TieRule::kOuter, true},
+    {"kimi_k25", TieRule::kOuter, true},      {"exaone4_5", TieRule::kOuter, false}};
 
 constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
                                               {"qwen2_5_vl", "qwen2_5_vl_text"}};

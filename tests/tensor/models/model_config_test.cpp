@@ -312,6 +312,29 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   EXPECT_TRUE(m.tie_word_embeddings);
   mistral["tie_word_embeddings"] = false;
   EXPECT_FALSE(parse_model_config(mistral, "m.json").tie_word_embeddings);
+  // LFM2-VL (Lfm2VlConfig: text model lfm2, tied unless its own field says otherwise), Kimi K2.5
+  // (KimiK25Config: deepseek_v3, tied by default) and EXAONE 4.5 (Exaone4_5Config: exaone4, untied
+  // by default): text_config without a model_type takes the wrapper's default class, and the
+  // wrapper's own tie_word_embeddings decides (its ForConditionalGeneration owns lm_head).
+  const struct {
+    const char* wrapper;
+    const char* shipped;
+    const char* text_type;
+    bool tied;
+  } wrappers[] = {{"lfm2_vl", "lfm2-1.2b", "lfm2", true},
+                  {"kimi_k25", "deepseek-v3", "deepseek_v3", true},
+                  {"exaone4_5", "exaone-4.0-32b", "exaone4", false}};
+  for (const auto& w : wrappers) {
+    SCOPED_TRACE(w.wrapper);
+    json outer = {{"model_type", w.wrapper}, {"vision_config", json::object()}};
+    outer["text_config"] = to_hf_json(find_model_config(w.shipped));
+    outer["text_config"].erase("model_type");
+    outer["text_config"]["tie_word_embeddings"] = !w.tied;  // the wrapper's default decides
+    const ModelConfig t = parse_model_config(outer, "vl.json");
+    EXPECT_EQ(t.model_type, w.text_type);
+    EXPECT_EQ(t.multimodal_model_type, w.wrapper);
+    EXPECT_EQ(t.tie_word_embeddings, w.tied);
+  }
   // llava-1.5-7b-hf's text_config states little: LlamaConfig's sizes (4096 hidden, 11008 ffn, 32
   // layers and heads) fill the rest, as transformers builds it; its own vocab_size stays.
   const json llava = json::parse(R"({"model_type": "llava", "torch_dtype": "float16",
