@@ -680,6 +680,10 @@ void parse_rotary_decoder(const ConfigFields& f, ModelConfig& c, const RotaryDec
   }
   // Bounded before anything is made per layer (layer types, dense or indexer lists): validate()
   // would refuse the count, but only after those lists were allocated.
+  if (c.num_hidden_layers <= 0) {
+    f.fail("num_hidden_layers",
+           "must be a positive integer, got " + std::to_string(c.num_hidden_layers));
+  }
   if (c.num_hidden_layers > kMaxLayers) {
     f.fail("num_hidden_layers", std::to_string(c.num_hidden_layers) + " layers, expected at most " +
                                     std::to_string(kMaxLayers) +

@@ -443,6 +443,26 @@ TEST(ModelFamily, FlagsPerFamily) {
   EXPECT_EQ(find_family("llama")->file_key("hidden_size"), "hidden_size");
 }
 
+// A layer count of zero or below is bad input for every family, refused naming the field before
+// any per-layer list is made (a fuzz finding: bamba's layer types were sized by it first).
+TEST(ModelFamily, EveryFamilyRefusesALayerCountBelowOne) {
+  for (const std::string& name : list_configs("models")) {
+    const ModelConfig c = find_model_config(name);
+    SCOPED_TRACE(name);
+    // Nemotron-H's block list (hybrid_override_pattern) gives the count; the file's
+    // num_hidden_layers is read and overridden, as NemotronHConfig does.
+    if (c.model_type == "nemotron_h") continue;
+    for (const int64_t layers : {int64_t{-1}, int64_t{0}}) {
+      json j = to_hf_json(c);
+      const ModelFamily& f = *find_family(c.model_type);
+      j[std::string(f.file_key("num_hidden_layers"))] = layers;
+      EXPECT_THAT(
+          error_of([&] { parse_model_config(j, "l.json"); }),
+          HasSubstr("l.json: field '" + std::string(f.file_key("num_hidden_layers")) + "'"));
+    }
+  }
+}
+
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
       "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
