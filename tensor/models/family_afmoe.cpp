@@ -113,6 +113,23 @@ constexpr FieldRename kAfmoeRenames[] = {{"norm_eps", "rms_norm_eps"},
                                          {"qkv_bias", "attention_bias"},
                                          {"o_bias", "attention_bias"}};
 
+// The MoE families' plan with AFMoE's output gate split as q_proj is (column-parallel by heads).
+constexpr TensorParallelRule kAfmoeTpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.k_proj", "colwise"},
+    {"model.layers.*.self_attn.v_proj", "colwise"},
+    {"model.layers.*.self_attn.gate_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.mlp.gate_proj", "colwise"},
+    {"model.layers.*.mlp.up_proj", "colwise"},
+    {"model.layers.*.mlp.down_proj", "rowwise"},
+    {"model.layers.*.mlp.experts", "experts"},
+    {"model.layers.*.mlp.shared_experts.gate_proj", "colwise"},
+    {"model.layers.*.mlp.shared_experts.up_proj", "colwise"},
+    {"model.layers.*.mlp.shared_experts.down_proj", "rowwise"},
+    {"lm_head", "colwise"}};
+
 // AfmoePreTrainedModel._init_weights: the router's gate starts at zero (set after the Linear's
 // normal draw) and expert_bias at zero; the rest as the Llama-shaped decoders.
 constexpr InitRule kAfmoeOwnInitRules[] = {{"Linear", "router.gate.weight", InitFill::kZeros},
@@ -132,7 +149,7 @@ const ModelFamily kAfmoeFamily{
     .renamed = kAfmoeRenames,
     .moe = true,
     .experts_class = "AfmoeExperts",
-    .tp_plan = models::kMoeTpPlan,
+    .tp_plan = kAfmoeTpPlan,
     .init_rules = kAfmoeInitRules,
 };
 

@@ -56,7 +56,13 @@ void parse(const ConfigFields& f, ModelConfig& c) {
 
 void parse_vault(const ConfigFields& f, ModelConfig& c) {
   parse(f, c);
-  if (c.hidden_size % c.num_attention_heads != 0) {  // VaultGemmaConfig.validate_architecture
+  // VaultGemmaConfig's 4 key-value heads where the file has no such key.
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 4;
+  }
+  // Non-positive counts are validate()'s to refuse, naming them.
+  if (c.num_attention_heads > 0 &&
+      c.hidden_size % c.num_attention_heads != 0) {  // VaultGemmaConfig.validate_architecture
     f.fail("hidden_size", std::to_string(c.hidden_size) + " is not a multiple of the " +
                               std::to_string(c.num_attention_heads) + " attention heads");
   }

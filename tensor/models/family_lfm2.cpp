@@ -37,16 +37,18 @@ namespace {
 // Lfm2MLP's width from the config's fields.
 int64_t mlp_width(const ConfigFields& f, int64_t width) {
   if (f.has("block_ff_dim")) width = f.integer("block_ff_dim");
-  if (width <= 0) f.fail("block_ff_dim", std::to_string(width) + ", expected > 0");
+  const char* width_key = f.has("block_ff_dim") ? "block_ff_dim" : "intermediate_size";
+  if (width <= 0) f.fail(width_key, std::to_string(width) + ", expected > 0");
   if (!f.boolean("block_auto_adjust_ff_dim", true)) return width;
   if (f.is_null("block_ffn_dim_multiplier")) {
     f.fail("block_ffn_dim_multiplier", "is null; Lfm2Config types it a number (default 1.0)");
   }
   const double multiplier = f.number("block_ffn_dim_multiplier", 1.0);
   const int64_t multiple = f.integer("block_multiple_of", 256);
-  if (!(multiplier > 0) || multiple <= 0) {
-    f.fail("block_ffn_dim_multiplier", "and block_multiple_of must be positive");
+  if (!(multiplier > 0)) {
+    f.fail("block_ffn_dim_multiplier", std::to_string(multiplier) + ", expected > 0");
   }
+  if (multiple <= 0) f.fail("block_multiple_of", std::to_string(multiple) + ", expected > 0");
   // Python's int(2 * f / 3), int(multiplier * f), then multiple * ceil(f / multiple); a width
   // beyond 2^53 is no model's (validate() bounds the sizes after parsing) and is refused here,
   // before the conversions could overflow.
@@ -57,7 +59,7 @@ int64_t mlp_width(const ConfigFields& f, int64_t width) {
     f.fail("block_multiple_of", std::to_string(multiple) + ", expected at most 2^30");
   }
   if (!(scaled < kLimit)) {
-    f.fail(f.has("block_ff_dim") ? "block_ff_dim" : "intermediate_size",
+    f.fail(width_key,
            "times block_ffn_dim_multiplier gives an MLP width beyond 2^53; expected a model's "
            "width");
   }

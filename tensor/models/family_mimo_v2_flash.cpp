@@ -74,6 +74,14 @@ void parse_rope(const ConfigFields& f, ModelConfig& c) {
       }
     }
   }
+  // Checked before the rotated width is computed from them (validate() runs later).
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1)) {
+    f.fail("rope_parameters", "partial_rotary_factor " + std::to_string(c.partial_rotary_factor) +
+                                  ", expected a share in (0, 1]");
+  }
+  if (c.head_dim <= 0) {
+    f.fail("head_dim", "must be a positive integer, got " + std::to_string(c.head_dim));
+  }
   const int64_t rotated = models::rotary_dim(c);
   if (rotated % 2 != 0) {
     f.fail("rope_parameters",
@@ -130,7 +138,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c, {.max_position_embeddings = 131072, .rms_norm_eps = 1e-5, .head_dim = 192});
   if (!f.has("num_key_value_heads")) c.num_key_value_heads = 4;  // the class's
-  if (c.num_key_value_heads > (int64_t{1} << 40)) {  // validate() bounds heads; 2x must not wrap
+  if (c.num_key_value_heads <= 0 ||
+      c.num_key_value_heads > (int64_t{1} << 40)) {  // 2x must not wrap
     f.fail("num_key_value_heads", std::to_string(c.num_key_value_heads) +
                                       " key-value heads, expected a model's count (at most 2^40)");
   }

@@ -46,6 +46,14 @@ void ministral_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["layer_types"] = models::layer_types_json(c);
 }
 
+// MinistralConfig's 8 key-value heads where the file has no such key.
+void parse_ministral(const ConfigFields& f, ModelConfig& c) {
+  parse(f, c);
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 8;
+  }
+}
+
 ModulePtr build_ministral(const ModelConfig& c, const TensorOptions& o, bool training) {
   return models::build_rotary_decoder(c, o, training, {.prefix = kMinistralFamily.hf_class_prefix});
 }
@@ -68,7 +76,7 @@ const ModelFamily kMinistralFamily{
     .model_type = "ministral",
     .hf_class_prefix = "Ministral",
     .layers_path = "model.layers",
-    .parse = parse,
+    .parse = parse_ministral,
     .to_hf_json = ministral_to_hf_json,
     .build = build_ministral,
     .renamed = models::kRotaryDecoderRenames,

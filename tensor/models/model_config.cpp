@@ -309,6 +309,12 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
             2.0 * static_cast<double>(c.sliding_num_key_value_heads)) *
            static_cast<double>(c.v_head_dim),
        {layer_count, {"num_attention_heads", c.num_attention_heads}, {"v_head_dim", c.v_head_dim}}},
+      // LFM2's short convolution: in_proj [3h, h], out_proj [h, h] and the taps [h, 1, K] per
+      // layer (counted over every layer: a bound, not the total).
+      {family.short_conv_mixer
+           ? layers * h * (4.0 * h + static_cast<double>(c.linear_conv_kernel_dim))
+           : 0.0,
+       {layer_count, {"hidden_size", c.hidden_size}}},
       {layers * 3.0 * h * static_cast<double>(c.intermediate_size) * experts,
        {layer_count,
         {"intermediate_size", c.intermediate_size},
@@ -466,10 +472,13 @@ ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::s
   }
   for (const WrapperTie& t : kWrapperTies) {
     if (t.wrapper != type) continue;
-    const bool outer = f.is_null("tie_word_embeddings")
-                           ? false
-                           : f.boolean("tie_word_embeddings", t.outer_default);
+    bool outer = f.is_null("tie_word_embeddings")
+                     ? false
+                     : f.boolean("tie_word_embeddings", t.outer_default);
+    // Lfm2VlConfig takes a legacy tie_embedding of its own first, as Lfm2Config does.
+    if (type == "lfm2_vl" && f.has("tie_embedding")) outer = f.boolean("tie_embedding", true);
     if (t.rule == TieRule::kOuter || outer) text["tie_word_embeddings"] = outer;
+    if (t.rule == TieRule::kOuter) text.erase("tie_embedding");  // the wrapper's tie decides
   }
   if (!find_family(text_type)) {
     f.fail("model_type", "'" + type + "' is not supported, nor is its text_config's model_type '" +

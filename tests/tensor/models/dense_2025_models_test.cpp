@@ -50,6 +50,14 @@ TEST(HeliumModels, Helium1MatchesTheHandTotal) {
   EXPECT_EQ(names_under(*b, "model.layers.0.self_attn."),
             (Names{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias", "v_proj.weight",
                    "v_proj.bias", "o_proj.weight"}));
+  j.erase("num_key_value_heads");  // HeliumConfig's 20, not the head count
+  j["num_attention_heads"] = 40;
+  j["head_dim"] = 64;
+  EXPECT_EQ(parse_model_config(j, "helium.json").num_key_value_heads, 20);
+  j["num_attention_heads"] = 20;
+  j["head_dim"] = int64_t{1} << 62;  // the product overflows int64: refused, not wrapped
+  EXPECT_THAT([&] { parse_model_config(j, "helium.json"); },
+              ThrowsMessage<Error>(HasSubstr("o_proj reads hidden_size")));
   j["head_dim"] = 64;  // 20 x 64 != 2,560: o_proj [h, h] would not fit
   EXPECT_THAT([&] { parse_model_config(j, "helium.json"); },
               ThrowsMessage<Error>(HasSubstr("o_proj reads hidden_size")));
@@ -72,6 +80,10 @@ TEST(VaultGemmaModels, GemmaTwoWithoutThePostNorms) {
                    "mlp.down_proj.weight", "input_layernorm.weight",
                    "pre_feedforward_layernorm.weight"}));
   EXPECT_EQ(c.final_logit_softcapping, 30.0);
+  nlohmann::json zero = to_hf_json(c);
+  zero["num_attention_heads"] = 0;  // refused by validate(), not a division by zero
+  EXPECT_THAT([&] { parse_model_config(zero, "v.json"); },
+              ThrowsMessage<Error>(HasSubstr("field 'num_attention_heads'")));
   EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
   std::map<std::string, ParameterInit> init;
   for (const NamedInit& p : parameter_inits(*m, c)) init[p.name] = p.init;

@@ -115,6 +115,12 @@ TEST(HyV3Models, DenseLayersBiasesAndTheClassDefaults) {
   c = parse_model_config(j, "tiny.json");
   EXPECT_EQ(c.dense_layers, (std::vector<int64_t>{0}));
   EXPECT_EQ(build_model(c)->parameters_numel(), dense + 3 * moe + 16384 + 64);  // 177,600
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  nlohmann::json no_kv = tiny();
+  no_kv.erase("num_key_value_heads");
+  no_kv["num_attention_heads"] = 8;
+  no_kv["head_dim"] = 8;
+  EXPECT_EQ(parse_model_config(no_kv, "tiny.json").num_key_value_heads, 8);  // HYV3Config's
   j["num_local_experts"] = 8;  // attribute_map's other name of num_experts
   j.erase("num_experts");
   EXPECT_EQ(parse_model_config(j, "tiny.json").num_local_experts, 8);

@@ -335,6 +335,11 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
     EXPECT_EQ(t.multimodal_model_type, w.wrapper);
     EXPECT_EQ(t.tie_word_embeddings, w.tied);
   }
+  // Lfm2VlConfig reads a legacy tie_embedding of its own first; text_config's does not decide.
+  json lfm2_vl = {{"model_type", "lfm2_vl"}, {"tie_embedding", false}};
+  lfm2_vl["text_config"] = to_hf_json(find_model_config("lfm2-1.2b"));
+  lfm2_vl["text_config"]["tie_embedding"] = true;
+  EXPECT_FALSE(parse_model_config(lfm2_vl, "vl.json").tie_word_embeddings);
   // llava-1.5-7b-hf's text_config states little: LlamaConfig's sizes (4096 hidden, 11008 ffn, 32
   // layers and heads) fill the rest, as transformers builds it; its own vocab_size stays.
   const json llava = json::parse(R"({"model_type": "llava", "torch_dtype": "float16",
