@@ -42,6 +42,10 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .act_key = "hidden_activation",
                                 .hidden_act = "gelu_pytorch_tanh",
                                 .head_dim = 256});
+  // Gemma2Config's (and VaultGemmaConfig's) 4 key-value heads where the file has no such key.
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 4;
+  }
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.sliding_window = f.integer("sliding_window", 4096);
   c.layer_types = models::parse_layer_types(f, c.num_hidden_layers, even_layers_slide, c);
@@ -56,10 +60,6 @@ void parse(const ConfigFields& f, ModelConfig& c) {
 
 void parse_vault(const ConfigFields& f, ModelConfig& c) {
   parse(f, c);
-  // VaultGemmaConfig's 4 key-value heads where the file has no such key.
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 4;
-  }
   // Non-positive counts are validate()'s to refuse, naming them.
   if (c.num_attention_heads > 0 &&
       c.hidden_size % c.num_attention_heads != 0) {  // VaultGemmaConfig.validate_architecture

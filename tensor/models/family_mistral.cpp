@@ -19,6 +19,11 @@ namespace {
 
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 131072, .rms_norm_eps = 1e-6});
+  // MistralConfig's (and MinistralConfig's) 8 key-value heads where the file has no such key
+  // (null: the head count).
+  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
+    c.num_key_value_heads = 8;
+  }
   // MistralConfig's sliding_window is 4096 unless the file says otherwise (null: none, as Mistral
   // 7B v0.2 and later say); every layer attends within it (modeling_mistral.py).
   c.sliding_window = models::sliding_window_or(f, 4096);
@@ -46,14 +51,6 @@ void ministral_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["layer_types"] = models::layer_types_json(c);
 }
 
-// MinistralConfig's 8 key-value heads where the file has no such key.
-void parse_ministral(const ConfigFields& f, ModelConfig& c) {
-  parse(f, c);
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 8;
-  }
-}
-
 ModulePtr build_ministral(const ModelConfig& c, const TensorOptions& o, bool training) {
   return models::build_rotary_decoder(c, o, training, {.prefix = kMinistralFamily.hf_class_prefix});
 }
@@ -76,7 +73,7 @@ const ModelFamily kMinistralFamily{
     .model_type = "ministral",
     .hf_class_prefix = "Ministral",
     .layers_path = "model.layers",
-    .parse = parse_ministral,
+    .parse = parse,
     .to_hf_json = ministral_to_hf_json,
     .build = build_ministral,
     .renamed = models::kRotaryDecoderRenames,

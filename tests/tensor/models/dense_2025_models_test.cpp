@@ -80,6 +80,9 @@ TEST(VaultGemmaModels, GemmaTwoWithoutThePostNorms) {
                    "mlp.down_proj.weight", "input_layernorm.weight",
                    "pre_feedforward_layernorm.weight"}));
   EXPECT_EQ(c.final_logit_softcapping, 30.0);
+  nlohmann::json no_kv = to_hf_json(c);
+  no_kv.erase("num_key_value_heads");  // Gemma2Config's 4
+  EXPECT_EQ(parse_model_config(no_kv, "v.json").num_key_value_heads, 4);
   nlohmann::json zero = to_hf_json(c);
   zero["num_attention_heads"] = 0;  // refused by validate(), not a division by zero
   EXPECT_THAT([&] { parse_model_config(zero, "v.json"); },
@@ -107,6 +110,11 @@ TEST(MinistralModels, LayerTypesMixSlidingAndFullLayers) {
   EXPECT_EQ(layer_kind(mixed, 1).attention, AttentionType::kFull);
   EXPECT_EQ(layer_kind(mixed, 2).window, 4096);
   EXPECT_EQ(parse_model_config(to_hf_json(mixed), "round trip"), mixed);  // the mix survives
+  nlohmann::json no_kv = j;
+  no_kv.erase("num_key_value_heads");  // MistralConfig's 8, not the head count
+  EXPECT_EQ(parse_model_config(no_kv, "ministral.json").num_key_value_heads, 8);
+  no_kv["num_key_value_heads"] = nullptr;  // None: __post_init__ takes the head count
+  EXPECT_EQ(parse_model_config(no_kv, "ministral.json").num_key_value_heads, 32);
   j["sliding_window"] = nullptr;  // no window: every layer full
   j.erase("layer_types");
   EXPECT_TRUE(parse_model_config(j, "ministral.json").layer_types.empty());
