@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/mamba2_mixer.h"
 #include "tensor/models/rotary_decoder.h"
 
@@ -21,9 +22,7 @@ namespace {
 
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 262144, .rms_norm_eps = 1e-5});
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 8;  // the class's default
-  }
+  models::key_value_heads_or(f, c, 8);  // the class's default
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);
   // BambaConfig.__post_init__ passes partial_rotary_factor=0.5 over the file's (for BC).

@@ -7,6 +7,7 @@
 // shared experts, in that order.
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -18,9 +19,7 @@ namespace {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 2048, .rms_norm_eps = 1e-6});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 32;
-  }
+  models::key_value_heads_or(f, c, 32);
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   // Dots1Config leaves n_shared_experts None, which its MoE block cannot build: required here.
   f.integer("n_shared_experts");

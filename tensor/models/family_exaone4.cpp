@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/deepseek_config.h"
 #include "tensor/models/named_experts.h"
 #include "tensor/models/rotary_decoder.h"
@@ -59,9 +60,7 @@ std::vector<AttentionType> pattern_layer_types(const ConfigFields& f, int64_t la
 void parse_attention(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 2048, .rms_norm_eps = 1e-5});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 32;
-  }
+  models::key_value_heads_or(f, c, 32);
   c.sliding_window = models::sliding_window_or(f, 4096);
   // Without a window Exaone4Config sets the pattern to 0 and divides by it to derive the layer
   // types, so such a file builds only when it lists them (all layers then full, with RoPE).

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/models/blocks.h"
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -43,9 +44,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .hidden_act = "gelu_pytorch_tanh",
                                 .head_dim = 256});
   // Gemma2Config's (and VaultGemmaConfig's) 4 key-value heads where the file has no such key.
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 4;
-  }
+  models::key_value_heads_or(f, c, 4);
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.sliding_window = f.integer("sliding_window", 4096);
   c.layer_types = models::parse_layer_types(f, c.num_hidden_layers, even_layers_slide, c);

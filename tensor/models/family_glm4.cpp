@@ -12,6 +12,7 @@
 // of gate_up_proj before chunking it, which a trainer would not.
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -26,9 +27,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rms_norm_eps = 1.5625e-7,
                                 .head_dim = f.is_null("head_dim") ? 0 : 128});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 2;
-  }
+  models::key_value_heads_or(f, c, 2);
   c.qkv_bias = f.boolean("attention_bias", true);
   c.partial_rotary_factor = f.number("partial_rotary_factor", 0.5);
   models::pad_token_id_or(f, c, 151329);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -73,9 +74,7 @@ void swa_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c, {.max_position_embeddings = 8192, .rms_norm_eps = 1e-5, .tie_word_embeddings = true});
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 4;  // GraniteSWAConfig's (null: the head count)
-  }
+  models::key_value_heads_or(f, c, 4);  // GraniteSWAConfig's (null: the head count)
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);
   models::parse_granite_multipliers(f, c);

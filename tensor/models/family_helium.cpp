@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/checked.h"
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -20,9 +21,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(
       f, c,
       {.max_position_embeddings = 4096, .rms_norm_eps = 1e-8, .rope_theta = 1e5, .head_dim = 128});
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 20;  // HeliumConfig's
-  }
+  models::key_value_heads_or(f, c, 20);  // HeliumConfig's
   int64_t width = 0;
   if (!mul_into(c.num_attention_heads, c.head_dim, width) || width != c.hidden_size) {
     f.fail("head_dim", std::to_string(c.head_dim) + " x " + std::to_string(c.num_attention_heads) +

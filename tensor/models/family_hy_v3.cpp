@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/deepseek_config.h"
 #include "tensor/models/named_experts.h"
 #include "tensor/models/rotary_decoder.h"
@@ -34,9 +35,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rms_norm_eps = 1e-5,
                                 .rope_theta = 11158840.0,
                                 .head_dim = 128});
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 8;  // HYV3Config's
-  }
+  models::key_value_heads_or(f, c, 8);  // HYV3Config's
   c.initializer_range = 0.006;  // the class's; parse_model_config reads a file's
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);

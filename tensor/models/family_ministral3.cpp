@@ -7,6 +7,7 @@
 // product that is not traced.
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -21,9 +22,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rms_norm_eps = 1e-5,
                                 .head_dim = f.is_null("head_dim") ? 0 : 128});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 8;
-  }
+  models::key_value_heads_or(f, c, 8);
   models::class_rope_unless_given(f, c, 1e6,
                                   {.rope_type = "yarn",
                                    .factor = 16,

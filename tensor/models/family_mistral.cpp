@@ -8,6 +8,7 @@
 // with q, k and v never biased, the window on the layers layer_types names.
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -21,9 +22,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::parse_rotary_decoder(f, c, {.max_position_embeddings = 131072, .rms_norm_eps = 1e-6});
   // MistralConfig's (and MinistralConfig's) 8 key-value heads where the file has no such key
   // (null: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 8;
-  }
+  models::key_value_heads_or(f, c, 8);
   // MistralConfig's sliding_window is 4096 unless the file says otherwise (null: none, as Mistral
   // 7B v0.2 and later say); every layer attends within it (modeling_mistral.py).
   c.sliding_window = models::sliding_window_or(f, 4096);

@@ -5,6 +5,7 @@
 // (residual_dropout) before it joins the residual stream when training.
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -19,9 +20,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rms_norm_eps = 1e-6,
                                 .head_dim = f.is_null("head_dim") ? 0 : 128});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 8;
-  }
+  models::key_value_heads_or(f, c, 8);
   c.qkv_bias = f.boolean("attention_bias", true);
   c.o_bias = f.boolean("attention_out_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);

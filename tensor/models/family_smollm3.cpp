@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/class_defaults.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -30,9 +31,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .rope_theta = 2000000.0,
                                 .tie_word_embeddings = true});
   // The class's num_key_value_heads when the file has none (a null one: the head count).
-  if (!f.has("num_key_value_heads") && !f.is_null("num_key_value_heads")) {
-    c.num_key_value_heads = 4;
-  }
+  models::key_value_heads_or(f, c, 4);
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.mlp_bias = f.boolean("mlp_bias", false);
   models::pad_token_id_or(f, c, 128004);
