@@ -1,6 +1,7 @@
 #include "planner/candidate/parallel_dims.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/error.h"
 
@@ -16,11 +17,15 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
     return "--tp " + t + " does not divide the model's " + std::to_string(heads) +
            " attention heads, expected a divisor of " + std::to_string(heads);
   }
-  for (const int64_t n : {kv, m.sliding_num_key_value_heads}) {
+  const std::pair<int64_t, const char*> kv_counts[] = {
+      {kv, ""},
+      {m.sliding_num_key_value_heads, " sliding-layer"},
+      {m.global_num_key_value_heads, " full-layer"}};
+  for (const auto& [n, which] : kv_counts) {
     if (n > 0 && n % tp != 0 && tp % n != 0) {
-      return "--tp " + t + " and the model's " + std::to_string(n) +
-             (n == kv ? "" : " sliding-layer") + " key/value heads: expected a divisor of " +
-             std::to_string(n) + " or a multiple of it";
+      return "--tp " + t + " and the model's " + std::to_string(n) + which +
+             " key/value heads: expected a divisor of " + std::to_string(n) +
+             " or a multiple of it";
     }
   }
   // Gated DeltaNet splits by key-head groups (Note [Gated DeltaNet trace] in

@@ -180,7 +180,8 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
                        kind.attention == tensor::AttentionType::kNone
                    ? 0
                    : key.micro_batch * key.seq * tensor::kv_heads_of(cfg, kind) *
-                         (cfg.head_dim + tensor::value_head_dim(cfg)) * item;
+                         (tensor::head_dim_of(cfg, kind) + tensor::value_head_dim(cfg, kind)) *
+                         item;
   t.attention_window = kind.window;
   // The indexer's top-k keys are a band of that width per query, as a sliding window's.
   t.sliding = kind.attention == tensor::AttentionType::kSliding ||

@@ -104,6 +104,9 @@ struct ModelFamily {
   ModulePtr (*build)(const ModelConfig& c, const TensorOptions& o, bool training);
   std::span<const FieldRename> renamed;  // keys differing from ModelConfig's names
   bool rotary = true;              // rotary positions: partial_rotary_factor, rope_theta checked
+  // Its parse reads rope_parameters keyed by layer type itself, each type's table as wide as that
+  // type's heads (Gemma 4): the shared reading (Note [rope_parameters]) is skipped.
+  bool rope_parameters_by_layer_type = false;
   bool learned_positions = false;  // a table of max_position_embeddings positions: no longer seq
   bool fused_qkv = false;          // one qkv projection: heads * head_dim must be hidden_size
   bool moe = false;                // sparse experts required (num_local_experts > 0)

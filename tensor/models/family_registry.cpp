@@ -27,6 +27,7 @@ extern const ModelFamily kFlexOlmoFamily;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
+extern const ModelFamily kGemma4TextFamily;
 extern const ModelFamily kGlm4Family;
 extern const ModelFamily kGlm4MoeFamily;
 extern const ModelFamily kGlm4MoeLiteFamily;
@@ -93,6 +94,7 @@ const ModelFamily* const kRegistered[] = {
     &kGemma2Family,
     &kVaultGemmaFamily,
     &kGemma3TextFamily,
+    &kGemma4TextFamily,
     &kGlm4MoeFamily,
     &kGpt2Family,
     &kGptOssFamily,

@@ -98,13 +98,22 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
 }
 
 int64_t kv_heads_of(const ModelConfig& c, const LayerKind& kind) {
-  return kind.attention == AttentionType::kSliding && c.sliding_num_key_value_heads > 0
-             ? c.sliding_num_key_value_heads
-             : c.num_key_value_heads;
+  if (kind.attention == AttentionType::kSliding && c.sliding_num_key_value_heads > 0) {
+    return c.sliding_num_key_value_heads;
+  }
+  if (kind.attention == AttentionType::kFull && c.global_num_key_value_heads > 0) {
+    return c.global_num_key_value_heads;
+  }
+  return c.num_key_value_heads;
 }
 
-int64_t value_head_dim(const ModelConfig& c) {
-  return c.kv_lora_rank <= 0 && c.v_head_dim > 0 ? c.v_head_dim : c.head_dim;
+int64_t head_dim_of(const ModelConfig& c, const LayerKind& kind) {
+  return kind.attention == AttentionType::kFull && c.global_head_dim > 0 ? c.global_head_dim
+                                                                         : c.head_dim;
+}
+
+int64_t value_head_dim(const ModelConfig& c, const LayerKind& kind) {
+  return c.kv_lora_rank <= 0 && c.v_head_dim > 0 ? c.v_head_dim : head_dim_of(c, kind);
 }
 
 ModelConfig first_layers(const ModelConfig& c, int64_t layers) {

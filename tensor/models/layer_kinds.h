@@ -73,11 +73,15 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
 ModelConfig first_layers(const ModelConfig& c, int64_t layers);
 
 // The key-value heads of a layer of kind `kind`: ModelConfig::sliding_num_key_value_heads on a
-// sliding layer where a family sets it (MiMo-V2-Flash), else num_key_value_heads.
+// sliding layer where a family sets it (MiMo-V2-Flash), global_num_key_value_heads on a full
+// layer where one sets that (Gemma 4), else num_key_value_heads.
 int64_t kv_heads_of(const ModelConfig& c, const LayerKind& kind);
+// The q/k width per head of a layer of kind `kind`: ModelConfig::global_head_dim on a full layer
+// where a family sets it (Gemma 4), else head_dim.
+int64_t head_dim_of(const ModelConfig& c, const LayerKind& kind);
 // The value width per head: v_head_dim for a Llama-shaped attention that sets it
-// (MiMo-V2-Flash), else head_dim (latent attention keeps its own,
+// (MiMo-V2-Flash), else head_dim_of the kind (latent attention keeps its own,
 // tensor/models/latent_attention.h).
-int64_t value_head_dim(const ModelConfig& c);
+int64_t value_head_dim(const ModelConfig& c, const LayerKind& kind);
 
 }  // namespace shardplan::tensor

@@ -162,6 +162,17 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          " (the sliding layers' key-value heads) does not divide num_attention_heads ",
          c.num_attention_heads);
   }
+  if (c.global_num_key_value_heads < 0 ||
+      (c.global_num_key_value_heads > 0 &&
+       c.num_attention_heads % c.global_num_key_value_heads != 0)) {
+    fail("global_num_key_value_heads", c.global_num_key_value_heads,
+         " (the full layers' key-value heads) does not divide num_attention_heads ",
+         c.num_attention_heads);
+  }
+  if (c.global_head_dim < 0 || c.global_head_dim % 2 != 0) {
+    fail("global_head_dim", c.global_head_dim,
+         " (the full layers' head width) must be a positive even number (0: head_dim)");
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
          c.num_attention_heads);
@@ -302,6 +313,12 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
            static_cast<double>(c.head_dim),
        {layer_count, {"num_attention_heads", c.num_attention_heads}, {"head_dim", c.head_dim}}},
+      // Gemma 4's full layers: their own head width.
+      {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
+           static_cast<double>(c.global_head_dim),
+       {layer_count,
+        {"num_attention_heads", c.num_attention_heads},
+        {"global_head_dim", c.global_head_dim}}},
       // A value width of its own (MiMo-V2-Flash's v_proj and o_proj; latent attention's kv_b_proj
       // and o_proj): v_head_dim over every head and twice the sliding layers' key-value heads.
       {layers * 2.0 * h *
@@ -383,6 +400,7 @@ struct DefaultTextType {
   std::string_view text;
 };
 constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
+                                                 {"gemma4", "gemma4_text"},
                                                  {"llama4", "llama4_text"},
                                                  {"mistral3", "mistral"},
                                                  {"llava", "llama"},
@@ -403,7 +421,8 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
 // Wrappers whose text model is always their own text class, whatever text_config's model_type
 // says (transformers 5.16's Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig);
 // they tie as the outer config says (kWrapperTies).
-constexpr DefaultTextType kFixedTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
+constexpr DefaultTextType kFixedTextTypes[] = {{"gemma4", "gemma4_text"},
+                                               {"qwen2_vl", "qwen2_vl_text"},
                                                {"qwen2_5_vl", "qwen2_5_vl_text"},
                                                {"qwen3_vl", "qwen3_vl_text"},
                                                {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
@@ -423,7 +442,8 @@ constexpr WrapperTie kWrapperTies[] = {
     {"llava", TieRule::kOuterOrText, false},  {"qwen2_vl", TieRule::kOuter, false},
     {"qwen2_5_vl", TieRule::kOuter, false},   {"qwen3_vl", TieRule::kOuter, false},
     {"qwen3_vl_moe", TieRule::kOuter, false}, {"lfm2_vl", TieRule::kOuter, true},
-    {"kimi_k25", TieRule::kOuter, true},      {"exaone4_5", TieRule::kOuter, false}};
+    {"kimi_k25", TieRule::kOuter, true},      {"exaone4_5", TieRule::kOuter, false},
+    {"gemma4", TieRule::kOuter, true}};
 
 constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
                                               {"qwen2_5_vl", "qwen2_5_vl_text"}};
@@ -624,7 +644,9 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
   ModelConfig c;
   c.model_type = family.model_type;
   family.parse(f, c);
-  if (family.rotary && f.has("rope_parameters")) parse_rope_parameters(f, c);
+  if (family.rotary && !family.rope_parameters_by_layer_type && f.has("rope_parameters")) {
+    parse_rope_parameters(f, c);
+  }
   // Note [dtype and torch_dtype]: transformers 4.56 renamed the config's torch_dtype to dtype
   // (huggingface/transformers#39782), and files saved since then say "dtype". A file without
   // either is float32, as transformers reads it; one naming two different dtypes is refused.

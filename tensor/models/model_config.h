@@ -128,6 +128,13 @@ struct ModelConfig {
   // attention_value_scale).
   int64_t sliding_num_key_value_heads = 0;
   double attention_value_scale = 1;
+  // Gemma 4: the full-attention layers' own head width and key-value heads (global_head_dim,
+  // num_global_key_value_heads; 0: head_dim and num_key_value_heads, which are then the sliding
+  // layers'), and attention_k_eq_v: those layers have no v_proj, their values are the key
+  // projection's output before k_norm and RoPE (head_dim_of and kv_heads_of in layer_kinds.h).
+  int64_t global_head_dim = 0;
+  int64_t global_num_key_value_heads = 0;
+  bool attention_k_eq_v = false;
   // DeepSeek-V3's multi-token prediction modules (num_nextn_predict_layers): trained beside the
   // model, dropped by transformers (not in the parameter total).
   int64_t mtp_layers = 0;

@@ -22,6 +22,7 @@ std::string_view kind_of_type(std::string_view type) {
   }
   if (ends_with(type, "SparseMoeBlock")) return "router";  // its direct parameters: the gate
   if (type == "HYV3MoE") return "router";                  // HY 3's block (MoeStyle::block_class)
+  if (type == "Gemma4TextRouter") return "router";         // Gemma 4's, a child of the layer
   if (ends_with(type, "Attention")) return "attention";
   if (ends_with(type, "GatedDeltaNet")) return "attention";  // linear attention's token mixer
   if (ends_with(type, "ShortConv")) return "attention";      // LFM2's token mixer

@@ -52,7 +52,7 @@ class Attention : public AttentionBlock {
         heads_(c.num_attention_heads),
         kv_heads_(kv_heads_of(c, kind)),
         head_dim_(c.head_dim),
-        value_dim_(value_head_dim(c)),
+        value_dim_(value_head_dim(c, kind)),
         dropout_(training ? c.attention_dropout : 0.0),
         eps_(c.norm_eps),
         full_width_norm_(s.qk_norm_full_width),
@@ -375,15 +375,7 @@ class SparseMoe : public Module {
       weights = narrow(probs, 1, 0, top_k_);  // stands in for topk's values
       weights = to(div(weights, sum(weights, {-1}, /*keepdim=*/true)), x.dtype());
     }
-    // Each expert on its expected share of the tokens * k assignments, rounded up: the permuted
-    // copy of the tokens the grouped GEMMs read (a buffer the backward keeps).
-    const int64_t per_expert = (tokens * top_k_ + experts_ - 1) / experts_;
-    const Tensor dispatched =
-        contiguous(expand(unsqueeze(narrow(flat, 0, 0, per_expert), 0), {experts_, per_expert, h}));
-    const Tensor out = reshape(experts->call(dispatched), {experts_ * per_expert, h});
-    // The tokens * k expert outputs, weighted by their routing weight and summed per token.
-    const Tensor routed = view(narrow(out, 0, 0, tokens * top_k_), {tokens, top_k_, h});
-    Tensor combined = sum(mul(routed, unsqueeze(weights, -1)), {1});
+    Tensor combined = expected_load_experts(*experts, flat, weights);
     if (shared) {
       Tensor y = shared->call(flat);
       if (shared_gate) y = mul(y, sigmoid(shared_gate->call(flat)));
@@ -634,6 +626,20 @@ class ForCausalLM : public Module {
 };
 
 }  // namespace
+
+Tensor expected_load_experts(GroupedExperts& experts, const Tensor& flat, const Tensor& weights) {
+  const int64_t tokens = flat.size(0), h = flat.size(1), top_k = weights.size(1);
+  const int64_t count = experts.experts();
+  // Each expert on its expected share of the tokens * k assignments, rounded up: the permuted
+  // copy of the tokens the grouped GEMMs read (a buffer the backward keeps).
+  const int64_t per_expert = (tokens * top_k + count - 1) / count;
+  const Tensor dispatched =
+      contiguous(expand(unsqueeze(narrow(flat, 0, 0, per_expert), 0), {count, per_expert, h}));
+  const Tensor out = reshape(experts.call(dispatched), {count * per_expert, h});
+  // The tokens * k expert outputs, weighted by their routing weight and summed per token.
+  const Tensor routed = view(narrow(out, 0, 0, tokens * top_k), {tokens, top_k, h});
+  return sum(mul(routed, unsqueeze(weights, -1)), {1});
+}
 
 std::shared_ptr<AttentionBlock> make_rotary_attention(const ModelConfig& c, const LayerKind& kind,
                                                       const RotaryDecoderStyle& style,

@@ -446,4 +446,10 @@ std::shared_ptr<AttentionBlock> make_rotary_attention(const ModelConfig& c, cons
 ModulePtr build_rotary_decoder(const ModelConfig& c, const TensorOptions& o, bool training,
                                const RotaryDecoderStyle& style);
 
+// Note [Expected-load MoE] in models.h: the routed experts run on their expected share of the
+// tokens `flat` [T, h] x k assignments, their outputs weighted by `weights` [T, k] (the routing
+// weights of each token's top k) and summed per token: [T, h]. For families whose MoE block is
+// laid out otherwise (Gemma 4's router and experts in the decoder layer itself).
+Tensor expected_load_experts(GroupedExperts& experts, const Tensor& flat, const Tensor& weights);
+
 }  // namespace shardplan::tensor::models

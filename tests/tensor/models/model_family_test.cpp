@@ -69,6 +69,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gemma",
                                          "gemma2",
                                          "gemma3_text",
+                                         "gemma4_text",
                                          "glm4",
                                          "glm4_moe",
                                          "glm4_moe_lite",
@@ -125,8 +126,8 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       model_types_list(),
       "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
       "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, gemma, "
-      "gemma2, gemma3_text, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, "
-      "gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
+      "gemma2, gemma3_text, gemma4_text, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, "
+      "gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
       "granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, kimi_k2, lfm2, "
       "lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral, ministral3, "
       "mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, "
@@ -228,6 +229,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"gemma4_text", {"model.layers", "Gemma4ForCausalLM"}},
       {"ministral", {"model.layers", "MinistralForCausalLM"}},
       {"vaultgemma", {"model.layers", "VaultGemmaForCausalLM"}},
       {"helium", {"model.layers", "HeliumForCausalLM"}},
@@ -308,7 +310,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"lfm2_moe", "lfm2-8b-a1b"},
       {"helium", "helium-1-2b"},
       {"vaultgemma", "vaultgemma"},
-      {"ministral", "ministral"}};
+      {"ministral", "ministral"},
+      {"gemma4_text", "gemma-4-31b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -401,7 +404,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "lfm2_moe",
                                            "helium",
                                            "vaultgemma",
-                                           "ministral"}));
+                                           "ministral",
+                                           "gemma4_text"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
@@ -469,7 +473,7 @@ TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
       "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
       "exaone4, exaone_moe, flex_olmo, "
       "gemma, gemma2, "
-      "gemma3_text, glm4, glm4_moe, "
+      "gemma3_text, gemma4_text, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),

@@ -1,0 +1,664 @@
+// gemma4_text (Gemma 4 31B and 26B-A4B, and the language model of the multimodal `gemma4`
+// files): transformers' Gemma4TextConfig (vocab 262144, hidden 2304, 30 layers, 8 heads, 4
+// key-value heads, head_dim 256 on sliding layers and global_head_dim 512 on full ones, a window
+// of 512 on every layer but each sixth, the last layer always full, max positions 131072,
+// rms_norm_eps 1e-6, tied, gelu_pytorch_tanh) and modeling_gemma4.py. What differs from Gemma 3
+// (docs/models.md "Gemma 4"):
+// - a plain RMSNorm scaled by its weight (Gemma4RMSNorm, started at one), not Gemma's (1 + w);
+// - per layer type: the full layers' own head width and, with attention_k_eq_v, their own
+//   key-value heads and no v_proj (the values are the key projection before k_norm and RoPE);
+//   RoPE keyed by layer type ("proportional" on full layers rotates the whole head, most of its
+//   frequencies zero: no narrower table);
+// - the attention: q_norm, k_norm and a weightless v_norm over each head, softmax scale 1;
+// - with enable_moe_block every layer runs its dense MLP and 128-expert-style routed experts side
+//   by side: a router (weightless norm, `scale`, `per_expert_scale`, `proj`) and the experts are
+//   the layer's own children, each branch post-normed, then both by post_feedforward_layernorm;
+// - each layer ends by multiplying by its `layer_scalar` (a persistent [1] buffer).
+// Not built (refused, named): per-layer embeddings (hidden_size_per_layer_input, E2B and E4B,
+// on by default) and key-value sharing between layers (num_kv_shared_layers).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/layers.h"
+#include "tensor/models/blocks.h"
+#include "tensor/models/config_fields.h"
+#include "tensor/models/layer_kinds.h"
+#include "tensor/models/rotary_decoder.h"
+
+namespace shardplan::tensor {
+
+extern const ModelFamily kGemma4TextFamily;  // listed in family_registry.cpp
+
+namespace {
+
+constexpr double kSlidingTheta = 1e4, kFullTheta = 1e6, kProportionalShare = 0.25;
+
+// ---- config ----------------------------------------------------------------------------------
+
+// One layer type's attention geometry: head width and key-value heads.
+struct Geometry {
+  int64_t head_dim;
+  int64_t kv_heads;
+  bool operator==(const Geometry&) const = default;
+};
+
+// Gemma4TextConfig's per_layer_config (transformers' heterogeneous configs): {"<layer>":
+// {"head_dim": .., "num_key_value_heads": ..}}. Gemma 4's modules read only those two per layer,
+// and its rotary module asks one set per layer type, so every layer of a type must carry the same
+// (an override equal to the global value is none). Returns the geometry of `type`'s layers.
+Geometry per_layer_geometry(const ConfigFields& f, const ModelConfig& c, AttentionType type,
+                            const Geometry& global) {
+  const nlohmann::json& plc = f.raw("per_layer_config");
+  if (!plc.is_object()) {
+    f.fail("per_layer_config", plc.dump().substr(0, 60) +
+                                   ": expected an object keyed by layer index, each entry "
+                                   "{\"head_dim\": .., \"num_key_value_heads\": ..}");
+  }
+  std::map<int64_t, Geometry> by_layer;
+  for (const auto& [key, entry] : plc.items()) {
+    int64_t layer = -1;
+    const bool digits =
+        !key.empty() && key.size() <= 9 &&
+        std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (digits) layer = std::stoll(key);
+    if (layer < 0 || layer >= c.num_hidden_layers) {
+      f.fail("per_layer_config", "key \"" + key.substr(0, 20) + "\" is not a layer; expected 0.." +
+                                     std::to_string(c.num_hidden_layers - 1));
+    }
+    if (!entry.is_object()) {
+      f.fail("per_layer_config", "layer " + key + ": " + entry.dump().substr(0, 40) +
+                                     ", expected an object of overrides");
+    }
+    Geometry g = global;
+    for (const auto& [name, value] : entry.items()) {
+      if (name != "head_dim" && name != "num_key_value_heads") {
+        f.fail("per_layer_config", "layer " + key + " overrides \"" + name.substr(0, 30) +
+                                       "\": Gemma 4 reads only head_dim and "
+                                       "num_key_value_heads per layer");
+      }
+      if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
+        f.fail("per_layer_config", "layer " + key + ": " + name + " " + value.dump().substr(0, 30) +
+                                       ", expected a positive integer");
+      }
+      (name == "head_dim" ? g.head_dim : g.kv_heads) = value.get<int64_t>();
+    }
+    by_layer[layer] = g;
+  }
+  std::optional<Geometry> of_type;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.layer_types[static_cast<size_t>(i)] != type) continue;
+    const auto it = by_layer.find(i);
+    const Geometry g = it == by_layer.end() ? global : it->second;
+    if (of_type && !(*of_type == g)) {
+      f.fail("per_layer_config", "the " + std::string(to_string(type)) + " layers differ (layer " +
+                                     std::to_string(i) +
+                                     "); Gemma 4's rotary tables and attention expect one "
+                                     "head_dim and num_key_value_heads per layer type");
+    }
+    of_type = g;
+  }
+  return of_type.value_or(global);
+}
+
+// The full and sliding layers' geometry, from per_layer_config or the legacy keys
+// global_head_dim (default 512) and num_global_key_value_heads (read only with
+// attention_k_eq_v, as Gemma4TextConfig does).
+void parse_geometry(const ConfigFields& f, ModelConfig& c) {
+  const Geometry global{c.head_dim, c.num_key_value_heads};
+  c.attention_k_eq_v = f.boolean("attention_k_eq_v", false);
+  if (f.has("per_layer_config") && !f.is_null("per_layer_config")) {
+    f.has("global_head_dim");  // ignored beside per_layer_config, as the class does
+    f.has("num_global_key_value_heads");
+    const Geometry sliding = per_layer_geometry(f, c, AttentionType::kSliding, global);
+    const Geometry full = per_layer_geometry(f, c, AttentionType::kFull, global);
+    c.head_dim = sliding.head_dim;
+    c.num_key_value_heads = sliding.kv_heads;
+    c.global_head_dim = full.head_dim;
+    c.global_num_key_value_heads = full.kv_heads;
+    return;
+  }
+  c.global_head_dim = f.integer("global_head_dim", 512);
+  c.global_num_key_value_heads = c.num_key_value_heads;
+  if (c.attention_k_eq_v && f.has("num_global_key_value_heads") &&
+      !f.is_null("num_global_key_value_heads")) {
+    c.global_num_key_value_heads = f.integer("num_global_key_value_heads");
+  } else {
+    f.has("num_global_key_value_heads");  // read only with attention_k_eq_v
+  }
+  if (c.global_head_dim <= 0 || c.global_num_key_value_heads <= 0) {
+    f.fail(
+        c.global_head_dim <= 0 ? "global_head_dim" : "num_global_key_value_heads",
+        std::to_string(c.global_head_dim <= 0 ? c.global_head_dim : c.global_num_key_value_heads) +
+            ", expected a positive integer");
+  }
+}
+
+// One layer type's rope_parameters: "default" (the whole head, the type's base) or
+// "proportional" (the whole head too, only its first share of frequencies non-zero). Values
+// change no shape; the full layers' base is kept as rope_theta.
+void check_rope_set(const ConfigFields& f, const nlohmann::json& set, std::string_view type,
+                    ModelConfig& c) {
+  const std::string where = "rope_parameters." + std::string(type);
+  if (!set.is_object()) {
+    f.fail("rope_parameters", where + " is " + set.dump().substr(0, 40) + ", expected an object");
+  }
+  const ConfigFields s(set, f.source());
+  const std::string kind = s.string("rope_type", "default");
+  if (kind != "default" && kind != "proportional") {
+    f.fail("rope_parameters", where + ".rope_type \"" + kind.substr(0, 30) +
+                                  "\": Gemma 4 builds \"default\" and \"proportional\" "
+                                  "(full-width) tables only");
+  }
+  const double theta =
+      s.number("rope_theta", type == "full_attention" ? kFullTheta : kSlidingTheta);
+  if (!(theta > 0)) {
+    f.fail("rope_parameters", where + ".rope_theta " + std::to_string(theta) + ", expected > 0");
+  }
+  const double share = s.number("partial_rotary_factor", kProportionalShare);
+  if (!(share > 0 && share <= 1)) {
+    f.fail("rope_parameters", where + ".partial_rotary_factor " + std::to_string(share) +
+                                  ", expected a share in (0, 1]");
+  }
+  if (type == "full_attention") c.rope_theta = theta;
+}
+
+void parse_rope(const ConfigFields& f, ModelConfig& c) {
+  // Gemma4TextConfig has no attribute map and keeps legacy rope keys as inert attributes:
+  // rope_theta and rope_scaling at the top level are not read.
+  c.rope_scaling.reset();
+  c.rope_theta = kFullTheta;
+  c.partial_rotary_factor = 1;
+  if (!f.has("rope_parameters") || f.is_null("rope_parameters")) return;
+  const nlohmann::json& r = f.raw("rope_parameters");
+  for (const AttentionType t : {AttentionType::kSliding, AttentionType::kFull}) {
+    if (std::find(c.layer_types.begin(), c.layer_types.end(), t) == c.layer_types.end()) continue;
+    const std::string name(to_string(t));
+    if (!r.is_object() || !r.contains(name)) {
+      f.fail("rope_parameters", r.dump().substr(0, 60) +
+                                    ": Gemma4TextRotaryEmbedding reads it by "
+                                    "layer type; expected an entry \"" +
+                                    name + "\"");
+    }
+    check_rope_set(f, r.at(name), name, c);
+  }
+}
+
+// Layer i slides unless (i + 1) % 6 == 0 (Gemma4TextConfig's rule; a file's
+// sliding_window_pattern is not read); the last layer is made full whatever the list says.
+AttentionType gemma4_layer_type(const ModelConfig&, int64_t i) {
+  return (i + 1) % 6 != 0 ? AttentionType::kSliding : AttentionType::kFull;
+}
+
+void parse_layer_types(const ConfigFields& f, ModelConfig& c) {
+  c.layer_types = models::parse_layer_types(f, c.num_hidden_layers, gemma4_layer_type, c);
+  for (const AttentionType t : c.layer_types) {
+    if (t != AttentionType::kFull && t != AttentionType::kSliding) {
+      f.fail("layer_types", std::string(to_string(t)) +
+                                ": Gemma 4 masks full_attention and sliding_attention layers only");
+    }
+  }
+  c.layer_types.back() = AttentionType::kFull;
+  f.has("sliding_window_pattern");
+}
+
+// What this builder does not build yet, named (the small Gemma 4 models' parts).
+void refuse_unbuilt(const ConfigFields& f, const ModelConfig& c) {
+  const bool ple_null = f.is_null("hidden_size_per_layer_input");
+  const int64_t ple = ple_null ? 0 : f.integer("hidden_size_per_layer_input", 256);
+  if (ple != 0) {
+    f.fail("hidden_size_per_layer_input",
+           std::to_string(ple) +
+               (f.has("hidden_size_per_layer_input") ? "" : " (the class default)") +
+               ": per-layer embeddings (Gemma 4 E2B, E4B) are not built yet; expected 0");
+  }
+  f.integer("vocab_size_per_layer_input", 262144);
+  const int64_t shared = f.integer("num_kv_shared_layers", 0);
+  if (shared < 0) {
+    f.fail("num_kv_shared_layers", std::to_string(shared) + ", expected >= 0");
+  }
+  // More than the layers shares nothing (transformers' first shared layer is then negative).
+  if (shared > 0 && shared <= c.num_hidden_layers) {
+    f.fail("num_kv_shared_layers", std::to_string(shared) +
+                                       ": key-value sharing between layers (Gemma 4 E2B, E4B) is "
+                                       "not built yet; expected 0");
+  }
+  f.boolean("use_double_wide_mlp", false);  // only key-value-shared layers widen their MLP
+}
+
+void parse_moe(const ConfigFields& f, ModelConfig& c) {
+  if (!f.boolean("enable_moe_block", false)) {
+    f.has("num_experts");  // None unless the block is enabled: no shape then
+    f.has("top_k_experts");
+    f.has("moe_intermediate_size");
+    return;
+  }
+  for (const char* key : {"num_experts", "top_k_experts", "moe_intermediate_size"}) {
+    if (!f.has(key) || f.is_null(key)) {
+      f.fail(key, "is required with enable_moe_block (Gemma4TextConfig leaves it None)");
+    }
+  }
+  c.num_local_experts = f.integer("num_experts");
+  c.num_experts_per_tok = f.integer("top_k_experts");
+  // The dense MLP runs beside the experts on every token: priced and split as a shared expert.
+  c.shared_expert_intermediate_size = c.intermediate_size;
+  c.intermediate_size = f.integer("moe_intermediate_size");
+}
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  models::parse_rotary_decoder(f, c,
+                               {.sizes = models::RotaryDecoderSizes{.vocab_size = 262144,
+                                                                    .hidden_size = 2304,
+                                                                    .intermediate_size = 9216,
+                                                                    .num_hidden_layers = 30,
+                                                                    .num_attention_heads = 8,
+                                                                    .num_key_value_heads = 4},
+                                .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-6,
+                                .rope_theta = kFullTheta,
+                                .tie_word_embeddings = true,
+                                .act_key = "hidden_activation",
+                                .hidden_act = "gelu_pytorch_tanh",
+                                .head_dim = 256});
+  models::pad_token_id_or(f, c, 0);
+  c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
+  if (f.is_null("sliding_window")) {
+    f.fail("sliding_window", "is null; Gemma4TextConfig's window is an integer (default 512)");
+  }
+  c.sliding_window = f.integer("sliding_window", 512);
+  if (*c.sliding_window <= 0) {
+    f.fail("sliding_window", std::to_string(*c.sliding_window) + ", expected > 0");
+  }
+  parse_layer_types(f, c);
+  parse_geometry(f, c);
+  parse_rope(f, c);
+  c.final_logit_softcapping =
+      f.is_null("final_logit_softcapping") ? 0.0 : f.number("final_logit_softcapping", 0.0);
+  if (c.final_logit_softcapping < 0) {
+    f.fail("final_logit_softcapping",
+           "must be positive (or null: none), got " + std::to_string(c.final_logit_softcapping));
+  }
+  if (f.has("use_bidirectional_attention") && !f.is_null("use_bidirectional_attention")) {
+    const std::string mode = f.string("use_bidirectional_attention", "");
+    if (mode != "vision") {
+      f.fail("use_bidirectional_attention",
+             "\"" + mode.substr(0, 20) +
+                 "\": only image tokens may attend both ways in a causal language model; "
+                 "expected null or \"vision\"");
+    }
+  }
+  refuse_unbuilt(f, c);
+  parse_moe(f, c);
+}
+
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  models::rotary_decoder_to_hf_json(c, j, "hidden_activation");  // with sliding_window
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", kSlidingTheta}}},
+      {"full_attention",
+       {{"rope_type", "proportional"},
+        {"partial_rotary_factor", kProportionalShare},
+        {"rope_theta", c.rope_theta}}}};
+  j["attention_bias"] = c.qkv_bias;
+  j["layer_types"] = models::layer_types_json(c);
+  j["final_logit_softcapping"] = c.final_logit_softcapping;
+  j["attention_k_eq_v"] = c.attention_k_eq_v;
+  j["hidden_size_per_layer_input"] = 0;
+  j["num_kv_shared_layers"] = 0;
+  // The legacy keys every transformers version reads; full layers' own key-value heads without
+  // attention_k_eq_v only through per_layer_config.
+  j["global_head_dim"] = c.global_head_dim;
+  if (c.attention_k_eq_v) {
+    j["num_global_key_value_heads"] = c.global_num_key_value_heads;
+  } else if (c.global_num_key_value_heads != c.num_key_value_heads) {
+    j.erase("global_head_dim");
+    nlohmann::json plc = nlohmann::json::object();
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      if (c.layer_types[static_cast<size_t>(i)] != AttentionType::kFull) continue;
+      plc[std::to_string(i)] = {{"head_dim", c.global_head_dim},
+                                {"num_key_value_heads", c.global_num_key_value_heads}};
+    }
+    j["per_layer_config"] = plc;
+  }
+  j["enable_moe_block"] = c.num_local_experts > 0;
+  if (c.num_local_experts > 0) {
+    j["intermediate_size"] = c.shared_expert_intermediate_size;
+    j["moe_intermediate_size"] = c.intermediate_size;
+    j["num_experts"] = c.num_local_experts;
+    j["top_k_experts"] = c.num_experts_per_tok;
+  }
+}
+
+// ---- modules ---------------------------------------------------------------------------------
+
+// Gemma4RMSNorm: x / rms(x), times the weight where it has one (with_scale), computed in float32.
+class Norm : public Module {
+ public:
+  Norm(int64_t dim, double eps, bool with_scale, const TensorOptions& o)
+      : Module("Gemma4RMSNorm"), dim_(dim), eps_(eps), with_scale_(with_scale) {
+    if (with_scale) register_parameter("weight", empty({dim}, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    return rms_norm(x, {dim_}, with_scale_ ? parameter("weight") : Tensor(), eps_);
+  }
+  void reset_parameters(uint64_t /*seed*/) override {
+    if (with_scale_) init_member_constant("weight", 1.0);
+  }
+
+ private:
+  int64_t dim_;
+  double eps_;
+  bool with_scale_;
+};
+
+ModulePtr norm(int64_t dim, const ModelConfig& c, const TensorOptions& o, bool with_scale = true) {
+  return std::make_shared<Norm>(dim, c.norm_eps, with_scale, o);
+}
+
+// Gemma4TextRotaryEmbedding: one inv_freq per layer type present, of half that type's head width
+// (and its original copy), non-persistent float32 buffers.
+class Rotary : public Module {
+ public:
+  explicit Rotary(const ModelConfig& c) : Module("Gemma4TextRotaryEmbedding") {
+    for (const AttentionType t : {AttentionType::kSliding, AttentionType::kFull}) {
+      if (std::find(c.layer_types.begin(), c.layer_types.end(), t) == c.layer_types.end()) continue;
+      const int64_t d = head_dim_of(c, LayerKind{.attention = t});
+      const std::string name(to_string(t));
+      register_buffer(name + "_inv_freq", empty({d / 2}, {.dtype = DType::kFloat32}), false);
+      register_buffer(name + "_original_inv_freq", empty({d / 2}, {.dtype = DType::kFloat32}),
+                      false);
+    }
+  }
+  // {cos, sin} [1, 1, S, d] of `type`'s layers in `dtype`, as RotaryEmbedding::cos_sin makes
+  // them.
+  std::pair<Tensor, Tensor> cos_sin(const Tensor& pos, AttentionType type, DType dtype) {
+    CallScope scope(*this);
+    const Tensor freqs = mul(unsqueeze(to(pos, DType::kFloat32), -1),
+                             buffer(std::string(to_string(type)) + "_inv_freq"));
+    const Tensor emb = cat({freqs, freqs}, -1);
+    return {models::per_head(to(cos(emb), dtype)), models::per_head(to(sin(emb), dtype))};
+  }
+};
+
+class Attention : public models::AttentionBlock {
+ public:
+  Attention(const ModelConfig& c, const LayerKind& kind, const TensorOptions& o, bool training)
+      : AttentionBlock("Gemma4TextAttention"),
+        heads_(c.num_attention_heads),
+        kv_heads_(kv_heads_of(c, kind)),
+        head_dim_(head_dim_of(c, kind)),
+        dropout_(training ? c.attention_dropout : 0.0),
+        eps_(c.norm_eps) {
+    if (kind.window > 0) window_ = kind.window;
+    const int64_t h = c.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+    // Gemma4TextAttention's order: q_proj, q_norm, k_norm, v_norm, k_proj, v_proj, o_proj.
+    q_proj = register_module("q_proj", std::make_shared<Linear>(h, q, c.qkv_bias, o));
+    q_norm = register_module("q_norm", norm(head_dim_, c, o));
+    k_norm = register_module("k_norm", norm(head_dim_, c, o));
+    v_norm = register_module("v_norm", norm(head_dim_, c, o, /*with_scale=*/false));
+    k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+    // attention_k_eq_v: a full layer's values are its keys' projection (no v_proj module).
+    if (!(c.attention_k_eq_v && kind.attention == AttentionType::kFull)) {
+      v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+    }
+    o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
+  }
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
+    CallScope scope(*this);
+    const Tensor q = models::apply_rotary(
+        q_norm->call(models::split_heads(q_proj->call(x), heads_, head_dim_)), cos_t, sin_t);
+    const Tensor k_raw = k_proj->call(x);
+    const Tensor k = models::apply_rotary(
+        k_norm->call(models::split_heads(k_raw, kv_heads_, head_dim_)), cos_t, sin_t);
+    const Tensor v =
+        v_norm->call(models::split_heads(v_proj ? v_proj->call(x) : k_raw, kv_heads_, head_dim_));
+    // The q and k norms stand in for 1/sqrt(head_dim): the softmax scale is 1.
+    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true,
+                                                    1.0, kv_heads_ != heads_, window_);
+    return o_proj->call(models::merge_heads(out));
+  }
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  ModulePtr q_norm, k_norm, v_norm;
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+  double dropout_, eps_;
+  std::optional<int64_t> window_;
+};
+
+// Gemma4TextMLP: down(gelu_tanh(gate(x)) * up(x)), no biases.
+class Mlp : public Module {
+ public:
+  Mlp(const ModelConfig& c, int64_t width, const TensorOptions& o)
+      : Module("Gemma4TextMLP"), act_(c.hidden_act) {
+    const int64_t h = c.hidden_size;
+    register_module("gate_proj", std::make_shared<Linear>(h, width, false, o));
+    register_module("up_proj", std::make_shared<Linear>(h, width, false, o));
+    register_module("down_proj", std::make_shared<Linear>(width, h, false, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor g = models::activation(act_, child("gate_proj")->call(x));
+    return child("down_proj")->call(mul(g, child("up_proj")->call(x)));
+  }
+
+ private:
+  std::string act_;
+};
+
+// Gemma4TextRouter: the weightless-normed tokens times `scale` and hidden^-0.5 projected to
+// expert logits, softmax in float32 over every expert, the top k renormalized and multiplied by
+// their `per_expert_scale`. Its own parameters precede its children's (named_parameters).
+class Router : public Module {
+ public:
+  Router(const ModelConfig& c, const TensorOptions& o)
+      : Module("Gemma4TextRouter"), top_k_(c.num_experts_per_tok), hidden_(c.hidden_size) {
+    norm_ = register_module("norm", norm(c.hidden_size, c, o, /*with_scale=*/false));
+    register_module("proj", std::make_shared<Linear>(c.hidden_size, c.num_local_experts, false, o));
+    register_parameter("scale", empty({c.hidden_size}, o));
+    register_parameter("per_expert_scale", empty({c.num_local_experts}, o));
+  }
+  // The routing weights [T, k] of tokens `flat` [T, h], in the tokens' dtype.
+  Tensor forward(const Tensor& flat) override {
+    const Tensor n = mul(mul(norm_->call(flat), parameter("scale")),
+                         1.0 / std::sqrt(static_cast<double>(hidden_)));
+    const Tensor probs = softmax(child("proj")->call(n), 1, DType::kFloat32);
+    Tensor w = narrow(probs, 1, 0, top_k_);  // stands in for topk's values
+    w = div(w, sum(w, {-1}, /*keepdim=*/true));
+    // per_expert_scale[top_k_index]: narrow stands in for the gather.
+    w = mul(w, narrow(parameter("per_expert_scale"), 0, 0, top_k_));
+    return to(w, flat.dtype());
+  }
+
+ private:
+  ModulePtr norm_;
+  int64_t top_k_, hidden_;
+};
+
+// Made empty and filled once it sits in its ModuleList (Note [Filling repeated blocks after
+// registration], tensor/models/blocks.h).
+class DecoderLayer : public Module {
+ public:
+  DecoderLayer() : Module("Gemma4TextDecoderLayer") {}
+  void build(const ModelConfig& c, int64_t index, const TensorOptions& o, bool training) {
+    kind_ = layer_kind(c, index);
+    const int64_t h = c.hidden_size;
+    self_attn = register_module("self_attn", std::make_shared<Attention>(c, kind_, o, training));
+    const bool moe = kind_.ffn == FfnKind::kMoe;
+    mlp = register_module(
+        "mlp",
+        std::make_shared<Mlp>(c, moe ? c.shared_expert_intermediate_size : c.intermediate_size, o));
+    input_layernorm = register_module("input_layernorm", norm(h, c, o));
+    post_attention_layernorm = register_module("post_attention_layernorm", norm(h, c, o));
+    pre_feedforward_layernorm = register_module("pre_feedforward_layernorm", norm(h, c, o));
+    post_feedforward_layernorm = register_module("post_feedforward_layernorm", norm(h, c, o));
+    if (moe) {
+      router = register_module("router", std::make_shared<Router>(c, o));
+      const std::string act = c.hidden_act;
+      experts = register_module(
+          "experts", std::make_shared<GroupedExperts>(
+                         "Gemma4TextExperts", c.num_local_experts, h, c.intermediate_size,
+                         GroupedExperts::Layout::kOutIn, false,
+                         [act](const Tensor& x) { return models::activation(act, x); }, o));
+      post_feedforward_layernorm_1 = register_module("post_feedforward_layernorm_1", norm(h, c, o));
+      post_feedforward_layernorm_2 = register_module("post_feedforward_layernorm_2", norm(h, c, o));
+      pre_feedforward_layernorm_2 = register_module("pre_feedforward_layernorm_2", norm(h, c, o));
+    }
+    register_buffer("layer_scalar", empty({1}, o));  // persistent: a checkpoint tensor
+  }
+  AttentionType attention() const { return kind_.attention; }
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+    CallScope scope(*this);
+    const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
+    const Tensor r = add(x, post_attention_layernorm->call(a));
+    Tensor f = mlp->call(pre_feedforward_layernorm->call(r));
+    if (experts) {
+      // The router reads the residual stream itself, the experts its own norm of it.
+      const int64_t b = r.size(0), s = r.size(1), h = r.size(2);
+      const Tensor flat = reshape(r, {b * s, h});
+      const Tensor weights = router->call(flat);
+      const Tensor e =
+          models::expected_load_experts(*experts, pre_feedforward_layernorm_2->call(flat), weights);
+      f = add(post_feedforward_layernorm_1->call(f),
+              post_feedforward_layernorm_2->call(view(e, {b, s, h})));
+    }
+    return mul(add(r, post_feedforward_layernorm->call(f)), buffer("layer_scalar"));
+  }
+  std::shared_ptr<models::AttentionBlock> self_attn;
+  ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+      post_feedforward_layernorm, router, post_feedforward_layernorm_1,
+      post_feedforward_layernorm_2, pre_feedforward_layernorm_2;
+  std::shared_ptr<GroupedExperts> experts;
+
+ private:
+  LayerKind kind_;
+};
+
+// Empty until build(), like DecoderLayer.
+class TextModel : public Module {
+ public:
+  TextModel() : Module("Gemma4TextModel") {}
+  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
+    hidden_ = c.hidden_size;
+    embed_tokens = register_module("embed_tokens",
+                                   std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
+    auto layers = register_module("layers", std::make_shared<ModuleList>());
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>()));
+    }
+    norm_ = register_module("norm", norm(c.hidden_size, c, o));
+    rotary_emb = register_module("rotary_emb", std::make_shared<Rotary>(c));
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      layers_[i]->build(c, static_cast<int64_t>(i), o, training);
+    }
+  }
+  Tensor forward(const Tensor& ids) override {
+    // Gemma4TextScaledWordEmbedding: the rows times sqrt(hidden).
+    Tensor h = mul(embed_tokens->call(ids), std::sqrt(static_cast<double>(hidden_)));
+    std::map<AttentionType, std::pair<Tensor, Tensor>> tables;  // one per layer type
+    const Tensor pos = models::position_ids(ids.size(1));
+    for (const auto& layer : layers_) {
+      auto it = tables.find(layer->attention());
+      if (it == tables.end()) {
+        it = tables
+                 .emplace(layer->attention(),
+                          rotary_emb->cos_sin(pos, layer->attention(), h.dtype()))
+                 .first;
+      }
+      h = layer->run(h, it->second.first, it->second.second);
+    }
+    return norm_->call(h);
+  }
+  std::shared_ptr<Embedding> embed_tokens;
+  std::shared_ptr<Rotary> rotary_emb;
+
+ private:
+  int64_t hidden_ = 0;
+  ModulePtr norm_;
+  std::vector<std::shared_ptr<DecoderLayer>> layers_;
+};
+
+class ForCausalLM : public Module {
+ public:
+  ForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("Gemma4ForCausalLM"), softcap_(c.final_logit_softcapping) {
+    model = register_module("model", std::make_shared<TextModel>());
+    lm_head =
+        register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
+    model->build(c, o, training);
+    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
+  }
+  Tensor forward(const Tensor& ids) override {
+    const Tensor logits = lm_head->call(model->call(ids));
+    if (softcap_ <= 0) return logits;
+    return mul(tanh(div(logits, softcap_)), softcap_);  // final_logit_softcapping
+  }
+  std::shared_ptr<TextModel> model;
+  std::shared_ptr<Linear> lm_head;
+
+ private:
+  double softcap_;
+};
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return std::make_shared<ForCausalLM>(c, o, training);
+}
+
+constexpr FieldRename kGemma4Renames[] = {
+    {"hidden_act", "hidden_activation"},
+    {"norm_eps", "rms_norm_eps"},
+    {"qkv_bias", "attention_bias"},
+    {"num_local_experts", "num_experts"},
+    {"num_experts_per_tok", "top_k_experts"},
+    {"global_num_key_value_heads", "num_global_key_value_heads"},
+    {"rope_theta", "rope_parameters"}};
+
+// The Llama plan with the experts and the router the layer's own children: the dense MLP split
+// as Llama's, each expert as a gated MLP (style "experts"), router and norms replicated.
+constexpr TensorParallelRule kGemma4TpPlan[] = {{"model.embed_tokens", "rowwise"},
+                                                {"model.layers.*.self_attn.q_proj", "colwise"},
+                                                {"model.layers.*.self_attn.k_proj", "colwise"},
+                                                {"model.layers.*.self_attn.v_proj", "colwise"},
+                                                {"model.layers.*.self_attn.o_proj", "rowwise"},
+                                                {"model.layers.*.mlp.gate_proj", "colwise"},
+                                                {"model.layers.*.mlp.up_proj", "colwise"},
+                                                {"model.layers.*.mlp.down_proj", "rowwise"},
+                                                {"model.layers.*.experts", "experts"},
+                                                {"lm_head", "colwise"}};
+
+// Gemma4PreTrainedModel._init_weights: PreTrainedModel's (Linear normal, bias zero, Embedding
+// normal with the padding row zero, every RMSNorm weight one: Gemma 4's is not an offset), the
+// experts normal, the router's scale and per_expert_scale one (layer_scalar, one, is a buffer).
+constexpr InitRule kGemma4InitRules[] = {{"Linear", "weight", InitFill::kNormal},
+                                         {"Linear", "bias", InitFill::kZeros},
+                                         {"Gemma4TextExperts", "gate_up_proj", InitFill::kNormal},
+                                         {"Gemma4TextExperts", "down_proj", InitFill::kNormal},
+                                         {"Gemma4TextRouter", "scale", InitFill::kOnes},
+                                         {"Gemma4TextRouter", "per_expert_scale", InitFill::kOnes},
+                                         {"Embedding", "weight", InitFill::kNormalPaddingRowZero},
+                                         {"Gemma4RMSNorm", "weight", InitFill::kOnes}};
+
+}  // namespace
+
+const ModelFamily kGemma4TextFamily{
+    .model_type = "gemma4_text",
+    .hf_class_prefix = "Gemma4",
+    .layers_path = "model.layers",
+    .parse = parse,
+    .to_hf_json = to_hf_json,
+    .build = build,
+    .renamed = kGemma4Renames,
+    .rope_parameters_by_layer_type = true,
+    .experts_class = "Gemma4TextExperts",
+    .tp_plan = kGemma4TpPlan,
+    .init_rules = kGemma4InitRules,
+};
+
+}  // namespace shardplan::tensor
