@@ -5,7 +5,9 @@ runs `inspect` and `plan` on it. Every run must end with exit 0, 2 (bad input: o
 or 3 (nothing fits); anything else (an internal error, a crash) is printed and counted. Outside CI:
 a complement to scripts/fuzz.sh's libFuzzer harness, which needs a clang build; this needs only the
 shardplan binary.
-  python3 scripts/mutate_model_configs.py build/bin/shardplan [runs] [random seed]"""
+  python3 scripts/mutate_model_configs.py build/bin/shardplan [runs] [random seed] [seed names]
+[seed names]: only the seeds whose file name contains it ("gemma4"). A multimodal seed's
+text_config is mutated half the time, its outer object otherwise."""
 import glob
 import json
 import os
@@ -19,7 +21,10 @@ EXTREMES = [0, -1, 1, 2, 3, 7, 2**31, 2**62, 2**63 - 1, -2**63, 1e308, -1e308, 1
 KEYS = ["num_hidden_layers", "num_key_value_heads", "head_dim", "v_head_dim", "sliding_window",
         "num_experts", "moe_intermediate_size", "num_shared_experts", "num_dense_layers",
         "block_ff_dim", "block_ffn_dim_multiplier", "conv_L_cache", "full_attn_idxs",
-        "layer_types", "layer_rope_theta", "attention_value_scale", "global_attn_every_n_layers"]
+        "layer_types", "layer_rope_theta", "attention_value_scale", "global_attn_every_n_layers",
+        "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v", "per_layer_config",
+        "num_kv_shared_layers", "hidden_size_per_layer_input", "vocab_size_per_layer_input",
+        "enable_moe_block", "top_k_experts", "rope_parameters", "pad_token_id"]
 
 
 def main():
@@ -29,6 +34,8 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     seeds = sorted(glob.glob(os.path.join(here, "..", "tests", "fuzz", "corpus", "model_config",
                                           "*.json")))
+    if len(sys.argv) > 4:
+        seeds = [x for x in seeds if sys.argv[4] in os.path.basename(x)]
     bad = done = 0
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "config.json")
@@ -40,9 +47,12 @@ def main():
                     continue  # a seed that is not JSON on purpose
             if not isinstance(doc, dict):
                 continue
+            target = doc
+            if isinstance(doc.get("text_config"), dict) and random.random() < 0.5:
+                target = doc["text_config"]
             for _ in range(random.randint(1, 3)):
-                key = random.choice([k for k in doc if k != "model_type"] + KEYS)
-                doc[key] = random.choice(EXTREMES)
+                key = random.choice([k for k in target if k != "model_type"] + KEYS)
+                target[key] = random.choice(EXTREMES)
             with open(path, "w") as f:
                 json.dump(doc, f)
             for args in (["inspect", "--model", path],

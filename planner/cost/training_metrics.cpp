@@ -19,7 +19,12 @@ int64_t active_parameter_count(const tensor::ModelConfig& c) {
 
 double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
   SP_CHECK(seq >= 1, "sequence of ", seq, " tokens, expected at least one");
-  const double n = static_cast<double>(active_parameter_count(c));
+  // Gemma 4's per-layer embedding table is a lookup (each token reads one row: no multiply-add
+  // per parameter), half of E2B's parameters: left out of N (docs/cost-model.md §2.4).
+  const double lookup_only = static_cast<double>(c.per_layer_input_vocab) *
+                             static_cast<double>(c.per_layer_input_layers) *
+                             static_cast<double>(c.per_layer_input_size);
+  const double n = static_cast<double>(active_parameter_count(c)) - lookup_only;
   return 6 * n + 12.0 * static_cast<double>(c.num_hidden_layers) *
                      static_cast<double>(c.hidden_size) * static_cast<double>(seq);
 }

@@ -1,5 +1,5 @@
-// gemma4_text (Gemma 4 31B and 26B-A4B, and the language model of the multimodal `gemma4`
-// files): transformers' Gemma4TextConfig (vocab 262144, hidden 2304, 30 layers, 8 heads, 4
+// gemma4_text (Gemma 4 E2B, E4B, 31B and 26B-A4B, and the language model of the multimodal
+// `gemma4` files): transformers' Gemma4TextConfig (vocab 262144, hidden 2304, 30 layers, 8 heads, 4
 // key-value heads, head_dim 256 on sliding layers and global_head_dim 512 on full ones, a window
 // of 512 on every layer but each sixth, the last layer always full, max positions 131072,
 // rms_norm_eps 1e-6, tied, gelu_pytorch_tanh) and modeling_gemma4.py. What differs from Gemma 3
@@ -13,9 +13,13 @@
 // - with enable_moe_block every layer runs its dense MLP and 128-expert-style routed experts side
 //   by side: a router (weightless norm, `scale`, `per_expert_scale`, `proj`) and the experts are
 //   the layer's own children, each branch post-normed, then both by post_feedforward_layernorm;
-// - each layer ends by multiplying by its `layer_scalar` (a persistent [1] buffer).
-// Not built (refused, named): per-layer embeddings (hidden_size_per_layer_input, E2B and E4B,
-// on by default) and key-value sharing between layers (num_kv_shared_layers).
+// - each layer ends by multiplying by its `layer_scalar` (a persistent [1] buffer);
+// - E2B and E4B: per-layer embeddings (hidden_size_per_layer_input, on by default): a second
+//   table of every layer's slice of width P per token plus a projection of the embeddings, mixed
+//   at the model's start, each layer gating its slice into the residual after its feed-forward;
+//   and key-value sharing: the last num_kv_shared_layers layers have no k/v projections and
+//   attend with the keys and values of the last earlier layer of their type (with
+//   use_double_wide_mlp their MLPs are twice as wide).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -208,28 +212,47 @@ void parse_layer_types(const ConfigFields& f, ModelConfig& c) {
   f.has("sliding_window_pattern");
 }
 
-// What this builder does not build yet, named (the small Gemma 4 models' parts).
-void refuse_unbuilt(const ConfigFields& f, const ModelConfig& c) {
-  const bool ple_null = f.is_null("hidden_size_per_layer_input");
-  const int64_t ple = ple_null ? 0 : f.integer("hidden_size_per_layer_input", 256);
-  if (ple != 0) {
+// Gemma 4 E2B's and E4B's parts: per-layer embeddings (hidden_size_per_layer_input, 256 when
+// absent; 0 or null: none) and key-value sharing (num_kv_shared_layers; more than the layers
+// shares nothing, as transformers' negative first shared layer does).
+void parse_small_model_parts(const ConfigFields& f, ModelConfig& c) {
+  const int64_t layers = c.num_hidden_layers;
+  const int64_t ple =
+      f.is_null("hidden_size_per_layer_input") ? 0 : f.integer("hidden_size_per_layer_input", 256);
+  if (ple < 0) {
     f.fail("hidden_size_per_layer_input",
-           std::to_string(ple) +
-               (f.has("hidden_size_per_layer_input") ? "" : " (the class default)") +
-               ": per-layer embeddings (Gemma 4 E2B, E4B) are not built yet; expected 0");
+           std::to_string(ple) + ", expected >= 0 (0: no per-layer embeddings)");
   }
-  f.integer("vocab_size_per_layer_input", 262144);
+  const int64_t vocab = f.integer("vocab_size_per_layer_input", 262144);
+  if (ple > 0) {
+    if (vocab <= 0) {
+      f.fail("vocab_size_per_layer_input", std::to_string(vocab) + ", expected > 0");
+    }
+    c.per_layer_input_size = ple;
+    c.per_layer_input_vocab = vocab;
+    c.per_layer_input_layers = layers;
+  }
   const int64_t shared = f.integer("num_kv_shared_layers", 0);
-  if (shared < 0) {
-    f.fail("num_kv_shared_layers", std::to_string(shared) + ", expected >= 0");
+  if (shared < 0 || shared == layers) {
+    f.fail("num_kv_shared_layers",
+           std::to_string(shared) + ", expected 0.." + std::to_string(layers - 1) +
+               (shared < 0 ? "" : ": with every layer shared no layer computes keys and values"));
   }
-  // More than the layers shares nothing (transformers' first shared layer is then negative).
-  if (shared > 0 && shared <= c.num_hidden_layers) {
-    f.fail("num_kv_shared_layers", std::to_string(shared) +
-                                       ": key-value sharing between layers (Gemma 4 E2B, E4B) is "
-                                       "not built yet; expected 0");
+  c.num_kv_shared_layers = shared < layers ? shared : 0;
+  c.double_wide_shared_mlp = f.boolean("use_double_wide_mlp", false);
+  // A shared layer attends with the last earlier non-shared layer of its type: one must exist.
+  const int64_t first = layers - c.num_kv_shared_layers;
+  const auto begin = c.layer_types.begin();
+  for (int64_t i = first; i < layers; ++i) {
+    const AttentionType t = c.layer_types[static_cast<size_t>(i)];
+    if (std::find(begin, begin + first, t) == begin + first) {
+      f.fail("num_kv_shared_layers",
+             std::to_string(c.num_kv_shared_layers) + " shared layers: layer " + std::to_string(i) +
+                 " (" + std::string(to_string(t)) +
+                 ") has no earlier layer of its type to take keys and values from; expected "
+                 "fewer shared layers");
+    }
   }
-  f.boolean("use_double_wide_mlp", false);  // only key-value-shared layers widen their MLP
 }
 
 void parse_moe(const ConfigFields& f, ModelConfig& c) {
@@ -293,7 +316,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                  "expected null or \"vision\"");
     }
   }
-  refuse_unbuilt(f, c);
+  parse_small_model_parts(f, c);
   parse_moe(f, c);
 }
 
@@ -311,8 +334,10 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["layer_types"] = models::layer_types_json(c);
   j["final_logit_softcapping"] = c.final_logit_softcapping;
   j["attention_k_eq_v"] = c.attention_k_eq_v;
-  j["hidden_size_per_layer_input"] = 0;
-  j["num_kv_shared_layers"] = 0;
+  j["hidden_size_per_layer_input"] = c.per_layer_input_size;
+  if (c.per_layer_input_size > 0) j["vocab_size_per_layer_input"] = c.per_layer_input_vocab;
+  j["num_kv_shared_layers"] = c.num_kv_shared_layers;
+  j["use_double_wide_mlp"] = c.double_wide_shared_mlp;
   // The legacy keys every transformers version reads; full layers' own key-value heads without
   // attention_k_eq_v only through per_layer_config.
   j["global_head_dim"] = c.global_head_dim;
@@ -399,36 +424,51 @@ class Attention : public models::AttentionBlock {
         eps_(c.norm_eps) {
     if (kind.window > 0) window_ = kind.window;
     const int64_t h = c.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
-    // Gemma4TextAttention's order: q_proj, q_norm, k_norm, v_norm, k_proj, v_proj, o_proj.
+    // Gemma4TextAttention's order: q_proj, q_norm, k_norm, v_norm, k_proj, v_proj, o_proj; a
+    // key-value-shared layer has none of the key and value parts.
     q_proj = register_module("q_proj", std::make_shared<Linear>(h, q, c.qkv_bias, o));
     q_norm = register_module("q_norm", norm(head_dim_, c, o));
-    k_norm = register_module("k_norm", norm(head_dim_, c, o));
-    v_norm = register_module("v_norm", norm(head_dim_, c, o, /*with_scale=*/false));
-    k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
-    // attention_k_eq_v: a full layer's values are its keys' projection (no v_proj module).
-    if (!(c.attention_k_eq_v && kind.attention == AttentionType::kFull)) {
-      v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+    if (!kind.kv_shared) {
+      k_norm = register_module("k_norm", norm(head_dim_, c, o));
+      v_norm = register_module("v_norm", norm(head_dim_, c, o, /*with_scale=*/false));
+      k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+      // attention_k_eq_v: a full layer's values are its keys' projection (no v_proj module).
+      if (!(c.attention_k_eq_v && kind.attention == AttentionType::kFull)) {
+        v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
+      }
     }
     o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
   }
+  // A shared layer's keys and values [B, kv heads, S, head_dim], set before each run.
+  void use_keys_and_values(std::pair<Tensor, Tensor> kv) { shared_kv_ = std::move(kv); }
+  // The keys and values the last run computed (normed, keys rotated).
+  const std::pair<Tensor, Tensor>& keys_and_values() const { return kv_; }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
     CallScope scope(*this);
     const Tensor q = models::apply_rotary(
         q_norm->call(models::split_heads(q_proj->call(x), heads_, head_dim_)), cos_t, sin_t);
-    const Tensor k_raw = k_proj->call(x);
-    const Tensor k = models::apply_rotary(
-        k_norm->call(models::split_heads(k_raw, kv_heads_, head_dim_)), cos_t, sin_t);
-    const Tensor v =
-        v_norm->call(models::split_heads(v_proj ? v_proj->call(x) : k_raw, kv_heads_, head_dim_));
+    if (k_proj) {
+      const Tensor k_raw = k_proj->call(x);
+      kv_.first = models::apply_rotary(
+          k_norm->call(models::split_heads(k_raw, kv_heads_, head_dim_)), cos_t, sin_t);
+      kv_.second =
+          v_norm->call(models::split_heads(v_proj ? v_proj->call(x) : k_raw, kv_heads_, head_dim_));
+    } else {
+      kv_ = shared_kv_;
+    }
     // The q and k norms stand in for 1/sqrt(head_dim): the softmax scale is 1.
-    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), dropout_, /*is_causal=*/true,
-                                                    1.0, kv_heads_ != heads_, window_);
+    const Tensor out =
+        scaled_dot_product_attention(q, kv_.first, kv_.second, Tensor(), dropout_,
+                                     /*is_causal=*/true, 1.0, kv_heads_ != heads_, window_);
     return o_proj->call(models::merge_heads(out));
   }
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
   ModulePtr q_norm, k_norm, v_norm;
 
  private:
+  std::pair<Tensor, Tensor> kv_, shared_kv_;
   int64_t heads_, kv_heads_, head_dim_;
   double dropout_, eps_;
   std::optional<int64_t> window_;
@@ -489,16 +529,26 @@ class DecoderLayer : public Module {
   DecoderLayer() : Module("Gemma4TextDecoderLayer") {}
   void build(const ModelConfig& c, int64_t index, const TensorOptions& o, bool training) {
     kind_ = layer_kind(c, index);
-    const int64_t h = c.hidden_size;
+    const int64_t h = c.hidden_size, p = c.per_layer_input_size;
     self_attn = register_module("self_attn", std::make_shared<Attention>(c, kind_, o, training));
     const bool moe = kind_.ffn == FfnKind::kMoe;
-    mlp = register_module(
-        "mlp",
-        std::make_shared<Mlp>(c, moe ? c.shared_expert_intermediate_size : c.intermediate_size, o));
+    // The dense MLP (intermediate_size; ModelConfig keeps it as the shared expert beside experts),
+    // twice as wide on a key-value-shared layer with use_double_wide_mlp.
+    const int64_t width = (moe ? c.shared_expert_intermediate_size : c.intermediate_size) *
+                          (kind_.kv_shared && c.double_wide_shared_mlp ? 2 : 1);
+    mlp = register_module("mlp", std::make_shared<Mlp>(c, width, o));
     input_layernorm = register_module("input_layernorm", norm(h, c, o));
     post_attention_layernorm = register_module("post_attention_layernorm", norm(h, c, o));
     pre_feedforward_layernorm = register_module("pre_feedforward_layernorm", norm(h, c, o));
     post_feedforward_layernorm = register_module("post_feedforward_layernorm", norm(h, c, o));
+    if (p > 0) {  // per-layer embeddings: gate h -> P, projection P -> h, its norm
+      act_ = c.hidden_act;
+      per_layer_input_gate =
+          register_module("per_layer_input_gate", std::make_shared<Linear>(h, p, false, o));
+      per_layer_projection =
+          register_module("per_layer_projection", std::make_shared<Linear>(p, h, false, o));
+      post_per_layer_input_norm = register_module("post_per_layer_input_norm", norm(h, c, o));
+    }
     if (moe) {
       router = register_module("router", std::make_shared<Router>(c, o));
       const std::string act = c.hidden_act;
@@ -513,8 +563,11 @@ class DecoderLayer : public Module {
     }
     register_buffer("layer_scalar", empty({1}, o));  // persistent: a checkpoint tensor
   }
-  AttentionType attention() const { return kind_.attention; }
-  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+  const LayerKind& kind() const { return kind_; }
+  Attention& attention() { return static_cast<Attention&>(*self_attn); }
+  // x [B, S, h]; per_layer [B, S, P], this layer's slice of the per-layer embeddings (undefined
+  // without them).
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, const Tensor& per_layer) {
     CallScope scope(*this);
     const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
     const Tensor r = add(x, post_attention_layernorm->call(a));
@@ -529,16 +582,23 @@ class DecoderLayer : public Module {
       f = add(post_feedforward_layernorm_1->call(f),
               post_feedforward_layernorm_2->call(view(e, {b, s, h})));
     }
-    return mul(add(r, post_feedforward_layernorm->call(f)), buffer("layer_scalar"));
+    Tensor out = add(r, post_feedforward_layernorm->call(f));
+    if (per_layer_input_gate) {
+      const Tensor g = mul(models::activation(act_, per_layer_input_gate->call(out)), per_layer);
+      out = add(out, post_per_layer_input_norm->call(per_layer_projection->call(g)));
+    }
+    return mul(out, buffer("layer_scalar"));
   }
   std::shared_ptr<models::AttentionBlock> self_attn;
   ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
-      post_feedforward_layernorm, router, post_feedforward_layernorm_1,
-      post_feedforward_layernorm_2, pre_feedforward_layernorm_2;
+      post_feedforward_layernorm, per_layer_input_gate, per_layer_projection,
+      post_per_layer_input_norm, router, post_feedforward_layernorm_1, post_feedforward_layernorm_2,
+      pre_feedforward_layernorm_2;
   std::shared_ptr<GroupedExperts> experts;
 
  private:
   LayerKind kind_;
+  std::string act_;
 };
 
 // Empty until build(), like DecoderLayer.
@@ -555,6 +615,19 @@ class TextModel : public Module {
     }
     norm_ = register_module("norm", norm(c.hidden_size, c, o));
     rotary_emb = register_module("rotary_emb", std::make_shared<Rotary>(c));
+    per_layer_ = c.per_layer_input_size;
+    if (per_layer_ > 0) {
+      // The table and projection cover the full model's layers (per_layer_input_layers), also in
+      // a one-layer model of a kind: they run once, at the model's start.
+      table_layers_ = c.per_layer_input_layers;
+      const int64_t width = table_layers_ * per_layer_;
+      embed_tokens_per_layer = register_module(
+          "embed_tokens_per_layer", std::make_shared<Embedding>(c.per_layer_input_vocab, width, o));
+      per_layer_model_projection = register_module(
+          "per_layer_model_projection", std::make_shared<Linear>(c.hidden_size, width, false, o));
+      per_layer_projection_norm =
+          register_module("per_layer_projection_norm", norm(per_layer_, c, o));
+    }
     for (size_t i = 0; i < layers_.size(); ++i) {
       layers_[i]->build(c, static_cast<int64_t>(i), o, training);
     }
@@ -562,25 +635,59 @@ class TextModel : public Module {
   Tensor forward(const Tensor& ids) override {
     // Gemma4TextScaledWordEmbedding: the rows times sqrt(hidden).
     Tensor h = mul(embed_tokens->call(ids), std::sqrt(static_cast<double>(hidden_)));
-    std::map<AttentionType, std::pair<Tensor, Tensor>> tables;  // one per layer type
-    const Tensor pos = models::position_ids(ids.size(1));
-    for (const auto& layer : layers_) {
-      auto it = tables.find(layer->attention());
+    const int64_t b = ids.size(0), s = ids.size(1);
+    Tensor per_layer;  // [B, S, layers, P]
+    if (per_layer_ > 0) {
+      const DimVector split{b, s, table_layers_, per_layer_};
+      const Tensor tokens = reshape(
+          mul(embed_tokens_per_layer->call(ids), std::sqrt(static_cast<double>(per_layer_))),
+          split);
+      const Tensor context = per_layer_projection_norm->call(reshape(
+          mul(per_layer_model_projection->call(h), 1.0 / std::sqrt(static_cast<double>(hidden_))),
+          split));
+      per_layer = mul(add(context, tokens), 1.0 / std::sqrt(2.0));
+    }
+    std::map<AttentionType, std::pair<Tensor, Tensor>> tables;  // RoPE, one per layer type
+    // The keys and values of the latest non-shared layer of each type: what the shared layers
+    // (all after the non-shared ones) attend with.
+    std::map<AttentionType, std::pair<Tensor, Tensor>> stored;
+    const Tensor pos = models::position_ids(s);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      DecoderLayer& layer = *layers_[i];
+      const AttentionType type = layer.kind().attention;
+      auto it = tables.find(type);
       if (it == tables.end()) {
-        it = tables
-                 .emplace(layer->attention(),
-                          rotary_emb->cos_sin(pos, layer->attention(), h.dtype()))
-                 .first;
+        it = tables.emplace(type, rotary_emb->cos_sin(pos, type, h.dtype())).first;
       }
-      h = layer->run(h, it->second.first, it->second.second);
+      Attention& attention = layer.attention();
+      if (layer.kind().kv_shared) {
+        auto source = stored.find(type);
+        if (source == stored.end()) {
+          // A model of shared layers alone (the planner's one-layer trace of that kind): the
+          // source layer's keys and values enter as inputs.
+          const DimVector kv{b, attention.kv_heads(), s, attention.head_dim()};
+          source = stored
+                       .emplace(type, std::pair{empty(kv, {.dtype = h.dtype()}),
+                                                empty(kv, {.dtype = h.dtype()})})
+                       .first;
+        }
+        attention.use_keys_and_values(source->second);
+      }
+      const Tensor slice =
+          per_layer_ > 0
+              ? reshape(narrow(per_layer, 2, static_cast<int64_t>(i), 1), {b, s, per_layer_})
+              : Tensor();
+      h = layer.run(h, it->second.first, it->second.second, slice);
+      if (!layer.kind().kv_shared) stored[type] = attention.keys_and_values();
     }
     return norm_->call(h);
   }
-  std::shared_ptr<Embedding> embed_tokens;
+  std::shared_ptr<Embedding> embed_tokens, embed_tokens_per_layer;
   std::shared_ptr<Rotary> rotary_emb;
+  ModulePtr per_layer_model_projection, per_layer_projection_norm;
 
  private:
-  int64_t hidden_ = 0;
+  int64_t hidden_ = 0, per_layer_ = 0, table_layers_ = 0;
   ModulePtr norm_;
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
 };
@@ -618,11 +725,17 @@ constexpr FieldRename kGemma4Renames[] = {
     {"num_local_experts", "num_experts"},
     {"num_experts_per_tok", "top_k_experts"},
     {"global_num_key_value_heads", "num_global_key_value_heads"},
-    {"rope_theta", "rope_parameters"}};
+    {"rope_theta", "rope_parameters"},
+    {"per_layer_input_size", "hidden_size_per_layer_input"},
+    {"per_layer_input_vocab", "vocab_size_per_layer_input"},
+    {"double_wide_shared_mlp", "use_double_wide_mlp"}};
 
 // The Llama plan with the experts and the router the layer's own children: the dense MLP split
-// as Llama's, each expert as a gated MLP (style "experts"), router and norms replicated.
+// as Llama's, each expert as a gated MLP (style "experts"), router and norms replicated; the
+// per-layer table split by rows as the token table (half of E2B's parameters), its projection
+// and each layer's gate replicated.
 constexpr TensorParallelRule kGemma4TpPlan[] = {{"model.embed_tokens", "rowwise"},
+                                                {"model.embed_tokens_per_layer", "rowwise"},
                                                 {"model.layers.*.self_attn.q_proj", "colwise"},
                                                 {"model.layers.*.self_attn.k_proj", "colwise"},
                                                 {"model.layers.*.self_attn.v_proj", "colwise"},

@@ -11,7 +11,7 @@ std::string_view to_string(FfnKind k) {
 }
 
 std::string describe(const LayerKind& k) {
-  std::string s = k.rope ? "" : "nope ";
+  std::string s = std::string(k.kv_shared ? "kv-shared " : "") + (k.rope ? "" : "nope ");
   if (k.attention == AttentionType::kNone) return "ffn " + std::string(to_string(k.ffn));
   if (k.attention == AttentionType::kSliding) s += "sliding " + std::to_string(k.window) + " ";
   if (k.attention == AttentionType::kChunked) s += "chunked " + std::to_string(k.window) + " ";
@@ -47,6 +47,7 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
     }
   }
   k.rope = !std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), layer);
+  k.kv_shared = c.num_kv_shared_layers > 0 && layer >= c.num_hidden_layers - c.num_kv_shared_layers;
   return k;
 }
 
@@ -93,6 +94,7 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   if (!k.rope) {
     for (int64_t i = 0; i < layers; ++i) one.nope_layers.push_back(i);
   }
+  one.num_kv_shared_layers = k.kv_shared ? layers : 0;
   SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
   return one;
 }
@@ -126,6 +128,8 @@ ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   std::erase_if(out.nope_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.no_ffn_layers, [&](int64_t l) { return l >= layers; });
   if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
+  out.num_kv_shared_layers =
+      std::max<int64_t>(0, layers - (c.num_hidden_layers - c.num_kv_shared_layers));
   return out;
 }
 

@@ -40,12 +40,16 @@ struct LayerKind {
   // q and k rotated (RoPE); false on a NoPE layer (ModelConfig::nope_layers), whose attention
   // sees no positions but through the causal mask.
   bool rope = true;
+  // Attends with an earlier layer's keys and values and computes none (Gemma 4's last
+  // ModelConfig::num_kv_shared_layers layers).
+  bool kv_shared = false;
   bool operator==(const LayerKind&) const = default;
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
 // "sparse 2048 reused moe" (an earlier layer's selection), "linear moe" (Gated DeltaNet), "nope
-// dense" (no RoPE), "linear mixer" and "attention mixer" (a mixer without a feed-forward), "ffn
-// moe" (a feed-forward without a mixer): how bills and reports name a kind.
+// dense" (no RoPE), "kv-shared sliding 512 dense" (an earlier layer's keys and values), "linear
+// mixer" and "attention mixer" (a mixer without a feed-forward), "ffn moe" (a feed-forward without
+// a mixer): how bills and reports name a kind.
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an

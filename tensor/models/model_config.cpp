@@ -173,6 +173,18 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("global_head_dim", c.global_head_dim,
          " (the full layers' head width) must be a positive even number (0: head_dim)");
   }
+  if (c.num_kv_shared_layers < 0 || c.num_kv_shared_layers > c.num_hidden_layers) {
+    fail("num_kv_shared_layers", c.num_kv_shared_layers, ", expected 0..num_hidden_layers (",
+         c.num_hidden_layers, ")");
+  }
+  if (c.per_layer_input_size < 0 ||
+      (c.per_layer_input_size > 0 &&
+       (c.per_layer_input_vocab <= 0 || c.per_layer_input_layers < c.num_hidden_layers))) {
+    fail("per_layer_input_size", c.per_layer_input_size, " with a table of ",
+         c.per_layer_input_vocab, " rows for ", c.per_layer_input_layers,
+         " layers; expected >= 0 (0: none), and then rows > 0 and a slice for each of the ",
+         c.num_hidden_layers, " layers");
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
          c.num_attention_heads);
@@ -313,6 +325,14 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
            static_cast<double>(c.head_dim),
        {layer_count, {"num_attention_heads", c.num_attention_heads}, {"head_dim", c.head_dim}}},
+      // Gemma 4's per-layer embeddings: the table, the projection and each layer's gate and
+      // projection.
+      {(static_cast<double>(c.per_layer_input_vocab) + h) *
+               static_cast<double>(c.per_layer_input_layers) *
+               static_cast<double>(c.per_layer_input_size) +
+           layers * 2.0 * h * static_cast<double>(c.per_layer_input_size),
+       {{"vocab_size_per_layer_input", c.per_layer_input_vocab},
+        {"hidden_size_per_layer_input", c.per_layer_input_size}}},
       // Gemma 4's full layers: their own head width.
       {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
            static_cast<double>(c.global_head_dim),
@@ -445,6 +465,15 @@ constexpr WrapperTie kWrapperTies[] = {
     {"kimi_k25", TieRule::kOuter, true},      {"exaone4_5", TieRule::kOuter, false},
     {"gemma4", TieRule::kOuter, true}};
 
+// A text model_type a wrapper's first release wrote and its config class now reads as another
+// (Exaone4_5Config: "exaone4_5_text" is exaone4).
+struct RenamedTextType {
+  std::string_view wrapper;
+  std::string_view old_text;
+  std::string_view text;
+};
+constexpr RenamedTextType kRenamedTextTypes[] = {{"exaone4_5", "exaone4_5_text", "exaone4"}};
+
 constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
                                               {"qwen2_5_vl", "qwen2_5_vl_text"}};
 
@@ -473,6 +502,11 @@ ModelConfig parse_text_config(const json& j, const ConfigFields& f, const std::s
   if (!text.contains("model_type")) {
     for (const DefaultTextType& d : kDefaultTextTypes) {
       if (d.wrapper == type) text["model_type"] = d.text;
+    }
+  }
+  for (const RenamedTextType& r : kRenamedTextTypes) {
+    if (r.wrapper == type && text.contains("model_type") && text.at("model_type") == r.old_text) {
+      text["model_type"] = r.text;
     }
   }
   const ConfigFields tf(text, text_source);
@@ -683,6 +717,14 @@ ModelConfig parse_model_config(const json& j, const ModelFamily& family, std::st
                                  std::to_string(c.vocab_size) +
                                  ") (nn.Embedding's padding_idx), got " + std::to_string(pad) +
                                  (f.has("pad_token_id") ? "" : " (the config class's default)"));
+    }
+    // Gemma 4's per-layer table pads the same row (padding_idx = pad_token_id).
+    const int64_t rows = c.per_layer_input_vocab;
+    if (c.per_layer_input_size > 0 && (pad < -rows || pad >= rows)) {
+      f.fail("pad_token_id", std::to_string(pad) +
+                                 " is not a row of the per-layer table of "
+                                 "vocab_size_per_layer_input = " +
+                                 std::to_string(rows) + " rows (its padding_idx)");
     }
   }
   refuse_unread_architecture_keys(j, f, family);

@@ -135,6 +135,19 @@ struct ModelConfig {
   int64_t global_head_dim = 0;
   int64_t global_num_key_value_heads = 0;
   bool attention_k_eq_v = false;
+  // Gemma 4 E2B and E4B. The last num_kv_shared_layers layers attend with the keys and values of
+  // the last earlier layer of their type and have no key or value projections of their own
+  // (LayerKind::kv_shared); with double_wide_shared_mlp their MLPs are twice as wide. Per-layer
+  // embeddings (hidden_size_per_layer_input; 0: none): a table of per_layer_input_vocab rows
+  // holding, per token, a slice of per_layer_input_size for each of per_layer_input_layers
+  // layers, and a projection of the embeddings as wide; each layer gates its slice into the
+  // residual. per_layer_input_layers is the full model's layer count, which a one-layer model of
+  // a kind keeps: the table and its projection run once per model, at its start.
+  int64_t num_kv_shared_layers = 0;
+  bool double_wide_shared_mlp = false;
+  int64_t per_layer_input_size = 0;
+  int64_t per_layer_input_vocab = 0;
+  int64_t per_layer_input_layers = 0;
   // DeepSeek-V3's multi-token prediction modules (num_nextn_predict_layers): trained beside the
   // model, dropped by transformers (not in the parameter total).
   int64_t mtp_layers = 0;

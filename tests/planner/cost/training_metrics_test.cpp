@@ -32,6 +32,15 @@ TEST(TrainingMetrics, MixtureOfExpertsCountsTheExpertsATokenUses) {
   EXPECT_EQ(active_parameter_count(gpt2), parameter_count(gpt2));
 }
 
+TEST(TrainingMetrics, PerLayerEmbeddingTableIsALookupNotWork) {
+  // Gemma 4 E2B: 4,628,569,344 parameters, of which the per-layer table is 262,144 rows x 35
+  // layers x 256 = 2,348,810,240, read one row per token; 12 L h s = 12 x 35 x 1536 x 4096.
+  const tensor::ModelConfig e2b = tensor::find_model_config("gemma-4-e2b");
+  EXPECT_EQ(parameter_count(e2b), 4'628'569'344);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(e2b, 4096),
+                   6.0 * (4'628'569'344.0 - 2'348'810'240.0) + 12.0 * 35 * 1536 * 4096);
+}
+
 TEST(TrainingMetrics, MfuIsModelFlopsOverPeakTime) {
   // 859,885,056 FLOPs per token x 2^20 tokens in 0.5 s on 8 GPUs of 989 TFLOP/s:
   // 9.0166e14 / (8 x 989e12 x 0.5) = 0.227920...

@@ -1,8 +1,9 @@
-// gemma4_text (Gemma 4 31B and 26B-A4B) against hand formulas written here from transformers'
-// modeling_gemma4.py and configuration_gemma4.py, and the model card's sizes ("31B: 30.7B";
-// "26B-A4B: 25.2B total, 3.8B active"). h hidden, H heads, V vocabulary; a sliding layer's heads
-// are head_dim d wide with kv key-value heads, a full layer's global_head_dim D wide with gkv
-// (num_global_key_value_heads, read with attention_k_eq_v, which also drops v_proj there):
+// gemma4_text (Gemma 4 E2B, E4B, 31B and 26B-A4B) against hand formulas written here from
+// transformers' modeling_gemma4.py and configuration_gemma4.py, and the model card's sizes
+// ("31B: 30.7B"; "26B-A4B: 25.2B total, 3.8B active"; "E2B: 2.3B effective", without its per-layer
+// table). h hidden, H heads, V vocabulary; a sliding layer's heads are head_dim d wide with kv
+// key-value heads, a full layer's global_head_dim D wide with gkv (num_global_key_value_heads, read
+// with attention_k_eq_v, which also drops v_proj there):
 //   attention  q_proj [H d, h], q_norm [d], k_norm [d], k_proj [kv d, h], v_proj [kv d, h]
 //              (not on a full layer with attention_k_eq_v), o_proj [h, H d]; v_norm has no weight
 //   mlp        gate_proj, up_proj [I, h], down_proj [h, I]
@@ -11,6 +12,7 @@
 //              parameters first), experts.gate_up_proj [E, 2F, h], experts.down_proj [E, h, F],
 //              post_feedforward_layernorm_1, _2, pre_feedforward_layernorm_2 [h]
 //   model      embed_tokens [V, h] (tied), norm [h]; layer_scalar [1] a persistent buffer
+// E2B and E4B add per-layer embeddings and key-value sharing (below, before their tests).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -273,19 +275,6 @@ TEST(Gemma4Models, LastLayerIsFullAndRopeIsKeyedByLayerType) {
 
 TEST(Gemma4Models, RefusesWhatItDoesNotBuildNamingTheField) {
   nlohmann::json j = tiny();
-  j.erase("hidden_size_per_layer_input");  // on by default: 256
-  EXPECT_THAT([&] { parse_model_config(j, "e2b.json"); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("hidden_size_per_layer_input"),
-                                         HasSubstr("256 (the class default)"),
-                                         HasSubstr("not built yet"))));
-  j = tiny();
-  j["num_kv_shared_layers"] = 2;
-  EXPECT_THAT(
-      [&] { parse_model_config(j, "shared.json"); },
-      ThrowsMessage<Error>(AllOf(HasSubstr("num_kv_shared_layers"), HasSubstr("not built yet"))));
-  j["num_kv_shared_layers"] = 9;  // more than the layers: transformers shares nothing
-  EXPECT_NO_THROW(parse_model_config(j, "none-shared.json"));
-  j = tiny();
   j["use_bidirectional_attention"] = "all";
   EXPECT_THAT([&] { parse_model_config(j, "bidi.json"); },
               ThrowsMessage<Error>(HasSubstr("use_bidirectional_attention")));
@@ -345,6 +334,134 @@ TEST(Gemma4Models, CheckpointWithLayerScalarsLoads) {
   EXPECT_TRUE(src.check.loadable());
   EXPECT_TRUE(src.check.unexpected.empty());
   EXPECT_TRUE(src.check.missing.empty());
+}
+
+// E2B and E4B: per-layer embeddings (P 256 per layer over a table of 262,144 rows) and the last
+// layers sharing keys and values. A shared layer keeps q_proj, q_norm and o_proj; with
+// use_double_wide_mlp its MLP is 2 I wide. Every layer adds the per-layer gate [P, h], projection
+// [h, P] and its norm [h]; the model adds the table [Vp, L P], the projection [L P, h] and a norm
+// [P].
+int64_t small_layer(int64_t h, int64_t H, int64_t kv, int64_t d, bool shared, int64_t I,
+                    int64_t P) {
+  const int64_t attn = shared ? 2 * h * H * d + d : attention(h, H, kv, d, true);
+  return attn + 3 * h * I + 4 * h + 2 * h * P + h;
+}
+
+TEST(Gemma4Models, E2BAndE4BMatchTheHandTotals) {
+  const int64_t V = 262144, P = 256;
+  {
+    // E2B: 35 layers of (4 sliding, 1 full) x 7, 8 heads and 1 kv head; the last 20 share (first
+    // shared layer 15: its sources are layer 13, sliding, and 14, full); MLP 6,144, doubled there.
+    const int64_t h = 1536, I = 6144, L = 35;
+    const int64_t s = small_layer(h, 8, 1, 256, false, I, P),
+                  f = small_layer(h, 8, 1, 512, false, I, P);
+    const int64_t ss = small_layer(h, 8, 1, 256, true, 2 * I, P),
+                  fs = small_layer(h, 8, 1, 512, true, 2 * I, P);
+    EXPECT_EQ(s, 36'184'064);
+    EXPECT_EQ(f, 43'262'464);
+    EXPECT_EQ(ss, 63'708'928);
+    EXPECT_EQ(fs, 70'000'640);
+    const int64_t total = V * h + h + V * L * P + L * P * h + P + 12 * s + 3 * f + 16 * ss + 4 * fs;
+    EXPECT_EQ(total, 4'628'569'344);
+    EXPECT_EQ(total - V * L * P, 2'279'759'104);  // "2.3B effective"
+    const ModelConfig c = find_model_config("gemma-4-e2b");
+    const ModulePtr m = build_model(c);
+    EXPECT_EQ(m->parameters_numel(), total);
+    EXPECT_EQ(names_under(*m, "model.layers.15.self_attn."),
+              (Names{"q_proj.weight", "q_norm.weight", "o_proj.weight"}));
+    EXPECT_EQ(shape(*m, "model.layers.15.mlp.down_proj.weight"), (std::vector<int64_t>{h, 2 * I}));
+    EXPECT_EQ(shape(*m, "model.layers.14.mlp.down_proj.weight"), (std::vector<int64_t>{h, I}));
+    EXPECT_EQ(names_under(*m, "model.layers.0.per_layer"),
+              (Names{"_input_gate.weight", "_projection.weight"}));
+    Names model_level;
+    for (const NamedTensor& p : m->named_parameters()) {
+      if (!p.name.starts_with("model.layers.")) model_level.push_back(p.name);
+    }
+    EXPECT_EQ(model_level, (Names{"model.embed_tokens.weight", "model.norm.weight",
+                                  "model.embed_tokens_per_layer.weight",
+                                  "model.per_layer_model_projection.weight",
+                                  "model.per_layer_projection_norm.weight"}));
+    const LayerStack st = layer_stack(c);
+    ASSERT_EQ(st.kinds.size(), 4u);  // sliding, full, and each shared
+    EXPECT_TRUE(st.kinds[st.kind_of(15)].kv_shared);
+    EXPECT_EQ(st.count(st.kind_of(15)), 16);
+    EXPECT_EQ(describe(st.kinds[st.kind_of(34)]), "kv-shared dense");
+    ModelConfig text = c;
+    text.multimodal_model_type.clear();
+    EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), text);
+    // A one-layer model of a kind keeps the whole per-layer table (it runs once, at the start).
+    const ModulePtr one = build_model(uniform_config(c, st.kinds[st.kind_of(15)]));
+    EXPECT_EQ(shape(*one, "model.embed_tokens_per_layer.weight"), (std::vector<int64_t>{V, L * P}));
+    EXPECT_NO_THROW(trace_model_forward(*one, 1, 16));
+  }
+  {
+    // E4B: 42 layers of (5 sliding, 1 full) x 7, 8 heads and 2 kv heads; the last 18 share.
+    const int64_t h = 2560, I = 10240, L = 42;
+    const int64_t s = small_layer(h, 8, 2, 256, false, I, P),
+                  f = small_layer(h, 8, 2, 512, false, I, P);
+    const int64_t ss = small_layer(h, 8, 2, 256, true, I, P),
+                  fs = small_layer(h, 8, 2, 512, true, I, P);
+    EXPECT_EQ(s, 93'074'432);
+    EXPECT_EQ(f, 106'182'144);
+    EXPECT_EQ(ss, 90'452'736);
+    EXPECT_EQ(fs, 100'938'752);
+    const int64_t total = V * h + h + V * L * P + L * P * h + P + 20 * s + 4 * f + 15 * ss + 3 * fs;
+    EXPECT_EQ(total, 7'463'013'376);
+    EXPECT_EQ(build_model(find_model_config("gemma-4-e4b"))->parameters_numel(), total);
+  }
+}
+
+// The worked example with every part on: tiny() with per-layer embeddings of 8 and the last two
+// layers sharing (layer 0 the sliding source, layer 1 the full one), their MLPs doubled.
+TEST(Gemma4Models, TinyWithEveryPartByHand) {
+  nlohmann::json j = tiny();
+  j["hidden_size_per_layer_input"] = 8;
+  j["vocab_size_per_layer_input"] = 128;
+  j["num_kv_shared_layers"] = 2;
+  j["use_double_wide_mlp"] = true;
+  // Per layer: norms 256, per-layer parts 512 + 512 + 64, MoE 12,804: 14,148. Layer 0 12,320 +
+  // 18,432; layer 1 18,496 + 18,432; layer 2 q 4,096 + 16 + o 4,096 and MLP 36,864; layer 3 q
+  // 8,192 + 32 + o 8,192 and 36,864. Model: 8,192 + 64 + table 4,096 + projection 2,048 + 8.
+  const int64_t common = 256 + 1088 + 12804;
+  const int64_t total = (12320 + 18432 + common) + (18496 + 18432 + common) +
+                        (8208 + 36864 + common) + (16416 + 36864 + common) + 8192 + 64 + 4096 +
+                        2048 + 8;
+  EXPECT_EQ(total, 237'032);
+  const ModelConfig c = parse_model_config(j, "tiny.json");
+  const ModulePtr m = build_model(c);
+  EXPECT_EQ(m->parameters_numel(), total);
+  j["tie_word_embeddings"] = false;
+  EXPECT_EQ(build_model(parse_model_config(j, "untied.json"))->parameters_numel(), 245'224);
+  // Layers 2 and 3 attend with layers 0's and 1's keys and values: no k or v projection runs.
+  const OpGraph g = trace_model_forward(*m, 1, 8);
+  int64_t shared_linears = 0;
+  for (const OpNode& op : g.nodes()) {
+    shared_linears += op.op == "linear" && op.module.starts_with("model.layers.3.self_attn");
+  }
+  EXPECT_EQ(shared_linears, 2);  // q_proj and o_proj
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+}
+
+TEST(Gemma4Models, SharingNeedsASourceLayerOfEachType) {
+  nlohmann::json j = tiny();
+  j["num_kv_shared_layers"] = 4;  // every layer
+  EXPECT_THAT([&] { parse_model_config(j, "all.json"); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("num_kv_shared_layers"),
+                                         HasSubstr("no layer computes keys and values"))));
+  j["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention",
+                      "full_attention"};
+  j["num_kv_shared_layers"] = 1;  // layer 3, the only full layer
+  EXPECT_THAT([&] { parse_model_config(j, "source.json"); },
+              ThrowsMessage<Error>(HasSubstr("layer 3 (full_attention) has no earlier layer")));
+  j["num_kv_shared_layers"] = 9;  // more than the layers: transformers shares nothing
+  EXPECT_EQ(parse_model_config(j, "none.json").num_kv_shared_layers, 0);
+  j = tiny();
+  j["hidden_size_per_layer_input"] = 8;
+  j["vocab_size_per_layer_input"] = 4;
+  j["pad_token_id"] = 7;
+  EXPECT_THAT([&] { parse_model_config(j, "pad.json"); },
+              ThrowsMessage<Error>(
+                  AllOf(HasSubstr("pad_token_id"), HasSubstr("vocab_size_per_layer_input = 4"))));
 }
 
 }  // namespace

@@ -335,6 +335,14 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
     EXPECT_EQ(t.multimodal_model_type, w.wrapper);
     EXPECT_EQ(t.tie_word_embeddings, w.tied);
   }
+  // EXAONE 4.5 was first released with the text model_type "exaone4_5_text": Exaone4_5Config
+  // reads it as exaone4.
+  json exaone = {{"model_type", "exaone4_5"}};
+  exaone["text_config"] = to_hf_json(find_model_config("exaone-4.0-32b"));
+  exaone["text_config"]["model_type"] = "exaone4_5_text";
+  EXPECT_EQ(parse_model_config(exaone, "x.json").model_type, "exaone4");
+  exaone["model_type"] = "kimi_k25";  // the old name is EXAONE 4.5's alone
+  EXPECT_THAT(error_of([&] { parse_model_config(exaone, "x.json"); }), HasSubstr("exaone4_5_text"));
   // Lfm2VlConfig reads a legacy tie_embedding of its own first; text_config's does not decide.
   json lfm2_vl = {{"model_type", "lfm2_vl"}, {"tie_embedding", false}};
   lfm2_vl["text_config"] = to_hf_json(find_model_config("lfm2-1.2b"));
