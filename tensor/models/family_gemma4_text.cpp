@@ -117,7 +117,16 @@ Geometry per_layer_geometry(const ConfigFields& f, const ModelConfig& c, Attenti
 void parse_geometry(const ConfigFields& f, ModelConfig& c) {
   const Geometry global{c.head_dim, c.num_key_value_heads};
   c.attention_k_eq_v = f.boolean("attention_k_eq_v", false);
-  if (f.has("per_layer_config") && !f.is_null("per_layer_config")) {
+  // A per_layer_config key, even null, replaces the legacy keys: Gemma4TextConfig converts them
+  // only when the key is absent, so null gives every layer the global geometry.
+  if (f.is_null("per_layer_config")) {
+    f.has("global_head_dim");
+    f.has("num_global_key_value_heads");
+    c.global_head_dim = c.head_dim;
+    c.global_num_key_value_heads = c.num_key_value_heads;
+    return;
+  }
+  if (f.has("per_layer_config")) {
     f.has("global_head_dim");  // ignored beside per_layer_config, as the class does
     f.has("num_global_key_value_heads");
     const Geometry sliding = per_layer_geometry(f, c, AttentionType::kSliding, global);
@@ -154,7 +163,8 @@ void check_rope_set(const ConfigFields& f, const nlohmann::json& set, std::strin
     f.fail("rope_parameters", where + " is " + set.dump().substr(0, 40) + ", expected an object");
   }
   const ConfigFields s(set, f.source());
-  const std::string kind = s.string("rope_type", "default");
+  const std::string kind =
+      s.has("rope_type") ? s.string("rope_type", "default") : s.string("type", "default");
   if (kind != "default" && kind != "proportional") {
     f.fail("rope_parameters", where + ".rope_type \"" + kind.substr(0, 30) +
                                   "\": Gemma 4 builds \"default\" and \"proportional\" "
@@ -202,23 +212,22 @@ AttentionType gemma4_layer_type(const ModelConfig&, int64_t i) {
 
 void parse_layer_types(const ConfigFields& f, ModelConfig& c) {
   c.layer_types = models::parse_layer_types(f, c.num_hidden_layers, gemma4_layer_type, c);
+  c.layer_types.back() = AttentionType::kFull;  // before the check, as Gemma4TextConfig does
   for (const AttentionType t : c.layer_types) {
     if (t != AttentionType::kFull && t != AttentionType::kSliding) {
       f.fail("layer_types", std::string(to_string(t)) +
                                 ": Gemma 4 masks full_attention and sliding_attention layers only");
     }
   }
-  c.layer_types.back() = AttentionType::kFull;
   f.has("sliding_window_pattern");
 }
 
 // Gemma 4 E2B's and E4B's parts: per-layer embeddings (hidden_size_per_layer_input, 256 when
-// absent; 0 or null: none) and key-value sharing (num_kv_shared_layers; more than the layers
-// shares nothing, as transformers' negative first shared layer does).
+// absent; 0: none) and key-value sharing (num_kv_shared_layers, fewer than the layers: with more,
+// Gemma4TextAttention's search for a source layer fails, and with all no layer makes keys).
 void parse_small_model_parts(const ConfigFields& f, ModelConfig& c) {
   const int64_t layers = c.num_hidden_layers;
-  const int64_t ple =
-      f.is_null("hidden_size_per_layer_input") ? 0 : f.integer("hidden_size_per_layer_input", 256);
+  const int64_t ple = f.integer("hidden_size_per_layer_input", 256);
   if (ple < 0) {
     f.fail("hidden_size_per_layer_input",
            std::to_string(ple) + ", expected >= 0 (0: no per-layer embeddings)");
@@ -233,12 +242,12 @@ void parse_small_model_parts(const ConfigFields& f, ModelConfig& c) {
     c.per_layer_input_layers = layers;
   }
   const int64_t shared = f.integer("num_kv_shared_layers", 0);
-  if (shared < 0 || shared == layers) {
+  if (shared < 0 || shared >= layers) {
     f.fail("num_kv_shared_layers",
            std::to_string(shared) + ", expected 0.." + std::to_string(layers - 1) +
                (shared < 0 ? "" : ": with every layer shared no layer computes keys and values"));
   }
-  c.num_kv_shared_layers = shared < layers ? shared : 0;
+  c.num_kv_shared_layers = shared;
   c.double_wide_shared_mlp = f.boolean("use_double_wide_mlp", false);
   // A shared layer attends with the last earlier non-shared layer of its type: one must exist.
   const int64_t first = layers - c.num_kv_shared_layers;
@@ -274,7 +283,26 @@ void parse_moe(const ConfigFields& f, ModelConfig& c) {
   c.intermediate_size = f.integer("moe_intermediate_size");
 }
 
+// Gemma4TextConfig is a strict dataclass: these fields are an int or a bool, never None.
+constexpr const char* kNotNull[] = {"head_dim",
+                                    "num_key_value_heads",
+                                    "global_head_dim",
+                                    "hidden_size_per_layer_input",
+                                    "vocab_size_per_layer_input",
+                                    "num_kv_shared_layers",
+                                    "attention_k_eq_v",
+                                    "enable_moe_block",
+                                    "use_double_wide_mlp",
+                                    "attention_bias"};
+
 void parse(const ConfigFields& f, ModelConfig& c) {
+  for (const char* key : kNotNull) {
+    if (f.is_null(key)) {
+      f.fail(key,
+             "is null; Gemma4TextConfig's field is an integer or a boolean (strict): "
+             "expected a value, or no key for the class's default");
+    }
+  }
   models::parse_rotary_decoder(f, c,
                                {.sizes = models::RotaryDecoderSizes{.vocab_size = 262144,
                                                                     .hidden_size = 2304,
@@ -301,11 +329,12 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   parse_layer_types(f, c);
   parse_geometry(f, c);
   parse_rope(f, c);
+  // Gemma4 divides the logits by any non-null cap: 0 is not "none" there.
   c.final_logit_softcapping =
       f.is_null("final_logit_softcapping") ? 0.0 : f.number("final_logit_softcapping", 0.0);
-  if (c.final_logit_softcapping < 0) {
+  if (f.has("final_logit_softcapping") && !(c.final_logit_softcapping > 0)) {
     f.fail("final_logit_softcapping",
-           "must be positive (or null: none), got " + std::to_string(c.final_logit_softcapping));
+           "must be positive (null: none), got " + std::to_string(c.final_logit_softcapping));
   }
   if (f.has("use_bidirectional_attention") && !f.is_null("use_bidirectional_attention")) {
     const std::string mode = f.string("use_bidirectional_attention", "");
@@ -332,7 +361,10 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
         {"rope_theta", c.rope_theta}}}};
   j["attention_bias"] = c.qkv_bias;
   j["layer_types"] = models::layer_types_json(c);
-  j["final_logit_softcapping"] = c.final_logit_softcapping;
+  j["final_logit_softcapping"] = c.final_logit_softcapping > 0
+                                     ? nlohmann::json(c.final_logit_softcapping)
+                                     : nlohmann::json(nullptr);
+  if (!c.pad_token_id) j["pad_token_id"] = nullptr;  // not the class's 0
   j["attention_k_eq_v"] = c.attention_k_eq_v;
   j["hidden_size_per_layer_input"] = c.per_layer_input_size;
   if (c.per_layer_input_size > 0) j["vocab_size_per_layer_input"] = c.per_layer_input_vocab;

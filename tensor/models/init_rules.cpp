@@ -96,8 +96,13 @@ std::vector<NamedInit> parameter_inits(const Module& root, const ModelConfig& c)
   for (const NamedTensor& p : root.named_parameters()) {
     const auto it = owner_type.find(p.name);
     SP_ASSERT(it != owner_type.end(), "parameter ", p.name, " has no owning module");
-    out.push_back(
-        {p.name, it->second, parameter_init(family, c, it->second, p.name, p.tensor.dtype())});
+    ParameterInit init = parameter_init(family, c, it->second, p.name, p.tensor.dtype());
+    // A negative padding_idx counts from the end of its own table (nn.Embedding normalizes it):
+    // Gemma 4's per-layer table has its own row count beside the vocabulary's.
+    if (init.zero_row >= 0 && c.pad_token_id && *c.pad_token_id < 0 && p.tensor.dim() > 0) {
+      init.zero_row = p.tensor.size(0) + *c.pad_token_id;
+    }
+    out.push_back({p.name, it->second, init});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/checked.h"
@@ -155,19 +156,15 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          family.file_key("linear_num_key_heads"), " ", c.linear_num_key_heads,
          " (each key head serves an equal group of value heads)");
   }
-  if (c.sliding_num_key_value_heads < 0 ||
-      (c.sliding_num_key_value_heads > 0 &&
-       c.num_attention_heads % c.sliding_num_key_value_heads != 0)) {
-    fail("sliding_num_key_value_heads", c.sliding_num_key_value_heads,
-         " (the sliding layers' key-value heads) does not divide num_attention_heads ",
-         c.num_attention_heads);
-  }
-  if (c.global_num_key_value_heads < 0 ||
-      (c.global_num_key_value_heads > 0 &&
-       c.num_attention_heads % c.global_num_key_value_heads != 0)) {
-    fail("global_num_key_value_heads", c.global_num_key_value_heads,
-         " (the full layers' key-value heads) does not divide num_attention_heads ",
-         c.num_attention_heads);
+  // A layer type's own key-value heads (0: num_key_value_heads).
+  const std::tuple<const char*, int64_t, const char*> per_type_kv[] = {
+      {"sliding_num_key_value_heads", c.sliding_num_key_value_heads, "sliding"},
+      {"global_num_key_value_heads", c.global_num_key_value_heads, "full"}};
+  for (const auto& [field, kv, type] : per_type_kv) {
+    if (kv < 0 || (kv > 0 && c.num_attention_heads % kv != 0)) {
+      fail(field, kv, " (the ", type, " layers' key-value heads) does not divide ",
+           "num_attention_heads ", c.num_attention_heads);
+    }
   }
   if (c.global_head_dim < 0 || c.global_head_dim % 2 != 0) {
     fail("global_head_dim", c.global_head_dim,

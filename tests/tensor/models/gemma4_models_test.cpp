@@ -16,11 +16,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "tensor/models/init_rules.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/models.h"
@@ -237,6 +239,12 @@ TEST(Gemma4Models, PerLayerConfigSaysWhatTheLegacyKeysSay) {
   nlohmann::json legacy = tiny();
   legacy["attention_k_eq_v"] = false;
   EXPECT_EQ(parse_model_config(legacy, "legacy.json").global_num_key_value_heads, 2);
+  // A null per_layer_config still replaces the legacy keys: every layer is 16 wide with 2 kv.
+  legacy["per_layer_config"] = nullptr;
+  const ModelConfig flat = parse_model_config(legacy, "null.json");
+  EXPECT_EQ(flat.global_head_dim, 16);
+  EXPECT_EQ(flat.global_num_key_value_heads, 2);
+  EXPECT_EQ(parse_model_config(to_hf_json(flat), "round trip"), flat);
   // Layers of one type must agree; only head_dim and num_key_value_heads are per layer.
   j["per_layer_config"] = {{"1", {{"head_dim", 32}}}};
   EXPECT_THAT([&] { parse_model_config(j, "uneven.json"); },
@@ -254,6 +262,8 @@ TEST(Gemma4Models, LastLayerIsFullAndRopeIsKeyedByLayerType) {
   nlohmann::json j = tiny();
   j["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention",
                       "sliding_attention"};
+  EXPECT_EQ(parse_model_config(j, "t").layer_types.back(), AttentionType::kFull);
+  j["layer_types"][3] = "chunked_attention";  // made full before the types are checked
   EXPECT_EQ(parse_model_config(j, "t").layer_types.back(), AttentionType::kFull);
   j.erase("layer_types");  // Gemma4TextConfig's rule: each sixth full, then the last
   j["num_hidden_layers"] = 8;
@@ -275,6 +285,33 @@ TEST(Gemma4Models, LastLayerIsFullAndRopeIsKeyedByLayerType) {
 
 TEST(Gemma4Models, RefusesWhatItDoesNotBuildNamingTheField) {
   nlohmann::json j = tiny();
+  // Strict fields: null is not the default.
+  for (const char* key : {"hidden_size_per_layer_input", "global_head_dim", "head_dim",
+                          "num_kv_shared_layers", "enable_moe_block"}) {
+    j = tiny();
+    j[key] = nullptr;
+    EXPECT_THAT([&] { parse_model_config(j, "null.json"); },
+                ThrowsMessage<Error>(AllOf(HasSubstr(key), HasSubstr("is null"))))
+        << key;
+  }
+  // Gemma 4 divides the logits by any cap it is given: 0 is refused, null is none.
+  j = tiny();
+  j["final_logit_softcapping"] = 0.0;
+  EXPECT_THAT([&] { parse_model_config(j, "cap.json"); },
+              ThrowsMessage<Error>(HasSubstr("final_logit_softcapping")));
+  j["final_logit_softcapping"] = nullptr;
+  j["pad_token_id"] = nullptr;
+  const ModelConfig none = parse_model_config(j, "cap.json");
+  EXPECT_EQ(none.final_logit_softcapping, 0.0);
+  EXPECT_FALSE(none.pad_token_id);
+  EXPECT_TRUE(to_hf_json(none)["final_logit_softcapping"].is_null());
+  EXPECT_EQ(parse_model_config(to_hf_json(none), "round trip"), none);
+  j = tiny();
+  j["rope_parameters"] = {{"sliding_attention", {{"type", "yarn"}, {"rope_theta", 1e4}}},
+                          {"full_attention", {{"rope_type", "proportional"}}}};
+  EXPECT_THAT([&] { parse_model_config(j, "rope.json"); },
+              ThrowsMessage<Error>(HasSubstr("sliding_attention.rope_type \"yarn\"")));
+  j = tiny();
   j["use_bidirectional_attention"] = "all";
   EXPECT_THAT([&] { parse_model_config(j, "bidi.json"); },
               ThrowsMessage<Error>(HasSubstr("use_bidirectional_attention")));
@@ -453,8 +490,11 @@ TEST(Gemma4Models, SharingNeedsASourceLayerOfEachType) {
   j["num_kv_shared_layers"] = 1;  // layer 3, the only full layer
   EXPECT_THAT([&] { parse_model_config(j, "source.json"); },
               ThrowsMessage<Error>(HasSubstr("layer 3 (full_attention) has no earlier layer")));
-  j["num_kv_shared_layers"] = 9;  // more than the layers: transformers shares nothing
-  EXPECT_EQ(parse_model_config(j, "none.json").num_kv_shared_layers, 0);
+  // More than the layers: Gemma4TextAttention looks for a source in layer_types[:L - n], a
+  // negative slice, and fails.
+  j["num_kv_shared_layers"] = 9;
+  EXPECT_THAT([&] { parse_model_config(j, "more.json"); },
+              ThrowsMessage<Error>(HasSubstr("9, expected 0..3")));
   j = tiny();
   j["hidden_size_per_layer_input"] = 8;
   j["vocab_size_per_layer_input"] = 4;
@@ -462,6 +502,15 @@ TEST(Gemma4Models, SharingNeedsASourceLayerOfEachType) {
   EXPECT_THAT([&] { parse_model_config(j, "pad.json"); },
               ThrowsMessage<Error>(
                   AllOf(HasSubstr("pad_token_id"), HasSubstr("vocab_size_per_layer_input = 4"))));
+  // A negative padding_idx counts from the end of each table (nn.Embedding normalizes it).
+  j["vocab_size_per_layer_input"] = 64;
+  j["pad_token_id"] = -1;
+  const ModelConfig c = parse_model_config(j, "pad.json");
+  std::map<std::string, int64_t> zero_rows;
+  for (const NamedInit& i : parameter_inits(*build_model(c), c))
+    zero_rows[i.name] = i.init.zero_row;
+  EXPECT_EQ(zero_rows.at("model.embed_tokens.weight"), 127);
+  EXPECT_EQ(zero_rows.at("model.embed_tokens_per_layer.weight"), 63);
 }
 
 }  // namespace
