@@ -102,6 +102,14 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
   if (c.multimodal_model_type == "qwen2_vl" || c.multimodal_model_type == "qwen2_5_vl") {
     x.beyond_model_prefixes.emplace_back("visual.");
   }
+  // Layers that attend with an earlier layer's keys and values (Gemma 4 E2B, E4B) build no key or
+  // value projections or norms; the published checkpoints still hold them, and transformers
+  // skips them on load (_keys_to_ignore_on_load_unexpected, set per model).
+  for (int64_t i = c.num_hidden_layers - c.num_kv_shared_layers; i < c.num_hidden_layers; ++i) {
+    for (const char* part : {"k_proj.", "v_proj.", "k_norm.", "v_norm."}) {
+      x.beyond_model_prefixes.push_back(layers + "." + std::to_string(i) + ".self_attn." + part);
+    }
+  }
   if (!family_of(c).unloaded_key.empty()) {
     x.beyond_model_substrings.emplace_back(family_of(c).unloaded_key);
   }

@@ -513,5 +513,35 @@ TEST(Gemma4Models, SharingNeedsASourceLayerOfEachType) {
   EXPECT_EQ(zero_rows.at("model.embed_tokens_per_layer.weight"), 63);
 }
 
+// E2B's and E4B's checkpoints still hold the shared layers' key and value projections and norms,
+// which transformers skips on load: listed beside the model, the checkpoint loadable.
+TEST(Gemma4Models, SharedLayersKeysAndValuesInTheCheckpointAreSkipped) {
+  nlohmann::json text = tiny();
+  text["num_kv_shared_layers"] = 2;
+  const nlohmann::json outer = {{"model_type", "gemma4"}, {"text_config", text}};
+  const ModulePtr model = build_model(parse_model_config(outer, "gemma4.json"));
+  std::vector<test::StEntry> extra;
+  for (int i = 0; i < 4; ++i) {
+    extra.push_back(
+        {"model.language_model.layers." + std::to_string(i) + ".layer_scalar", "BF16", {1}});
+  }
+  const std::string layer2 = "model.language_model.layers.2.self_attn.";
+  extra.push_back({layer2 + "k_proj.weight", "BF16", {32, 64}});
+  extra.push_back({layer2 + "v_proj.weight", "BF16", {32, 64}});
+  extra.push_back({layer2 + "k_norm.weight", "BF16", {16}});
+  const auto stored = [](const std::string& n) {
+    return n.starts_with("model.") ? "model.language_model." + n.substr(6) : n;
+  };
+  const ModelSource src = test::check_stored_as(outer, *model, stored, extra);
+  EXPECT_TRUE(src.check.loadable());
+  EXPECT_EQ(src.check.beyond_model,
+            (Names{layer2 + "k_norm.weight", layer2 + "k_proj.weight", layer2 + "v_proj.weight"}));
+  // A non-shared layer's extra projection is still unexpected (layer 1: full, values = keys).
+  extra.push_back({"model.language_model.layers.1.self_attn.v_proj.weight", "BF16", {32, 64}});
+  EXPECT_THAT(
+      [&] { test::check_stored_as(outer, *model, stored, extra); },
+      ThrowsMessage<Error>(HasSubstr("layers.1.self_attn.v_proj.weight' is not in the model")));
+}
+
 }  // namespace
 }  // namespace shardplan::tensor
