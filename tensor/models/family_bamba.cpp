@@ -66,6 +66,7 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
                                        .linear_mixer = models::LinearMixer::kMamba2,
                                        .linear_mixer_name = "Mixer",
                                        .ffn_name = "feed_forward",
+                                       .final_norm_name = "final_layernorm",  // BambaModel's
                                        .mixer_last = true});
 }
 

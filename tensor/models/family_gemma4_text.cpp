@@ -452,8 +452,7 @@ class Attention : public models::AttentionBlock {
         heads_(c.num_attention_heads),
         kv_heads_(kv_heads_of(c, kind)),
         head_dim_(head_dim_of(c, kind)),
-        dropout_(training ? c.attention_dropout : 0.0),
-        eps_(c.norm_eps) {
+        dropout_(training ? c.attention_dropout : 0.0) {
     if (kind.window > 0) window_ = kind.window;
     const int64_t h = c.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
     // Gemma4TextAttention's order: q_proj, q_norm, k_norm, v_norm, k_proj, v_proj, o_proj; a
@@ -502,7 +501,7 @@ class Attention : public models::AttentionBlock {
  private:
   std::pair<Tensor, Tensor> kv_, shared_kv_;
   int64_t heads_, kv_heads_, head_dim_;
-  double dropout_, eps_;
+  double dropout_;
   std::optional<int64_t> window_;
 };
 

@@ -63,6 +63,7 @@ extern const ModelFamily kOlmo2Family;
 extern const ModelFamily kOlmo3Family;
 extern const ModelFamily kOlmoeFamily;
 extern const ModelFamily kPhi3Family;
+extern const ModelFamily kPhimoeFamily;
 extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen2MoeFamily;
 extern const ModelFamily kQwen3Family;
@@ -111,6 +112,7 @@ const ModelFamily* const kRegistered[] = {
     &kOlmo2Family,
     &kOlmo3Family,
     &kPhi3Family,
+    &kPhimoeFamily,
     &kQwen2Family,
     &kQwen2MoeFamily,
     &kQwen3Family,

@@ -643,7 +643,13 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "mamba_expand",
                                              "hybrid_override_pattern",
                                              "moe_num_experts",
-                                             "moe_num_shared_experts"};
+                                             "moe_num_shared_experts",
+                                             "lm_head_bias",
+                                             "global_head_dim",
+                                             "attention_k_eq_v",
+                                             "num_kv_shared_layers",
+                                             "hidden_size_per_layer_input",
+                                             "enable_moe_block"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

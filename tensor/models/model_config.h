@@ -72,6 +72,7 @@ struct ModelConfig {
   bool qkv_bias = false;      // biases of q, k, v projections (Qwen2: true; Llama: attention_bias)
   bool o_bias = false;        // bias of the output projection (Llama: attention_bias)
   bool mlp_bias = false;      // biases of MLP projections (Llama mlp_bias; GPT-2/NeoX: always)
+  bool lm_head_bias = false;  // a bias on the output layer [vocab] (PhiMoE's lm_head_bias)
   double rope_theta = 10000;  // rotary base (GPT-NeoX: rotary_emb_base)
   double partial_rotary_factor = 1;  // fraction of head_dim rotated (GPT-NeoX rotary_pct)
   std::optional<RopeScaling> rope_scaling;

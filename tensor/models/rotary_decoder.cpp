@@ -601,8 +601,8 @@ class ForCausalLM : public Module {
               const TensorOptions& o, bool training)
       : Module(prefix + "ForCausalLM") {
     model = register_module("model", std::make_shared<DecoderModel>(prefix));
-    lm_head =
-        register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
+    lm_head = register_module(
+        "lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, c.lm_head_bias, o));
     model->build(c, s, prefix, o, training);  // under its final name: no renaming of the full tree
     softcap_ = c.final_logit_softcapping;
     if (s.granite_multipliers) logits_divisor_ = c.logits_scaling;

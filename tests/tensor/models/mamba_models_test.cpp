@@ -308,6 +308,10 @@ TEST(MambaModels, BambaMatchesThePublishedTotalAndNames) {
   EXPECT_EQ(m->get_submodule("model.layers.0.mamba").type_name(), "BambaMixer");
   EXPECT_EQ(m->get_submodule("model.layers.0.mamba.norm").type_name(), "BambaRMSNormGated");
   EXPECT_EQ(m->get_submodule("model.rotary_emb").type_name(), "BambaRotaryEmbedding");
+  // BambaModel names its last norm final_layernorm (registered before rotary_emb).
+  const std::vector<NamedTensor> all = m->named_parameters();
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[all.size() - 2].name, "model.final_layernorm.weight");
   const LayerStack s = layer_stack(c);
   EXPECT_EQ(describe(s.kinds[0]), "linear dense");
   EXPECT_EQ(s.count(1), 3);

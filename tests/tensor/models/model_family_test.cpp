@@ -104,6 +104,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "olmo3",
                                          "olmoe",
                                          "phi3",
+                                         "phimoe",
                                          "qwen2",
                                          "qwen2_5_vl_text",
                                          "qwen2_moe",
@@ -130,7 +131,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
       "granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, kimi_k2, lfm2, "
       "lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral, ministral3, "
-      "mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, qwen2, "
+      "mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, phimoe, qwen2, "
       "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
       "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
       "starcoder2, vaultgemma");
@@ -229,6 +230,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"phimoe", {"model.layers", "PhimoeForCausalLM"}},
       {"gemma4_text", {"model.layers", "Gemma4ForCausalLM"}},
       {"ministral", {"model.layers", "MinistralForCausalLM"}},
       {"vaultgemma", {"model.layers", "VaultGemmaForCausalLM"}},
@@ -311,7 +313,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"helium", "helium-1-2b"},
       {"vaultgemma", "vaultgemma"},
       {"ministral", "ministral"},
-      {"gemma4_text", "gemma-4-31b"}};
+      {"gemma4_text", "gemma-4-31b"},
+      {"phimoe", "phi-3.5-moe"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -405,7 +408,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "helium",
                                            "vaultgemma",
                                            "ministral",
-                                           "gemma4_text"}));
+                                           "gemma4_text",
+                                           "phimoe"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
@@ -439,7 +443,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                         "afmoe",
                                         "mimo_v2_flash",
                                         "granitemoe_swa",
-                                        "lfm2_moe"}));
+                                        "lfm2_moe",
+                                        "phimoe"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
