@@ -73,15 +73,6 @@ ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
 constexpr FieldRename kPhimoeRenames[] = {
     {"norm_eps", "rms_norm_eps"}, {"qkv_bias", "attention_bias"}, {"o_bias", "attention_bias"}};
 
-// The Mixtral plan under PhiMoE's router name (replicated either way).
-constexpr TensorParallelRule kPhimoeTpPlan[] = {{"model.embed_tokens", "rowwise"},
-                                                {"model.layers.*.self_attn.q_proj", "colwise"},
-                                                {"model.layers.*.self_attn.k_proj", "colwise"},
-                                                {"model.layers.*.self_attn.v_proj", "colwise"},
-                                                {"model.layers.*.self_attn.o_proj", "rowwise"},
-                                                {"model.layers.*.mlp.experts", "experts"},
-                                                {"lm_head", "colwise"}};
-
 }  // namespace
 
 // PhimoePreTrainedModel._init_weights (Mixtral's): Linear normal with zero biases (the router, a
@@ -97,7 +88,7 @@ const ModelFamily kPhimoeFamily{
     .renamed = kPhimoeRenames,
     .moe = true,
     .experts_class = "PhimoeExperts",
-    .tp_plan = kPhimoeTpPlan,
+    .tp_plan = models::kMoeTpPlan,  // its router `router` matches none: replicated
     .init_rules = models::kRotaryDecoderInitRules,
 };
 
