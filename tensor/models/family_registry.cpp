@@ -13,6 +13,7 @@ extern const ModelFamily kAfmoeFamily;
 extern const ModelFamily kApertusFamily;
 extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
+extern const ModelFamily kCwmFamily;
 extern const ModelFamily kCohere2Family;
 extern const ModelFamily kCohere2MoeFamily;
 extern const ModelFamily kDeepseekV2Family;
@@ -28,6 +29,7 @@ extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3TextFamily;
 extern const ModelFamily kGemma4TextFamily;
+extern const ModelFamily kGlmFamily;
 extern const ModelFamily kGlm4Family;
 extern const ModelFamily kGlm4MoeFamily;
 extern const ModelFamily kGlm4MoeLiteFamily;
@@ -124,6 +126,7 @@ const ModelFamily* const kRegistered[] = {
     &kQwen3VlTextFamily,
     &kQwen3VlMoeTextFamily,
     &kQwen35MoeTextFamily,
+    &kGlmFamily,
     &kGlm4Family,
     &kMinistralFamily,
     &kMinistral3Family,
@@ -155,6 +158,7 @@ const ModelFamily* const kRegistered[] = {
     &kHyV3Family,
     &kNemotronHFamily,
     &kBambaFamily,
+    &kCwmFamily,
 };
 
 }  // namespace

@@ -57,6 +57,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "cohere",
                                          "cohere2",
                                          "cohere2_moe",
+                                         "cwm",
                                          "deepseek_v2",
                                          "deepseek_v3",
                                          "deepseek_v32",
@@ -70,6 +71,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gemma2",
                                          "gemma3_text",
                                          "gemma4_text",
+                                         "glm",
                                          "glm4",
                                          "glm4_moe",
                                          "glm4_moe_lite",
@@ -125,16 +127,16 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
-      "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, gemma, "
-      "gemma2, gemma3_text, gemma4_text, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, "
-      "gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
-      "granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, kimi_k2, lfm2, "
-      "lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral, ministral3, "
-      "mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, phimoe, qwen2, "
-      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
-      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
-      "starcoder2, vaultgemma");
+      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, cwm, deepseek_v2, "
+      "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, "
+      "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "glm_moe_dsa, gpt2, gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, "
+      "granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, "
+      "kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral, "
+      "ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, phimoe, "
+      "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, "
+      "qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, "
+      "smollm3, solar_open, starcoder2, vaultgemma");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -230,6 +232,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"glm", {"model.layers", "GlmForCausalLM"}},
+      {"cwm", {"model.layers", "CwmForCausalLM"}},
       {"phimoe", {"model.layers", "PhimoeForCausalLM"}},
       {"gemma4_text", {"model.layers", "Gemma4ForCausalLM"}},
       {"ministral", {"model.layers", "MinistralForCausalLM"}},
@@ -314,7 +318,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"vaultgemma", "vaultgemma"},
       {"ministral", "ministral"},
       {"gemma4_text", "gemma-4-31b"},
-      {"phimoe", "phi-3.5-moe"}};
+      {"phimoe", "phi-3.5-moe"},
+      {"cwm", "cwm"},
+      {"glm", "glm-4-9b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -409,7 +415,9 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "vaultgemma",
                                            "ministral",
                                            "gemma4_text",
-                                           "phimoe"}));
+                                           "phimoe",
+                                           "cwm",
+                                           "glm"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
@@ -474,11 +482,11 @@ TEST(ModelFamily, EveryFamilyRefusesALayerCountBelowOne) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, deepseek_v2, deepseek_v3, "
+      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, cwm, deepseek_v2, deepseek_v3, "
       "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
       "exaone4, exaone_moe, flex_olmo, "
       "gemma, gemma2, "
-      "gemma3_text, gemma4_text, glm4, glm4_moe, "
+      "gemma3_text, gemma4_text, glm, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
   const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
