@@ -64,6 +64,7 @@ extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kOlmo2Family;
 extern const ModelFamily kOlmo3Family;
 extern const ModelFamily kOlmoeFamily;
+extern const ModelFamily kPhiFamily;
 extern const ModelFamily kPhi3Family;
 extern const ModelFamily kPhimoeFamily;
 extern const ModelFamily kQwen2Family;
@@ -113,6 +114,7 @@ const ModelFamily* const kRegistered[] = {
     &kMixtralFamily,
     &kOlmo2Family,
     &kOlmo3Family,
+    &kPhiFamily,
     &kPhi3Family,
     &kPhimoeFamily,
     &kQwen2Family,

@@ -462,11 +462,12 @@ class DecoderLayer : public Module {
       post_self_attn_layernorm = register_module("post_self_attn_layernorm", make_norm(h, c, o, s));
       post_mlp_layernorm = register_module("post_mlp_layernorm", make_norm(h, c, o, s));
     }
-    // Seed-OSS's residual_dropout and Phi-3's resid_pdrop: dropout on each half's output before
-    // it joins the residual stream, in training only.
+    // Seed-OSS's residual_dropout and Phi-3's and Phi's resid_pdrop: dropout on each half's output
+    // before it joins the residual stream, in training only.
     if (training) resid_dropout_ = c.resid_dropout;
-    SP_ASSERT(resid_dropout_ == 0 || placement_ == NormPlacement::kPre,
-              "residual dropout is built for pre-norm layers only");
+    SP_ASSERT(resid_dropout_ == 0 || placement_ == NormPlacement::kPre ||
+                  placement_ == NormPlacement::kParallel,
+              "residual dropout is built for pre-norm and parallel layers only");
     if (placement_ == NormPlacement::kSandwich) {
       pre_feedforward_layernorm =
           register_module(std::string(s.pre_ffn_norm_name), make_norm(h, c, o, s));
@@ -483,6 +484,8 @@ class DecoderLayer : public Module {
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
+    // A half's output dropped out before it joins the residual (training only).
+    auto drop = [&](Tensor y) { return resid_dropout_ > 0 ? dropout(y, resid_dropout_, true) : y; };
     switch (placement_) {
       case NormPlacement::kSandwich: {  // Gemma 2/3: normed in and out of each half
         const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
@@ -500,17 +503,17 @@ class DecoderLayer : public Module {
         const Tensor h = add(x, post_attention_layernorm->call(self_attn->run(x, cos_t, sin_t)));
         return add(h, post_feedforward_layernorm->call(mlp->call(h)));
       }
-      case NormPlacement::kParallel: {  // Cohere: both halves read one norm of x
+      case NormPlacement::kParallel: {  // Cohere, Phi: both halves read one norm of x
         const Tensor n = input_layernorm->call(x);
-        const Tensor a = self_attn->run(n, cos_t, sin_t);
-        return add(add(x, a), mlp->call(n));
+        const Tensor a = drop(self_attn->run(n, cos_t, sin_t));
+        return add(add(x, a), drop(mlp->call(n)));
       }
       case NormPlacement::kPre:
         break;
     }
     // Each half's output, dropped out (Seed-OSS, Phi-3) or scaled (Granite), joins the residual.
     auto branch = [&](Tensor y) {
-      if (resid_dropout_ > 0) y = dropout(y, resid_dropout_, true);
+      y = drop(y);
       if (residual_multiplier_) y = mul(y, *residual_multiplier_);
       return y;
     };

@@ -105,6 +105,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "olmo2",
                                          "olmo3",
                                          "olmoe",
+                                         "phi",
                                          "phi3",
                                          "phimoe",
                                          "qwen2",
@@ -133,8 +134,8 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "glm_moe_dsa, gpt2, gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, "
       "granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, "
       "kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, ministral, "
-      "ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi3, phimoe, "
-      "qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, "
+      "ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, phi, phi3, "
+      "phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, "
       "qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, "
       "smollm3, solar_open, starcoder2, vaultgemma");
   for (const ModelFamily* f : model_families()) {
@@ -232,6 +233,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"phi", {"model.layers", "PhiForCausalLM"}},
       {"glm", {"model.layers", "GlmForCausalLM"}},
       {"cwm", {"model.layers", "CwmForCausalLM"}},
       {"phimoe", {"model.layers", "PhimoeForCausalLM"}},
@@ -320,7 +322,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"gemma4_text", "gemma-4-31b"},
       {"phimoe", "phi-3.5-moe"},
       {"cwm", "cwm"},
-      {"glm", "glm-4-9b"}};
+      {"glm", "glm-4-9b"},
+      {"phi", "phi-2"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -417,7 +420,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "gemma4_text",
                                            "phimoe",
                                            "cwm",
-                                           "glm"}));
+                                           "glm",
+                                           "phi"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
