@@ -49,6 +49,7 @@ extern const ModelFamily kHeliumFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
 extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kHyV3Family;
+extern const ModelFamily kJais2Family;
 extern const ModelFamily kKimiK2Family;
 extern const ModelFamily kLfm2Family;
 extern const ModelFamily kLfm2MoeFamily;
@@ -161,6 +162,7 @@ const ModelFamily* const kRegistered[] = {
     &kNemotronHFamily,
     &kBambaFamily,
     &kCwmFamily,
+    &kJais2Family,
 };
 
 }  // namespace
