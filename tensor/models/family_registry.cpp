@@ -43,6 +43,7 @@ extern const ModelFamily kGraniteMoeSharedFamily;
 extern const ModelFamily kGraniteMoeHybridFamily;
 extern const ModelFamily kGraniteSwaFamily;
 extern const ModelFamily kGraniteMoeSwaFamily;
+extern const ModelFamily kNemotronFamily;
 extern const ModelFamily kNemotronHFamily;
 extern const ModelFamily kBambaFamily;
 extern const ModelFamily kHeliumFamily;
@@ -159,6 +160,7 @@ const ModelFamily* const kRegistered[] = {
     &kHunYuanDenseV1Family,
     &kHunYuanMoeV1Family,
     &kHyV3Family,
+    &kNemotronFamily,
     &kNemotronHFamily,
     &kBambaFamily,
     &kCwmFamily,

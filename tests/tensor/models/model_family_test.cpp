@@ -102,6 +102,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "mistral",
                                          "mistral4",
                                          "mixtral",
+                                         "nemotron",
                                          "nemotron_h",
                                          "olmo2",
                                          "olmo3",
@@ -135,8 +136,8 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "glm_moe_dsa, gpt2, gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, "
       "granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, "
       "jais2, kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, "
-      "ministral, ministral3, mistral, mistral4, mixtral, nemotron_h, olmo2, olmo3, olmoe, "
-      "phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+      "ministral, ministral3, mistral, mistral4, mixtral, nemotron, nemotron_h, olmo2, olmo3, "
+      "olmoe, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
       "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
       "qwen3_vl_text, seed_oss, smollm3, solar_open, starcoder2, vaultgemma");
   for (const ModelFamily* f : model_families()) {
@@ -234,6 +235,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"nemotron", {"model.layers", "NemotronForCausalLM"}},
       {"jais2", {"model.layers", "Jais2ForCausalLM"}},
       {"phi", {"model.layers", "PhiForCausalLM"}},
       {"glm", {"model.layers", "GlmForCausalLM"}},
@@ -326,7 +328,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cwm", "cwm"},
       {"glm", "glm-4-9b"},
       {"phi", "phi-2"},
-      {"jais2", "jais-2-8b"}};
+      {"jais2", "jais-2-8b"},
+      {"nemotron", "minitron-4b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -425,7 +428,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "cwm",
                                            "glm",
                                            "phi",
-                                           "jais2"}));
+                                           "jais2",
+                                           "nemotron"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
