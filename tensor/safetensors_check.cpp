@@ -83,7 +83,8 @@ constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
     {".mlp.moe_statics.", ".mlp.gate.moe_statics."},
     {".block_sparse_moe.input_linear.weight", ".block_sparse_moe.experts.gate_up_proj"},
     {".block_sparse_moe.output_linear.weight", ".block_sparse_moe.experts.down_proj"},
-    {".block_sparse_moe.router.layer.", ".block_sparse_moe.router."}};
+    {".block_sparse_moe.router.layer.", ".block_sparse_moe.router."},
+    {".post_mlp_layernorm.", ".mlp.post_mlp_layernorm."}};
 
 std::optional<ExpertSlice> expert_slice(std::string_view name) {
   const size_t at = name.rfind(".experts.");

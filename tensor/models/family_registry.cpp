@@ -10,6 +10,7 @@ namespace shardplan::tensor {
 
 // Defined in tensor/models/family_<model_type>.cpp.
 extern const ModelFamily kAfmoeFamily;
+extern const ModelFamily kAXK1Family;
 extern const ModelFamily kApertusFamily;
 extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
@@ -48,6 +49,7 @@ extern const ModelFamily kNemotronHFamily;
 extern const ModelFamily kBambaFamily;
 extern const ModelFamily kHeliumFamily;
 extern const ModelFamily kHunYuanDenseV1Family;
+extern const ModelFamily kHyperClovaxFamily;
 extern const ModelFamily kHunYuanMoeV1Family;
 extern const ModelFamily kHyV3Family;
 extern const ModelFamily kJais2Family;
@@ -62,7 +64,10 @@ extern const ModelFamily kMinistralFamily;
 extern const ModelFamily kMinistral3Family;
 extern const ModelFamily kMistral4Family;
 extern const ModelFamily kMistralFamily;
+extern const ModelFamily kMiniCPM3Family;
 extern const ModelFamily kMixtralFamily;
+extern const ModelFamily kNanoChatFamily;
+extern const ModelFamily kOlmoFamily;
 extern const ModelFamily kOlmo2Family;
 extern const ModelFamily kOlmo3Family;
 extern const ModelFamily kOlmoeFamily;
@@ -82,9 +87,11 @@ extern const ModelFamily kQwen35TextFamily;
 extern const ModelFamily kQwen35MoeTextFamily;
 extern const ModelFamily kSeedOssFamily;
 extern const ModelFamily kSolarOpenFamily;
+extern const ModelFamily kStablelmFamily;
 extern const ModelFamily kStarcoder2Family;
 extern const ModelFamily kSmolLM3Family;
 extern const ModelFamily kVaultGemmaFamily;
+extern const ModelFamily kYoutuFamily;
 
 namespace {
 
@@ -165,6 +172,13 @@ const ModelFamily* const kRegistered[] = {
     &kBambaFamily,
     &kCwmFamily,
     &kJais2Family,
+    &kOlmoFamily,
+    &kStablelmFamily,
+    &kHyperClovaxFamily,
+    &kNanoChatFamily,
+    &kYoutuFamily,
+    &kMiniCPM3Family,
+    &kAXK1Family,
 };
 
 }  // namespace

@@ -51,7 +51,9 @@ ParameterInit resolve(const InitRule& rule, const ModelConfig& c, DType dtype) {
       int64_t row = -1;
       if (c.pad_token_id)
         row = *c.pad_token_id < 0 ? c.vocab_size + *c.pad_token_id : *c.pad_token_id;
-      return {ParameterInit::Kind::kNormal, 0.0, c.initializer_range, row};
+      const double std =
+          c.embedding_initializer_range > 0 ? c.embedding_initializer_range : c.initializer_range;
+      return {ParameterInit::Kind::kNormal, 0.0, std, row};
     }
     case InitFill::kZeros:
       return {ParameterInit::Kind::kConstant, 0.0, 0.0};

@@ -649,7 +649,9 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "attention_k_eq_v",
                                              "num_kv_shared_layers",
                                              "hidden_size_per_layer_input",
-                                             "enable_moe_block"};
+                                             "enable_moe_block",
+                                             "clip_qkv",
+                                             "use_post_norm"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

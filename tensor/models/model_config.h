@@ -186,6 +186,12 @@ struct ModelConfig {
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;
   bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+  // HyperCLOVA X's use_post_norm (Peri-LN): each half's output normed again before it joins the
+  // residual stream.
+  bool use_post_norm = false;
+  // OLMo's clip_qkv: q, k and v clamped to [-clip_qkv, clip_qkv] right after their projections;
+  // unset: none.
+  std::optional<double> clip_qkv;
   // Cohere2-MoE without rms_norm_eps: its norms subtract the mean (a LayerNorm with a weight
   // only, layer_norm_eps) rather than RMSNorm.
   bool mean_subtracting_norms = false;
@@ -203,6 +209,9 @@ struct ModelConfig {
   // Standard deviation of the normal init of weights in the family's _init_weights (Hugging
   // Face's initializer_range; 0.02 when the file does not state it, transformers' default).
   double initializer_range = 0.02;
+  // The standard deviation of the token embedding's rows where the family's _init_weights draws
+  // them with their own (Youtu's embedding_initializer_range); 0: initializer_range.
+  double embedding_initializer_range = 0;
   // Hugging Face's pad_token_id (absent or null: none). The Llama-shaped families pass it to
   // nn.Embedding as padding_idx, whose row starts at zero (InitFill::kNormalPaddingRowZero); a
   // negative id counts from the end, as padding_idx does.

@@ -69,6 +69,7 @@ class Attention : public AttentionBlock {
     SP_ASSERT(!s.fused_projections || value_dim_ == head_dim_,
               "fused q/k/v projections are built for v as wide as k only");
     if (s.scale_values) value_scale_ = c.attention_value_scale;
+    clip_ = c.clip_qkv;
     if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
       o_proj =
           register_module(std::string(s.o_proj_name), std::make_shared<Linear>(q, h, c.o_bias, o));
@@ -118,6 +119,7 @@ class Attention : public AttentionBlock {
     // q, then k, each split into heads, normed per head (Qwen3, Gemma 3) or over the whole width
     // (OLMo 2) and rotated: the op order of the trace.
     if (!qkv_proj) qx = q_proj->call(x);
+    qx = clip(qx);
     if (full_width_norm_) qx = q_norm->call(qx);
     Tensor q, gate;
     if (output_gate_) {
@@ -136,13 +138,14 @@ class Attention : public AttentionBlock {
     if (head_norm && norm_after_rope_) q = q_norm->call(q);  // HunYuan: on the rotated q
     if (l2_norm_) q = rms_norm(q, {head_dim_}, Tensor(), eps_);
     if (!qkv_proj) kx = k_proj->call(x);
+    kx = clip(kx);
     if (full_width_norm_) kx = k_norm->call(kx);
     Tensor k = split_heads(kx, kv_heads_, head_dim_);
     if (head_norm && !norm_after_rope_) k = k_norm->call(k);
     if (rope_) k = rotate(k, cos_t, sin_t);
     if (head_norm && norm_after_rope_) k = k_norm->call(k);
     if (l2_norm_) k = rms_norm(k, {head_dim_}, Tensor(), eps_);
-    Tensor v = split_heads(qkv_proj ? vx : v_proj->call(x), kv_heads_, value_dim_);
+    Tensor v = split_heads(clip(qkv_proj ? vx : v_proj->call(x)), kv_heads_, value_dim_);
     if (value_scale_) v = mul(v, *value_scale_);  // MiMo-V2-Flash: even at 1
     // A sliding window or chunk bounds the keys of each query (the layer's kind).
     const Tensor out =
@@ -157,6 +160,14 @@ class Attention : public AttentionBlock {
   std::shared_ptr<Linear> gate_proj_;  // RotaryDecoderStyle::separate_output_gate
 
  private:
+  // OLMo's clip_qkv: the projection clamped to [-clip, clip] (q, k and v; transformers' clamp_,
+  // traced as a maximum and a minimum against the bounds: the same shapes, one more elementwise
+  // pass).
+  Tensor clip(const Tensor& x) const {
+    if (!clip_) return x;
+    return binary(BinaryOp::kMinimum, binary(BinaryOp::kMaximum, x, Scalar(-*clip_)),
+                  Scalar(*clip_));
+  }
   // RoPE on x, in float32 and back where the family rotates so (Cohere).
   Tensor rotate(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) const {
     if (!rope_in_float32_ || x.dtype() == DType::kFloat32) return apply_rotary(x, cos_t, sin_t);
@@ -166,6 +177,7 @@ class Attention : public AttentionBlock {
   int64_t heads_, kv_heads_, head_dim_, value_dim_;
   double dropout_, eps_;
   std::optional<double> value_scale_;  // RotaryDecoderStyle::scale_values
+  std::optional<double> clip_;         // ModelConfig::clip_qkv
   bool full_width_norm_, output_gate_;
   bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false, rope_in_float32_ = false;
   std::optional<int64_t> window_;
@@ -359,6 +371,11 @@ class SparseMoe : public Module {
     if (!m.frozen_bias.empty()) {
       register_parameter(std::string(m.frozen_bias), empty({experts_}, o)).set_requires_grad(false);
     }
+    if (!m.output_norm.empty()) {
+      output_norm =
+          register_module(std::string(m.output_norm),
+                          std::make_shared<RMSNorm>(DimVector{c.hidden_size}, c.norm_eps, true, o));
+    }
   }
   Tensor forward(const Tensor& x) override {
     const int64_t b = x.size(0), s = x.size(1), h = x.size(2), tokens = b * s;
@@ -383,11 +400,12 @@ class SparseMoe : public Module {
                      ? to(add(to(combined, DType::kFloat32), to(y, DType::kFloat32)), x.dtype())
                      : add(combined, y);
     }
+    if (output_norm) combined = output_norm->call(combined);  // A.X K1's post_mlp_layernorm
     return view(combined, {b, s, h});
   }
   ModulePtr router;
   std::shared_ptr<GroupedExperts> experts;
-  ModulePtr shared, shared_gate;
+  ModulePtr shared, shared_gate, output_norm;
 
  private:
   int64_t experts_, top_k_;
@@ -459,12 +477,15 @@ class DecoderLayer : public Module {
           register_module(std::string(s.post_attention_norm_name), make_norm(h, c, o, s));
     }
     if (placement_ == NormPlacement::kGlmSandwich) {
-      post_self_attn_layernorm = register_module("post_self_attn_layernorm", make_norm(h, c, o, s));
-      post_mlp_layernorm = register_module("post_mlp_layernorm", make_norm(h, c, o, s));
+      post_self_attn_layernorm =
+          register_module(std::string(s.post_self_attn_norm_name), make_norm(h, c, o, s));
+      post_mlp_layernorm =
+          register_module(std::string(s.post_mlp_norm_name), make_norm(h, c, o, s));
     }
     // Seed-OSS's residual_dropout and Phi-3's and Phi's resid_pdrop: dropout on each half's output
     // before it joins the residual stream, in training only.
     if (training) resid_dropout_ = c.resid_dropout;
+    ffn_only_dropout_ = s.resid_dropout_ffn_only;
     SP_ASSERT(resid_dropout_ == 0 || placement_ == NormPlacement::kPre ||
                   placement_ == NormPlacement::kParallel,
               "residual dropout is built for pre-norm and parallel layers only");
@@ -479,13 +500,18 @@ class DecoderLayer : public Module {
     if (s.norms_before_ffn) register_ffn();
     if (s.mixer_last) register_mixer();
     if (s.granite_multipliers) residual_multiplier_ = c.residual_multiplier;
-    SP_ASSERT(!residual_multiplier_ || placement_ == NormPlacement::kPre,
-              "the residual multiplier is built for pre-norm layers only");
+    SP_ASSERT(!residual_multiplier_ || placement_ == NormPlacement::kPre ||
+                  placement_ == NormPlacement::kGlmSandwich,
+              "the residual multiplier is built for pre-norm and GLM-sandwich layers only");
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
-    // A half's output dropped out before it joins the residual (training only).
+    // A half's output dropped out before it joins the residual (training only; StableLM: the
+    // feed-forward's only) and scaled (Granite, HyperCLOVA X).
     auto drop = [&](Tensor y) { return resid_dropout_ > 0 ? dropout(y, resid_dropout_, true) : y; };
+    auto scale = [&](Tensor y) { return residual_multiplier_ ? mul(y, *residual_multiplier_) : y; };
+    auto attn_branch = [&](Tensor y) { return scale(ffn_only_dropout_ ? y : drop(y)); };
+    auto ffn_branch = [&](Tensor y) { return scale(drop(y)); };
     switch (placement_) {
       case NormPlacement::kSandwich: {  // Gemma 2/3: normed in and out of each half
         const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
@@ -495,9 +521,9 @@ class DecoderLayer : public Module {
       }
       case NormPlacement::kGlmSandwich: {  // GLM-4: the same order under GLM's names
         const Tensor a = self_attn->run(input_layernorm->call(x), cos_t, sin_t);
-        const Tensor h = add(x, post_self_attn_layernorm->call(a));
+        const Tensor h = add(x, scale(post_self_attn_layernorm->call(a)));
         const Tensor m = mlp->call(post_attention_layernorm->call(h));
-        return add(h, post_mlp_layernorm->call(m));
+        return add(h, scale(post_mlp_layernorm->call(m)));
       }
       case NormPlacement::kPost: {  // OLMo 2: each half normed on its way out only
         const Tensor h = add(x, post_attention_layernorm->call(self_attn->run(x, cos_t, sin_t)));
@@ -505,24 +531,19 @@ class DecoderLayer : public Module {
       }
       case NormPlacement::kParallel: {  // Cohere, Phi: both halves read one norm of x
         const Tensor n = input_layernorm->call(x);
-        const Tensor a = drop(self_attn->run(n, cos_t, sin_t));
-        return add(add(x, a), drop(mlp->call(n)));
+        const Tensor a = attn_branch(self_attn->run(n, cos_t, sin_t));
+        return add(add(x, a), ffn_branch(mlp->call(n)));
       }
       case NormPlacement::kPre:
         break;
     }
     // Each half's output, dropped out (Seed-OSS, Phi-3) or scaled (Granite), joins the residual.
-    auto branch = [&](Tensor y) {
-      y = drop(y);
-      if (residual_multiplier_) y = mul(y, *residual_multiplier_);
-      return y;
-    };
-    const Tensor h = add(x, branch(self_attn->run(input_layernorm->call(x), cos_t, sin_t)));
+    const Tensor h = add(x, attn_branch(self_attn->run(input_layernorm->call(x), cos_t, sin_t)));
     const Tensor n = post_attention_layernorm->call(h);
     Tensor m = mlp->call(n);
     // GraniteMoeShared: the shared MLP reads the same normed input, every token, unweighted.
     if (shared_mlp) m = add(m, shared_mlp->call(n));
-    return add(h, branch(m));
+    return add(h, ffn_branch(m));
   }
   std::shared_ptr<AttentionBlock> self_attn;
   ModulePtr mlp, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
@@ -531,6 +552,7 @@ class DecoderLayer : public Module {
  private:
   NormPlacement placement_ = NormPlacement::kPre;
   double resid_dropout_ = 0;
+  bool ffn_only_dropout_ = false;              // RotaryDecoderStyle::resid_dropout_ffn_only
   std::optional<double> residual_multiplier_;  // Granite's, applied even at 1
 };
 
@@ -541,6 +563,7 @@ class DecoderModel : public Module {
   void build(const ModelConfig& c, const RotaryDecoderStyle& s, const std::string& prefix,
              const TensorOptions& o, bool training) {
     scale_embeddings_ = s.scale_embeddings;
+    norm_embeddings_ = s.norm_embeddings;
     if (s.granite_multipliers) embedding_multiplier_ = c.embedding_multiplier;
     // Starcoder2's embedding_dropout (the one rotary family that drops out its embeddings: the
     // others leave ModelConfig::embd_dropout at 0).
@@ -581,6 +604,8 @@ class DecoderModel : public Module {
       cos_h = per_head(cos_t);
       sin_h = per_head(sin_t);
     }
+    // NanoChat: the final norm on the embeddings too, after the rotary tables (its op order).
+    if (norm_embeddings_) h = norm->call(h);
     for (const auto& layer : layers_) h = layer->run(h, cos_h, sin_h);
     return norm->call(h);
   }
@@ -591,6 +616,7 @@ class DecoderModel : public Module {
 
  private:
   bool scale_embeddings_ = false;
+  bool norm_embeddings_ = false;  // RotaryDecoderStyle::norm_embeddings
   std::optional<double> embedding_multiplier_;
   double embd_dropout_ = 0;  // set in training builds only
   int64_t hidden_ = 0;
@@ -608,12 +634,20 @@ class ForCausalLM : public Module {
         "lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, c.lm_head_bias, o));
     model->build(c, s, prefix, o, training);  // under its final name: no renaming of the full tree
     softcap_ = c.final_logit_softcapping;
-    if (s.granite_multipliers) logits_divisor_ = c.logits_scaling;
+    if (s.granite_multipliers) {
+      if (s.logits_scaling_multiplies) {
+        logit_scale_ = c.logits_scaling;  // HyperCLOVA X: logits * logits_scaling
+      } else {
+        (s.logits_scaling_on_hidden ? hidden_divisor_ : logits_divisor_) = c.logits_scaling;
+      }
+    }
     if (s.logit_scale) logit_scale_ = c.logit_scale;
     if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
   }
   Tensor forward(const Tensor& ids) override {
-    Tensor logits = lm_head->call(model->call(ids));
+    Tensor hidden = model->call(ids);
+    if (hidden_divisor_) hidden = div(hidden, *hidden_divisor_);  // MiniCPM3's
+    Tensor logits = lm_head->call(hidden);
     if (logits_divisor_) logits = div(logits, *logits_divisor_);  // Granite's logits_scaling
     if (logit_scale_) logits = mul(logits, *logit_scale_);        // Cohere's logit_scale
     if (softcap_ <= 0) return logits;
@@ -625,7 +659,7 @@ class ForCausalLM : public Module {
 
  private:
   double softcap_ = 0;
-  std::optional<double> logits_divisor_, logit_scale_;
+  std::optional<double> logits_divisor_, hidden_divisor_, logit_scale_;
 };
 
 }  // namespace

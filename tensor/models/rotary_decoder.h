@@ -312,6 +312,9 @@ struct MoeStyle {
   std::string_view router_class = {};
   bool shared_before_experts = false;
   std::string_view frozen_bias = {};
+  // A.X K1: an RMSNorm over hidden_size registered last in the block under this name, applied to
+  // the block's output (routed + shared) before it joins the residual stream. Empty: none.
+  std::string_view output_norm = {};
 };
 
 // DeepSeek-V3's MoE block, which GLM-4.5, GLM-4.7-Flash, DeepSeek-V3.2 and GLM-5 share: the
@@ -367,6 +370,9 @@ struct RotaryDecoderStyle {
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
   NormPlacement norms = NormPlacement::kPre;
+  // StableLM's hidden_dropout: ModelConfig::resid_dropout drops out the feed-forward half's
+  // output only (others drop out both halves).
+  bool resid_dropout_ffn_only = false;
   // The names of the norms before the token mixer (Apertus: attention_layernorm) and before the
   // feed-forward (Bamba: pre_ff_layernorm; Apertus: feedforward_layernorm).
   std::string_view input_norm_name = "input_layernorm";
@@ -375,6 +381,10 @@ struct RotaryDecoderStyle {
   // named as Gemma 2 names them (AFMoE: pre_mlp_layernorm and post_mlp_layernorm).
   std::string_view pre_ffn_norm_name = "pre_feedforward_layernorm";
   std::string_view post_ffn_norm_name = "post_feedforward_layernorm";
+  // The norms after each half in GLM-4's layout (NormPlacement::kGlmSandwich; HyperCLOVA X:
+  // post_norm1 and post_norm2).
+  std::string_view post_self_attn_norm_name = "post_self_attn_layernorm";
+  std::string_view post_mlp_norm_name = "post_mlp_layernorm";
   // The attention's output projection (LFM2: out_proj) and the gated MLP's names.
   std::string_view o_proj_name = "o_proj";
   MlpNames mlp_names = {};
@@ -415,6 +425,9 @@ struct RotaryDecoderStyle {
   GatedDeltaProjections linear_projections = GatedDeltaProjections::kFusedPerKeyHead;
   std::string_view ffn_name = "mlp";  // the feed-forward module of a layer (Llama 4: feed_forward)
   std::string_view final_norm_name = "norm";  // the model's last norm (LFM2: embedding_norm)
+  // NanoChat: that last norm (parameterless there) also normalizes the token embeddings before the
+  // first layer: NanoChatModel.forward calls its one `norm` module twice.
+  bool norm_embeddings = false;
   // GraniteMoe: the layer registers its norms before the feed-forward (self_attn,
   // input_layernorm, post_attention_layernorm, block_sparse_moe); others after it.
   bool norms_before_ffn = false;
@@ -428,6 +441,12 @@ struct RotaryDecoderStyle {
   // Granite: ModelConfig's embedding_multiplier, residual_multiplier, attention_multiplier (the
   // softmax scale) and logits_scaling (logits divided by it), applied always.
   bool granite_multipliers = false;
+  // HyperCLOVA X: with granite_multipliers, the logits multiplied by logits_scaling rather than
+  // divided.
+  bool logits_scaling_multiplies = false;
+  // MiniCPM3: with granite_multipliers, logits_scaling divides the final hidden states before
+  // lm_head instead of the logits after it.
+  bool logits_scaling_on_hidden = false;
   // Cohere: the logits times ModelConfig::logit_scale, always.
   bool logit_scale = false;
   MoeStyle moe = {};

@@ -53,6 +53,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   const std::vector<std::string> want = {"afmoe",
                                          "apertus",
                                          "arcee",
+                                         "axk1",
                                          "bamba",
                                          "cohere",
                                          "cohere2",
@@ -89,6 +90,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "hunyuan_v1_dense",
                                          "hunyuan_v1_moe",
                                          "hy_v3",
+                                         "hyperclovax",
                                          "jais2",
                                          "kimi_k2",
                                          "lfm2",
@@ -96,14 +98,17 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "llama",
                                          "llama4_text",
                                          "mimo_v2_flash",
+                                         "minicpm3",
                                          "minimax_m2",
                                          "ministral",
                                          "ministral3",
                                          "mistral",
                                          "mistral4",
                                          "mixtral",
+                                         "nanochat",
                                          "nemotron",
                                          "nemotron_h",
+                                         "olmo",
                                          "olmo2",
                                          "olmo3",
                                          "olmoe",
@@ -124,22 +129,25 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "seed_oss",
                                          "smollm3",
                                          "solar_open",
+                                         "stablelm",
                                          "starcoder2",
-                                         "vaultgemma"};
+                                         "vaultgemma",
+                                         "youtu"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, cwm, deepseek_v2, "
+      "afmoe, apertus, arcee, axk1, bamba, cohere, cohere2, cohere2_moe, cwm, deepseek_v2, "
       "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, "
       "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
       "glm_moe_dsa, gpt2, gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, "
       "granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, "
-      "jais2, kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, minimax_m2, "
-      "ministral, ministral3, mistral, mistral4, mixtral, nemotron, nemotron_h, olmo2, olmo3, "
-      "olmoe, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3, solar_open, starcoder2, vaultgemma");
+      "hyperclovax, jais2, kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, "
+      "minicpm3, minimax_m2, ministral, ministral3, mistral, mistral4, mixtral, nanochat, "
+      "nemotron, nemotron_h, olmo, olmo2, olmo3, olmoe, phi, phi3, phimoe, qwen2, "
+      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
+      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
+      "stablelm, starcoder2, vaultgemma, youtu");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -235,6 +243,13 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"axk1", {"model.layers", "AXK1ForCausalLM"}},
+      {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"youtu", {"model.layers", "YoutuForCausalLM"}},
+      {"nanochat", {"model.layers", "NanoChatForCausalLM"}},
+      {"hyperclovax", {"model.layers", "HyperCLOVAXForCausalLM"}},
+      {"stablelm", {"model.layers", "StableLmForCausalLM"}},
+      {"olmo", {"model.layers", "OlmoForCausalLM"}},
       {"nemotron", {"model.layers", "NemotronForCausalLM"}},
       {"jais2", {"model.layers", "Jais2ForCausalLM"}},
       {"phi", {"model.layers", "PhiForCausalLM"}},
@@ -329,7 +344,14 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"glm", "glm-4-9b"},
       {"phi", "phi-2"},
       {"jais2", "jais-2-8b"},
-      {"nemotron", "minitron-4b"}};
+      {"nemotron", "minitron-4b"},
+      {"olmo", "olmo-7b"},
+      {"stablelm", "stablelm-3b-4e1t"},
+      {"hyperclovax", "hyperclovax-seed-think-14b"},
+      {"nanochat", "nanochat-d32"},
+      {"youtu", "youtu-llm-2b"},
+      {"minicpm3", "minicpm3-4b"},
+      {"axk1", "a.x-k1"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -429,7 +451,14 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "glm",
                                            "phi",
                                            "jais2",
-                                           "nemotron"}));
+                                           "nemotron",
+                                           "olmo",
+                                           "stablelm",
+                                           "hyperclovax",
+                                           "nanochat",
+                                           "youtu",
+                                           "minicpm3",
+                                           "axk1"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
@@ -464,7 +493,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                         "mimo_v2_flash",
                                         "granitemoe_swa",
                                         "lfm2_moe",
-                                        "phimoe"}));
+                                        "phimoe",
+                                        "axk1"}));
   // The keys errors name: the file's spelling.
   EXPECT_EQ(find_family("gpt2")->file_key("hidden_size"), "n_embd");
   EXPECT_EQ(find_family("gpt_neox")->file_key("norm_eps"), "layer_norm_eps");
@@ -494,7 +524,8 @@ TEST(ModelFamily, EveryFamilyRefusesALayerCountBelowOne) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "afmoe, apertus, arcee, bamba, cohere, cohere2, cohere2_moe, cwm, deepseek_v2, deepseek_v3, "
+      "afmoe, apertus, arcee, axk1, bamba, cohere, cohere2, cohere2_moe, cwm, deepseek_v2, "
+      "deepseek_v3, "
       "deepseek_v32, dots1, ernie4_5, ernie4_5_moe, "
       "exaone4, exaone_moe, flex_olmo, "
       "gemma, gemma2, "
