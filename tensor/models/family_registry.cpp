@@ -17,6 +17,7 @@ extern const ModelFamily kCohereFamily;
 extern const ModelFamily kCwmFamily;
 extern const ModelFamily kCohere2Family;
 extern const ModelFamily kCohere2MoeFamily;
+extern const ModelFamily kCohereCompassTextFamily;
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kDeepseekV32Family;
@@ -179,6 +180,7 @@ const ModelFamily* const kRegistered[] = {
     &kYoutuFamily,
     &kMiniCPM3Family,
     &kAXK1Family,
+    &kCohereCompassTextFamily,
 };
 
 }  // namespace

@@ -430,7 +430,8 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"qwen3_vl_moe", "qwen3_vl_moe_text"},
                                                  {"lfm2_vl", "lfm2"},
                                                  {"kimi_k25", "deepseek_v3"},
-                                                 {"exaone4_5", "exaone4"}};
+                                                 {"exaone4_5", "exaone4"},
+                                                 {"cohere_compass", "cohere_compass_text"}};
 
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
@@ -442,7 +443,8 @@ constexpr DefaultTextType kFixedTextTypes[] = {{"gemma4", "gemma4_text"},
                                                {"qwen2_vl", "qwen2_vl_text"},
                                                {"qwen2_5_vl", "qwen2_5_vl_text"},
                                                {"qwen3_vl", "qwen3_vl_text"},
-                                               {"qwen3_vl_moe", "qwen3_vl_moe_text"}};
+                                               {"qwen3_vl_moe", "qwen3_vl_moe_text"},
+                                               {"cohere_compass", "cohere_compass_text"}};
 
 // Which config ties the output layer (Note [Multimodal configs]): the wrapper's own
 // tie_word_embeddings (its class default when absent, a null one false), or that OR the text
@@ -460,7 +462,7 @@ constexpr WrapperTie kWrapperTies[] = {
     {"qwen2_5_vl", TieRule::kOuter, false},   {"qwen3_vl", TieRule::kOuter, false},
     {"qwen3_vl_moe", TieRule::kOuter, false}, {"lfm2_vl", TieRule::kOuter, true},
     {"kimi_k25", TieRule::kOuter, true},      {"exaone4_5", TieRule::kOuter, false},
-    {"gemma4", TieRule::kOuter, true}};
+    {"gemma4", TieRule::kOuter, true},        {"cohere_compass", TieRule::kOuter, false}};
 
 // A text model_type a wrapper's first release wrote and its config class now reads as another
 // (Exaone4_5Config: "exaone4_5_text" is exaone4).
