@@ -4,15 +4,13 @@
 #include <string>
 
 namespace shardplan::tensor::models {
-namespace {
 
-// The latent-attention fields, as DeepseekV2Config and its heirs name them.
 void parse_latent_attention(const ConfigFields& f, ModelConfig& c, const LatentDefaults& d) {
   c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
   c.q_lora_rank = f.is_null("q_lora_rank") ? 0 : f.integer("q_lora_rank", d.q_lora_rank);
   c.kv_lora_rank = f.integer("kv_lora_rank", d.kv_lora_rank);
   c.qk_nope_head_dim = f.integer("qk_nope_head_dim", d.qk_nope_head_dim);
-  c.qk_rope_head_dim = f.integer("qk_rope_head_dim", 64);
+  c.qk_rope_head_dim = f.integer("qk_rope_head_dim", d.qk_rope_head_dim);
   c.v_head_dim = f.integer("v_head_dim", d.v_head_dim);
   const std::pair<const char*, int64_t> sizes[] = {{"kv_lora_rank", c.kv_lora_rank},
                                                    {"qk_nope_head_dim", c.qk_nope_head_dim},
@@ -25,8 +23,6 @@ void parse_latent_attention(const ConfigFields& f, ModelConfig& c, const LatentD
   c.head_dim = c.qk_rope_head_dim;  // the rotary tables' width, as DeepseekV3Config sets head_dim
   f.boolean("rope_interleave", true);  // a permutation of the rotated channels: no count changes
 }
-
-}  // namespace
 
 void parse_deepseek(const ConfigFields& f, ModelConfig& c, const DeepseekDefaults& d) {
   // head_dim is the rotated width (parse_latent_attention), not hidden / heads: GLM-4.7-Flash's

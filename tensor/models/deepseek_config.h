@@ -20,7 +20,14 @@ struct LatentDefaults {
   int64_t kv_lora_rank = 512;
   int64_t qk_nope_head_dim = 128;
   int64_t v_head_dim = 128;
+  int64_t qk_rope_head_dim = 64;  // MiniCPM3: 32
 };
+
+// The latent-attention fields as DeepseekV2Config and its heirs name them (attention_bias,
+// q_lora_rank (null: no query latent), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+// v_head_dim), with `d` for the absent ones; head_dim becomes the rotated width, as the config
+// classes set it. For the dense families built around that attention (Youtu, MiniCPM3) too.
+void parse_latent_attention(const ConfigFields& f, ModelConfig& c, const LatentDefaults& d);
 
 // What the config classes default differently, and the router's scores.
 struct DeepseekDefaults {

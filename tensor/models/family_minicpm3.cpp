@@ -12,7 +12,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
 
 #include "tensor/models/class_defaults.h"
 #include "tensor/models/deepseek_config.h"
@@ -22,27 +21,6 @@ namespace shardplan::tensor {
 extern const ModelFamily kMiniCPM3Family;  // listed in family_registry.cpp
 
 namespace {
-
-// The latent-attention fields with MiniCPM3Config's defaults (DeepSeek's reading,
-// deepseek_config.cpp; no rope_interleave: MiniCPM3 rotates halves).
-void parse_latent(const ConfigFields& f, ModelConfig& c) {
-  c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  c.q_lora_rank = f.is_null("q_lora_rank") ? 0 : f.integer("q_lora_rank", 768);
-  c.kv_lora_rank = f.integer("kv_lora_rank", 256);
-  c.qk_nope_head_dim = f.integer("qk_nope_head_dim", 64);
-  c.qk_rope_head_dim = f.integer("qk_rope_head_dim", 32);
-  // A null or absent v_head_dim is hidden_size // heads (MiniCPM3Config.__post_init__).
-  c.v_head_dim = f.integer("v_head_dim", c.hidden_size / c.num_attention_heads);
-  const std::pair<const char*, int64_t> sizes[] = {{"kv_lora_rank", c.kv_lora_rank},
-                                                   {"qk_nope_head_dim", c.qk_nope_head_dim},
-                                                   {"qk_rope_head_dim", c.qk_rope_head_dim},
-                                                   {"v_head_dim", c.v_head_dim}};
-  for (const auto& [key, v] : sizes) {
-    if (v <= 0) f.fail(key, "must be a positive integer, got " + std::to_string(v));
-  }
-  if (c.q_lora_rank < 0) f.fail("q_lora_rank", "must be positive (or null: no query latent)");
-  c.head_dim = c.qk_rope_head_dim;  // MiniCPM3Config sets head_dim to the rotated width, always
-}
 
 double sqrt_layers(const ModelConfig& c) {
   return std::sqrt(static_cast<double>(c.num_hidden_layers));  // math.sqrt: correctly rounded
@@ -64,7 +42,15 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                std::to_string(c.hidden_size) + " (MiniCPM3Config requires it)");
   }
   models::key_value_heads_or(f, c, 40);
-  parse_latent(f, c);
+  // The latent-attention fields with MiniCPM3Config's defaults (a null or absent v_head_dim is
+  // hidden_size // heads, as its __post_init__ sets it; MiniCPM3 rotates halves, so a file's
+  // rope_interleave changes nothing).
+  models::parse_latent_attention(f, c,
+                                 {.q_lora_rank = 768,
+                                  .kv_lora_rank = 256,
+                                  .qk_nope_head_dim = 64,
+                                  .v_head_dim = c.hidden_size / c.num_attention_heads,
+                                  .qk_rope_head_dim = 32});
   c.mlp_bias = f.boolean("mlp_bias", false);
   c.initializer_range = 0.1;  // the class's; parse_model_config reads a file's
   // The multipliers (Granite's fields, applied always): scale_emb; scale_depth / sqrt(layers), a

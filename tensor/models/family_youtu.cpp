@@ -11,7 +11,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
 
 #include "tensor/models/class_defaults.h"
 #include "tensor/models/deepseek_config.h"
@@ -22,27 +21,6 @@ extern const ModelFamily kYoutuFamily;  // listed in family_registry.cpp
 
 namespace {
 
-// The latent-attention fields, as DeepseekV3Config (YoutuConfig's parent) names and defaults them;
-// deepseek_config.cpp reads them the same way for the MoE families.
-void parse_latent(const ConfigFields& f, ModelConfig& c) {
-  c.qkv_bias = c.o_bias = f.boolean("attention_bias", false);
-  c.q_lora_rank = f.is_null("q_lora_rank") ? 0 : f.integer("q_lora_rank", 1536);
-  c.kv_lora_rank = f.integer("kv_lora_rank", 512);
-  c.qk_nope_head_dim = f.integer("qk_nope_head_dim", 128);
-  c.qk_rope_head_dim = f.integer("qk_rope_head_dim", 64);
-  c.v_head_dim = f.integer("v_head_dim", 128);
-  const std::pair<const char*, int64_t> sizes[] = {{"kv_lora_rank", c.kv_lora_rank},
-                                                   {"qk_nope_head_dim", c.qk_nope_head_dim},
-                                                   {"qk_rope_head_dim", c.qk_rope_head_dim},
-                                                   {"v_head_dim", c.v_head_dim}};
-  for (const auto& [key, v] : sizes) {
-    if (v <= 0) f.fail(key, "must be a positive integer, got " + std::to_string(v));
-  }
-  if (c.q_lora_rank < 0) f.fail("q_lora_rank", "must be positive (or null: no query latent)");
-  c.head_dim = c.qk_rope_head_dim;     // the rotary tables' width, as YoutuConfig sets head_dim
-  f.boolean("rope_interleave", true);  // a permutation of the rotated channels: no count changes
-}
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   // head_dim 64 only stands in until parse_latent sets the rotated width: the heads need not
   // divide hidden_size (YoutuConfig does not check it).
@@ -52,7 +30,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 .tie_word_embeddings = true,
                                 .head_dim = 64});
   models::key_value_heads_or(f, c, 16);
-  parse_latent(f, c);
+  // DeepseekV3Config's latent-attention fields and defaults (YoutuConfig's parent).
+  models::parse_latent_attention(f, c, {});
   // YoutuConfig.__post_init__: a null or absent initializer_range is 2 / sqrt(5 hidden) (written
   // as transformers computes it, ** 0.5); the embedding's std is embedding_initializer_range, or
   // twice initializer_range when it is absent, null or 0 (Python's `or`).
