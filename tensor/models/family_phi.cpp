@@ -38,7 +38,9 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.qk_norm_per_head = f.boolean("qk_layernorm", false);
   // PhiAttention sizes q_layernorm and k_layernorm by hidden_size // heads, the projections by
   // head_dim: a head_dim of another width would not fit the norms (transformers fails in forward).
-  if (c.qk_norm_per_head && c.head_dim != c.hidden_size / c.num_attention_heads) {
+  // Non-positive head counts are validate()'s to refuse, naming them.
+  if (c.qk_norm_per_head && c.num_attention_heads > 0 &&
+      c.head_dim != c.hidden_size / c.num_attention_heads) {
     f.fail("head_dim", std::to_string(c.head_dim) + " with qk_layernorm, whose norms are " +
                            std::to_string(c.hidden_size / c.num_attention_heads) +
                            " wide (hidden_size / num_attention_heads); expected that head_dim");

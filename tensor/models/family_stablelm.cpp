@@ -70,8 +70,9 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   models::key_value_heads_or(f, c, 32);
   // StableLmAttention's head width is hidden / heads whatever the file says (and it raises unless
   // heads divide hidden); StableLmRotaryEmbedding would size its tables by a file's head_dim.
-  if (c.hidden_size % c.num_attention_heads != 0 ||
-      c.head_dim != c.hidden_size / c.num_attention_heads) {
+  // Non-positive head counts are validate()'s to refuse, naming them.
+  if (c.num_attention_heads > 0 && (c.hidden_size % c.num_attention_heads != 0 ||
+                                    c.head_dim != c.hidden_size / c.num_attention_heads)) {
     f.fail("head_dim", std::to_string(c.head_dim) + " x " + std::to_string(c.num_attention_heads) +
                            " heads is not hidden_size " + std::to_string(c.hidden_size) +
                            "; StableLmAttention uses hidden_size / num_attention_heads");

@@ -172,5 +172,16 @@ TEST(PhiModels, Phi15AndPhi2MatchTheHandTotals) {
   EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
 }
 
+TEST(PhiModels, NoHeadsIsRefusedNamingTheField) {
+  // The head-width check divides by the head count: a file with none (found by fuzz_model_config,
+  // a division by zero under UBSan) gets validate()'s error, not a crash.
+  for (const int heads : {0, -4}) {
+    nlohmann::json j = tiny();
+    j["num_attention_heads"] = heads;
+    EXPECT_THAT([&] { parse_model_config(j, "heads.json"); },
+                ThrowsMessage<Error>(HasSubstr("field 'num_attention_heads'")));
+  }
+}
+
 }  // namespace
 }  // namespace shardplan::tensor
