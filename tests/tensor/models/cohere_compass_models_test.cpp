@@ -26,15 +26,9 @@ namespace shardplan::tensor {
 namespace {
 
 using test::names_under;
+using test::ops_in;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-
-// Ops named `op` run by the module `module` itself (not its children).
-int64_t ops_in(const OpGraph& g, const std::string& op, const std::string& module) {
-  int64_t n = 0;
-  for (const OpNode& node : g.nodes()) n += node.op == op && node.module == module;
-  return n;
-}
 
 // Three sliding RoPE layers and a full NoPE one, as the North checkpoints lay out theirs, with
 // biases; the rope dict holds an inert top-level base beside its entries, as theirs does.

@@ -1,4 +1,5 @@
-// What the model-family tests share: the parameter names under a module, and a model's fused
+// What the model-family tests share: the parameter names (and shapes) under a module, the ops a
+// traced module runs, and a model's fused
 // routed experts written as the Hub's files store them, one tensor per expert and projection.
 //   EXPECT_EQ(names_under(*m, "model.layers.0."), (std::vector<std::string>{"self_attn...."}));
 //   append_experts_one_by_one(entries, "model.layers.1.block_sparse_moe", p.name, shape,
@@ -15,10 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/models/model_source.h"
 #include "tensor/module.h"
+#include "tensor/op_graph.h"
 #include "tests/tensor/safetensors_test_support.h"
 
 namespace shardplan::tensor::test {
@@ -30,6 +33,32 @@ inline std::vector<std::string> names_under(const Module& m, const std::string& 
     if (p.name.starts_with(prefix)) out.push_back(p.name.substr(prefix.size()));
   }
   return out;
+}
+
+// The names (prefix cut) and shapes of m's parameters under `prefix`, in named_parameters order.
+using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+inline Shapes shapes_under(const Module& m, const std::string& prefix) {
+  Shapes out;
+  for (const NamedTensor& p : m.named_parameters()) {
+    if (!p.name.starts_with(prefix)) continue;
+    out.emplace_back(p.name.substr(prefix.size()),
+                     std::vector<int64_t>(p.tensor.sizes().begin(), p.tensor.sizes().end()));
+  }
+  return out;
+}
+
+// Ops named `op` in a traced graph run by the module `module` itself (not its children), and by
+// `module_prefix` and everything under it.
+inline int64_t ops_in(const OpGraph& g, const std::string& op, const std::string& module) {
+  int64_t n = 0;
+  for (const OpNode& node : g.nodes()) n += node.op == op && node.module == module;
+  return n;
+}
+inline int64_t ops_under(const OpGraph& g, const std::string& op,
+                         const std::string& module_prefix) {
+  int64_t n = 0;
+  for (const OpNode& node : g.nodes()) n += node.op == op && node.module.starts_with(module_prefix);
+  return n;
 }
 
 // What the checkpoint check says of a folder holding `config` and one model.safetensors in which

@@ -20,16 +20,9 @@ namespace shardplan::tensor {
 namespace {
 
 using test::names_under;
+using test::ops_under;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-
-int64_t count_ops(const OpGraph& g, const std::string& op, const std::string& module_prefix) {
-  int64_t n = 0;
-  for (const OpNode& node : g.nodes()) {
-    if (node.op == op && node.module.starts_with(module_prefix)) ++n;
-  }
-  return n;
-}
 
 nlohmann::json tiny_glm() {
   return {{"model_type", "glm"},      {"vocab_size", 1000},     {"hidden_size", 64},
@@ -86,7 +79,7 @@ TEST(GlmModels, TinyMatchesTheHandTotalWithTwoNormsALayer) {
   // Two RMSNorms of [B, S, h] per layer in the trace (glm4 has four); the MLP's GEMMs
   // 2 T h 2F + 2 T F h.
   const OpGraph g = trace_model_forward(*m, 1, 8);
-  EXPECT_EQ(count_ops(g, "rms_norm", "model.layers.1"), 2);
+  EXPECT_EQ(ops_under(g, "rms_norm", "model.layers.1"), 2);
   EXPECT_DOUBLE_EQ(g.module_totals().at("model.layers.1.mlp").matmul_flops,
                    2.0 * 8 * 64 * 192 + 2.0 * 8 * 96 * 64);
   // The same file read as glm4 has the two post norms more: 2 x 2 x 64 = 256 parameters.

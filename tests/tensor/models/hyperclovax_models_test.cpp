@@ -23,15 +23,9 @@ namespace shardplan::tensor {
 namespace {
 
 using test::names_under;
+using test::ops_in;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-
-// Ops named `op` run by the module `module` itself (not its children).
-int64_t ops_in(const OpGraph& g, const std::string& op, const std::string& module) {
-  int64_t n = 0;
-  for (const OpNode& node : g.nodes()) n += node.op == op && node.module == module;
-  return n;
-}
 
 nlohmann::json tiny_hyperclovax() {
   return {

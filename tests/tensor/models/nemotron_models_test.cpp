@@ -29,26 +29,12 @@ namespace shardplan::tensor {
 namespace {
 
 using test::names_under;
+using test::ops_in;
+using test::Shapes;
+using test::shapes_under;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using Names = std::vector<std::string>;
-using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
-
-Shapes shapes_under(const Module& m, const std::string& prefix) {
-  Shapes out;
-  for (const NamedTensor& p : m.named_parameters()) {
-    if (!p.name.starts_with(prefix)) continue;
-    out.emplace_back(p.name.substr(prefix.size()),
-                     std::vector<int64_t>(p.tensor.sizes().begin(), p.tensor.sizes().end()));
-  }
-  return out;
-}
-
-int64_t ops_in(const OpGraph& g, const std::string& op, const std::string& module) {
-  int64_t n = 0;
-  for (const OpNode& node : g.nodes()) n += node.op == op && node.module == module;
-  return n;
-}
 
 // A tiny config exercising every Nemotron part.
 nlohmann::json tiny() {

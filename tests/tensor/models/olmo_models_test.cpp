@@ -26,6 +26,7 @@ namespace shardplan::tensor {
 namespace {
 
 using test::names_under;
+using test::ops_in;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using Names = std::vector<std::string>;
@@ -35,13 +36,6 @@ nlohmann::json tiny() {
           {"intermediate_size", 96},      {"num_hidden_layers", 2},   {"num_attention_heads", 4},
           {"num_key_value_heads", 2},     {"attention_bias", true},   {"clip_qkv", 8.0},
           {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}};
-}
-
-// Ops named `op` in the module `module` itself.
-int64_t ops_in(const OpGraph& g, const std::string& op, const std::string& module) {
-  int64_t n = 0;
-  for (const OpNode& node : g.nodes()) n += node.op == op && node.module == module;
-  return n;
 }
 
 TEST(OlmoModels, TinyConfigByHand) {

@@ -28,6 +28,7 @@ namespace shardplan::tensor {
 namespace {
 
 using test::names_under;
+using test::ops_in;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using Names = std::vector<std::string>;
@@ -47,13 +48,6 @@ nlohmann::json tiny() {
           {"hidden_dropout", 0.1},
           {"tie_word_embeddings", false},
           {"torch_dtype", "bfloat16"}};
-}
-
-// Ops named `op` in the module `module` itself.
-int64_t ops_in(const OpGraph& g, const std::string& op, const std::string& module) {
-  int64_t n = 0;
-  for (const OpNode& node : g.nodes()) n += node.op == op && node.module == module;
-  return n;
 }
 
 TEST(StablelmModels, TinyConfigByHand) {
