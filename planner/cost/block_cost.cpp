@@ -183,9 +183,17 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
                          (tensor::head_dim_of(cfg, kind) + tensor::value_head_dim(cfg, kind)) *
                          item;
   t.attention_window = kind.window;
+  // A heavily compressed layer (DeepSeek-V4's HCA) also reads every entry of the sequence, one
+  // per compress_rate tokens (Note [Compressed attention trace] in
+  // tensor/models/compressed_attention.h).
+  if (kind.attention == tensor::AttentionType::kHeavilyCompressed && kind.compress_rate > 0) {
+    t.attention_window += key.seq / kind.compress_rate;
+  }
   // The indexer's top-k keys are a band of that width per query, as a sliding window's.
   t.sliding = kind.attention == tensor::AttentionType::kSliding ||
-              kind.attention == tensor::AttentionType::kSparse;
+              kind.attention == tensor::AttentionType::kSparse ||
+              kind.attention == tensor::AttentionType::kCompressedSparse ||
+              kind.attention == tensor::AttentionType::kHeavilyCompressed;
   if (kind.ffn == tensor::FfnKind::kMoe) {
     t.moe_dispatch_bytes = static_cast<int64_t>(std::ceil(
         key.moe_imbalance * static_cast<double>(key.micro_batch * key.seq *

@@ -75,7 +75,8 @@ inline constexpr double kOverlapInterference = 0.15;
 // last stages' counts are searched around that split taken with the average layer, the middle
 // stages sharing the rest evenly, which is the split Megatron-LM can express
 // (docs/cost-model.md §8.3). Every stage is then priced, not only the ends and the widest middle.
-inline constexpr int kMaxLayerKinds = 4;
+// DeepSeek-V4 reaches six (sliding, CSA and HCA attention, each with hashed or top-k routing).
+inline constexpr int kMaxLayerKinds = 8;
 
 // Which kind each layer is, with prefix counts for a stage's layers by kind.
 struct StackLayout {
@@ -100,7 +101,7 @@ struct StackLayout {
 // Everything about the job that does not change between candidates.
 struct StepContext {
   int64_t layers = 1;
-  int64_t hidden = 1;
+  int64_t hidden = 1;  // the width passed between stages: hidden_size (x hc_mult streams)
   TrainingSetup setup;
   ComputeModel compute;
   MixedPrecision recipe = MixedPrecision::adam_16bit();

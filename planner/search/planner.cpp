@@ -776,7 +776,10 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   I.dtype = cpu ? tensor::DType::kFloat32 : tensor::DType::kBFloat16;
   StepContext& ctx = I.ctx;
   ctx.layers = I.model.num_hidden_layers;
-  ctx.hidden = I.model.hidden_size;
+  // What passes between layers and pipeline stages: the hidden state, or DeepSeek-V4's hc_mult
+  // hyper-connected streams of it (Note [Hyper-connection trace] in
+  // tensor/models/hyper_connections.h).
+  ctx.hidden = I.model.hidden_size * std::max<int64_t>(1, I.model.hc_mult);
   ctx.setup = setup;
   ctx.compute = compute_model(I.cluster, options.precision);
   // Note [Stack profiles]: the stack reaches compute_efficiency of the GEMM and memory-bound

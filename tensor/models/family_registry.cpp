@@ -21,6 +21,7 @@ extern const ModelFamily kCohereCompassTextFamily;
 extern const ModelFamily kDeepseekV2Family;
 extern const ModelFamily kDeepseekV3Family;
 extern const ModelFamily kDeepseekV32Family;
+extern const ModelFamily kDeepseekV4Family;
 extern const ModelFamily kDots1Family;
 extern const ModelFamily kErnie45Family;
 extern const ModelFamily kErnie45MoeFamily;
@@ -100,6 +101,7 @@ const ModelFamily* const kRegistered[] = {
     &kDeepseekV2Family,
     &kDeepseekV3Family,
     &kDeepseekV32Family,
+    &kDeepseekV4Family,
     &kGlm4MoeLiteFamily,
     &kGlmMoeDsaFamily,
     &kErnie45Family,

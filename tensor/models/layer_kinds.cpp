@@ -19,10 +19,16 @@ std::string describe(const LayerKind& k) {
   if (k.attention == AttentionType::kSparse) {
     s += "sparse " + std::to_string(k.window) + (k.indexer ? " " : " reused ");
   }
+  if (k.attention == AttentionType::kCompressedSparse) {
+    s += "csa " + std::to_string(k.compress_rate) + " keys " + std::to_string(k.window) + " ";
+  }
+  if (k.attention == AttentionType::kHeavilyCompressed) {
+    s += "hca " + std::to_string(k.compress_rate) + " sliding " + std::to_string(k.window) + " ";
+  }
   if (k.ffn == FfnKind::kNone) {
     return s + (k.attention == AttentionType::kFull ? "attention mixer" : "mixer");
   }
-  return s + std::string(to_string(k.ffn));
+  return s + (k.hash_router ? "hash-" : "") + std::string(to_string(k.ffn));
 }
 
 LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
@@ -45,7 +51,18 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
       k.indexer = !std::binary_search(c.shared_indexer_layers.begin(),
                                       c.shared_indexer_layers.end(), layer);
     }
+    if (k.attention == AttentionType::kCompressedSparse) {
+      k.window = c.sliding_window.value_or(0) + c.index_topk;
+      k.compress_rate = c.compress_rate_csa;
+      k.indexer = true;
+    }
+    if (k.attention == AttentionType::kHeavilyCompressed) {
+      k.window = c.sliding_window.value_or(0);
+      k.compress_rate = c.compress_rate_hca;
+    }
   }
+  k.hash_router = k.ffn == FfnKind::kMoe &&
+                  std::binary_search(c.hash_moe_layers.begin(), c.hash_moe_layers.end(), layer);
   k.rope = !std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), layer);
   k.kv_shared = c.num_kv_shared_layers > 0 && layer >= c.num_hidden_layers - c.num_kv_shared_layers;
   return k;
@@ -95,6 +112,10 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
     for (int64_t i = 0; i < layers; ++i) one.nope_layers.push_back(i);
   }
   one.num_kv_shared_layers = k.kv_shared ? layers : 0;
+  one.hash_moe_layers.clear();
+  if (k.hash_router) {
+    for (int64_t i = 0; i < layers; ++i) one.hash_moe_layers.push_back(i);
+  }
   SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
   return one;
 }
@@ -127,6 +148,7 @@ ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   std::erase_if(out.shared_indexer_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.nope_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.no_ffn_layers, [&](int64_t l) { return l >= layers; });
+  std::erase_if(out.hash_moe_layers, [&](int64_t l) { return l >= layers; });
   if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
   out.num_kv_shared_layers =
       std::max<int64_t>(0, layers - (c.num_hidden_layers - c.num_kv_shared_layers));

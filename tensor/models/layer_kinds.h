@@ -43,19 +43,27 @@ struct LayerKind {
   // Attends with an earlier layer's keys and values and computes none (Gemma 4's last
   // ModelConfig::num_kv_shared_layers layers).
   bool kv_shared = false;
+  // DeepSeek-V4: the tokens pooled into one compressed entry (kCompressedSparse,
+  // kHeavilyCompressed; 0 otherwise), and experts picked by a fixed token-to-expert table rather
+  // than by a top-k of the router's scores (ModelConfig::hash_moe_layers).
+  int64_t compress_rate = 0;
+  bool hash_router = false;
   bool operator==(const LayerKind&) const = default;
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
 // "sparse 2048 reused moe" (an earlier layer's selection), "linear moe" (Gated DeltaNet), "nope
 // dense" (no RoPE), "kv-shared sliding 512 dense" (an earlier layer's keys and values), "linear
 // mixer" and "attention mixer" (a mixer without a feed-forward), "ffn moe" (a feed-forward without
-// a mixer): how bills and reports name a kind.
+// a mixer): how bills and reports name a kind; DeepSeek-V4's "csa 4 keys 640 moe" (entries of 4
+// tokens, 640 keys a query: the window and the picks), "hca 128 sliding 128 hash-moe".
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an
 // MoE model's layers route to experts except those listed in c.dense_layers, and the layers of
 // c.no_ffn_layers have no feed-forward; the attention is c.layer_types[layer] (full when the list
-// is empty).
+// is empty). A compressed layer's window is its sliding window, plus index_topk on a
+// kCompressedSparse layer (the entries its indexer picks); a kHeavilyCompressed layer's entries
+// grow with the sequence, which the planner adds (planner/cost/block_cost.cpp).
 LayerKind layer_kind(const ModelConfig& c, int64_t layer);
 
 struct LayerStack {

@@ -89,6 +89,30 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
            c.num_hidden_layers - 1, " in order");
     }
   }
+  for (size_t i = 0; i < c.hash_moe_layers.size(); ++i) {
+    const int64_t l = c.hash_moe_layers[i];
+    if (l < 0 || l >= c.num_hidden_layers || (i > 0 && l <= c.hash_moe_layers[i - 1])) {
+      fail("mlp_layer_types", "hash_moe layer ", l, ", expected distinct layers 0..",
+           c.num_hidden_layers - 1, " in order");
+    }
+  }
+  if (!c.hash_moe_layers.empty() && c.num_local_experts <= 0) {
+    fail("mlp_layer_types", "lists hash_moe layers, but the model has no routed experts");
+  }
+  // DeepSeek-V4's sizes (tensor/models/compressed_attention.h): bounded so that their products
+  // cannot overflow before the parameter bound below.
+  const std::pair<const char*, int64_t> v4[] = {{"compress_rates", c.compress_rate_csa},
+                                                {"compress_rates", c.compress_rate_hca},
+                                                {"o_groups", c.o_groups},
+                                                {"o_lora_rank", c.o_lora_rank},
+                                                {"hc_mult", c.hc_mult},
+                                                {"hc_sinkhorn_iters", c.hc_sinkhorn_iters}};
+  for (const auto& [name, v] : v4) {
+    if (v < 0 || v > (name == std::string_view("hc_mult") ? 64 : 1 << 20)) {
+      fail(name, v, ", expected between 0 and ",
+           name == std::string_view("hc_mult") ? 64 : 1 << 20);
+    }
+  }
   const std::pair<const char*, int64_t> linear[] = {
       {"linear_num_key_heads", c.linear_num_key_heads},
       {"linear_num_value_heads", c.linear_num_value_heads},
@@ -299,6 +323,23 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
              "and the indexer's heads must be set, with a query and key-value "
              "latent, for deepseek_sparse_attention layers");
       }
+      const bool compressed =
+          t == AttentionType::kCompressedSparse || t == AttentionType::kHeavilyCompressed;
+      if (compressed && !c.sliding_window) {
+        fail("sliding_window", "is not set, but layer_types has ", to_string(t),
+             " layers, whose queries also attend a sliding window");
+      }
+      if (t == AttentionType::kCompressedSparse &&
+          (c.compress_rate_csa <= 0 || c.index_topk <= 0 || c.index_n_heads <= 0 ||
+           c.index_head_dim <= 0 || c.q_lora_rank <= 0)) {
+        fail("compress_rates",
+             "must give compressed_sparse_attention a positive rate, with the indexer's heads, "
+             "index_topk and a query latent, for compressed_sparse_attention layers");
+      }
+      if (t == AttentionType::kHeavilyCompressed && c.compress_rate_hca <= 0) {
+        fail("compress_rates",
+             "must give heavily_compressed_attention a positive rate for such layers");
+      }
     }
   }
   if (!is_floating(c.torch_dtype))
@@ -374,6 +415,18 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
         {"linear_num_value_heads", c.linear_num_value_heads},
         {"linear_value_head_dim", c.linear_value_head_dim},
         {"linear_conv_kernel_dim", c.linear_conv_kernel_dim}}},
+      // DeepSeek-V4: the grouped output projection (o_a_proj [groups x rank, heads x head_dim /
+      // groups], o_b_proj [h, groups x rank]) and the hyper-connections' mixing weights
+      // ((2 + n) n x n h per site, two sites a layer).
+      {layers * static_cast<double>(c.o_groups) * static_cast<double>(c.o_lora_rank) *
+               (h + static_cast<double>(c.num_attention_heads) * static_cast<double>(c.head_dim) /
+                        static_cast<double>(std::max<int64_t>(1, c.o_groups))) +
+           layers * 2.0 * (2.0 + static_cast<double>(c.hc_mult)) * static_cast<double>(c.hc_mult) *
+               static_cast<double>(c.hc_mult) * h,
+       {layer_count,
+        {"o_groups", c.o_groups},
+        {"o_lora_rank", c.o_lora_rank},
+        {"hc_mult", c.hc_mult}}},
       {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
       {2.0 * h * static_cast<double>(c.max_position_embeddings),
        {{"max_position_embeddings", c.max_position_embeddings}}}};
@@ -653,7 +706,13 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "hidden_size_per_layer_input",
                                              "enable_moe_block",
                                              "clip_qkv",
-                                             "use_post_norm"};
+                                             "use_post_norm",
+                                             "hc_mult",
+                                             "compress_ratios",
+                                             "compress_rates",
+                                             "o_groups",
+                                             "o_lora_rank",
+                                             "num_hash_layers"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;
@@ -766,6 +825,10 @@ std::string_view to_string(AttentionType t) {
       return "linear_attention";
     case AttentionType::kNone:
       return "none";
+    case AttentionType::kCompressedSparse:
+      return "compressed_sparse_attention";
+    case AttentionType::kHeavilyCompressed:
+      return "heavily_compressed_attention";
     case AttentionType::kFull:
       break;
   }

@@ -50,10 +50,23 @@ struct RopeScaling {
 // chunk (Llama 4), to the index_topk earlier positions a lightning indexer selects (DeepSeek
 // Sparse Attention: DeepSeek-V3.2, GLM-5), or through a recurrent state instead of keys (linear
 // attention: Qwen3-Next's Gated DeltaNet layers), or not at all (kNone: a Nemotron-H block that
-// is only a feed-forward).
-enum class AttentionType : uint8_t { kFull, kSliding, kChunked, kSparse, kLinear, kNone };
+// is only a feed-forward). DeepSeek-V4's layers attend a sliding window plus compressed entries:
+// kCompressedSparse the index_topk entries a lightning indexer picks among windows of
+// compress_rate_csa tokens, kHeavilyCompressed every earlier entry of compress_rate_hca tokens
+// (tensor/models/compressed_attention.h).
+enum class AttentionType : uint8_t {
+  kFull,
+  kSliding,
+  kChunked,
+  kSparse,
+  kLinear,
+  kNone,
+  kCompressedSparse,
+  kHeavilyCompressed
+};
 // "full_attention", "sliding_attention", "chunked_attention", "deepseek_sparse_attention",
-// "linear_attention": transformers' spelling; kNone "none".
+// "linear_attention", "compressed_sparse_attention", "heavily_compressed_attention":
+// transformers' spelling; kNone "none".
 std::string_view to_string(AttentionType t);
 
 struct ModelConfig {
@@ -160,6 +173,21 @@ struct ModelConfig {
   int64_t index_head_dim = 0;
   int64_t index_topk = 0;
   std::vector<int64_t> shared_indexer_layers;
+  // DeepSeek-V4 (tensor/models/compressed_attention.h, hyper_connections.h): the tokens pooled
+  // into one compressed entry on kCompressedSparse and kHeavilyCompressed layers; the grouped
+  // low-rank output projection (o_groups groups of heads, each projected to o_lora_rank); hc_mult
+  // residual streams mixed by hyper-connections (0: a plain residual), their Sinkhorn iterations
+  // and epsilon; the RoPE base of the compressed layers; the layers, sorted, that route tokens
+  // by a fixed token-to-expert table instead of a learned top-k (hash_moe).
+  int64_t compress_rate_csa = 0;
+  int64_t compress_rate_hca = 0;
+  int64_t o_groups = 0;
+  int64_t o_lora_rank = 0;
+  int64_t hc_mult = 0;
+  int64_t hc_sinkhorn_iters = 0;
+  double hc_eps = 0;
+  double compress_rope_theta = 0;
+  std::vector<int64_t> hash_moe_layers;
   // Gated DeltaNet (Yang et al. 2024, "Gated Delta Networks"; Qwen3-Next's linear_attention
   // layers, tensor/models/gated_delta_net.h): its key heads and value heads (a multiple of the
   // key heads, which are repeated to match), their widths, and the width of the causal depthwise

@@ -30,6 +30,7 @@ std::string_view kind_of_type(std::string_view type) {
     return "attention";  // Mamba-2's token mixers
   }
   if (ends_with(type, "TopkRouter")) return "router";
+  if (ends_with(type, "TopKRouter") || ends_with(type, "HashRouter")) return "router";  // V4
   if (ends_with(type, "MLP")) return "mlp";
   if (type.find("Norm") != std::string_view::npos) return "norm";
   return "";
@@ -119,7 +120,10 @@ ParametersBeyondModel parameters_beyond_model(const ModelConfig& cfg) {
   const LayerStack stack = layer_stack(cfg);
   int64_t moe_layers = 0;
   for (size_t k = 0; k < stack.kinds.size(); ++k) {
-    if (stack.kinds[k].ffn == FfnKind::kMoe) moe_layers += stack.count(static_cast<int32_t>(k));
+    // DeepSeek-V4's hash-routed layers pick experts by a table and keep no score correction.
+    if (stack.kinds[k].ffn == FfnKind::kMoe && !stack.kinds[k].hash_router) {
+      moe_layers += stack.count(static_cast<int32_t>(k));
+    }
   }
   const int64_t bias_per_layer =
       family.router_score_bias != ModelFamily::RouterBias::kNone ? cfg.num_local_experts : 0;

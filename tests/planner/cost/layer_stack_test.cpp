@@ -143,6 +143,41 @@ std::vector<double> running(const std::vector<double>& times) {
   return prefix;
 }
 
+// DeepSeek-V4-Flash: four kinds (sliding or CSA attention with hashed routing, then CSA and HCA
+// with top-k). Between stages go its hc_mult = 4 hyper-connected streams, not one hidden state:
+// 4,096 tokens x 4 x 4,096 x 2 bytes (bf16) a micro-batch (Note [Hyper-connection trace]). A
+// heavily compressed layer's queries read the 128-token window and every entry of 128 tokens:
+// 128 + 4,096 / 128 = 160 keys (Note [Compressed attention trace]).
+TEST(LayerStack, DeepseekV4StagesSendEveryStream) {
+  const tensor::ModelConfig c = tensor::find_model_config("deepseek-v4-flash");
+  ASSERT_EQ(c.hc_mult, 4);
+  const tensor::LayerStack stack = tensor::layer_stack(c);
+  ASSERT_EQ(stack.kinds.size(), 4U);
+  int hca = 0;
+  for (const tensor::LayerKind& k : stack.kinds) {
+    if (k.attention != tensor::AttentionType::kHeavilyCompressed) continue;
+    const TracedModel t = trace_one_block(c, k, {.micro_batch = 1, .seq = 4096});
+    EXPECT_EQ(t.attention_window, 128 + 4096 / 128);
+    EXPECT_TRUE(t.sliding);
+    ++hca;
+  }
+  EXPECT_EQ(hca, 1);
+  Planner p = planner_for(c, {.gpus = 2, .seq = 4096, .global_batch = 8});
+  ParallelConfig cfg;
+  cfg.pp = 2;
+  cfg.dp = 1;
+  cfg.micro_batch = 1;
+  Bill bill;
+  (void)p.estimate(cfg, DimOrder::kTpInner, &bill);
+  int sends = 0;
+  for (const BillCollective& b : bill.collectives) {
+    if (b.kind != collectives::CollectiveKind::kSendRecv) continue;
+    EXPECT_EQ(b.bytes, int64_t{4096} * 4 * 4096 * 2);
+    ++sends;
+  }
+  EXPECT_EQ(sends, 1);
+}
+
 TEST(LayerStack, CheapLayersGoToTheFirstStage) {
   // Four layers of 1 s then four of 3 s on two stages: 4 | 4 takes 4 s and 12 s, 5 | 3 takes 7 s
   // and 9 s, 6 | 2 takes 10 s and 6 s: the best is 5 | 3.

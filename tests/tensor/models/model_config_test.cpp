@@ -133,7 +133,8 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
       error_of([&] { parse_model_config(j, "my/config.json"); }),
       AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
             HasSubstr(
-                "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, "
+                "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
+                "exaone_moe, "
                 "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, "
                 "glm4_moe_lite, glm_moe_dsa, gpt2")));
   j.erase("model_type");
@@ -568,7 +569,8 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
       {"kv", kv, "num_key_value_heads", "7 does not divide num_attention_heads 32"},
       {"missing", missing, "hidden_size", "missing"},
       {"type", type, "model_type",
-       "deepseek_v3, deepseek_v32, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, "
+       "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
+       "exaone_moe, flex_olmo, "
        "gemma, gemma2, gemma3_text, gemma4_text, "
        "glm, glm4, "
        "glm4_moe, glm4_moe_lite, "
