@@ -30,6 +30,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/compressed_attention.h"
 #include "tensor/models/hyper_connections.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -300,25 +301,6 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["mlp_layer_types"] = mlp;
 }
 
-// DeepseekV4MLP: the shared expert, down_proj(silu(gate_proj(x)) * up_proj(x)).
-class Mlp : public Module {
- public:
-  Mlp(const ModelConfig& c, const TensorOptions& o)
-      : Module(std::string(kPrefix) + "MLP"), act_(c.hidden_act) {
-    const int64_t h = c.hidden_size, w = c.shared_expert_intermediate_size;
-    register_module("gate_proj", std::make_shared<Linear>(h, w, c.mlp_bias, o));
-    register_module("up_proj", std::make_shared<Linear>(h, w, c.mlp_bias, o));
-    register_module("down_proj", std::make_shared<Linear>(w, h, c.mlp_bias, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    const Tensor gate = models::activation(act_, child("gate_proj")->call(x));
-    return child("down_proj")->call(mul(gate, child("up_proj")->call(x)));
-  }
-
- private:
-  std::string act_;
-};
-
 // DeepseekV4TopKRouter or DeepseekV4HashRouter: the scores sqrt(softplus(x W^T)) of every expert,
 // in the model's dtype ([T, E]).
 class Router : public Module {
@@ -347,7 +329,11 @@ class Moe : public Module {
                        std::string(kPrefix) + "Experts", experts_, c.hidden_size,
                        c.intermediate_size, GroupedExperts::Layout::kOutIn, false,
                        [act](const Tensor& x) { return models::activation(act, x); }, o));
-    register_module("shared_experts", std::make_shared<Mlp>(c, o));
+    // DeepseekV4MLP: the shared expert, as wide as a routed one.
+    register_module("shared_experts",
+                    std::make_shared<models::GatedMlp>(std::string(kPrefix) + "MLP", c.hidden_size,
+                                                       c.shared_expert_intermediate_size,
+                                                       c.mlp_bias, c.hidden_act, o));
   }
   Tensor forward(const Tensor& x) override {
     const int64_t b = x.size(0), s = x.size(1), h = x.size(2), tokens = b * s;
@@ -450,22 +436,9 @@ class Backbone : public Module {
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
 };
 
-class ForCausalLM : public Module {
- public:
-  ForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module(std::string(kPrefix) + "ForCausalLM") {
-    auto model = register_module("model", std::make_shared<Backbone>());
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    model->build(c, o, training);
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("model")->call(ids));
-  }
-};
-
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<ForCausalLM>(c, o, training);
+  return std::make_shared<models::CausalLm<Backbone>>(std::string(kPrefix) + "ForCausalLM", c, o,
+                                                      training, "model.embed_tokens.weight");
 }
 
 constexpr FieldRename kRenames[] = {{"norm_eps", "rms_norm_eps"},

@@ -34,6 +34,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/layer_kinds.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -505,25 +506,6 @@ class Attention : public models::AttentionBlock {
   std::optional<int64_t> window_;
 };
 
-// Gemma4TextMLP: down(gelu_tanh(gate(x)) * up(x)), no biases.
-class Mlp : public Module {
- public:
-  Mlp(const ModelConfig& c, int64_t width, const TensorOptions& o)
-      : Module("Gemma4TextMLP"), act_(c.hidden_act) {
-    const int64_t h = c.hidden_size;
-    register_module("gate_proj", std::make_shared<Linear>(h, width, false, o));
-    register_module("up_proj", std::make_shared<Linear>(h, width, false, o));
-    register_module("down_proj", std::make_shared<Linear>(width, h, false, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    const Tensor g = models::activation(act_, child("gate_proj")->call(x));
-    return child("down_proj")->call(mul(g, child("up_proj")->call(x)));
-  }
-
- private:
-  std::string act_;
-};
-
 // Gemma4TextRouter: the weightless-normed tokens times `scale` and hidden^-0.5 projected to
 // expert logits, softmax in float32 over every expert, the top k renormalized and multiplied by
 // their `per_expert_scale`. Its own parameters precede its children's (named_parameters).
@@ -567,7 +549,9 @@ class DecoderLayer : public Module {
     // twice as wide on a key-value-shared layer with use_double_wide_mlp.
     const int64_t width = (moe ? c.shared_expert_intermediate_size : c.intermediate_size) *
                           (kind_.kv_shared && c.double_wide_shared_mlp ? 2 : 1);
-    mlp = register_module("mlp", std::make_shared<Mlp>(c, width, o));
+    // Gemma4TextMLP: down(gelu_tanh(gate(x)) * up(x)), no biases.
+    mlp = register_module("mlp", std::make_shared<models::GatedMlp>("Gemma4TextMLP", c.hidden_size,
+                                                                    width, false, c.hidden_act, o));
     input_layernorm = register_module("input_layernorm", norm(h, c, o));
     post_attention_layernorm = register_module("post_attention_layernorm", norm(h, c, o));
     pre_feedforward_layernorm = register_module("pre_feedforward_layernorm", norm(h, c, o));

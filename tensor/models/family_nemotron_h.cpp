@@ -28,6 +28,7 @@
 #include "base/limits.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/mamba2_mixer.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -389,22 +390,9 @@ class Backbone : public Module {
   std::vector<std::shared_ptr<Block>> blocks_;
 };
 
-class ForCausalLM : public Module {
- public:
-  ForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module(std::string(kPrefix) + "ForCausalLM") {
-    auto model = register_module("model", std::make_shared<Backbone>());
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    model->build(c, o, training);
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embeddings.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("model")->call(ids));
-  }
-};
-
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<ForCausalLM>(c, o, training);
+  return std::make_shared<models::CausalLm<Backbone>>(std::string(kPrefix) + "ForCausalLM", c, o,
+                                                      training, "model.embeddings.weight");
 }
 
 constexpr FieldRename kRenames[] = {
