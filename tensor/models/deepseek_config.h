@@ -20,7 +20,7 @@ struct LatentDefaults {
   int64_t kv_lora_rank = 512;
   int64_t qk_nope_head_dim = 128;
   int64_t v_head_dim = 128;
-  int64_t qk_rope_head_dim = 64;  // MiniCPM3: 32
+  int64_t qk_rope_head_dim = 64;  // MiniCPM3, A.X K2: 32
 };
 
 // The latent-attention fields as DeepseekV2Config and its heirs name them (attention_bias,

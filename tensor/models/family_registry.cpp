@@ -11,6 +11,7 @@ namespace shardplan::tensor {
 // Defined in tensor/models/family_<model_type>.cpp.
 extern const ModelFamily kAfmoeFamily;
 extern const ModelFamily kAXK1Family;
+extern const ModelFamily kAxk2Family;
 extern const ModelFamily kApertusFamily;
 extern const ModelFamily kArceeFamily;
 extern const ModelFamily kCohereFamily;
@@ -182,6 +183,7 @@ const ModelFamily* const kRegistered[] = {
     &kYoutuFamily,
     &kMiniCPM3Family,
     &kAXK1Family,
+    &kAxk2Family,
     &kCohereCompassTextFamily,
 };
 

@@ -48,23 +48,30 @@ class LatentAttention : public AttentionBlock {
  public:
   LatentAttention(const ModelConfig& c, const LayerKind& kind, const std::string& prefix,
                   const TensorOptions& o, bool training,
-                  ModulePtr (*make_norm)(int64_t, double, const TensorOptions&))
+                  ModulePtr (*make_norm)(int64_t, double, const TensorOptions&), bool query_gate)
       : AttentionBlock(prefix + "Attention"),
         heads_(c.num_attention_heads),
         nope_(c.qk_nope_head_dim),
         rope_(c.qk_rope_head_dim),
         v_(c.v_head_dim),
         kv_lora_(c.kv_lora_rank),
-        dropout_(training ? c.attention_dropout : 0.0) {
+        dropout_(training ? c.attention_dropout : 0.0),
+        query_gate_(query_gate) {
     const int64_t h = c.hidden_size, qk = nope_ + rope_;
     auto norm = [&](int64_t dim) {
       return make_norm ? make_norm(dim, c.norm_eps, o)
                        : std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
     };
+    SP_ASSERT(!query_gate_ || c.q_lora_rank > 0, "the query gate reads the query latent");
     if (c.q_lora_rank > 0) {
       register_module("q_a_proj", std::make_shared<Linear>(h, c.q_lora_rank, c.qkv_bias, o));
       register_module("q_a_layernorm", norm(c.q_lora_rank));
-      register_module("q_b_proj", std::make_shared<Linear>(c.q_lora_rank, heads_ * qk, false, o));
+      if (query_gate_) {  // A.X-K2: [query | gate] per head, from the normed and the raw latent
+        register_module("q_gate_proj",
+                        std::make_shared<Linear>(2 * c.q_lora_rank, heads_ * (qk + v_), false, o));
+      } else {
+        register_module("q_b_proj", std::make_shared<Linear>(c.q_lora_rank, heads_ * qk, false, o));
+      }
     } else {
       register_module("q_proj", std::make_shared<Linear>(h, heads_ * qk, false, o));
     }
@@ -86,11 +93,24 @@ class LatentAttention : public AttentionBlock {
     CallScope scope(*this);
     // Queries: through the q latent (or directly), [B, n, S, d + r], split into the unrotated
     // and rotated parts.
-    Tensor q_latent;
-    if (!has_child("q_proj")) q_latent = child("q_a_layernorm")->call(child("q_a_proj")->call(x));
-    const Tensor qx =
-        has_child("q_proj") ? child("q_proj")->call(x) : child("q_b_proj")->call(q_latent);
-    const Tensor q = split_heads(qx, heads_, nope_ + rope_);
+    Tensor q_latent, q, gate;
+    if (query_gate_) {
+      // AXK2Attention: q_gate_proj([q_a_layernorm(q_a); q_a]) viewed per head as [query | gate].
+      const Tensor q_a = child("q_a_proj")->call(x);
+      q_latent = child("q_a_layernorm")->call(q_a);
+      const Tensor qg = child("q_gate_proj")->call(cat({q_latent, q_a}, -1));
+      const int64_t qk = nope_ + rope_;
+      const Tensor per_head = view(qg, {qg.size(0), qg.size(1), heads_, qk + v_});
+      q = transpose(narrow(per_head, -1, 0, qk), 1, 2);
+      gate = reshape(narrow(per_head, -1, qk, v_), {qg.size(0), qg.size(1), heads_ * v_});
+    } else {
+      if (!has_child("q_proj")) {
+        q_latent = child("q_a_layernorm")->call(child("q_a_proj")->call(x));
+      }
+      const Tensor qx =
+          has_child("q_proj") ? child("q_proj")->call(x) : child("q_b_proj")->call(q_latent);
+      q = split_heads(qx, heads_, nope_ + rope_);
+    }
     const Tensor q_rot = apply_rotary(narrow(q, -1, nope_, rope_), cos_t, sin_t);
     // Keys and values: one latent of kv_lora_rank per token plus one rotated key slice shared by
     // every head, the latent expanded to n heads of d key and v value channels.
@@ -107,6 +127,11 @@ class LatentAttention : public AttentionBlock {
     if (indexer_) (void)indexer_->run(x, q_latent, cos_t, sin_t);
     const Tensor out = scaled_dot_product_attention(q_all, k_all, v, Tensor(), dropout_,
                                                     /*is_causal=*/true, {}, false, window_);
+    if (query_gate_) {  // out * sigmoid(gate) in float32, cast back before o_proj
+      const Tensor merged = merge_heads(out);
+      return child("o_proj")->call(
+          to(mul(merged, sigmoid(to(gate, DType::kFloat32))), merged.dtype()));
+    }
     return child("o_proj")->call(merge_heads(out));
   }
 
@@ -119,6 +144,7 @@ class LatentAttention : public AttentionBlock {
   }
   int64_t heads_, nope_, rope_, v_, kv_lora_;
   double dropout_;
+  bool query_gate_;
   std::optional<int64_t> window_;              // index_topk on kSparse layers
   std::shared_ptr<LightningIndexer> indexer_;  // on kSparse layers with their own indexer
 };
@@ -127,8 +153,9 @@ class LatentAttention : public AttentionBlock {
 
 std::shared_ptr<AttentionBlock> make_latent_attention(
     const ModelConfig& c, const LayerKind& kind, const std::string& prefix, const TensorOptions& o,
-    bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o)) {
-  return std::make_shared<LatentAttention>(c, kind, prefix, o, training, make_norm);
+    bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o),
+    bool query_gate) {
+  return std::make_shared<LatentAttention>(c, kind, prefix, o, training, make_norm, query_gate);
 }
 
 }  // namespace shardplan::tensor::models

@@ -45,9 +45,13 @@ class AttentionBlock : public Module {
 };
 
 // The latent attention of `c` (c.kv_lora_rank > 0) for a layer of kind `kind` (kSparse: with
-// the indexer when kind.indexer); norms by `make_norm` (width, eps, options).
+// the indexer when kind.indexer); norms by `make_norm` (width, eps, options). With `query_gate`
+// (A.X-K2, RotaryDecoderStyle::latent_query_gate) one q_gate_proj [n (d + r + v), 2 q_lora_rank]
+// over [q_a_layernorm(q_a); q_a] in place of q_b_proj makes each head's query and an output gate
+// as wide as its value: o_proj(out * sigmoid(gate)).
 std::shared_ptr<AttentionBlock> make_latent_attention(
     const ModelConfig& c, const LayerKind& kind, const std::string& prefix, const TensorOptions& o,
-    bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o));
+    bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o),
+    bool query_gate = false);
 
 }  // namespace shardplan::tensor::models

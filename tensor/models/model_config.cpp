@@ -170,6 +170,10 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       }
     }
   }
+  if (c.gated_norm_rank < 0 || c.gated_norm_rank > 65536) {
+    fail("gated_norm_rank", c.gated_norm_rank,
+         " is not a gate rank (1..65536 for gated norms; 0: none)");
+  }
   if (c.moe_latent_size < 0 || c.moe_latent_size > 65536 ||
       (c.moe_latent_size > 0 && c.num_local_experts <= 0)) {
     fail("moe_latent_size", c.moe_latent_size,
@@ -712,7 +716,8 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "compress_rates",
                                              "o_groups",
                                              "o_lora_rank",
-                                             "num_hash_layers"};
+                                             "num_hash_layers",
+                                             "gated_norm_rank"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

@@ -210,6 +210,10 @@ struct ModelConfig {
   // Nemotron 3's latent MoE: the routed experts work at this width between two projections from
   // and back to hidden_size (0: at hidden_size).
   int64_t moe_latent_size = 0;
+  // A.X-K2's gated norms (gated_norm_rank; 0: none): every layer's input_layernorm, and the
+  // post_attention_layernorm of MoE layers, are an RMSNorm followed by a gate through this rank,
+  // y * sigmoid(fc2(silu(fc1(y)))) with y the normed input (AXK2GatedRMSNorm).
+  int64_t gated_norm_rank = 0;
   // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;

@@ -412,6 +412,36 @@ class SparseMoe : public Module {
   bool sigmoid_router_, softmax_after_top_k_, float32_combine_;
 };
 
+// A.X-K2's gated norm (ModelConfig::gated_norm_rank): y = norm(x), then y * sigmoid(gate(y)) with
+// the low-rank gate fc2(silu(fc1(y))) in float32 and the product cast back (AXK2GatedRMSNorm,
+// AXK2GateMLP; Megatron's GatedNormWrapper).
+class GateMlp : public Module {
+ public:
+  GateMlp(int64_t hidden, int64_t rank, const std::string& prefix, const TensorOptions& o)
+      : Module(prefix + "GateMLP") {
+    register_module("fc1", std::make_shared<Linear>(hidden, rank, false, o));
+    register_module("fc2", std::make_shared<Linear>(rank, hidden, false, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    return child("fc2")->call(silu(child("fc1")->call(x)));
+  }
+};
+
+class GatedRMSNorm : public Module {
+ public:
+  GatedRMSNorm(const ModelConfig& c, const std::string& prefix, const TensorOptions& o,
+               const RotaryDecoderStyle& s)
+      : Module(prefix + "GatedRMSNorm") {
+    register_module("norm", make_norm(c.hidden_size, c, o, s));
+    register_module("mlp", std::make_shared<GateMlp>(c.hidden_size, c.gated_norm_rank, prefix, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor y = child("norm")->call(x);
+    const Tensor g = sigmoid(to(child("mlp")->call(y), DType::kFloat32));
+    return to(mul(y, g), y.dtype());
+  }
+};
+
 // Made empty and filled by build() once it sits in its ModuleList (Note [Filling repeated blocks
 // after registration], tensor/models/blocks.h).
 class DecoderLayer : public Module {
@@ -435,7 +465,8 @@ class DecoderLayer : public Module {
                                     make_gated_delta_net(c, prefix, o, s.linear_projections));
       } else if (s.latent_attention) {
         self_attn = register_module(
-            "self_attn", make_latent_attention(c, kind, prefix, o, training, s.make_norm));
+            "self_attn",
+            make_latent_attention(c, kind, prefix, o, training, s.make_norm, s.latent_query_gate));
       } else {
         self_attn = register_module("self_attn",
                                     std::make_shared<Attention>(c, kind, s, prefix, o, training));
@@ -469,12 +500,18 @@ class DecoderLayer : public Module {
     };
     if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;
+    // A.X-K2 (ModelConfig::gated_norm_rank): the input norm gated on every layer, the one before
+    // the feed-forward on MoE layers.
+    auto layer_norm = [&](bool gated) -> ModulePtr {
+      if (gated && c.gated_norm_rank > 0) return std::make_shared<GatedRMSNorm>(c, prefix, o, s);
+      return make_norm(h, c, o, s);
+    };
     if (placement_ != NormPlacement::kPost) {
-      input_layernorm = register_module(std::string(s.input_norm_name), make_norm(h, c, o, s));
+      input_layernorm = register_module(std::string(s.input_norm_name), layer_norm(true));
     }
     if (placement_ != NormPlacement::kParallel) {
-      post_attention_layernorm =
-          register_module(std::string(s.post_attention_norm_name), make_norm(h, c, o, s));
+      post_attention_layernorm = register_module(std::string(s.post_attention_norm_name),
+                                                 layer_norm(kind.ffn == FfnKind::kMoe));
     }
     if (placement_ == NormPlacement::kGlmSandwich) {
       post_self_attn_layernorm =
@@ -990,7 +1027,13 @@ void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoe
       shared_experts_width(f, "n_shared_experts", f.integer("n_shared_experts", d.n_shared_experts),
                            c.intermediate_size);
   // DeepSeek-V2's moe_layer_freq: DeepSeek-V3 files carry 1 (every layer past the dense ones).
-  if (f.integer("moe_layer_freq", 1) != 1) {
+  if (d.moe_layer_freq_period) {
+    const int64_t freq = f.integer("moe_layer_freq", 1);
+    if (freq <= 0) f.fail("moe_layer_freq", std::to_string(freq) + ", expected a positive period");
+    for (int64_t i = dense; i < c.num_hidden_layers; ++i) {
+      if (i % freq != 0) c.dense_layers.push_back(i);  // after the prefix: still sorted
+    }
+  } else if (f.integer("moe_layer_freq", 1) != 1) {
     f.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is built, got " +
                                  f.raw("moe_layer_freq").dump());
   }

@@ -104,6 +104,9 @@ struct DeepseekMoeDefaults {
   int64_t n_routed_experts = 0;
   int64_t num_experts_per_tok = 0;
   int64_t moe_intermediate_size = 0;
+  // A.X-K2: moe_layer_freq is a period, layer i sparse when i >= first_k_dense_replace and
+  // i % moe_layer_freq == 0 (AXK2Config); others refuse any moe_layer_freq but 1.
+  bool moe_layer_freq_period = false;
 };
 void parse_deepseek_moe(const ConfigFields& f, ModelConfig& c, const DeepseekMoeDefaults& d);
 // DeepSeek's group-limited routing: n_group (default 1) must divide the experts and topk_group
@@ -408,6 +411,10 @@ struct RotaryDecoderStyle {
   // DeepSeek-V3: multi-head latent attention (tensor/models/latent_attention.h) instead of q, k,
   // v and o projections.
   bool latent_attention = false;
+  // A.X-K2: that attention's queries and an output gate from one q_gate_proj
+  // [heads (d + r + v), 2 q_lora_rank] over [q_a_layernorm(q_a); q_a]; each head's first d + r
+  // channels are its query, the other v its gate: o_proj(out * sigmoid(gate)), the gate in float32.
+  bool latent_query_gate = false;
   // Qwen3-Next: q_proj makes, per head, the query and a gate as wide; the attention output is
   // multiplied by sigmoid(gate) before o_proj (Qwen3NextAttention).
   bool output_gate = false;
