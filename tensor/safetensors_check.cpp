@@ -75,8 +75,9 @@ std::string slice_name(std::string_view held, int64_t expert, int part) {
 // renames as it loads (its conversion_mapping.py): Mixtral's and MiniMax-M2's block_sparse_moe,
 // ERNIE 4.5's moe_statics, which the model keeps inside the router, and GraniteMoe's fused
 // experts and router (input_linear [E, 2F, h], output_linear [E, h, F], router.layer: the same
-// shapes under transformers 5.13's names), and Nemotron-H's backbone (model in transformers 5). A
-// rename applies only where the model has the result.
+// shapes under transformers 5.13's names), Nemotron-H's backbone (model in transformers 5), A.X
+// K1's layer-level post_mlp_layernorm, and A.X K2's q_b_proj (its q_gate_proj) and gate MLP
+// W_down / W_up (fc1 / fc2). A rename applies only where the model has the result.
 constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
     {"backbone.", "model."},
     {".block_sparse_moe.", ".mlp."},
@@ -84,7 +85,11 @@ constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
     {".block_sparse_moe.input_linear.weight", ".block_sparse_moe.experts.gate_up_proj"},
     {".block_sparse_moe.output_linear.weight", ".block_sparse_moe.experts.down_proj"},
     {".block_sparse_moe.router.layer.", ".block_sparse_moe.router."},
-    {".post_mlp_layernorm.", ".mlp.post_mlp_layernorm."}};
+    {".post_mlp_layernorm.", ".mlp.post_mlp_layernorm."},
+    // A.X K2: the fused query-and-gate projection and the gated norms' low-rank gate.
+    {".self_attn.q_b_proj.", ".self_attn.q_gate_proj."},
+    {".W_down.", ".mlp.fc1."},
+    {".W_up.", ".mlp.fc2."}};
 
 std::optional<ExpertSlice> expert_slice(std::string_view name) {
   const size_t at = name.rfind(".experts.");

@@ -20,7 +20,7 @@
 // no multi-token-prediction layer (AXK2Config has no num_nextn_predict_layers). A file's count is
 // read into ModelConfig::mtp_layers for the checkpoint's prediction layers, as for DeepSeek-V3.
 // The Hub checkpoints name q_gate_proj q_b_proj and the gate's fc1/fc2 W_down/W_up
-// (conversion_mapping.py); the checkpoint check does not rename them yet (docs/models.md).
+// (conversion_mapping.py), which transformers renames on load, as the checkpoint check does.
 #include <nlohmann/json.hpp>
 #include <string>
 

@@ -18,11 +18,13 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
+#include "tensor/models/model_source.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 #include "tests/tensor/models/family_test_support.h"
@@ -225,6 +227,27 @@ TEST(Axk2Models, ClassDefaultsMatchTheHandTotal) {
   EXPECT_EQ(c.qk_rope_head_dim, 32);
   EXPECT_EQ(c.index_n_heads, 16);
   EXPECT_EQ(build_model(c)->parameters_numel(), total);
+}
+
+// The Hub's A.X K2 files keep the fused query-and-gate projection under q_b_proj and the gated
+// norms' gate MLP as W_down / W_up, and the experts one by one; transformers renames the first two
+// on load (conversion_mapping.py "axk2") and fuses the third, as the checkpoint check does.
+TEST(Axk2Models, HubCheckpointNamesAreRenamedAsTransformersLoadsThem) {
+  const nlohmann::json cfg = tiny();
+  const ModulePtr model = build_model(parse_model_config(cfg, "tiny"));
+  const ModelSource src = test::check_stored_as(cfg, *model, [](std::string n) {
+    for (const auto& [built, stored] :
+         {std::pair<std::string, std::string>{".self_attn.q_gate_proj.", ".self_attn.q_b_proj."},
+          {".mlp.fc1.", ".W_down."},
+          {".mlp.fc2.", ".W_up."}}) {
+      const size_t at = n.find(built);
+      if (at != std::string::npos) n.replace(at, built.size(), stored);
+    }
+    return n;
+  });
+  EXPECT_TRUE(src.check.loadable());
+  EXPECT_TRUE(src.check.unexpected.empty());
+  EXPECT_TRUE(src.check.missing.empty());
 }
 
 }  // namespace
