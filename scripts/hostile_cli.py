@@ -45,6 +45,13 @@ def cases(tmp):
                 "1048576", "--seq", "8192", "--global-batch", "1048576"])
     out.append(["compare", "--model", "mixtral-8x7b", "--cluster", "hgx-h200", "--gpus",
                 "1048576", "--seq", "4096", "--global-batch", "1048576"])
+    # DeepSeek-V4: hyper-connected streams, compressed attention, four layer kinds.
+    out.append(["plan", "--model", "deepseek-v4-pro", "--cluster", "dgx-h100", "--gpus",
+                "1048576", "--seq", "1048576", "--global-batch", "1048576"])
+    out.append(["compare", "--model", "deepseek-v4-flash", "--cluster", "hgx-h200", "--gpus",
+                "1048576", "--seq", "4096", "--global-batch", "1048576"])
+    for v in BIG:
+        out.append(["inspect", "--model", "deepseek-v4-pro", "--seq", v])
     # collective: group sizes, nodes, ranks per node, bytes.
     for flag in ("--group-size", "--nodes", "--ranks-per-node", "--gpus"):
         for v in BIG:
