@@ -256,7 +256,11 @@ ChunkedScanWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key
 // optional bias) and SiLU over xBC, dt = softplus(dt + dt_bias), the chunked scan (chunks of Q
 // tokens), y + D x, and the gated RMSNorm norm(y * silu(z)) with norm_weight [d_inner] (d_inner
 // = H P) -> [B, T, H, P]. It also writes the norm's fp32 reciprocal RMS per token and group, [B,
-// T, g], which it keeps for backward (the trace's second output). Its FLOPs are the matrix
+// T, g], which it keeps for backward (the trace's second output). Without a norm (norm_weight
+// undefined: mamba_ssm's rmsnorm_weight None, Falcon-H1 without mamba_rms_norm) the scan gates
+// y * silu(z) itself, d_inner is what zxbcdt holds beside xBC and dt, and there is no rstd (the
+// group count is then recovered from the recorded work, Note [Mamba-2 groups] in
+// tensor/training.cpp). Its FLOPs are the matrix
 // products mamba_ssm 2's Triton kernels run per chunk, per token (mamba_scan_work):
 //   forward    per head 4 N P + P (Q + 64), per group 2 Q N
 //              (chunk states B^T x and the state read C h, 2 Q N P each per chunk; C B^T over the
@@ -269,7 +273,9 @@ ChunkedScanWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key
 //   and backward recomputes the convolution, C B^T and the chunk states first: per head 2 N P,
 //   per group 2 Q N,
 // T padded to whole chunks (docs/cost-model.md §8.9). The convolution, softplus, skip, gate and
-// norm are elementwise: conv_dim (2 K + 4) + 12 d_inner FLOPs per token, counted apart.
+// norm are elementwise: conv_dim (2 K + 4) + 12 d_inner FLOPs per token, counted apart (8 d_inner
+// without the norm: the skip's 2 and the gate's 6 stay, the norm's square, sum, rstd and weight
+// products go).
 // mamba_ssm's and transformers' default chunk (mamba_chunk_size): 256 tokens. A config's other
 // chunk is priced at this one (docs/cost-model.md §8.9 says by how much that can differ).
 inline constexpr int64_t kMambaChunk = 256;

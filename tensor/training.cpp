@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -201,9 +202,9 @@ class Deriver {
   }
 
   // Note [Mamba-2 scan work] in tensor/ops.h. mamba_ssm's MambaSplitConv1dScanCombinedFn keeps
-  // zxbcdt (the in_proj output), the scan's output before the gated norm (out_x, the output's
-  // size and dtype), the norm's rstd (the op's second output) and the parameters; its backward
-  // recomputes the convolution, C B^T and the chunk states.
+  // zxbcdt (the in_proj output), the scan's output before the gated norm or gate (out_x, the
+  // output's size and dtype), the norm's rstd (the op's second output; none without the norm)
+  // and the parameters; its backward recomputes the convolution, C B^T and the chunk states.
   void apply_mamba_scan(TrainingOp& op, int64_t id) {
     save(op, op.inputs[0], "input");
     for (size_t k = 1; k < op.inputs.size(); ++k) {
@@ -215,16 +216,38 @@ class Deriver {
     op.recompute_flops += mamba_work(op).recompute;
   }
 
-  // The op's work from its output [B, T, H, P], rstd [B, T, g] and convolution weight
+  // The op's work from its output [B, T, H, P], its group count g and convolution weight
   // [d_inner + 2 g N, 1, K], T padded to whole chunks.
+  // Note [Mamba-2 groups]
+  // A traced op carries tensors and work, no integer arguments. With the gated norm g is rstd's
+  // last size ([B, T, g], the op's second output). Without it (Falcon-H1's mamba_rms_norm false)
+  // mamba_ssm writes no rstd, and g is the divisor of the heads whose forward work is what the op
+  // recorded (matmul_flops, from the same mamba_scan_work): at a fixed g N = (conv_dim -
+  // d_inner) / 2 the per-head part 4 N P falls as g grows and the rest stays, so one g fits.
   ChunkedScanWork mamba_work(const TrainingOp& op) {
     const StepTensor& out = tensor(op.outputs[0]);
-    const int64_t groups = op.outputs.size() > 1 ? tensor(op.outputs[1]).sizes[2] : 1;
     const int64_t conv_dim = tensor(op.inputs[1]).sizes[0];
-    const int64_t inner = out.sizes[2] * out.sizes[3];
+    const int64_t heads = out.sizes[2], head_dim = out.sizes[3], inner = heads * head_dim;
     const int64_t padded = (out.sizes[1] + kMambaChunk - 1) / kMambaChunk * kMambaChunk;
-    return mamba_scan_work(out.sizes[0] * padded, out.sizes[2], out.sizes[3], groups,
-                           (conv_dim - inner) / (2 * groups), kMambaChunk);
+    const int64_t bc = conv_dim - inner;  // 2 g N
+    auto work = [&](int64_t groups) {
+      return mamba_scan_work(out.sizes[0] * padded, heads, head_dim, groups, bc / (2 * groups),
+                             kMambaChunk);
+    };
+    if (op.outputs.size() > 1) return work(tensor(op.outputs[1]).sizes[2]);
+    int64_t groups = 0;
+    double miss = 0;
+    for (int64_t g = 1; g <= heads; ++g) {
+      if (heads % g != 0 || bc % (2 * g) != 0) continue;
+      const double d = std::abs(work(g).forward - op.matmul_flops);
+      if (groups == 0 || d < miss) {
+        groups = g;
+        miss = d;
+      }
+    }
+    SP_ASSERT(groups > 0 && miss <= 1e-9 * op.matmul_flops,
+              "a Mamba-2 scan without rstd whose work fits no group count");
+    return work(groups);
   }
 
   AttentionImpl options_attention() const { return s_.options.attention; }

@@ -31,10 +31,12 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
   // Gated DeltaNet splits by key-head groups (Note [Gated DeltaNet trace] in
   // tensor/models/gated_delta_net.h), Mamba-2 by its B/C groups (ngroups, which shardplan keeps
   // in linear_num_key_heads; Megatron-LM's MambaMixer asserts tp divides them): whole groups per
-  // rank, each with its value heads.
+  // rank, each with its value heads. Falcon-H1's mixer beside every attention (parallel_mamba)
+  // splits the same way.
   const int64_t groups = m.linear_num_key_heads;
-  const bool linear = std::find(m.layer_types.begin(), m.layer_types.end(),
-                                tensor::AttentionType::kLinear) != m.layer_types.end();
+  const bool linear =
+      m.parallel_mamba || std::find(m.layer_types.begin(), m.layer_types.end(),
+                                    tensor::AttentionType::kLinear) != m.layer_types.end();
   if (linear && groups % tp != 0) {
     return "--tp " + t + " does not divide the model's " + std::to_string(groups) +
            " linear-attention key heads (Mamba-2: groups), expected a divisor of " +

@@ -104,8 +104,11 @@ struct ModelFamily {
   ModulePtr (*build)(const ModelConfig& c, const TensorOptions& o, bool training);
   std::span<const FieldRename> renamed;  // keys differing from ModelConfig's names
   bool rotary = true;              // rotary positions: partial_rotary_factor, rope_theta checked
-  // Its parse reads rope_parameters keyed by layer type itself, each type's table as wide as that
-  // type's heads (Gemma 4): the shared reading (Note [rope_parameters]) is skipped.
+  // Its parse reads rope_parameters itself: keyed by layer type, each type's table as wide as that
+  // type's heads (Gemma 4), or by its own keys (DeepSeek-V4's main and compress), or read with the
+  // shared reading and then checked (Falcon-H1: partial_rotary_factor ignored for the default
+  // type, refused below 1 for the others). The shared reading after parse (Note
+  // [rope_parameters]) is skipped.
   bool rope_parameters_by_layer_type = false;
   bool learned_positions = false;  // a table of max_position_embeddings positions: no longer seq
   bool fused_qkv = false;          // one qkv projection: heads * head_dim must be hidden_size
@@ -145,6 +148,9 @@ struct ModelFamily {
   // Each layer is one part, a token mixer or a feed-forward (Nemotron-H's blocks: a norm and one
   // mixer, ModelConfig::no_ffn_layers and kNone); other families refuse such layers.
   bool single_part_layers = false;
+  // Builds a Mamba-2 mixer beside the attention of every layer, both reading one normed input
+  // (Falcon-H1: ModelConfig::parallel_mamba); other families refuse such a config.
+  bool parallel_mamba = false;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

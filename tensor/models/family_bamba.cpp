@@ -79,20 +79,6 @@ constexpr FieldRename kRenames[] = {{"norm_eps", "rms_norm_eps"},
                                     {"linear_value_head_dim", "mamba_d_head"},
                                     {"linear_conv_kernel_dim", "mamba_d_conv"}};
 
-// Megatron-LM's split of attention and the MLP; the Mamba-2 mixer's in_proj column-parallel and
-// out_proj row-parallel (tp must divide mamba_n_groups, ParallelDim tp).
-constexpr TensorParallelRule kTpPlan[] = {{"model.embed_tokens", "rowwise"},
-                                          {"model.layers.*.self_attn.q_proj", "colwise"},
-                                          {"model.layers.*.self_attn.k_proj", "colwise"},
-                                          {"model.layers.*.self_attn.v_proj", "colwise"},
-                                          {"model.layers.*.self_attn.o_proj", "rowwise"},
-                                          {"model.layers.*.mamba.in_proj", "colwise"},
-                                          {"model.layers.*.mamba.out_proj", "rowwise"},
-                                          {"model.layers.*.feed_forward.gate_proj", "colwise"},
-                                          {"model.layers.*.feed_forward.up_proj", "colwise"},
-                                          {"model.layers.*.feed_forward.down_proj", "rowwise"},
-                                          {"lm_head", "colwise"}};
-
 }  // namespace
 
 const ModelFamily kBambaFamily{
@@ -104,7 +90,7 @@ const ModelFamily kBambaFamily{
     .build = build,
     .renamed = kRenames,
     .linear_attention = true,
-    .tp_plan = kTpPlan,
+    .tp_plan = models::kMamba2HybridTpPlan,  // Megatron-LM's split (rotary_decoder.h)
     .init_rules = models::kMamba2DecoderInitRules,
 };
 

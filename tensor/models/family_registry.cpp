@@ -28,6 +28,7 @@ extern const ModelFamily kErnie45Family;
 extern const ModelFamily kErnie45MoeFamily;
 extern const ModelFamily kExaone4Family;
 extern const ModelFamily kExaoneMoeFamily;
+extern const ModelFamily kFalconH1Family;
 extern const ModelFamily kFlexOlmoFamily;
 extern const ModelFamily kGemmaFamily;
 extern const ModelFamily kGemma2Family;
@@ -152,6 +153,7 @@ const ModelFamily* const kRegistered[] = {
     &kSmolLM3Family,
     &kExaone4Family,
     &kExaoneMoeFamily,
+    &kFalconH1Family,
     &kGraniteFamily,
     &kGraniteMoeFamily,
     &kGraniteMoeSharedFamily,

@@ -25,6 +25,7 @@ std::string describe(const LayerKind& k) {
   if (k.attention == AttentionType::kHeavilyCompressed) {
     s += "hca " + std::to_string(k.compress_rate) + " sliding " + std::to_string(k.window) + " ";
   }
+  if (k.parallel_mamba) s += "attention+mamba ";
   if (k.ffn == FfnKind::kNone) {
     return s + (k.attention == AttentionType::kFull ? "attention mixer" : "mixer");
   }
@@ -65,6 +66,7 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
                   std::binary_search(c.hash_moe_layers.begin(), c.hash_moe_layers.end(), layer);
   k.rope = !std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), layer);
   k.kv_shared = c.num_kv_shared_layers > 0 && layer >= c.num_hidden_layers - c.num_kv_shared_layers;
+  k.parallel_mamba = c.parallel_mamba;
   return k;
 }
 

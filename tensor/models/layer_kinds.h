@@ -48,6 +48,10 @@ struct LayerKind {
   // than by a top-k of the router's scores (ModelConfig::hash_moe_layers).
   int64_t compress_rate = 0;
   bool hash_router = false;
+  // Falcon-H1: a Mamba-2 mixer runs beside the attention on the same normed input
+  // (ModelConfig::parallel_mamba, model-wide). The attention half keeps its own type, so keys,
+  // values and RoPE are priced as any such layer's; the mixer's work comes from the traced layer.
+  bool parallel_mamba = false;
   bool operator==(const LayerKind&) const = default;
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
@@ -55,7 +59,8 @@ struct LayerKind {
 // dense" (no RoPE), "kv-shared sliding 512 dense" (an earlier layer's keys and values), "linear
 // mixer" and "attention mixer" (a mixer without a feed-forward), "ffn moe" (a feed-forward without
 // a mixer): how bills and reports name a kind; DeepSeek-V4's "csa 4 keys 640 moe" (entries of 4
-// tokens, 640 keys a query: the window and the picks), "hca 128 sliding 128 hash-moe".
+// tokens, 640 keys a query: the window and the picks), "hca 128 sliding 128 hash-moe";
+// Falcon-H1's "attention+mamba dense" (a Mamba-2 mixer beside the attention).
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an

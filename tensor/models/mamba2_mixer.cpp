@@ -1,6 +1,7 @@
 #include "tensor/models/mamba2_mixer.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "base/checked.h"
@@ -32,40 +33,53 @@ class NormWeight : public Module {
 class Mamba2Mixer : public AttentionBlock {
  public:
   Mamba2Mixer(const ModelConfig& c, const std::string& type_name, const std::string& norm_type_name,
-              const TensorOptions& o)
+              const TensorOptions& o, const Mamba2MixerStyle& style)
       : AttentionBlock(type_name),
         heads_(c.linear_num_value_heads),
         head_dim_(c.linear_value_head_dim),
         groups_(c.linear_num_key_heads) {
     const int64_t h = c.hidden_size, inner = heads_ * head_dim_;
     const int64_t conv_dim = inner + 2 * groups_ * c.linear_key_head_dim;
-    // transformers' registration order: conv1d, in_proj, dt_bias, A_log, norm, D, out_proj.
+    const int64_t projected = inner + conv_dim + heads_;  // [z | x B C | dt]
+    // transformers' registration order: conv1d, in_proj, dt_bias, A_log, norm, D, out_proj (the
+    // norm an nn.Identity without parameters when absent: Falcon-H1's mamba_rms_norm false).
     conv_ =
         register_module("conv1d", std::make_shared<Conv1dParameters>(
                                       conv_dim, c.linear_conv_kernel_dim, c.linear_conv_bias, o));
-    register_module("in_proj",
-                    std::make_shared<Linear>(h, inner + conv_dim + heads_, c.linear_proj_bias, o));
+    register_module("in_proj", std::make_shared<Linear>(h, projected, c.linear_proj_bias, o));
     register_parameter("dt_bias", empty({heads_}, o));
     register_parameter("A_log", empty({heads_}, o));
-    norm_ = register_module("norm", std::make_shared<NormWeight>(norm_type_name, inner, o));
+    if (c.linear_gated_norm) {
+      norm_ = register_module("norm", std::make_shared<NormWeight>(norm_type_name, inner, o));
+    }
     register_parameter("D", empty({heads_}, o));
-    register_module("out_proj", std::make_shared<Linear>(inner, h, c.linear_proj_bias, o));
+    const bool out_bias = c.linear_out_proj_bias.value_or(c.linear_proj_bias);
+    register_module("out_proj", std::make_shared<Linear>(inner, h, out_bias, o));
+    if (style.mup_multipliers) {
+      ssm_in_multiplier_ = c.ssm_in_multiplier;
+      // FalconH1Model registers it on every mixer after building the layers, non-persistent.
+      register_buffer("mup_vector", empty({1, 1, projected}, o), /*persistent=*/false);
+    }
   }
 
   Tensor run(const Tensor& x, const Tensor& /*cos_t*/, const Tensor& /*sin_t*/) override {
     CallScope scope(*this);
     const int64_t b = x.size(0), s = x.size(1);
-    const Tensor zxbcdt = child("in_proj")->call(x);
+    // Falcon-H1: the input and in_proj's output scaled (Mamba2MixerStyle::mup_multipliers).
+    const Tensor in = ssm_in_multiplier_ ? mul(x, *ssm_in_multiplier_) : x;
+    Tensor zxbcdt = child("in_proj")->call(in);
+    if (ssm_in_multiplier_) zxbcdt = mul(zxbcdt, buffer("mup_vector"));
     const Tensor a = neg(exp(to(parameter("A_log"), DType::kFloat32)));
     const Tensor y = mamba_split_conv1d_scan_combined(
         zxbcdt, conv_->parameter("weight"), conv_->parameter("bias"), parameter("dt_bias"), a,
-        parameter("D"), norm_->parameter("weight"), groups_);
+        parameter("D"), norm_ ? norm_->parameter("weight") : Tensor(), groups_);
     return child("out_proj")->call(view(y, {b, s, heads_ * head_dim_}));
   }
 
  private:
   int64_t heads_, head_dim_, groups_;
-  ModulePtr conv_, norm_;
+  ModulePtr conv_, norm_;                    // norm_ null without the gated norm
+  std::optional<double> ssm_in_multiplier_;  // set with Mamba2MixerStyle::mup_multipliers
 };
 
 }  // namespace
@@ -129,8 +143,9 @@ ModulePtr make_conv1d_parameters(int64_t channels, int64_t width, bool bias,
 std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
                                                   const std::string& type_name,
                                                   const std::string& norm_type_name,
-                                                  const TensorOptions& o) {
-  return std::make_shared<Mamba2Mixer>(c, type_name, norm_type_name, o);
+                                                  const TensorOptions& o,
+                                                  const Mamba2MixerStyle& style) {
+  return std::make_shared<Mamba2Mixer>(c, type_name, norm_type_name, o, style);
 }
 
 }  // namespace shardplan::tensor::models

@@ -11,14 +11,19 @@
 //   in_proj.weight [2 d_inner + 2 g N + H, h] (+ bias)          ([z | x B C | dt])
 //   norm.weight [d_inner]                                        (the gated RMSNorm)
 //   out_proj.weight [h, d_inner] (+ bias)                        (bias: mamba_proj_bias)
-// ModelConfig keeps g, N, H, P and K in its linear_* fields (model_config.h).
+// ModelConfig keeps g, N, H, P and K in its linear_* fields (model_config.h). Falcon-H1's
+// FalconH1Mixer is the same module with d_inner its own (mamba_d_ssm), the norm optional
+// (ModelConfig::linear_gated_norm: none without mamba_rms_norm, nn.Identity there), out_proj's
+// bias its own (linear_out_proj_bias: projectors_bias), and its muP multipliers
+// (Mamba2MixerStyle::mup_multipliers) around in_proj.
 // Note [Mamba-2 trace]
 // Traced as trainers run it in training (transformers' cuda_kernels_forward with mamba_ssm
 // installed, Megatron-LM's MambaMixer): in_proj; A = -exp(A_log) in fp32; the split, the causal
 // convolution, the chunked scan and the gated norm as one fused op
 // (mamba_split_conv1d_scan_combined, Note [Mamba-2 scan work] in tensor/ops.h); out_proj.
 // (transformers hands out_proj to the fused function too; Megatron-LM runs it apart, as a
-// row-parallel linear: the same product.) Under tensor parallelism Megatron-LM splits the heads
+// row-parallel linear: the same product.) Without the gated norm the fused op gates y * silu(z)
+// inside the scan and writes no rstd. Under tensor parallelism Megatron-LM splits the heads
 // and groups over the ranks and requires tp to divide both (the planner's rule, ParallelDim tp).
 #pragma once
 
@@ -38,12 +43,23 @@ namespace shardplan::tensor::models {
 ModulePtr make_conv1d_parameters(int64_t channels, int64_t width, bool bias,
                                  const TensorOptions& o);
 
+// What differs in a family's mixer beyond ModelConfig's linear_* fields.
+struct Mamba2MixerStyle {
+  // Falcon-H1 (FalconH1Mixer.forward): the input times ModelConfig::ssm_in_multiplier before
+  // in_proj, and in_proj's output times `mup_vector` [1, 1, 2 d_inner + 2 g N + H], a
+  // non-persistent buffer in the parameters' dtype (ModelConfig::ssm_multipliers over the z, x,
+  // B, C and dt segments; not in checkpoints): two multiplies, even at 1.
+  bool mup_multipliers = false;
+};
+
 // The Mamba-2 mixer of `c` (linear_* fields set), typed `type_name` ("GraniteMoeHybridMambaLayer",
-// "NemotronHMamba2Mixer"), its gated norm `norm_type_name`.
+// "NemotronHMamba2Mixer", "FalconH1Mixer"), its gated norm `norm_type_name` (none when
+// c.linear_gated_norm is false).
 std::shared_ptr<AttentionBlock> make_mamba2_mixer(const ModelConfig& c,
                                                   const std::string& type_name,
                                                   const std::string& norm_type_name,
-                                                  const TensorOptions& o);
+                                                  const TensorOptions& o,
+                                                  const Mamba2MixerStyle& style = {});
 
 // The Mamba-2 fields of the Mamba2Config-style families (granitemoehybrid, bamba) into
 // ModelConfig's linear_* fields, with the classes' defaults where the file is silent:

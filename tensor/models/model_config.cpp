@@ -122,11 +122,15 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   const bool any_linear = std::find(c.layer_types.begin(), c.layer_types.end(),
                                     AttentionType::kLinear) != c.layer_types.end();
   for (const auto& [name, v] : linear) {
-    const bool needed = any_linear && (!family.short_conv_mixer ||
-                                       name == std::string_view("linear_conv_kernel_dim"));
+    // Falcon-H1's Mamba-2 mixer beside every attention (parallel_mamba) needs all five.
+    const bool needed = (any_linear && (!family.short_conv_mixer ||
+                                        name == std::string_view("linear_conv_kernel_dim"))) ||
+                        c.parallel_mamba;
     if (v < 0 || (needed && v == 0)) {
-      fail(name, "must be a positive integer",
-           any_linear ? " (the model has linear_attention layers)" : "", ", got ", v);
+      const char* why = any_linear         ? " (the model has linear_attention layers)"
+                        : c.parallel_mamba ? " (every layer has a Mamba-2 mixer beside attention)"
+                                           : "";
+      fail(name, "must be a positive integer", why, ", got ", v);
     }
     // A convolution wider than 2^12 taps, or key heads beyond 2^16, is no model's: bounded so
     // that widths times heads cannot overflow before the parameter bound below.
@@ -139,6 +143,10 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
          "' builds no linear attention; expected a family that does (bamba, granitemoehybrid, "
          "lfm2, nemotron_h, qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
+  }
+  if (c.parallel_mamba && !family.parallel_mamba) {
+    fail("parallel_mamba", "sets a Mamba-2 mixer beside every attention, but model_type '",
+         family.model_type, "' builds none; expected a family that does (falcon_h1)");
   }
   // Single-part layers (ModelFamily::single_part_layers): each a token mixer or a feed-forward.
   for (size_t i = 0; i < c.no_ffn_layers.size(); ++i) {
@@ -292,13 +300,27 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   if (c.attention_chunk_size < 0) {
     fail("attention_chunk_size", "must be positive, got ", c.attention_chunk_size);
   }
-  // Granite's and Cohere's multipliers scale activations: a finite number each; the logits are
-  // divided by logits_scaling, and a negative softmax scale would invert the attention.
-  const std::pair<const char*, double> scales[] = {{"embedding_multiplier", c.embedding_multiplier},
-                                                   {"residual_multiplier", c.residual_multiplier},
-                                                   {"attention_multiplier", c.attention_multiplier},
-                                                   {"logits_scaling", c.logits_scaling},
-                                                   {"logit_scale", c.logit_scale}};
+  // Granite's, Cohere's and Falcon-H1's multipliers scale activations: a finite number each; the
+  // logits are divided by logits_scaling, and a negative softmax scale would invert the attention.
+  const std::pair<const char*, double> scales[] = {
+      {"embedding_multiplier", c.embedding_multiplier},
+      {"residual_multiplier", c.residual_multiplier},
+      {"attention_multiplier", c.attention_multiplier},
+      {"logits_scaling", c.logits_scaling},
+      {"logit_scale", c.logit_scale},
+      {"key_multiplier", c.key_multiplier},
+      {"attention_in_multiplier", c.attention_in_multiplier},
+      {"attention_out_multiplier", c.attention_out_multiplier},
+      {"ssm_in_multiplier", c.ssm_in_multiplier},
+      {"ssm_out_multiplier", c.ssm_out_multiplier},
+      {"lm_head_multiplier", c.lm_head_multiplier},
+      {"mlp_gate_multiplier", c.mlp_gate_multiplier},
+      {"mlp_down_multiplier", c.mlp_down_multiplier},
+      {"ssm_multipliers", c.ssm_multipliers[0]},
+      {"ssm_multipliers", c.ssm_multipliers[1]},
+      {"ssm_multipliers", c.ssm_multipliers[2]},
+      {"ssm_multipliers", c.ssm_multipliers[3]},
+      {"ssm_multipliers", c.ssm_multipliers[4]}};
   for (const auto& [name, v] : scales) {
     if (!std::isfinite(v)) fail(name, "must be a finite number, got ", v);
   }
@@ -700,6 +722,8 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "mamba_d_state",
                                              "mamba_d_head",
                                              "mamba_expand",
+                                             "mamba_d_ssm",
+                                             "projectors_bias",
                                              "hybrid_override_pattern",
                                              "moe_num_experts",
                                              "moe_num_shared_experts",

@@ -17,6 +17,7 @@
 // that does not read one refuses it (Note [Architecture fields nobody read] in model_config.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -111,6 +112,22 @@ struct ModelConfig {
   double attention_multiplier = 0;
   double logits_scaling = 1;
   double logit_scale = 1;
+  // Falcon-H1's muP multipliers (its builder reads them, each one multiply even at 1; its
+  // embeddings take embedding_multiplier above): k before RoPE (key_multiplier), the attention's
+  // input and output (attention_in_multiplier, attention_out_multiplier), the Mamba-2 mixer's
+  // input and output (ssm_in_multiplier, ssm_out_multiplier), the logits (lm_head_multiplier,
+  // a product, unlike Granite's logits_scaling), the MLP's gate projection before its activation
+  // and its output (mlp_multipliers [gate, down]), and the mixer's in_proj output by segment
+  // z, x, B, C, dt (ssm_multipliers: its non-persistent mup_vector buffer).
+  double key_multiplier = 1;
+  double attention_in_multiplier = 1;
+  double attention_out_multiplier = 1;
+  double ssm_in_multiplier = 1;
+  double ssm_out_multiplier = 1;
+  double lm_head_multiplier = 1;
+  double mlp_gate_multiplier = 1;
+  double mlp_down_multiplier = 1;
+  std::array<double, 5> ssm_multipliers = {1, 1, 1, 1, 1};
   int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
   int64_t num_experts_per_tok = 0;        // top-k of the router
   // MoE models whose stack mixes layer kinds (tensor/models/layer_kinds.h): the layers, sorted,
@@ -204,6 +221,15 @@ struct ModelConfig {
   int64_t linear_conv_kernel_dim = 0;
   bool linear_conv_bias = false;
   bool linear_proj_bias = false;
+  // Falcon-H1 splits what the other Mamba-2 families fix: the gated RMSNorm may be absent
+  // (mamba_rms_norm false: y * silu(z) inside the scan), and out_proj's bias has its own key
+  // (projectors_bias; unset: linear_proj_bias, as in_proj's).
+  bool linear_gated_norm = true;
+  std::optional<bool> linear_out_proj_bias;
+  // Falcon-H1: every layer runs a Mamba-2 mixer (the linear_* fields) beside its attention, both
+  // on the same normed input, their outputs summed (LayerKind::parallel_mamba); layer_types stay
+  // the attention's.
+  bool parallel_mamba = false;
   // Single-part layers (Nemotron-H's blocks: ModelFamily::single_part_layers): the layers, sorted,
   // that have a token mixer and no feed-forward; a layer without a mixer attends kNone.
   std::vector<int64_t> no_ffn_layers;

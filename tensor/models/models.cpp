@@ -26,7 +26,8 @@ std::string_view kind_of_type(std::string_view type) {
   if (ends_with(type, "Attention")) return "attention";
   if (ends_with(type, "GatedDeltaNet")) return "attention";  // linear attention's token mixer
   if (ends_with(type, "ShortConv")) return "attention";      // LFM2's token mixer
-  if (ends_with(type, "MambaLayer") || ends_with(type, "Mamba2Mixer") || type == "BambaMixer") {
+  if (ends_with(type, "MambaLayer") || ends_with(type, "Mamba2Mixer") || type == "BambaMixer" ||
+      type == "FalconH1Mixer") {
     return "attention";  // Mamba-2's token mixers
   }
   if (ends_with(type, "TopkRouter")) return "router";

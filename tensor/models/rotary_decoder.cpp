@@ -69,6 +69,7 @@ class Attention : public AttentionBlock {
     SP_ASSERT(!s.fused_projections || value_dim_ == head_dim_,
               "fused q/k/v projections are built for v as wide as k only");
     if (s.scale_values) value_scale_ = c.attention_value_scale;
+    if (s.scale_keys) key_scale_ = c.key_multiplier;
     clip_ = c.clip_qkv;
     if (s.fused_projections) {  // Phi-3: o_proj registered first, then [q; k; v] in one
       o_proj =
@@ -141,6 +142,7 @@ class Attention : public AttentionBlock {
     kx = clip(kx);
     if (full_width_norm_) kx = k_norm->call(kx);
     Tensor k = split_heads(kx, kv_heads_, head_dim_);
+    if (key_scale_) k = mul(k, *key_scale_);  // Falcon-H1: before RoPE, even at 1
     if (head_norm && !norm_after_rope_) k = k_norm->call(k);
     if (rope_) k = rotate(k, cos_t, sin_t);
     if (head_norm && norm_after_rope_) k = k_norm->call(k);
@@ -177,6 +179,7 @@ class Attention : public AttentionBlock {
   int64_t heads_, kv_heads_, head_dim_, value_dim_;
   double dropout_, eps_;
   std::optional<double> value_scale_;  // RotaryDecoderStyle::scale_values
+  std::optional<double> key_scale_;    // RotaryDecoderStyle::scale_keys
   std::optional<double> clip_;         // ModelConfig::clip_qkv
   bool full_width_norm_, output_gate_;
   bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false, rope_in_float32_ = false;

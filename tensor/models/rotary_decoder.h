@@ -237,6 +237,22 @@ inline constexpr TensorParallelRule kRotaryDecoderTpPlan[] = {
     {"model.layers.*.mlp.up_proj", "colwise"},
     {"model.layers.*.mlp.down_proj", "rowwise"},
     {"lm_head", "colwise"}};
+// The hybrids of attention and Mamba-2 layers named as Bamba names them (bamba, falcon_h1): the
+// same attention, the gated MLP as `feed_forward`, the Mamba-2 mixer's in_proj column-parallel and
+// out_proj row-parallel (tp must divide mamba_n_groups, ParallelDim tp); its convolution, dt_bias,
+// A_log, D and gated norm follow the sharded channels.
+inline constexpr TensorParallelRule kMamba2HybridTpPlan[] = {
+    {"model.embed_tokens", "rowwise"},
+    {"model.layers.*.self_attn.q_proj", "colwise"},
+    {"model.layers.*.self_attn.k_proj", "colwise"},
+    {"model.layers.*.self_attn.v_proj", "colwise"},
+    {"model.layers.*.self_attn.o_proj", "rowwise"},
+    {"model.layers.*.mamba.in_proj", "colwise"},
+    {"model.layers.*.mamba.out_proj", "rowwise"},
+    {"model.layers.*.feed_forward.gate_proj", "colwise"},
+    {"model.layers.*.feed_forward.up_proj", "colwise"},
+    {"model.layers.*.feed_forward.down_proj", "rowwise"},
+    {"lm_head", "colwise"}};
 // The MoE families: the same attention, and every expert split like a gated MLP (the style
 // "experts": gate_up_proj split on its features, each half over the ranks, down_proj on its input
 // features: Megatron-LM's expert tensor parallelism); the shared expert as a dense MLP; the router
@@ -405,6 +421,9 @@ struct RotaryDecoderStyle {
   // ModelConfig::attention_value_scale before attention.
   bool sinks_on_sliding_layers_only = false;
   bool scale_values = false;
+  // Falcon-H1: k times ModelConfig::key_multiplier once split into heads, before any k norm and
+  // RoPE (FalconH1Attention), even at 1.
+  bool scale_keys = false;
   // Llama 4: with ModelConfig::qk_norm_per_head the RoPE layers (not ModelConfig::nope_layers)
   // L2-normalize q and k per head after rotating them (Llama4TextL2Norm, no weight).
   bool l2_qk_norm_on_rope_layers = false;

@@ -1,6 +1,6 @@
 // The op of Mamba-2 layers (tensor/models/mamba2_mixer.h): mamba_ssm's fused split, convolution,
-// chunked scan and gated norm (Note [Mamba-2 scan work] in tensor/ops.h), and the chunk of each
-// chunked-scan op the planner prices.
+// chunked scan and gated norm, or the gate alone when there is no norm (Note [Mamba-2 scan work]
+// in tensor/ops.h), and the chunk of each chunked-scan op the planner prices.
 #include "base/checked.h"
 #include "tensor/ops/common.h"
 
@@ -34,9 +34,10 @@ Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv
                                         const Tensor& A, const Tensor& D, const Tensor& norm_weight,
                                         int64_t groups) {
   const char* op = "mamba_split_conv1d_scan_combined";
-  for (const Tensor* t : {&zxbcdt, &conv_weight, &dt_bias, &A, &D, &norm_weight}) {
-    detail::require_meta(*t, op);
-  }
+  for (const Tensor* t : {&zxbcdt, &conv_weight, &dt_bias, &A, &D}) detail::require_meta(*t, op);
+  // No norm weight: mamba_ssm's rmsnorm_weight None (the gate inside the scan, no rstd).
+  const bool normed = norm_weight.defined();
+  if (normed) detail::require_meta(norm_weight, op);
   SP_CHECK(zxbcdt.dim() == 3, op, ": expected zxbcdt as [batch, tokens, channels], got ",
            zxbcdt.sizes());
   SP_CHECK(is_floating(zxbcdt.dtype()), op, ": expected a floating point zxbcdt, got ",
@@ -44,17 +45,20 @@ Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv
   SP_CHECK(dt_bias.dim() == 1 && A.sizes() == dt_bias.sizes() && D.sizes() == dt_bias.sizes(), op,
            ": expected dt_bias, A and D as [heads], got ", dt_bias.sizes(), ", ", A.sizes(), ", ",
            D.sizes());
-  SP_CHECK(norm_weight.dim() == 1, op, ": expected the norm weight as [d_inner], got ",
+  SP_CHECK(!normed || norm_weight.dim() == 1, op, ": expected the norm weight as [d_inner], got ",
            norm_weight.sizes());
-  const int64_t heads = dt_bias.size(0), inner = norm_weight.size(0);
-  SP_CHECK(heads > 0 && inner % heads == 0, op, ": d_inner ", inner,
-           " is not a positive multiple of the heads ", heads);
-  SP_CHECK(groups > 0 && heads % groups == 0, op, ": ngroups ", groups,
-           " must be positive and divide the heads ", heads);
   SP_CHECK(conv_weight.dim() == 3 && conv_weight.size(1) == 1 && conv_weight.size(2) > 0, op,
            ": expected a depthwise convolution weight [conv_dim, 1, width], got ",
            conv_weight.sizes());
   const int64_t conv_dim = conv_weight.size(0), width = conv_weight.size(2);
+  const int64_t heads = dt_bias.size(0);
+  // d_inner: the norm's width, else the channels of zxbcdt that are neither xBC nor dt (sizes
+  // are non-negative: the difference cannot overflow).
+  const int64_t inner = normed ? norm_weight.size(0) : zxbcdt.size(2) - conv_dim - heads;
+  SP_CHECK(heads > 0 && inner > 0 && inner % heads == 0, op, ": d_inner ", inner,
+           " is not a positive multiple of the heads ", heads);
+  SP_CHECK(groups > 0 && heads % groups == 0, op, ": ngroups ", groups,
+           " must be positive and divide the heads ", heads);
   const int64_t bc = conv_dim - inner;  // 2 g N
   SP_CHECK(bc > 0 && bc % (2 * groups) == 0, op, ": conv_dim ", conv_dim, " is not d_inner ", inner,
            " plus 2 x ngroups ", groups, " x a state width");
@@ -74,19 +78,25 @@ Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv
            ") and convolution weight type (", conv_weight.dtype(), ") should be the same");
   const int64_t b = zxbcdt.size(0), t = zxbcdt.size(1), head_dim = inner / heads;
   Tensor out = detail::new_contiguous({b, t, heads, head_dim}, zxbcdt.dtype(), zxbcdt.device(), op);
-  Tensor rstd = detail::new_contiguous({b, t, groups}, DType::kFloat32, zxbcdt.device(), op);
+  Tensor rstd;  // the norm's, [B, T, g] fp32; none without the norm
+  if (normed) rstd = detail::new_contiguous({b, t, groups}, DType::kFloat32, zxbcdt.device(), op);
   detail::propagate_grad(out, {&zxbcdt, &conv_weight, &conv_bias, &dt_bias, &A, &D, &norm_weight});
   if (active_trace_sink() != nullptr) {
     const int64_t padded = (t + kMambaChunk - 1) / kMambaChunk * kMambaChunk;
     const double mm =
         mamba_scan_work(b * padded, heads, head_dim, groups, state, kMambaChunk).forward;
     const double tokens = static_cast<double>(b) * static_cast<double>(t);
+    // Per d_inner channel: the skip (2) and the gate (6), and the norm's 4 when there is one.
+    const double per_channel = normed ? 12.0 : 8.0;
     const double elementwise = tokens * (static_cast<double>(conv_dim) * (2.0 * width + 4) +
-                                         12.0 * static_cast<double>(inner));
+                                         per_channel * static_cast<double>(inner));
     std::vector<Tensor> ins{zxbcdt, conv_weight};
     if (conv_bias.defined()) ins.push_back(conv_bias);
-    for (const Tensor* p : {&dt_bias, &A, &D, &norm_weight}) ins.push_back(*p);
-    const Tensor outs[] = {out, rstd};
+    for (const Tensor* p : {&dt_bias, &A, &D, &norm_weight}) {
+      if (p->defined()) ins.push_back(*p);
+    }
+    std::vector<Tensor> outs{out};
+    if (normed) outs.push_back(rstd);
     detail::emit_op(op, ins, outs, mm + elementwise, mm, false);
   }
   return out;

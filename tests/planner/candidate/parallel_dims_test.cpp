@@ -120,6 +120,13 @@ TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
   EXPECT_EQ(dim(kTpDim).refuses(granite, s, 2),
             "--tp 2 does not divide the model's 1 linear-attention key heads (Mamba-2: groups), "
             "expected a divisor of 1");
+  // Falcon-H1's Mamba-2 mixer beside every layer's attention splits the same way: the 7B's one
+  // group keeps it at tp 1.
+  const tensor::ModelConfig falcon = tensor::find_model_config("falcon-h1-7b");
+  EXPECT_EQ(dim(kTpDim).refuses(falcon, s, 1), "");
+  EXPECT_EQ(dim(kTpDim).refuses(falcon, s, 2),
+            "--tp 2 does not divide the model's 1 linear-attention key heads (Mamba-2: groups), "
+            "expected a divisor of 1");
   const tensor::ModelConfig nano = tensor::find_model_config("nemotron-3-nano-30b-a3b");
   EXPECT_EQ(dim(kTpDim).refuses(nano, s, 8), "");
   EXPECT_THAT(dim(kTpDim).refuses(nano, s, 16), HasSubstr("8 linear-attention key heads"));

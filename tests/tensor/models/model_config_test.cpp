@@ -134,7 +134,7 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
       AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
             HasSubstr(
                 "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
-                "exaone_moe, "
+                "exaone_moe, falcon_h1, "
                 "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, "
                 "glm4_moe_lite, glm_moe_dsa, gpt2")));
   j.erase("model_type");
@@ -570,7 +570,7 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
       {"missing", missing, "hidden_size", "missing"},
       {"type", type, "model_type",
        "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
-       "exaone_moe, flex_olmo, "
+       "exaone_moe, falcon_h1, flex_olmo, "
        "gemma, gemma2, gemma3_text, gemma4_text, "
        "glm, glm4, "
        "glm4_moe, glm4_moe_lite, "

@@ -70,6 +70,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "ernie4_5_moe",
                                          "exaone4",
                                          "exaone_moe",
+                                         "falcon_h1",
                                          "flex_olmo",
                                          "gemma",
                                          "gemma2",
@@ -142,15 +143,16 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       model_types_list(),
       "afmoe, apertus, arcee, axk1, axk2, bamba, cohere, cohere2, cohere2_moe, "
       "cohere_compass_text, cwm, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, dots1, "
-      "ernie4_5, ernie4_5_moe, exaone4, exaone_moe, flex_olmo, gemma, gemma2, gemma3_text, "
-      "gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, gpt_neox, gpt_oss, "
-      "granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, "
-      "helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, lfm2, "
-      "lfm2_moe, llama, llama4_text, mimo_v2_flash, minicpm3, minimax_m2, ministral, "
-      "ministral3, mistral, mistral4, mixtral, nanochat, nemotron, nemotron_h, olmo, olmo2, "
-      "olmo3, olmoe, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, "
-      "qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, vaultgemma, youtu");
+      "ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon_h1, flex_olmo, gemma, gemma2, "
+      "gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, "
+      "gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
+      "granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, "
+      "kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, minicpm3, minimax_m2, "
+      "ministral, ministral3, mistral, mistral4, mixtral, nanochat, nemotron, nemotron_h, "
+      "olmo, olmo2, olmo3, olmoe, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, "
+      "qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
+      "qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, "
+      "vaultgemma, youtu");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -246,6 +248,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"flex_olmo", {"model.layers", "FlexOlmoForCausalLM"}},
       {"starcoder2", {"model.layers", "Starcoder2ForCausalLM"}},
       {"cohere2_moe", {"model.layers", "Cohere2MoeForCausalLM"}},
+      {"falcon_h1", {"model.layers", "FalconH1ForCausalLM"}},
       {"axk2", {"model.layers", "AXK2ForCausalLM"}},
       {"deepseek_v4", {"model.layers", "DeepseekV4ForCausalLM"}},
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
@@ -360,7 +363,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"axk1", "a.x-k1"},
       {"cohere_compass_text", "north-micro-vision"},
       {"deepseek_v4", "deepseek-v4-flash"},
-      {"axk2", "axk2-class-defaults"}};
+      {"axk2", "axk2-class-defaults"},
+      {"falcon_h1", "falcon-h1-7b"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -470,7 +474,8 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "axk1",
                                            "cohere_compass_text",
                                            "deepseek_v4",
-                                           "axk2"}));
+                                           "axk2",
+                                           "falcon_h1"}));
   EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
@@ -542,7 +547,7 @@ TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
       "cohere_compass_text, "
       "cwm, deepseek_v2, deepseek_v3, "
       "deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, "
-      "exaone4, exaone_moe, flex_olmo, "
+      "exaone4, exaone_moe, falcon_h1, flex_olmo, "
       "gemma, gemma2, "
       "gemma3_text, gemma4_text, glm, glm4, glm4_moe, "
       "glm4_moe_lite, glm_moe_dsa, gpt2";
