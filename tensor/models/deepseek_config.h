@@ -65,6 +65,7 @@ inline constexpr TensorParallelRule kLatentMoeTpPlan[] = {
     {"model.embed_tokens", "rowwise"},
     {"model.layers.*.self_attn.q_proj", "colwise"},
     {"model.layers.*.self_attn.q_b_proj", "colwise"},
+    {"model.layers.*.self_attn.q_gate_proj", "colwise"},  // A.X K2's [query | gate] per head
     {"model.layers.*.self_attn.kv_b_proj", "colwise"},
     {"model.layers.*.self_attn.o_proj", "rowwise"},
     {"model.layers.*.mlp.gate_proj", "colwise"},

@@ -88,23 +88,6 @@ constexpr FieldRename kAxk2Renames[] = {{"norm_eps", "rms_norm_eps"},
                                         {"dense_layers", "mlp_layer_types"},
                                         {"shared_expert_intermediate_size", "n_shared_experts"}};
 
-// kLatentMoeTpPlan with q_gate_proj in q_b_proj's place: column-parallel by heads (each head's
-// [query | gate] block is contiguous, so a split on head boundaries keeps a head's query with its
-// gate). The gated norms' fc1/fc2 are replicated, as norms are.
-constexpr TensorParallelRule kAxk2TpPlan[] = {
-    {"model.embed_tokens", "rowwise"},
-    {"model.layers.*.self_attn.q_gate_proj", "colwise"},
-    {"model.layers.*.self_attn.kv_b_proj", "colwise"},
-    {"model.layers.*.self_attn.o_proj", "rowwise"},
-    {"model.layers.*.mlp.gate_proj", "colwise"},
-    {"model.layers.*.mlp.up_proj", "colwise"},
-    {"model.layers.*.mlp.down_proj", "rowwise"},
-    {"model.layers.*.mlp.experts", "experts"},
-    {"model.layers.*.mlp.shared_experts.gate_proj", "colwise"},
-    {"model.layers.*.mlp.shared_experts.up_proj", "colwise"},
-    {"model.layers.*.mlp.shared_experts.down_proj", "rowwise"},
-    {"lm_head", "colwise"}};
-
 }  // namespace
 
 // AXK2PreTrainedModel._init_weights: PreTrainedModel's (Linear and Embedding normal, biases zero,
@@ -121,7 +104,9 @@ const ModelFamily kAxk2Family{
     .moe = true,
     .experts_class = "AXK2Experts",
     .router_score_bias = ModelFamily::RouterBias::kOnRouter,
-    .tp_plan = kAxk2TpPlan,
+    // kLatentMoeTpPlan: q_gate_proj column-parallel by heads (each head's [query | gate] block is
+    // contiguous, so a head's query stays with its gate); the gated norms' fc1/fc2 replicated.
+    .tp_plan = models::kLatentMoeTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };
 
