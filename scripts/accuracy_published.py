@@ -77,7 +77,7 @@ def main():
             t = b["step_time_s"]
             print(f"  {name:20} {label:13} published {published:6.2f} s, predicted {t:6.2f} s "
                   f"({100 * (published / t - 1):+5.1f} % throughput)")
-    print("Llama 3 405B on H100 (TFLOP/s per GPU; shardplan counts attention as 12 L h s per token,")
+    print("Llama 3 405B on H100 (TFLOP/s per GPU; shardplan counts attention as 12 L H Q s per token,")
     print("the full square, which may differ from the paper's count at long sequences)")
     for gpus, tp, cp, pp, dp, seq, batch, published in LLAMA3:
         b = best(binary, ["--model", "llama3.1-405b", "--gpus", str(gpus), "--global-batch", str(batch),

@@ -1,6 +1,7 @@
 #include "planner/cost/training_metrics.h"
 
 #include "base/error.h"
+#include "tensor/models/layer_kinds.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
 
@@ -25,8 +26,29 @@ double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
                              static_cast<double>(c.per_layer_input_layers) *
                              static_cast<double>(c.per_layer_input_size);
   const double n = static_cast<double>(active_parameter_count(c)) - lookup_only;
-  return 6 * n + 12.0 * static_cast<double>(c.num_hidden_layers) *
-                     static_cast<double>(c.hidden_size) * static_cast<double>(seq);
+  return 6 * n + attention_flops_per_token(c, seq);
+}
+
+double attention_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
+  SP_CHECK(seq >= 1, "sequence of ", seq, " tokens, expected at least one");
+  double per_position = 0;  // sum over layers of heads x (q/k width + value width)
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const tensor::LayerKind k = tensor::layer_kind(c, layer);
+    // Linear attention and Mamba mixers keep a state instead of scores: no product over keys.
+    if (k.attention == tensor::AttentionType::kLinear ||
+        k.attention == tensor::AttentionType::kNone) {
+      continue;
+    }
+    // Latent attention's heads score over nope + rope channels and return v_head_dim ones.
+    const bool latent = c.kv_lora_rank > 0;
+    const double qk = latent ? static_cast<double>(c.qk_nope_head_dim + c.qk_rope_head_dim)
+                             : static_cast<double>(tensor::head_dim_of(c, k));
+    const double v = latent ? static_cast<double>(c.v_head_dim)
+                            : static_cast<double>(tensor::value_head_dim(c, k));
+    per_position += static_cast<double>(c.num_attention_heads) * (qk + v);
+  }
+  // Q K^T and scores x V: 2 FLOPs per multiply-add, forward and twice that in backward.
+  return 6.0 * per_position * static_cast<double>(seq);
 }
 
 double mfu(double model_flops_per_token, int64_t tokens_per_step, int64_t gpus,

@@ -186,7 +186,7 @@ struct Planner::Impl {
   PlannerOptions options;
   StepContext ctx;
   double flops_per_token = 0;
-  double attention_flops_per_token = 0;  // its 12 L h s
+  double attention_flops_per_token = 0;  // its 12 L H Q s
   bool has_tp_plan = false;
   int64_t per_node = 1;
   tensor::DType dtype = tensor::DType::kBFloat16;
@@ -459,7 +459,7 @@ struct Planner::Impl {
     // the plan computes at (docs/cost-model.md §2.4).
     p.mfu = mfu(flops_per_token, setup.global_batch * setup.seq, setup.gpus, ctx.compute.peak_flops,
                 r.step_time_s);
-    // The count most frameworks' MFU uses: causal attention's half of 12 L h s (§2.4).
+    // The count most frameworks' MFU uses: causal attention's half of 12 L H Q s (§2.4).
     p.mfu_causal = p.mfu * (flops_per_token - 0.5 * attention_flops_per_token) / flops_per_token;
     return p;
   }
@@ -817,9 +817,7 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   I.stack = tensor::layer_stack(I.model);
   ctx.stack = StackLayout::of(I.stack, I.model.mtp_layers);
   I.flops_per_token = model_flops_per_token(I.model, setup.seq);
-  I.attention_flops_per_token = 12.0 * static_cast<double>(I.model.num_hidden_layers) *
-                                static_cast<double>(I.model.hidden_size) *
-                                static_cast<double>(setup.seq);
+  I.attention_flops_per_token = attention_flops_per_token(I.model, setup.seq);
 }
 
 Planner::~Planner() = default;

@@ -71,8 +71,8 @@ struct PlanResult {
   double step_time_s = 0;
   int64_t memory_bytes = 0;
   bool fits = false;  // memory_bytes within the accelerator's memory (the step model's verdict)
-  double mfu = 0;     // model FLOPs with attention as the full square (6 N + 12 L h s)
-  double mfu_causal = 0;  // with causal attention as the half it computes (6 N + 6 L h s)
+  double mfu = 0;     // model FLOPs with attention as the full square (6 N + 12 L H Q s)
+  double mfu_causal = 0;  // with causal attention as the half it computes (6 N + 6 L H Q s)
   double tokens_per_s = 0;
 };
 

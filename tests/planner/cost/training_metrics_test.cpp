@@ -34,11 +34,34 @@ TEST(TrainingMetrics, MixtureOfExpertsCountsTheExpertsATokenUses) {
 
 TEST(TrainingMetrics, PerLayerEmbeddingTableIsALookupNotWork) {
   // Gemma 4 E2B: 4,628,569,344 parameters, of which the per-layer table is 262,144 rows x 35
-  // layers x 256 = 2,348,810,240, read one row per token; 12 L h s = 12 x 35 x 1536 x 4096.
+  // layers x 256 = 2,348,810,240, read one row per token. Attention: 28 sliding layers of 8 heads
+  // of 256 and 7 full layers of 8 heads of 512 (global_head_dim), not 35 x hidden 1536.
   const tensor::ModelConfig e2b = tensor::find_model_config("gemma-4-e2b");
   EXPECT_EQ(parameter_count(e2b), 4'628'569'344);
+  const double attention = 6.0 * (28 * 8 * (256 + 256) + 7 * 8 * (512 + 512)) * 4096;
+  EXPECT_DOUBLE_EQ(attention_flops_per_token(e2b, 4096), attention);
   EXPECT_DOUBLE_EQ(model_flops_per_token(e2b, 4096),
-                   6.0 * (4'628'569'344.0 - 2'348'810'240.0) + 12.0 * 35 * 1536 * 4096);
+                   6.0 * (4'628'569'344.0 - 2'348'810'240.0) + attention);
+}
+
+// PaLM's 12 L H Q s (Chowdhery et al. 2022, Appendix B) counts the heads' width, which is the
+// hidden size for GPT-2 (12 x 64 = 768) but not for Qwen3-0.6B (16 heads of 128 = 2,048 against
+// hidden 1,024), and only the layers that score keys.
+TEST(TrainingMetrics, AttentionCountsTheHeadsWidthOfLayersThatScoreKeys) {
+  const tensor::ModelConfig gpt2 = tensor::find_model_config("gpt2");
+  EXPECT_DOUBLE_EQ(attention_flops_per_token(gpt2, 1024), 12.0 * 12 * 768 * 1024);
+  const tensor::ModelConfig qwen3 = tensor::find_model_config("qwen3-0.6b");
+  ASSERT_EQ(qwen3.num_attention_heads * qwen3.head_dim, 2048);
+  EXPECT_DOUBLE_EQ(attention_flops_per_token(qwen3, 4096), 12.0 * 28 * 16 * 128 * 4096);
+  // Qwen3-Next-80B-A3B: 48 layers, Gated DeltaNet on three of four (no scores), full attention
+  // of 16 heads of 256 on the other 12.
+  const tensor::ModelConfig next = tensor::find_model_config("qwen3-next-80b-a3b");
+  EXPECT_DOUBLE_EQ(attention_flops_per_token(next, 4096), 12.0 * 12 * 16 * 256 * 4096);
+  // DeepSeek-V3's latent attention: 61 layers of 128 heads scoring over 128 + 64 channels and
+  // returning 128 (Liu et al. 2024, DeepSeek-V3 report, §4.2 hyper-parameters).
+  const tensor::ModelConfig v3 = tensor::find_model_config("deepseek-v3");
+  EXPECT_DOUBLE_EQ(attention_flops_per_token(v3, 4096), 6.0 * 61 * 128 * (192 + 128) * 4096);
+  EXPECT_THROW(attention_flops_per_token(gpt2, 0), Error);
 }
 
 TEST(TrainingMetrics, MfuIsModelFlopsOverPeakTime) {

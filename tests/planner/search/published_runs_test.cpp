@@ -186,7 +186,7 @@ TEST(PublishedRuns, KorthikantiTable4LayerTimes) {
 // Llama 3 405B pre-training on H100 (Llama Team 2024, arXiv 2407.21783, Table 4): tp 8, pp 16,
 // sequence 8192, 2048 sequences per step, BF16 MFU 43 % on 8,192 GPUs (dp 64) and 41 % on 16,384
 // (dp 128). Each row's tp, pp and dp pinned on the dgx-h100 file, the rest searched; the planner's
-// MFU (6 N + 12 L h s per token, docs/cost-model.md §2.4) within 10 % of the published.
+// MFU (6 N + 12 L H Q s per token, docs/cost-model.md §2.4) within 10 % of the published.
 TEST(PublishedRuns, Llama3On8kAnd16kH100sWithinTenPercent) {
   const collectives::Cluster h100 =
       collectives::load_cluster(collectives::resolve_cluster("dgx-h100"));
