@@ -50,23 +50,40 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   // position interpolation). Positions carry no parameters, so the planned model is the config's
   // with max_position_embeddings raised to --seq; its attention and activations are priced at
   // that length. Allowed when the config already scales RoPE or --rope-scaling says so, with a
-  // note; refused otherwise, naming the flag.
+  // note; refused otherwise, naming the flag. A learned position table (GPT-2, OPT, StarCoder)
+  // has no row past its last: refused, whatever the flags. ALiBi (BLOOM, MPT; no rotary and no
+  // table) biases scores by distance with no limit (Press et al. 2022 train short and test
+  // long): planned at --seq with a note, nothing scaled.
   if (seq > cfg.max_position_embeddings && cfg.max_position_embeddings > 0) {
-    SP_CHECK(cfg.rope_scaling || rope_scaling, "--seq ", seq, " is longer than ", model, "'s ",
-             cfg.max_position_embeddings, " positions (max_position_embeddings), expected at most ",
+    const tensor::ModelFamily& family = tensor::family_of(cfg);
+    SP_CHECK(!family.learned_positions, "--seq ", seq, " is longer than ", model, "'s ",
              cfg.max_position_embeddings,
-             ", or --rope-scaling to train that context by scaling "
-             "its rotary embedding");
-    const double factor =
-        static_cast<double>(seq) / static_cast<double>(cfg.max_position_embeddings);
-    print_error_line("note: --seq " + std::to_string(seq) + " is beyond " + model + "'s " +
-                     std::to_string(cfg.max_position_embeddings) +
-                     " positions: planned with its rotary embedding scaled by " +
-                     std::to_string(factor).substr(0, 5) +
-                     "x (no new parameters; attention and activations at " + std::to_string(seq) +
-                     " tokens)");
-    if (!cfg.rope_scaling) cfg.rope_scaling = tensor::RopeScaling{"linear", factor, {}, {}, {}};
-    cfg.max_position_embeddings = seq;
+             " learned positions (a table of max_position_embeddings rows), expected at most ",
+             cfg.max_position_embeddings);
+    if (!family.rotary) {
+      print_error_line("note: --seq " + std::to_string(seq) + " is beyond the " +
+                       std::to_string(cfg.max_position_embeddings) + " positions " + model +
+                       " was configured for: it has no position table or rotation (ALiBi or no "
+                       "positional encoding), planned at " +
+                       std::to_string(seq) + " tokens");
+      cfg.max_position_embeddings = seq;
+    } else {
+      SP_CHECK(cfg.rope_scaling || rope_scaling, "--seq ", seq, " is longer than ", model, "'s ",
+               cfg.max_position_embeddings,
+               " positions (max_position_embeddings), expected at most ",
+               cfg.max_position_embeddings,
+               ", or --rope-scaling to train that context by scaling its rotary embedding");
+      const double factor =
+          static_cast<double>(seq) / static_cast<double>(cfg.max_position_embeddings);
+      print_error_line("note: --seq " + std::to_string(seq) + " is beyond " + model + "'s " +
+                       std::to_string(cfg.max_position_embeddings) +
+                       " positions: planned with its rotary embedding scaled by " +
+                       std::to_string(factor).substr(0, 5) +
+                       "x (no new parameters; attention and activations at " +
+                       std::to_string(seq) + " tokens)");
+      if (!cfg.rope_scaling) cfg.rope_scaling = tensor::RopeScaling{"linear", factor, {}, {}, {}};
+      cfg.max_position_embeddings = seq;
+    }
   }
   collectives::Cluster cluster =
       collectives::load_cluster(collectives::resolve_cluster(where.cluster));

@@ -80,6 +80,9 @@ json_get(seq "${OUT}" setup seq)
 if(NOT seq EQUAL 131072)
   message(FATAL_ERROR "--seq 128k --rope-scaling planned seq ${seq}")
 endif()
+# A learned position table has no row past its last: refused even with --rope-scaling.
+run(2 plan --model gpt2 --cluster dgx-h100 --gpus 8 --seq 2048 --global-batch 8 --rope-scaling)
+expect_match("--seq 2048 on gpt2" "1024 learned positions .*expected at most 1024" "${ERR}")
 
 # --explain --against fsdp: the best plan against the best FSDP plan, never faster than it.
 run(0 plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq 8k --global-batch 512 --explain
