@@ -68,9 +68,17 @@ void check_module_type(ParallelStyle style, const tensor::Module& m, const std::
              " applies to Linear, Conv1D and Embedding modules, but '", fqn, "' is a ",
              m.type_name());
   } else if (style == ParallelStyle::kExperts) {
-    SP_CHECK(dynamic_cast<const tensor::GroupedExperts*>(&m) != nullptr,
+    const auto* e = dynamic_cast<const tensor::GroupedExperts*>(&m);
+    SP_CHECK(e != nullptr,
              "experts applies to grouped experts modules (gate_up_proj, down_proj), but '", fqn,
              "' is a ", m.type_name());
+    // DBRX's [E x F, H] rows: the experts and their features share dim 0, so a feature split's
+    // _StridedShard factor would depend on the expert-parallel dims beside it. Not made: such
+    // experts split whole (expert parallelism) only.
+    SP_CHECK(e->layout() != tensor::GroupedExperts::Layout::kStackedRows, "experts: '", fqn, "' (",
+             m.type_name(),
+             ") stacks its experts' rows in 2-D tensors [E x F, H], which the experts style does "
+             "not split; expected whole experts (expert parallelism) for it");
   } else if (style == ParallelStyle::kSequence) {
     SP_CHECK(is_norm_or_dropout(m), "sequence applies to LayerNorm, RMSNorm and Dropout modules, ",
              "but '", fqn, "' is a ", m.type_name());

@@ -42,7 +42,8 @@ namespace shardplan::mesh {
 //              expert's gate_up_proj _StridedShard(feature dim, 2) (gate and up halves each
 //              split, as a fused colwise projection) and its bias likewise, down_proj Shard(its
 //              input-feature dim), down_proj_bias Replicate. Activations as a whole MLP: input R,
-//              output Partial(sum) reduced to R.
+//              output Partial(sum) reduced to R. Refused on stacked rows (DBRX's w1, v1, w2
+//              [E x F, H]), which split by whole experts only.
 // Activation layouts (docs/semantics.md §5.6; one Placement on the TP mesh dim, Shard dims may be
 // negative):
 //  style           input (default)  desired input     computed output    output (default)

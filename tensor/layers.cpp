@@ -116,6 +116,15 @@ GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t h
   check_nonnegative(hidden, "GroupedExperts", "hidden");
   check_nonnegative(ffn, "GroupedExperts", "ffn");
   const TensorOptions o = param_options(opts);
+  if (layout == Layout::kStackedRows) {
+    // DBRX: three 2-D tensors of every expert's rows in turn, named as DbrxExpertGLU names them.
+    SP_CHECK(gated && !bias && !interleaved, "GroupedExperts ", this->type_name(),
+             ": stacked rows are gated, without biases or interleaving");
+    for (const char* name : {"w1", "v1", "w2"}) {
+      register_parameter(name, empty({experts * ffn, hidden}, o));
+    }
+    return;
+  }
   const bool out_in = layout == Layout::kOutIn;
   const int64_t first = gated ? 2 * ffn : ffn;  // [gate; up] or up alone
   const char* name = gated ? "gate_up_proj" : "up_proj";
@@ -130,6 +139,16 @@ GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t h
 Tensor GroupedExperts::forward(const Tensor& x) {
   SP_CHECK(x.dim() == 3 && x.size(0) == experts_ && x.size(2) == hidden_, "GroupedExperts: input ",
            x.sizes(), ", expected [", experts_, ", tokens, ", hidden_, "]");
+  if (layout_ == Layout::kStackedRows) {
+    // Each tensor viewed [E, F, H]: gate x w1_e^T and up x v1_e^T, then act(gate) * up times w2_e
+    // (DbrxExpertGLU.forward's order; w2 holds [F, H] per expert, read as it is).
+    auto per_expert = [&](const char* name) {
+      return view(parameter(name), {experts_, ffn_, hidden_});
+    };
+    const Tensor gate = bmm(x, transpose(per_expert("w1"), 1, 2));  // [E, n, F]
+    const Tensor up = bmm(x, transpose(per_expert("v1"), 1, 2));
+    return bmm(mul(act_(gate), up), per_expert("w2"));  // [E, n, H]
+  }
   const bool out_in = layout_ == Layout::kOutIn;
   const Tensor w1 = parameter(gated_ ? "gate_up_proj" : "up_proj");
   Tensor h = bmm(x, out_in ? transpose(w1, 1, 2) : w1);  // [E, n, 2F] ([E, n, F] ungated)

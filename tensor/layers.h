@@ -89,17 +89,21 @@ class GELU : public Module {
 // expert's gate and up projections side by side, down_proj its output projection.
 //   kOutIn (Mixtral, Qwen-MoE, DeepSeek):  gate_up_proj [E, 2F, H], down_proj [E, H, F]
 //   kInOut (GPT-OSS, Llama 4):             gate_up_proj [E, H, 2F], down_proj [E, F, H]
+//   kStackedRows (DBRX's DbrxExpertGLU):   w1 (gate), v1 (up), w2 (down) [E x F, H] each, expert
+//                                          e's rows [e F, (e + 1) F); w2 is read untransposed
 // with optional biases gate_up_proj_bias [E, 2F] and down_proj_bias [E, H] (GPT-OSS), gate and up
 // as two halves of the 2F features or alternating (GPT-OSS). Not gated (Nemotron-H): up_proj
 // [E, F, H] in place of gate_up_proj, down(act(up(x))).
 // forward takes the tokens already dispatched, [E, n, H] (n tokens for every expert), and returns
 // [E, n, H]: down(act(gate(x)) * up(x)) per expert, each projection one batched GEMM (the grouped
-// GEMM of Megatron-Core and torchtitan). Expert parallelism splits dim 0; expert tensor
-// parallelism splits F (mesh/parallel_style.h, style "experts"). Init: none of its own (the
-// families' _init_weights fill these parameters).
+// GEMM of Megatron-Core and torchtitan). Expert parallelism splits dim 0 (kStackedRows: whole
+// experts' rows); expert tensor parallelism splits F (mesh/parallel_style.h, style "experts"; not
+// kStackedRows, whose F shares dim 0 with the experts). kStackedRows has neither biases nor
+// interleaving and is always gated: its gate and up are two GEMMs, as DBRX runs them. Init: none
+// of its own (the families' _init_weights fill these parameters).
 class GroupedExperts : public Module {
  public:
-  enum class Layout : uint8_t { kOutIn, kInOut };
+  enum class Layout : uint8_t { kOutIn, kInOut, kStackedRows };
   GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn, Layout layout,
                  bool bias, std::function<Tensor(const Tensor&)> act,
                  const TensorOptions& opts = {}, bool interleaved = false, bool gated = true);
@@ -107,9 +111,14 @@ class GroupedExperts : public Module {
   int64_t experts() const { return experts_; }
   int64_t ffn() const { return ffn_; }
   Layout layout() const { return layout_; }
-  // Tensor dims of the projections' feature axes: where tensor parallelism splits F.
-  int64_t gate_up_out_dim() const { return layout_ == Layout::kOutIn ? 1 : 2; }
-  int64_t down_in_dim() const { return layout_ == Layout::kOutIn ? 2 : 1; }
+  // Tensor dims of the projections' feature axes: where tensor parallelism splits F (kStackedRows:
+  // dim 0, which the experts share).
+  int64_t gate_up_out_dim() const {
+    return layout_ == Layout::kStackedRows ? 0 : layout_ == Layout::kOutIn ? 1 : 2;
+  }
+  int64_t down_in_dim() const {
+    return layout_ == Layout::kStackedRows ? 0 : layout_ == Layout::kOutIn ? 2 : 1;
+  }
   // Gate and up in alternating features (GPT-OSS) rather than in two halves: a contiguous split
   // of the features then keeps each rank's gates beside their ups.
   bool interleaved() const { return interleaved_; }

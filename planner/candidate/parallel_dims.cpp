@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "tensor/models/family.h"
 
 namespace shardplan::planner {
 namespace {
@@ -16,6 +17,18 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
   if (heads % tp != 0) {
     return "--tp " + t + " does not divide the model's " + std::to_string(heads) +
            " attention heads, expected a divisor of " + std::to_string(heads);
+  }
+  // A fused qkv projection laid out by key-value group (GPT-2's and GPT-NeoX's per head,
+  // Falcon-40B's per group of queries with their k and v) is split by a plain column split of
+  // its rows, which gives each rank whole groups only when tp divides them: no placement of the
+  // one weight hands a group's k and v to several ranks. A single key-value head (multi-query:
+  // StarCoder's [q; k; v], Falcon-7B's) is the exception the TP plan prices approximately, as
+  // Megatron-LM runs it with k and v replicated (docs/models.md, gpt_bigcode's leave-outs).
+  const tensor::ModelFamily* family = tensor::find_family(m.model_type);
+  if (family != nullptr && family->fused_qkv && kv > 1 && kv % tp != 0) {
+    return "--tp " + t + " does not divide the model's " + std::to_string(kv) +
+           " key/value heads, expected a divisor of " + std::to_string(kv) +
+           " (its fused qkv projection splits by whole key-value groups)";
   }
   const std::pair<int64_t, const char*> kv_counts[] = {
       {kv, ""},

@@ -96,6 +96,13 @@ extern const ModelFamily kStarcoder2Family;
 extern const ModelFamily kSmolLM3Family;
 extern const ModelFamily kVaultGemmaFamily;
 extern const ModelFamily kYoutuFamily;
+extern const ModelFamily kGptBigCodeFamily;
+extern const ModelFamily kGptjFamily;
+extern const ModelFamily kMptFamily;
+extern const ModelFamily kBloomFamily;
+extern const ModelFamily kFalconFamily;
+extern const ModelFamily kOptFamily;
+extern const ModelFamily kDbrxFamily;
 
 namespace {
 
@@ -187,6 +194,13 @@ const ModelFamily* const kRegistered[] = {
     &kAXK1Family,
     &kAxk2Family,
     &kCohereCompassTextFamily,
+    &kGptBigCodeFamily,
+    &kGptjFamily,
+    &kMptFamily,
+    &kBloomFamily,
+    &kFalconFamily,
+    &kOptFamily,
+    &kDbrxFamily,
 };
 
 }  // namespace

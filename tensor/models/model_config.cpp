@@ -254,6 +254,10 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   for (const auto& [name, p] : drops) {
     if (!(p >= 0 && p < 1)) fail(name, "a dropout probability must be in [0, 1), got ", p);
   }
+  if (c.word_embed_proj_dim < 0) {
+    fail("word_embed_proj_dim", "must be a positive integer (0: hidden_size), got ",
+         c.word_embed_proj_dim);
+  }
   if (family.moe || c.num_local_experts != 0) {
     if (c.num_local_experts <= 0)
       fail("num_local_experts", "must be positive, got ", c.num_local_experts);
@@ -454,6 +458,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
         {"o_lora_rank", c.o_lora_rank},
         {"hc_mult", c.hc_mult}}},
       {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
+      // OPT's embeddings at word_embed_proj_dim: the table, the output layer, project_in and out.
+      {2.0 * static_cast<double>(c.word_embed_proj_dim) * (static_cast<double>(c.vocab_size) + h),
+       {{"word_embed_proj_dim", c.word_embed_proj_dim}, {"vocab_size", c.vocab_size}}},
       {2.0 * h * static_cast<double>(c.max_position_embeddings),
        {{"max_position_embeddings", c.max_position_embeddings}}}};
   double total = 0;

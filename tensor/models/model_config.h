@@ -244,9 +244,28 @@ struct ModelConfig {
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;
   bool use_parallel_residual = false;     // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+  // BLOOM's (Megatron-LM's) apply_residual_connection_post_layernorm: each half adds its output
+  // to its normed input, n + attn(n) with n = ln1(x), rather than to its input x.
+  bool apply_residual_connection_post_layernorm = false;
+  // Falcon's new_decoder_architecture (Falcon-40B, -180B, Falcon2-11B): the fused query_key_value
+  // laid out per key-value group, whose k and v the model code copies out to every query head
+  // before attention, and a parallel layer normed by num_ln_in_parallel_attn LayerNorms (2:
+  // ln_attn and ln_mlp; 1: one input_layernorm for both; 0: not a parallel layer). Other
+  // families leave both unset.
+  bool new_decoder_architecture = false;
+  int64_t num_ln_in_parallel_attn = 0;
   // HyperCLOVA X's use_post_norm (Peri-LN): each half's output normed again before it joins the
   // residual stream.
   bool use_post_norm = false;
+  // OPT's do_layer_norm_before false (OPT-350m): each half's LayerNorm applied after its residual
+  // add (the original Transformer's post-norm, Vaswani et al. 2017), and no final norm.
+  bool norm_after_residual = false;
+  // OPT's layer_norm_elementwise_affine false: its LayerNorms have neither weight nor bias.
+  bool norm_elementwise_affine = true;
+  // OPT's word_embed_proj_dim (OPT-350m: 512 beside a hidden size of 1,024): the token embeddings
+  // and the output layer at this width, projected to hidden_size before the layers (project_in)
+  // and back after them (project_out). 0: hidden_size, no projections.
+  int64_t word_embed_proj_dim = 0;
   // OLMo's clip_qkv: q, k and v clamped to [-clip_qkv, clip_qkv] right after their projections;
   // unset: none.
   std::optional<double> clip_qkv;

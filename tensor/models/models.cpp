@@ -23,6 +23,7 @@ std::string_view kind_of_type(std::string_view type) {
   if (ends_with(type, "SparseMoeBlock")) return "router";  // its direct parameters: the gate
   if (type == "HYV3MoE") return "router";                  // HY 3's block (MoeStyle::block_class)
   if (type == "Gemma4TextRouter") return "router";         // Gemma 4's, a child of the layer
+  if (type == "DbrxRouter") return "router";               // DBRX's, holding the Linear `layer`
   if (ends_with(type, "Attention")) return "attention";
   if (ends_with(type, "GatedDeltaNet")) return "attention";  // linear attention's token mixer
   if (ends_with(type, "ShortConv")) return "attention";      // LFM2's token mixer
@@ -33,6 +34,7 @@ std::string_view kind_of_type(std::string_view type) {
   if (ends_with(type, "TopkRouter")) return "router";
   if (ends_with(type, "TopKRouter") || ends_with(type, "HashRouter")) return "router";  // V4
   if (ends_with(type, "MLP")) return "mlp";
+  if (type == "OPTDecoderLayer") return "mlp";  // OPT's fc1 and fc2 sit in the layer itself
   if (type.find("Norm") != std::string_view::npos) return "norm";
   return "";
 }

@@ -127,6 +127,19 @@ TEST(ParallelDims, EachRuleRefusesWithTheFlagAndWhatWasExpected) {
   EXPECT_EQ(dim(kTpDim).refuses(falcon, s, 2),
             "--tp 2 does not divide the model's 1 linear-attention key heads (Mamba-2: groups), "
             "expected a divisor of 1");
+  // A fused qkv laid out by key-value group splits into whole groups only: Falcon-40B's 8 groups
+  // take tp 2, 4 or 8 (not 16, which Llama-3-8B's separate projections take above). A single
+  // key-value head is the multi-query exception (k and v priced as split, Megatron-LM replicates
+  // them): Falcon-7B's 71 heads alone decide, 71 but not 2.
+  const tensor::ModelConfig falcon40 = tensor::find_model_config("falcon-40b");
+  EXPECT_EQ(dim(kTpDim).refuses(falcon40, s, 8), "");
+  EXPECT_EQ(dim(kTpDim).refuses(falcon40, s, 16),
+            "--tp 16 does not divide the model's 8 key/value heads, expected a divisor of 8 (its "
+            "fused qkv projection splits by whole key-value groups)");
+  const tensor::ModelConfig falcon7 = tensor::find_model_config("falcon-7b");
+  EXPECT_EQ(dim(kTpDim).refuses(falcon7, s, 1), "");
+  EXPECT_EQ(dim(kTpDim).refuses(falcon7, s, 71), "");
+  EXPECT_THAT(dim(kTpDim).refuses(falcon7, s, 2), HasSubstr("71 attention heads"));
   const tensor::ModelConfig nano = tensor::find_model_config("nemotron-3-nano-30b-a3b");
   EXPECT_EQ(dim(kTpDim).refuses(nano, s, 8), "");
   EXPECT_THAT(dim(kTpDim).refuses(nano, s, 16), HasSubstr("8 linear-attention key heads"));

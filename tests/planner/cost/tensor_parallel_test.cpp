@@ -77,6 +77,23 @@ TEST(TensorParallel, GptTwoFusedQkvAndConv1D) {
   EXPECT_EQ(rules[1].fused_parts, 3);
 }
 
+// Falcon-40B on 8 ranks (h 8192, 128 heads of 64 in 8 key-value groups, MLP 32768, vocab 65024
+// tied, 60 layers, no biases): query_key_value is laid out per group ([16 queries, k, v] x 8), so
+// its plain row split gives each rank one whole group, 18 of the 144 heads' rows.
+//   word_embeddings (and the tied lm_head, once): 65024 x 8192 / 8 = 66,584,576
+//   per layer: query_key_value 9216 x 8192 / 8 = 9,437,184; dense 8,388,608; dense_h_to_4h and
+//              dense_4h_to_h 33,554,432 each; ln_attn and ln_mlp 32,768 (replicated)
+//   60 x 84,967,424 + ln_f 16,384 + 66,584,576 = 5,164,646,400
+TEST(TensorParallel, FalconFusedQkvSplitsByKeyValueGroup) {
+  const tensor::ModelConfig c = tensor::find_model_config("falcon-40b");
+  EXPECT_EQ(tp_rank_parameters(c, 8), 5'164'646'400);
+  EXPECT_EQ(tp_rank_parameters(c, 8, 5), 5'164'646'400);
+  EXPECT_EQ(tp_rank_parameters(c, 1), 41'303'293'952);
+  const std::vector<mesh::StyleRule> rules = tensor_parallel_rules(tensor::family_of(c));
+  ASSERT_EQ(rules.size(), 6u);
+  EXPECT_EQ(rules[1].fused_parts, 1);  // a plain split: whole groups, not [q; k; v] thirds
+}
+
 TEST(TensorParallel, EveryFamilyHasAPlanAndBadRanksAreErrors) {
   EXPECT_THROW((void)tp_rank_parameters(tensor::find_model_config("gpt2"), 2, 2), Error);
   EXPECT_THROW((void)tp_rank_parameters(tensor::find_model_config("gpt2"), 0), Error);

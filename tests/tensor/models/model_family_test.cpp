@@ -56,11 +56,13 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "axk1",
                                          "axk2",
                                          "bamba",
+                                         "bloom",
                                          "cohere",
                                          "cohere2",
                                          "cohere2_moe",
                                          "cohere_compass_text",
                                          "cwm",
+                                         "dbrx",
                                          "deepseek_v2",
                                          "deepseek_v3",
                                          "deepseek_v32",
@@ -70,6 +72,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "ernie4_5_moe",
                                          "exaone4",
                                          "exaone_moe",
+                                         "falcon",
                                          "falcon_h1",
                                          "flex_olmo",
                                          "gemma",
@@ -82,8 +85,10 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "glm4_moe_lite",
                                          "glm_moe_dsa",
                                          "gpt2",
+                                         "gpt_bigcode",
                                          "gpt_neox",
                                          "gpt_oss",
+                                         "gptj",
                                          "granite",
                                          "granite_swa",
                                          "granitemoe",
@@ -109,6 +114,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "mistral",
                                          "mistral4",
                                          "mixtral",
+                                         "mpt",
                                          "nanochat",
                                          "nemotron",
                                          "nemotron_h",
@@ -116,6 +122,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "olmo2",
                                          "olmo3",
                                          "olmoe",
+                                         "opt",
                                          "phi",
                                          "phi3",
                                          "phimoe",
@@ -141,18 +148,18 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "afmoe, apertus, arcee, axk1, axk2, bamba, cohere, cohere2, cohere2_moe, "
-      "cohere_compass_text, cwm, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, dots1, "
-      "ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon_h1, flex_olmo, gemma, gemma2, "
-      "gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, "
-      "gpt_neox, gpt_oss, granite, granite_swa, granitemoe, granitemoe_swa, granitemoehybrid, "
-      "granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, "
-      "kimi_k2, lfm2, lfm2_moe, llama, llama4_text, mimo_v2_flash, minicpm3, minimax_m2, "
-      "ministral, ministral3, mistral, mistral4, mixtral, nanochat, nemotron, nemotron_h, "
-      "olmo, olmo2, olmo3, olmoe, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, "
-      "qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
-      "qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, "
-      "vaultgemma, youtu");
+      "afmoe, apertus, arcee, axk1, axk2, bamba, bloom, cohere, cohere2, cohere2_moe, "
+      "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
+      "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, flex_olmo, "
+      "gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
+      "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
+      "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, lfm2, lfm2_moe, "
+      "llama, llama4_text, mimo_v2_flash, minicpm3, minimax_m2, ministral, ministral3, "
+      "mistral, mistral4, mixtral, mpt, nanochat, nemotron, nemotron_h, olmo, olmo2, olmo3, "
+      "olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+      "qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, vaultgemma, youtu");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -254,6 +261,13 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"dbrx", {"transformer.blocks", "DbrxForCausalLM"}},
+      {"opt", {"model.decoder.layers", "OPTForCausalLM"}},
+      {"falcon", {"transformer.h", "FalconForCausalLM"}},
+      {"bloom", {"transformer.h", "BloomForCausalLM"}},
+      {"mpt", {"transformer.blocks", "MptForCausalLM"}},
+      {"gptj", {"transformer.h", "GPTJForCausalLM"}},
+      {"gpt_bigcode", {"transformer.h", "GPTBigCodeForCausalLM"}},
       {"youtu", {"model.layers", "YoutuForCausalLM"}},
       {"nanochat", {"model.layers", "NanoChatForCausalLM"}},
       {"hyperclovax", {"model.layers", "HyperCLOVAXForCausalLM"}},
@@ -364,7 +378,14 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", "north-micro-vision"},
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
-      {"falcon_h1", "falcon-h1-7b"}};
+      {"falcon_h1", "falcon-h1-7b"},
+      {"dbrx", "dbrx-base"},
+      {"opt", "opt-66b"},
+      {"falcon", "falcon-40b"},
+      {"bloom", "bloom-176b"},
+      {"mpt", "mpt-30b"},
+      {"gptj", "gpt-j-6b"},
+      {"gpt_bigcode", "starcoder"}};
   for (const ModelFamily* f : model_families()) {
     const std::string type(f->model_type);
     SCOPED_TRACE(type);
@@ -391,7 +412,10 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"deepseek_v2",
+  EXPECT_EQ(rotary, (std::set<std::string>{"dbrx",
+                                           "falcon",
+                                           "gptj",
+                                           "deepseek_v2",
                                            "deepseek_v3",
                                            "deepseek_v32",
                                            "ernie4_5",
@@ -476,9 +500,11 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "deepseek_v4",
                                            "axk2",
                                            "falcon_h1"}));
-  EXPECT_EQ(learned, (std::set<std::string>{"gpt2"}));
-  EXPECT_EQ(fused, (std::set<std::string>{"gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"deepseek_v2",
+  EXPECT_EQ(learned, (std::set<std::string>{"opt", "gpt_bigcode", "gpt2"}));
+  EXPECT_EQ(fused, (std::set<std::string>{"dbrx", "falcon", "bloom", "mpt", "gpt_bigcode", "gpt2",
+                                          "gpt_neox"}));
+  EXPECT_EQ(moe, (std::set<std::string>{"dbrx",
+                                        "deepseek_v2",
                                         "deepseek_v3",
                                         "deepseek_v32",
                                         "ernie4_5_moe",
@@ -543,23 +569,20 @@ TEST(ModelFamily, EveryFamilyRefusesALayerCountBelowOne) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "afmoe, apertus, arcee, axk1, axk2, bamba, cohere, cohere2, cohere2_moe, "
-      "cohere_compass_text, "
-      "cwm, deepseek_v2, deepseek_v3, "
-      "deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, "
-      "exaone4, exaone_moe, falcon_h1, flex_olmo, "
-      "gemma, gemma2, "
-      "gemma3_text, gemma4_text, glm, glm4, glm4_moe, "
-      "glm4_moe_lite, glm_moe_dsa, gpt2";
-  const json j = {{"model_type", "falcon"}, {"vocab_size", 65024}};
-  EXPECT_THAT(error_of([&] { parse_model_config(j, "falcon.json"); }),
-              AllOf(HasSubstr("falcon.json: field 'model_type': 'falcon' is not supported"),
+      "afmoe, apertus, arcee, axk1, axk2, bamba, bloom, cohere, cohere2, cohere2_moe, "
+      "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
+      "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, flex_olmo, "
+      "gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "glm_moe_dsa, gpt2";
+  const json j = {{"model_type", "rwkv"}, {"vocab_size", 65536}};
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "rwkv.json"); }),
+              AllOf(HasSubstr("rwkv.json: field 'model_type': 'rwkv' is not supported"),
                     HasSubstr("expected one of: " + all)));
   ModelConfig c = find_model_config("llama3-8b");
-  c.model_type = "falcon";
+  c.model_type = "rwkv";
   EXPECT_THAT(
       error_of([&] { validate(c, "built"); }),
-      HasSubstr("built: field 'model_type': 'falcon' is not supported; expected one of: " + all));
+      HasSubstr("built: field 'model_type': 'rwkv' is not supported; expected one of: " + all));
   EXPECT_THAT(error_of([&] { build_model(c); }), HasSubstr("expected one of: " + all));
   EXPECT_THAT(error_of([&] { layers_path(c); }), HasSubstr("expected one of: " + all));
   EXPECT_THAT(error_of([&] { to_hf_json(c); }), HasSubstr("expected one of: " + all));

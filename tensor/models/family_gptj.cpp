@@ -1,0 +1,351 @@
+// gptj: EleutherAI's GPT-J as transformers' GPTJConfig (GPT-2's key names: n_embd, n_layer, n_head,
+// n_positions, n_inner 4 n_embd when null, activation_function gelu_new, layer_norm_epsilon; and
+// rotary_dim 64, vocab 50400, untied, every dropout 0) and modeling_gptj.py: one LayerNorm before
+// attention and MLP side by side, x + attn(n) + mlp(n); q, k, v and out_proj without biases, the
+// MLP and lm_head with; the first rotary_dim channels of every head rotated:
+//   transformer.wte.weight [vocab, n_embd]
+//   transformer.h.N.ln_1.{weight,bias} [n_embd]
+//   transformer.h.N.attn.{k_proj,v_proj,q_proj,out_proj}.weight [n_embd, n_embd] (in that order)
+//   transformer.h.N.mlp.fc_in.{weight [n_inner, n_embd], bias}, fc_out.{weight [n_embd, n_inner],
+//   bias [n_embd]}
+//   transformer.ln_f.{weight,bias}, lm_head.{weight [vocab, n_embd], bias [vocab]}
+// and, per attention, the non-persistent float32 buffer embed_positions [n_positions, rotary_dim]
+// (sin and cos of GPT-J's fixed base 10,000, side by side).
+// GPT-J rotates interleaved channel pairs (rotate_every_two: (x0, x1), (x2, x3), ...) where Llama
+// rotates halves (rotate_half: (x0, x_{r/2}), ...). The pairing is a permutation of the rotated
+// channels: the same shapes, the same elementwise ops and FLOPs, so apply_rotary (blocks.h) is
+// traced for it, as for Cohere's and Helium's interleaved RoPE.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/checked.h"
+#include "base/error.h"
+#include "tensor/layers.h"
+#include "tensor/models/blocks.h"
+#include "tensor/models/config_fields.h"
+#include "tensor/models/family.h"
+
+namespace shardplan::tensor {
+namespace models {
+namespace {
+
+// transformers' apply_rotary_pos_emb of GPT-J on x [B, S, heads, head_dim] (q and k before their
+// heads move forward): sin and cos [1, S, rot / 2] each repeated in place, repeat_interleave(2) on
+// [1, S, 1, rot / 2] (a copy, made anew for every call as transformers does), then x * cos +
+// rotate_every_two(x) * sin on the first rot channels and the rest passed through.
+Tensor rotate(const Tensor& x, const Tensor& sin_half, const Tensor& cos_half) {
+  const auto pairs = [](const Tensor& t) {
+    const int64_t s = t.size(1), half = t.size(2);
+    const Tensor each = unsqueeze(unsqueeze(t, 2), -1);  // [1, S, 1, rot / 2, 1]
+    return reshape(expand(each, {1, s, 1, half, 2}), {1, s, 1, 2 * half});
+  };
+  const Tensor sin_t = pairs(sin_half);
+  const Tensor cos_t = pairs(cos_half);
+  return apply_rotary(x, cos_t, sin_t);
+}
+
+class Attention : public Module {
+ public:
+  Attention(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTJAttention"),
+        heads_(c.num_attention_heads),
+        head_dim_(c.head_dim),
+        rot_(rotary_dim(c)),
+        attn_dropout_(training ? c.attention_dropout : 0.0),
+        resid_dropout_(c.resid_dropout),
+        training_(training) {
+    const int64_t h = c.hidden_size;
+    // GPTJAttention.__init__ registers k, v, q, then out_proj: named_parameters' order.
+    register_module("k_proj", std::make_shared<Linear>(h, h, false, o));
+    register_module("v_proj", std::make_shared<Linear>(h, h, false, o));
+    register_module("q_proj", std::make_shared<Linear>(h, h, false, o));
+    register_module("out_proj", std::make_shared<Linear>(h, h, false, o));
+    // create_sinusoidal_positions(n_positions, rotary_dim): float32 whatever the model's dtype.
+    register_buffer(
+        "embed_positions",
+        empty({c.max_position_embeddings, rot_}, {.dtype = DType::kFloat32, .device = o.device}),
+        /*persistent=*/false);
+  }
+  // x [B, S, n_embd], pos the position ids [1, S].
+  Tensor run(const Tensor& x, const Tensor& pos) {
+    CallScope scope(*this);
+    const int64_t b = x.size(0), s = x.size(1);
+    const Tensor q = view(child("q_proj")->call(x), {b, s, heads_, head_dim_});
+    const Tensor k = view(child("k_proj")->call(x), {b, s, heads_, head_dim_});
+    const Tensor v = split_heads(child("v_proj")->call(x), heads_, head_dim_);
+    // Every layer gathers its positions' rows of its own table (torch.gather) and casts them to
+    // the activations' dtype: sin then cos. transformers first copies the table and an int64 index
+    // [S, rot] with repeat (1.5 MB a layer at 2,048 tokens), which is not traced.
+    const Tensor sincos = to(embedding(buffer("embed_positions"), pos), x.dtype());
+    const Tensor sin_half = narrow(sincos, -1, 0, rot_ / 2);
+    const Tensor cos_half = narrow(sincos, -1, rot_ / 2, rot_ / 2);
+    const Tensor k_rot = rotate(k, sin_half, cos_half);  // k first, as transformers
+    const Tensor q_rot = rotate(q, sin_half, cos_half);
+    // transformers' own paths are eager (scores in float32) and FlashAttention-2 (GPT-J has no
+    // SDPA path); the planner prices the fused kernel unless attn_implementation says eager.
+    const Tensor out =
+        scaled_dot_product_attention(permute(q_rot, {0, 2, 1, 3}), permute(k_rot, {0, 2, 1, 3}), v,
+                                     Tensor(), attn_dropout_, /*is_causal=*/true);
+    return maybe_dropout(child("out_proj")->call(merge_heads(out)), resid_dropout_, training_);
+  }
+
+ private:
+  int64_t heads_, head_dim_, rot_;
+  double attn_dropout_, resid_dropout_;
+  bool training_;
+};
+
+class Mlp : public Module {
+ public:
+  Mlp(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTJMLP"), act_(c.hidden_act), dropout_(c.resid_dropout), training_(training) {
+    register_module("fc_in", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, o));
+    register_module("fc_out",
+                    std::make_shared<Linear>(c.intermediate_size, c.hidden_size, true, o));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = activation(act_, child("fc_in")->call(x));
+    return maybe_dropout(child("fc_out")->call(h), dropout_, training_);
+  }
+
+ private:
+  std::string act_;
+  double dropout_;
+  bool training_;
+};
+
+// Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
+class Block : public Module {
+ public:
+  Block() : Module("GPTJBlock") {}
+  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
+    register_module(
+        "ln_1", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
+    attn = register_module("attn", std::make_shared<Attention>(c, o, training));
+    register_module("mlp", std::make_shared<Mlp>(c, o, training));
+  }
+  // attn(n) + mlp(n) + x, n = ln_1(x): both halves read one norm (GPTJBlock.forward).
+  Tensor run(const Tensor& x, const Tensor& pos) {
+    CallScope scope(*this);
+    const Tensor n = child("ln_1")->call(x);
+    const Tensor a = attn->run(n, pos);
+    const Tensor m = child("mlp")->call(n);
+    return add(add(a, m), x);
+  }
+  std::shared_ptr<Attention> attn;
+};
+
+class GptjModel : public Module {
+ public:
+  GptjModel(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTJModel"),
+        max_positions_(c.max_position_embeddings),
+        dropout_(c.embd_dropout),
+        training_(training) {
+    register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
+    auto h = register_module("h", std::make_shared<ModuleList>());
+    std::vector<std::shared_ptr<Block>> blocks;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      blocks.push_back(h->push_back(std::make_shared<Block>()));
+    }
+    register_module(
+        "ln_f", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
+    for (const auto& b : blocks) b->build(c, o, training);
+  }
+  Tensor forward(const Tensor& ids) override {
+    const int64_t seq = ids.size(1);
+    // The sinusoid tables have n_positions rows: transformers' gather fails beyond them.
+    SP_CHECK(seq <= max_positions_, "gptj: sequence length ", seq, " exceeds n_positions ",
+             max_positions_, ", the rows of its sinusoid tables");
+    Tensor h = maybe_dropout(child("wte")->call(ids), dropout_, training_);
+    const Tensor pos = position_ids(seq);
+    for (const auto& [name, block] : child("h")->named_children()) {
+      h = static_cast<Block&>(*block).run(h, pos);
+    }
+    return child("ln_f")->call(h);
+  }
+
+ private:
+  int64_t max_positions_;
+  double dropout_;
+  bool training_;
+};
+
+class GptjForCausalLM : public Module {
+ public:
+  GptjForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
+      : Module("GPTJForCausalLM") {
+    register_module("transformer", std::make_shared<GptjModel>(c, o, training));
+    // nn.Linear(n_embd, vocab_size): a bias, which a tie leaves the output layer's own.
+    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, true, o));
+    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "transformer.wte.weight");
+  }
+  Tensor forward(const Tensor& ids) override {
+    return child("lm_head")->call(child("transformer")->call(ids));
+  }
+};
+
+// rotary_dim as ModelConfig's fraction of head_dim: the smallest double whose product with
+// head_dim truncates back to rotary_dim (rotary_dim(c), blocks.h), since r / d itself can fall a
+// rounding short (2 / 98 x 98 = 1.9999999999999998).
+double rotary_fraction(int64_t r, int64_t d) {
+  double f = static_cast<double>(r) / static_cast<double>(d);
+  while (static_cast<int64_t>(static_cast<double>(d) * f) < r) f = std::nextafter(f, 2.0);
+  return f;
+}
+
+void parse(const ConfigFields& f, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("n_embd");
+  c.num_hidden_layers = f.integer("n_layer");
+  c.num_attention_heads = f.integer("n_head");
+  c.num_key_value_heads = c.num_attention_heads;
+  c.max_position_embeddings = f.integer("n_positions", 2048);
+  // n_inner: null or absent means 4 * n_embd (GPTJBlock). (validate reports n_embd <= 0.)
+  int64_t default_inner = 0;
+  if (!f.has("n_inner") && !mul_into(c.hidden_size, 4, default_inner) && c.hidden_size > 0) {
+    f.fail("n_embd", std::to_string(c.hidden_size) +
+                         " is too large for the default n_inner = 4 * n_embd, expected at most " +
+                         std::to_string(INT64_MAX / 4) + " or an explicit n_inner");
+  }
+  c.intermediate_size = f.integer("n_inner", default_inner);
+  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
+    f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
+                         std::to_string(c.hidden_size) + " (GPTJAttention's head_dim)");
+  }
+  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  if (c.head_dim > 0) {  // else validate refuses n_embd or n_head, naming them
+    // GPTJAttention builds tables rotary_dim wide (n_embd when null) and applies them to each
+    // head's first rotary_dim channels: they must be pairs within a head, or transformers fails in
+    // forward. A null one fits only a single head, which it then rotates whole.
+    if (f.is_null("rotary_dim")) {
+      if (c.num_attention_heads != 1) {
+        f.fail("rotary_dim",
+               "null makes GPTJAttention's tables n_embd = " + std::to_string(c.hidden_size) +
+                   " wide, which heads of " + std::to_string(c.head_dim) +
+                   " cannot take; expected an even width in (0, head_dim] (or n_head 1)");
+      }
+      c.partial_rotary_factor = 1;
+    } else {
+      const int64_t r = f.integer("rotary_dim", 64);
+      if (r <= 0 || r > c.head_dim || r % 2 != 0) {
+        f.fail("rotary_dim", "must be even and in (0, head_dim = " + std::to_string(c.head_dim) +
+                                 "], got " + std::to_string(r));
+      }
+      c.partial_rotary_factor = rotary_fraction(r, c.head_dim);
+    }
+    // Every layer holds its own table of n_positions x rotary_dim floats: their sum stays
+    // countable, as validate keeps the parameters' (1e18).
+    const double values = static_cast<double>(c.num_hidden_layers) *
+                          static_cast<double>(c.max_position_embeddings) *
+                          static_cast<double>(rotary_dim(c));
+    if (!(values < 1e18)) {
+      f.fail("n_positions", std::to_string(c.max_position_embeddings) +
+                                " rows in each layer's sinusoid table make about " +
+                                std::to_string(values) +
+                                " values, beyond what shardplan counts exactly (1e18)");
+    }
+  }
+  c.hidden_act = f.string("activation_function", "gelu_new");
+  c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  c.qkv_bias = c.o_bias = false;  // q_proj, k_proj, v_proj, out_proj: bias=False always
+  c.mlp_bias = true;              // fc_in, fc_out: nn.Linear's default bias
+  c.lm_head_bias = true;          // GPTJForCausalLM's lm_head: nn.Linear(n_embd, vocab_size)
+  // GPTJAttention reads no RoPE settings (its base is 10,000 always). rope_scaling is kept only
+  // so that a plan trained beyond n_positions by --rope-scaling (Note [Long context by RoPE
+  // scaling] in planner/cli/plan_args.cpp) reads back as it was written.
+  if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
+  c.embd_dropout = f.number("embd_pdrop", 0.0);
+  c.attention_dropout = f.number("attn_pdrop", 0.0);
+  c.resid_dropout = f.number("resid_pdrop", 0.0);
+}
+
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["n_embd"] = c.hidden_size;
+  j["n_layer"] = c.num_hidden_layers;
+  j["n_head"] = c.num_attention_heads;
+  j["n_positions"] = c.max_position_embeddings;
+  j["n_inner"] = c.intermediate_size;
+  j["rotary_dim"] = rotary_dim(c);
+  j["activation_function"] = c.hidden_act;
+  j["layer_norm_epsilon"] = c.norm_eps;
+  j["embd_pdrop"] = c.embd_dropout;
+  j["attn_pdrop"] = c.attention_dropout;
+  j["resid_pdrop"] = c.resid_dropout;
+  j["rope_scaling"] = rope_scaling_json(c.rope_scaling);
+  // No lm_head_bias: GPT-J's output bias is the family's, not a config key (the shared check of
+  // architecture keys refuses one nobody reads).
+}
+
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
+  return std::make_shared<GptjForCausalLM>(c, o, training);
+}
+
+// GPTJConfig's names for ModelConfig's fields, so that errors name the key in the file.
+constexpr FieldRename kRenamed[] = {
+    {"hidden_size", "n_embd"},
+    {"intermediate_size", "n_inner"},
+    {"num_hidden_layers", "n_layer"},
+    {"num_attention_heads", "n_head"},
+    {"num_key_value_heads", "n_head"},  // derived: kv heads = heads
+    {"head_dim", "n_head"},             // derived: n_embd / n_head
+    {"max_position_embeddings", "n_positions"},
+    {"hidden_act", "activation_function"},
+    {"norm_eps", "layer_norm_epsilon"},
+    {"partial_rotary_factor", "rotary_dim"},  // derived: rotary_dim / head_dim
+    {"embd_dropout", "embd_pdrop"},
+    {"attention_dropout", "attn_pdrop"},
+    {"resid_dropout", "resid_pdrop"},
+};
+
+}  // namespace
+}  // namespace models
+
+// Megatron's split with transformers' module names (GPTJConfig has no base_model_tp_plan). q, k
+// and v are separate Linears whose rows are [heads, head_dim]: a column split hands each rank
+// whole heads, and the rotated channels are the first rotary_dim of each head, so RoPE stays
+// local to the rank. Attention and MLP both read ln_1's output: one column-parallel input, whose
+// gradient is all-reduced once in backward; out_proj and fc_out are each row-parallel, two
+// all-reduces in forward where mesh-transformer-jax summed both halves before its one. The output
+// layer's bias splits with its vocabulary columns.
+constexpr TensorParallelRule kGptjTpPlan[] = {{"transformer.wte", "rowwise"},
+                                              {"transformer.h.*.attn.q_proj", "colwise"},
+                                              {"transformer.h.*.attn.k_proj", "colwise"},
+                                              {"transformer.h.*.attn.v_proj", "colwise"},
+                                              {"transformer.h.*.attn.out_proj", "rowwise"},
+                                              {"transformer.h.*.mlp.fc_in", "colwise"},
+                                              {"transformer.h.*.mlp.fc_out", "rowwise"},
+                                              {"lm_head", "colwise"}};
+
+// GPTJPreTrainedModel._init_weights: PreTrainedModel's (Linear weights and Embedding rows
+// normal(0, initializer_range), no padding row since wte has no padding_idx, Linear biases zero,
+// LayerNorm weight one and bias zero), then each attention's embed_positions buffer recomputed,
+// which materialize (parameters only) does not fill.
+constexpr InitRule kGptjInitRules[] = {{"Linear", "weight", InitFill::kNormal},
+                                       {"Linear", "bias", InitFill::kZeros},
+                                       {"Embedding", "weight", InitFill::kNormal},
+                                       {"LayerNorm", "weight", InitFill::kOnes},
+                                       {"LayerNorm", "bias", InitFill::kZeros}};
+
+extern const ModelFamily kGptjFamily;  // listed in family_registry.cpp
+const ModelFamily kGptjFamily{
+    .model_type = "gptj",
+    .hf_class_prefix = "GPTJ",
+    .layers_path = "transformer.h",
+    .parse = models::parse,
+    .to_hf_json = models::to_hf_json,
+    .build = models::build,
+    .renamed = models::kRenamed,
+    // GPTJConfig has no rope_parameters and its attention reads none: the shared reading, which
+    // would let a rope_parameters' partial_rotary_factor override rotary_dim, is skipped.
+    .rope_parameters_by_layer_type = true,
+    .tp_plan = kGptjTpPlan,
+    .init_rules = kGptjInitRules,
+};
+
+}  // namespace shardplan::tensor
