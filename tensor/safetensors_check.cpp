@@ -76,8 +76,10 @@ std::string slice_name(std::string_view held, int64_t expert, int part) {
 // ERNIE 4.5's moe_statics, which the model keeps inside the router, and GraniteMoe's fused
 // experts and router (input_linear [E, 2F, h], output_linear [E, h, F], router.layer: the same
 // shapes under transformers 5.13's names), Nemotron-H's backbone (model in transformers 5), A.X
-// K1's layer-level post_mlp_layernorm, and A.X K2's q_b_proj (its q_gate_proj) and gate MLP
-// W_down / W_up (fc1 / fc2). A rename applies only where the model has the result.
+// K1's layer-level post_mlp_layernorm, A.X K2's q_b_proj (its q_gate_proj) and gate MLP
+// W_down / W_up (fc1 / fc2), and Laguna's score-correction bias kept beside the experts and its
+// singular shared_expert (the router's parameter and shared_experts in transformers 5). A rename
+// applies only where the model has the result.
 constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
     {"backbone.", "model."},
     {".block_sparse_moe.", ".mlp."},
@@ -89,7 +91,10 @@ constexpr std::pair<std::string_view, std::string_view> kModuleRenames[] = {
     // A.X K2: the fused query-and-gate projection and the gated norms' low-rank gate.
     {".self_attn.q_b_proj.", ".self_attn.q_gate_proj."},
     {".W_down.", ".mlp.fc1."},
-    {".W_up.", ".mlp.fc2."}};
+    {".W_up.", ".mlp.fc2."},
+    // Laguna (conversion_mapping.py "laguna").
+    {".mlp.experts.e_score_correction_bias", ".mlp.gate.e_score_correction_bias"},
+    {".mlp.shared_expert.", ".mlp.shared_experts."}};
 
 std::optional<ExpertSlice> expert_slice(std::string_view name) {
   const size_t at = name.rfind(".experts.");

@@ -30,6 +30,12 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
            " key/value heads, expected a divisor of " + std::to_string(kv) +
            " (its fused qkv projection splits by whole key-value groups)";
   }
+  // Laguna's sliding layers have their own query heads, split over the same ranks.
+  const int64_t sliding = m.sliding_num_attention_heads;
+  if (sliding > 0 && sliding % tp != 0) {
+    return "--tp " + t + " does not divide the model's " + std::to_string(sliding) +
+           " sliding-layer attention heads, expected a divisor of " + std::to_string(sliding);
+  }
   const std::pair<int64_t, const char*> kv_counts[] = {
       {kv, ""},
       {m.sliding_num_key_value_heads, " sliding-layer"},

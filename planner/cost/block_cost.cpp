@@ -195,9 +195,13 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
               kind.attention == tensor::AttentionType::kCompressedSparse ||
               kind.attention == tensor::AttentionType::kHeavilyCompressed;
   if (kind.ffn == tensor::FfnKind::kMoe) {
-    t.moe_dispatch_bytes = static_cast<int64_t>(std::ceil(
-        key.moe_imbalance * static_cast<double>(key.micro_batch * key.seq *
-                                                cfg.num_experts_per_tok * cfg.hidden_size * item)));
+    // A pick of a zero-computation expert stays on its rank (Note [Zero-computation experts] in
+    // tensor/models/models.h): the routed experts' share of the k picks crosses the all-to-all.
+    const int64_t per_pick = key.micro_batch * key.seq * cfg.hidden_size * item;
+    const double bytes = cfg.zero_experts > 0
+                             ? tensor::routed_experts_per_token(cfg) * static_cast<double>(per_pick)
+                             : static_cast<double>(per_pick * cfg.num_experts_per_tok);
+    t.moe_dispatch_bytes = static_cast<int64_t>(std::ceil(key.moe_imbalance * bytes));
   }
   return t;
 }

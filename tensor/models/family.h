@@ -122,12 +122,15 @@ struct ModelFamily {
   // so not in its parameter count, but a tensor of the checkpoint.
   // NemotronH: on the router of the layer's mixer (mixer.gate.e_score_correction_bias).
   // LFM2-MoE: on the block under its own name (feed_forward.expert_bias).
+  // LongCat-Flash: on the block's `router` (mlp.router.e_score_correction_bias), one value for
+  // each routed and each zero-computation expert.
   enum class RouterBias : uint8_t {
     kNone,
     kOnRouter,
     kOnBlock,
     kOnMixer,
-    kExpertBiasOnFeedForward
+    kExpertBiasOnFeedForward,
+    kOnMlpRouter
   };
   RouterBias router_score_bias = RouterBias::kNone;
   // A substring of checkpoint keys transformers skips on load wherever it stands (the family's
@@ -151,6 +154,10 @@ struct ModelFamily {
   // Builds a Mamba-2 mixer beside the attention of every layer, both reading one normed input
   // (Falcon-H1: ModelConfig::parallel_mamba); other families refuse such a config.
   bool parallel_mamba = false;
+  // Its routers also pick among ModelConfig::zero_experts zero-computation experts (LongCat-Flash:
+  // Note [Zero-computation experts] in tensor/models/models.h); other families refuse such a
+  // config.
+  bool zero_experts = false;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

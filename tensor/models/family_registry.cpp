@@ -103,6 +103,9 @@ extern const ModelFamily kBloomFamily;
 extern const ModelFamily kFalconFamily;
 extern const ModelFamily kOptFamily;
 extern const ModelFamily kDbrxFamily;
+extern const ModelFamily kOlmoHybridFamily;
+extern const ModelFamily kLagunaFamily;
+extern const ModelFamily kLongcatFlashFamily;
 
 namespace {
 
@@ -201,6 +204,9 @@ const ModelFamily* const kRegistered[] = {
     &kFalconFamily,
     &kOptFamily,
     &kDbrxFamily,
+    &kOlmoHybridFamily,
+    &kLagunaFamily,
+    &kLongcatFlashFamily,
 };
 
 }  // namespace

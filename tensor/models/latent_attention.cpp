@@ -1,5 +1,6 @@
 #include "tensor/models/latent_attention.h"
 
+#include <cmath>
 #include <optional>
 
 #include "tensor/layers.h"
@@ -48,7 +49,8 @@ class LatentAttention : public AttentionBlock {
  public:
   LatentAttention(const ModelConfig& c, const LayerKind& kind, const std::string& prefix,
                   const TensorOptions& o, bool training,
-                  ModulePtr (*make_norm)(int64_t, double, const TensorOptions&), bool query_gate)
+                  ModulePtr (*make_norm)(int64_t, double, const TensorOptions&), bool query_gate,
+                  bool latent_scales)
       : AttentionBlock(prefix + "Attention"),
         heads_(c.num_attention_heads),
         nope_(c.qk_nope_head_dim),
@@ -63,6 +65,11 @@ class LatentAttention : public AttentionBlock {
                        : std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
     };
     SP_ASSERT(!query_gate_ || c.q_lora_rank > 0, "the query gate reads the query latent");
+    SP_ASSERT(!latent_scales || c.q_lora_rank > 0, "the query scale is sqrt(h / q_lora_rank)");
+    if (latent_scales) {
+      q_scale_ = std::sqrt(static_cast<double>(h) / static_cast<double>(c.q_lora_rank));
+      kv_scale_ = std::sqrt(static_cast<double>(h) / static_cast<double>(kv_lora_));
+    }
     if (c.q_lora_rank > 0) {
       register_module("q_a_proj", std::make_shared<Linear>(h, c.q_lora_rank, c.qkv_bias, o));
       register_module("q_a_layernorm", norm(c.q_lora_rank));
@@ -111,16 +118,23 @@ class LatentAttention : public AttentionBlock {
           has_child("q_proj") ? child("q_proj")->call(x) : child("q_b_proj")->call(q_latent);
       q = split_heads(qx, heads_, nope_ + rope_);
     }
-    const Tensor q_rot = apply_rotary(narrow(q, -1, nope_, rope_), cos_t, sin_t);
+    // LongCat-Flash scales both parts of the query (two products, as LongcatFlashMLA splits it).
+    Tensor q_nope, q_rope = narrow(q, -1, nope_, rope_);
+    if (q_scale_) {
+      q_nope = mul(narrow(q, -1, 0, nope_), *q_scale_);
+      q_rope = mul(q_rope, *q_scale_);
+    }
+    const Tensor q_rot = apply_rotary(q_rope, cos_t, sin_t);
     // Keys and values: one latent of kv_lora_rank per token plus one rotated key slice shared by
     // every head, the latent expanded to n heads of d key and v value channels.
     const Tensor kv_a = child("kv_a_proj_with_mqa")->call(x);
-    const Tensor latent = child("kv_a_layernorm")->call(narrow(kv_a, -1, 0, kv_lora_));
+    Tensor latent = child("kv_a_layernorm")->call(narrow(kv_a, -1, 0, kv_lora_));
+    if (kv_scale_) latent = mul(latent, *kv_scale_);
     const Tensor k_rot =
         apply_rotary(split_heads(narrow(kv_a, -1, kv_lora_, rope_), 1, rope_), cos_t, sin_t);
     const Tensor kv = split_heads(child("kv_b_proj")->call(latent), heads_, nope_ + v_);
     const Tensor v = narrow(kv, -1, nope_, v_);
-    const Tensor q_all = cat({narrow(q, -1, 0, nope_), q_rot}, -1);
+    const Tensor q_all = cat({q_scale_ ? q_nope : narrow(q, -1, 0, nope_), q_rot}, -1);
     const DimVector shared = {k_rot.size(0), heads_, k_rot.size(2), rope_};
     const Tensor k_all = cat({narrow(kv, -1, 0, nope_), expand(k_rot, shared)}, -1);
     // The indexer selects each query's keys before the attention reads them (DSA layers).
@@ -146,6 +160,7 @@ class LatentAttention : public AttentionBlock {
   double dropout_;
   bool query_gate_;
   std::optional<int64_t> window_;              // index_topk on kSparse layers
+  std::optional<double> q_scale_, kv_scale_;   // LongCat-Flash's latent scales
   std::shared_ptr<LightningIndexer> indexer_;  // on kSparse layers with their own indexer
 };
 
@@ -154,8 +169,9 @@ class LatentAttention : public AttentionBlock {
 std::shared_ptr<AttentionBlock> make_latent_attention(
     const ModelConfig& c, const LayerKind& kind, const std::string& prefix, const TensorOptions& o,
     bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o),
-    bool query_gate) {
-  return std::make_shared<LatentAttention>(c, kind, prefix, o, training, make_norm, query_gate);
+    bool query_gate, bool latent_scales) {
+  return std::make_shared<LatentAttention>(c, kind, prefix, o, training, make_norm, query_gate,
+                                           latent_scales);
 }
 
 }  // namespace shardplan::tensor::models

@@ -48,10 +48,13 @@ class AttentionBlock : public Module {
 // the indexer when kind.indexer); norms by `make_norm` (width, eps, options). With `query_gate`
 // (A.X-K2, RotaryDecoderStyle::latent_query_gate) one q_gate_proj [n (d + r + v), 2 q_lora_rank]
 // over [q_a_layernorm(q_a); q_a] in place of q_b_proj makes each head's query and an output gate
-// as wide as its value: o_proj(out * sigmoid(gate)).
+// as wide as its value: o_proj(out * sigmoid(gate)). With `latent_scales` (LongCat-Flash's
+// LongcatFlashMLA, always) the query's two parts are multiplied by sqrt(h / q_lora_rank) and the
+// normed key-value latent by sqrt(h / kv_lora_rank) before RoPE and kv_b_proj (its
+// mla_scale_q_lora and mla_scale_kv_lora): three elementwise products, no parameter.
 std::shared_ptr<AttentionBlock> make_latent_attention(
     const ModelConfig& c, const LayerKind& kind, const std::string& prefix, const TensorOptions& o,
     bool training, ModulePtr (*make_norm)(int64_t dim, double eps, const TensorOptions& o),
-    bool query_gate = false);
+    bool query_gate = false, bool latent_scales = false);
 
 }  // namespace shardplan::tensor::models

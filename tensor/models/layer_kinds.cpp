@@ -122,6 +122,12 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   return one;
 }
 
+int64_t attention_heads_of(const ModelConfig& c, const LayerKind& kind) {
+  return kind.attention == AttentionType::kSliding && c.sliding_num_attention_heads > 0
+             ? c.sliding_num_attention_heads
+             : c.num_attention_heads;
+}
+
 int64_t kv_heads_of(const ModelConfig& c, const LayerKind& kind) {
   if (kind.attention == AttentionType::kSliding && c.sliding_num_key_value_heads > 0) {
     return c.sliding_num_key_value_heads;

@@ -89,6 +89,9 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
 // (dense_layers, layer_types) cut to match: a smaller variant of the same stack.
 ModelConfig first_layers(const ModelConfig& c, int64_t layers);
 
+// The query heads of a layer of kind `kind`: ModelConfig::sliding_num_attention_heads on a
+// sliding layer where a family sets it (Laguna), else num_attention_heads.
+int64_t attention_heads_of(const ModelConfig& c, const LayerKind& kind);
 // The key-value heads of a layer of kind `kind`: ModelConfig::sliding_num_key_value_heads on a
 // sliding layer where a family sets it (MiMo-V2-Flash), global_num_key_value_heads on a full
 // layer where one sets that (Gemma 4), else num_key_value_heads.

@@ -140,9 +140,13 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     }
   }
   if (any_linear && !family.linear_attention) {
+    std::string builders;  // the registered families that do, from the table itself
+    for (const ModelFamily* f : model_families()) {
+      if (!f->linear_attention) continue;
+      builders += (builders.empty() ? "" : ", ") + std::string(f->model_type);
+    }
     fail("layer_types", "has linear_attention layers, but model_type '", family.model_type,
-         "' builds no linear attention; expected a family that does (bamba, granitemoehybrid, "
-         "lfm2, nemotron_h, qwen3_next, qwen3_5_text, qwen3_5_moe_text)");
+         "' builds no linear attention; expected a family that does (", builders, ")");
   }
   if (c.parallel_mamba && !family.parallel_mamba) {
     fail("parallel_mamba", "sets a Mamba-2 mixer beside every attention, but model_type '",
@@ -196,11 +200,28 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   const std::tuple<const char*, int64_t, const char*> per_type_kv[] = {
       {"sliding_num_key_value_heads", c.sliding_num_key_value_heads, "sliding"},
       {"global_num_key_value_heads", c.global_num_key_value_heads, "full"}};
+  // The sliding layers' own query heads (Laguna; 0: num_attention_heads), which their key-value
+  // heads must divide as the full layers' do.
+  const int64_t sliding_heads =
+      c.sliding_num_attention_heads > 0 ? c.sliding_num_attention_heads : c.num_attention_heads;
   for (const auto& [field, kv, type] : per_type_kv) {
-    if (kv < 0 || (kv > 0 && c.num_attention_heads % kv != 0)) {
+    const int64_t heads =
+        std::string_view(type) == "sliding" ? sliding_heads : c.num_attention_heads;
+    if (kv < 0 || (kv > 0 && heads % kv != 0)) {
       fail(field, kv, " (the ", type, " layers' key-value heads) does not divide ",
-           "num_attention_heads ", c.num_attention_heads);
+           std::string_view(type) == "sliding" && c.sliding_num_attention_heads > 0
+               ? "sliding_num_attention_heads "
+               : "num_attention_heads ",
+           heads);
     }
+  }
+  const int64_t sliding_kv =
+      c.sliding_num_key_value_heads > 0 ? c.sliding_num_key_value_heads : c.num_key_value_heads;
+  if (c.sliding_num_attention_heads < 0 || (c.sliding_num_attention_heads > 0 && sliding_kv > 0 &&
+                                            c.sliding_num_attention_heads % sliding_kv != 0)) {
+    fail("sliding_num_attention_heads", c.sliding_num_attention_heads,
+         " (the sliding layers' query heads; 0: num_attention_heads) is not a multiple of their ",
+         sliding_kv, " key-value heads");
   }
   if (c.global_head_dim < 0 || c.global_head_dim % 2 != 0) {
     fail("global_head_dim", c.global_head_dim,
@@ -258,12 +279,27 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("word_embed_proj_dim", "must be a positive integer (0: hidden_size), got ",
          c.word_embed_proj_dim);
   }
+  // Zero-computation experts (LongCat-Flash): only a family that builds them, beside routed ones.
+  if (c.zero_experts < 0 ||
+      (c.zero_experts > 0 && (!family.zero_experts || c.num_local_experts <= 0))) {
+    fail("zero_experts", c.zero_experts, " zero-computation experts, expected 0",
+         family.zero_experts ? " or more beside routed experts"
+                             : " (model_type '" + std::string(family.model_type) +
+                                   "' has none; expected a family that builds them)");
+  }
+  if (c.zero_experts > kMaxExpertMlps / c.num_hidden_layers) {
+    fail("zero_experts", c.zero_experts, " zero experts in each of ", c.num_hidden_layers,
+         " layers, expected at most ", kMaxExpertMlps, " in the model");
+  }
   if (family.moe || c.num_local_experts != 0) {
     if (c.num_local_experts <= 0)
       fail("num_local_experts", "must be positive, got ", c.num_local_experts);
-    if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_local_experts) {
-      fail("num_experts_per_tok", "must be in [1, num_local_experts = ", c.num_local_experts,
-           "], got ", c.num_experts_per_tok);
+    // The router picks among the zero experts too (Note [Zero-computation experts] in models.h).
+    const int64_t pickable = c.num_local_experts + c.zero_experts;
+    if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > pickable) {
+      fail("num_experts_per_tok", "must be in [1, num_local_experts",
+           c.zero_experts > 0 ? " + zero_experts" : "", " = ", pickable, "], got ",
+           c.num_experts_per_tok);
     }
     if (c.num_local_experts > kMaxExpertMlps / c.num_hidden_layers) {
       fail("num_local_experts", c.num_local_experts, " experts in each of ", c.num_hidden_layers,
@@ -387,12 +423,21 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   };
   const double h = static_cast<double>(c.hidden_size);
   const double layers = static_cast<double>(c.num_hidden_layers);
-  const double experts = static_cast<double>(std::max<int64_t>(1, c.num_local_experts));
+  // The zero experts' idle gate_up_proj slices (Note [Zero-computation experts] in models.h)
+  // count as experts here: a bound, not the total.
+  const double experts =
+      static_cast<double>(std::max<int64_t>(1, c.num_local_experts + c.zero_experts));
   const Factor layer_count{"num_hidden_layers", c.num_hidden_layers};
   const Term terms[] = {
       {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
            static_cast<double>(c.head_dim),
        {layer_count, {"num_attention_heads", c.num_attention_heads}, {"head_dim", c.head_dim}}},
+      // Laguna's sliding layers: their own query heads (q_proj, o_proj and the gate).
+      {layers * 3.0 * h * static_cast<double>(c.sliding_num_attention_heads) *
+           static_cast<double>(c.head_dim),
+       {layer_count,
+        {"sliding_num_attention_heads", c.sliding_num_attention_heads},
+        {"head_dim", c.head_dim}}},
       // Gemma 4's per-layer embeddings: the table, the projection and each layer's gate and
       // projection.
       {(static_cast<double>(c.per_layer_input_vocab) + h) *
@@ -748,7 +793,8 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "o_groups",
                                              "o_lora_rank",
                                              "num_hash_layers",
-                                             "gated_norm_rank"};
+                                             "gated_norm_rank",
+                                             "num_attention_heads_per_layer"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

@@ -130,6 +130,10 @@ struct ModelConfig {
   std::array<double, 5> ssm_multipliers = {1, 1, 1, 1, 1};
   int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
   int64_t num_experts_per_tok = 0;        // top-k of the router
+  // LongCat-Flash's zero-computation experts (zero_expert_num): the router picks its top k among
+  // num_local_experts + zero_experts, and a zero expert returns the token itself, weighted (Note
+  // [Zero-computation experts] in tensor/models/models.h). 0: none; other families keep it 0.
+  int64_t zero_experts = 0;
   // MoE models whose stack mixes layer kinds (tensor/models/layer_kinds.h): the layers, sorted,
   // that keep a dense MLP instead of routed experts (DeepSeek's first_k_dense_replace, Qwen-MoE's
   // mlp_only_layers), and that MLP's width (0: intermediate_size). Families that read no such
@@ -159,6 +163,13 @@ struct ModelConfig {
   // attention_value_scale).
   int64_t sliding_num_key_value_heads = 0;
   double attention_value_scale = 1;
+  // Laguna: the sliding layers' own query heads (its num_attention_heads_per_layer: XS.2 has 64 on
+  // the sliding layers, 48 on the full ones; 0: num_attention_heads), which make q_proj, o_proj
+  // and the output gate as wide on those layers (attention_heads_of in layer_kinds.h); and that
+  // gate, o_proj(out * softplus(g_proj(x))), one value per head broadcast over its channels (true:
+  // gating true or "per-head") or one per channel (false: "per-element").
+  int64_t sliding_num_attention_heads = 0;
+  bool attention_gate_per_head = false;
   // Gemma 4: the full-attention layers' own head width and key-value heads (global_head_dim,
   // num_global_key_value_heads; 0: head_dim and num_key_value_heads, which are then the sliding
   // layers'), and attention_k_eq_v: those layers have no v_proj, their values are the key
@@ -226,6 +237,10 @@ struct ModelConfig {
   // (projectors_bias; unset: linear_proj_bias, as in_proj's).
   bool linear_gated_norm = true;
   std::optional<bool> linear_out_proj_bias;
+  // OLMo Hybrid's linear_allow_neg_eigval: the Gated DeltaNet's write strength beta = 2 sigmoid(b),
+  // in [0, 2] (negative eigenvalues of the state transition); one more elementwise multiply, no
+  // shape. The Qwen families leave it false.
+  bool linear_allow_neg_eigval = false;
   // Falcon-H1: every layer runs a Mamba-2 mixer (the linear_* fields) beside its attention, both
   // on the same normed input, their outputs summed (LayerKind::parallel_mamba); layer_types stay
   // the attention's.

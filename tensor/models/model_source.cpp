@@ -92,6 +92,9 @@ CheckpointExpectations checkpoint_expectations(const ModelConfig& c, const fs::p
     case ModelFamily::RouterBias::kOnMixer:
       x.buffer_suffixes.push_back(".mixer.gate.e_score_correction_bias");
       break;
+    case ModelFamily::RouterBias::kOnMlpRouter:
+      x.buffer_suffixes.push_back(".mlp.router.e_score_correction_bias");
+      break;
     case ModelFamily::RouterBias::kOnBlock:  // Mixtral's older block name, as the Hub files say
       x.buffer_suffixes.push_back(".mlp.e_score_correction_bias");
       x.buffer_suffixes.push_back(".block_sparse_moe.e_score_correction_bias");

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "tensor/layers.h"
 #include "tensor/models/family.h"
 #include "tensor/models/layer_kinds.h"
 
@@ -111,8 +112,36 @@ int64_t active_parameters(const Module& root, const ModelConfig& cfg) {
   for (const auto& [kind, n] : kinds) total += n;
   const auto it = kinds.find("experts");
   if (it == kinds.end() || cfg.num_local_experts <= 0) return total;
-  // Every MoE layer holds num_local_experts alike experts; a token passes through top-k.
-  return total - it->second + it->second / cfg.num_local_experts * cfg.num_experts_per_tok;
+  if (cfg.zero_experts <= 0) {
+    // Every MoE layer holds num_local_experts alike experts; a token passes through top-k.
+    return total - it->second + it->second / cfg.num_local_experts * cfg.num_experts_per_tok;
+  }
+  // Note [Zero-computation experts]: the slices of a grouped experts' tensor past the experts it
+  // computes with (LongCat-Flash's gate_up_proj) are never active.
+  int64_t idle = 0;
+  for (const NamedModule& nm : root.named_modules()) {
+    const auto* experts = dynamic_cast<const GroupedExperts*>(nm.module);
+    if (experts == nullptr) continue;
+    for (const NamedTensor& p : experts->named_parameters({.recurse = false})) {
+      const int64_t slices = p.tensor.size(0);
+      if (slices > experts->experts()) {
+        idle += (slices - experts->experts()) * (p.tensor.numel() / slices);
+      }
+    }
+  }
+  // The computing experts' parameters times k / (E + Z), i.e. k E / (E + Z) experts of each
+  // layer's E, exact to the element without overflowing the product.
+  const int64_t working = it->second - idle;
+  const int64_t pickable = cfg.num_local_experts + cfg.zero_experts;
+  const int64_t active = working / pickable * cfg.num_experts_per_tok +
+                         working % pickable * cfg.num_experts_per_tok / pickable;
+  return total - it->second + active;
+}
+
+double routed_experts_per_token(const ModelConfig& cfg) {
+  if (cfg.num_local_experts <= 0) return 0;
+  return static_cast<double>(cfg.num_experts_per_tok) * static_cast<double>(cfg.num_local_experts) /
+         static_cast<double>(cfg.num_local_experts + cfg.zero_experts);
 }
 
 std::string layers_path(const ModelConfig& cfg) { return std::string(family_of(cfg).layers_path); }
@@ -128,8 +157,10 @@ ParametersBeyondModel parameters_beyond_model(const ModelConfig& cfg) {
       moe_layers += stack.count(static_cast<int32_t>(k));
     }
   }
-  const int64_t bias_per_layer =
-      family.router_score_bias != ModelFamily::RouterBias::kNone ? cfg.num_local_experts : 0;
+  // One value per expert the router scores, the zero experts' included (LongCat-Flash).
+  const int64_t bias_per_layer = family.router_score_bias != ModelFamily::RouterBias::kNone
+                                     ? cfg.num_local_experts + cfg.zero_experts
+                                     : 0;
   out.router_bias = bias_per_layer * moe_layers;
   if (cfg.mtp_layers > 0 && cfg.num_local_experts > 0) {
     // One MoE layer as the model builds it, attending as its last layer does (a DeepSeek-V3.2

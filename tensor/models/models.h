@@ -27,6 +27,20 @@
 // perfectly balanced router. The k outputs per token are then weighted and summed. Expert FLOPs
 // are therefore exact in expectation (exact when tokens * k divides by num_experts); real routing
 // imbalance and capacity-factor drops are not modelled.
+//
+// Note [Zero-computation experts]
+// LongCat-Flash's router (Meituan LongCat Team 2025, "LongCat-Flash Technical Report", §2.1)
+// scores E routed experts and Z zero-computation experts (ModelConfig::zero_experts) and picks its
+// top k among all E + Z; a zero expert returns the token itself times its routing weight: no
+// parameter, no GEMM. Under balanced routing a token's k picks reach computing experts
+// k E / (E + Z) times on average (LongCat-Flash-Chat: 12 x 512 / 768 = 8, the average the report
+// holds with a PID-controlled expert bias; its "~27B activated on average" is the model with 8
+// experts a layer, 18.6B with none and 31.3B with 12). So the expected-load trace runs each of
+// the E experts on ceil(tokens k / (E + Z)) tokens, the zero experts' picks add the weighted
+// token, and active_parameters counts k E / (E + Z) experts a MoE layer. transformers 5 sizes
+// LongcatFlashExperts.gate_up_proj by E + Z slices though only the first E compute (down_proj
+// has E): the Z idle slices are parameters (in the total, in memory, split by expert
+// parallelism), never active.
 #pragma once
 
 #include <cstdint>
@@ -65,13 +79,19 @@ std::string block_kind(const Module& root, std::string_view parameter_fqn);
 // Elements per block kind (keys of block_kind), each parameter once (ties de-duplicated).
 std::map<std::string, int64_t> parameters_by_kind(const Module& root);
 
+// The routed experts one token's top k reaches on average: num_experts_per_tok, or with zero
+// experts k E / (E + Z) (Note [Zero-computation experts]); 0 for a dense model.
+double routed_experts_per_token(const ModelConfig& cfg);
+
 // The parameters one token passes through: every parameter but the routed experts, and top-k of
 // each MoE layer's experts (parameters_by_kind's "experts" / num_local_experts x
-// num_experts_per_tok). `root` is the model `cfg` builds. Equals the total for a dense model.
+// num_experts_per_tok; with zero experts, routed_experts_per_token of them, the idle slices left
+// out). `root` is the model `cfg` builds. Equals the total for a dense model.
 int64_t active_parameters(const Module& root, const ModelConfig& cfg);
 
 // What a checkpoint holds beside the parameters transformers counts: the routers' per-expert
-// e_score_correction_bias buffers (ModelFamily::router_score_bias: E per MoE layer), and the
+// e_score_correction_bias buffers (ModelFamily::router_score_bias: E per MoE layer, E + Z with
+// zero experts), and the
 // multi-token prediction modules (ModelConfig::mtp_layers; DeepSeek-AI 2024, "DeepSeek-V3" §2.2):
 // each one MoE decoder layer, a projection eh_proj [h, 2h], the norms enorm, hnorm and
 // shared_head.norm, and its router's bias; the embedding and output head are the model's, shared.

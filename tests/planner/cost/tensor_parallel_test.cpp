@@ -105,6 +105,24 @@ TEST(TensorParallel, EveryFamilyHasAPlanAndBadRanksAreErrors) {
   }
 }
 
+// OLMo Hybrid 7B on 2 ranks (h 3840, 30 heads of 128, MLP 11008, vocab 100352, 24 Gated DeltaNet
+// layers of 30 key heads of 96 and 30 value heads of 192, 8 attention layers): every projection
+// of both mixers split by whole heads, the convolution, A_log, dt_bias and the norms replicated.
+//   embed_tokens and lm_head: 100352 x 3840 / 2 = 192,675,840 each
+//   linear layer: q, k 2880 x 3840 / 2 = 5,529,600 each; v, g, o 5760 x 3840 / 2 = 11,059,200
+//                 each; a, b 30 x 3840 / 2 = 57,600 each; conv1d 11520 x 4, A_log, dt_bias 30,
+//                 o_norm 192 (46,332 replicated); MLP 3 x 3840 x 11008 / 2 = 63,406,080; two
+//                 norms 7,680: 107,812,092
+//   attention layer: 4 x 3840^2 / 2 = 29,491,200; q_norm, k_norm 7,680; MLP 63,406,080; two
+//                 norms 7,680: 92,912,640
+//   24 x 107,812,092 + 8 x 92,912,640 + final norm 3,840 + 2 x 192,675,840 = 3,716,146,848
+TEST(TensorParallel, OlmoHybridSplitsBothMixersByHead) {
+  const tensor::ModelConfig c = tensor::find_model_config("olmo-hybrid-7b");
+  EXPECT_EQ(tp_rank_parameters(c, 2), 3'716'146'848);
+  EXPECT_EQ(tp_rank_parameters(c, 2, 1), 3'716'146'848);
+  EXPECT_EQ(tp_rank_parameters(c, 1), 7'430'870'688);
+}
+
 // Pipeline stages of Llama-3-8B, tp 8 x pp 4: 8 layers of 27,271,168 each per stage (see above);
 // the embedding (65,667,072) on stage 0, the final norm (4,096) and output layer (65,667,072) on
 // stage 3. The stages sum to the TP rank's 1,004,015,616.

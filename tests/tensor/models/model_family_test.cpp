@@ -102,10 +102,12 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "hyperclovax",
                                          "jais2",
                                          "kimi_k2",
+                                         "laguna",
                                          "lfm2",
                                          "lfm2_moe",
                                          "llama",
                                          "llama4_text",
+                                         "longcat_flash",
                                          "mimo_v2_flash",
                                          "minicpm3",
                                          "minimax_m2",
@@ -121,6 +123,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "olmo",
                                          "olmo2",
                                          "olmo3",
+                                         "olmo_hybrid",
                                          "olmoe",
                                          "opt",
                                          "phi",
@@ -154,12 +157,13 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
       "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
       "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
-      "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, lfm2, lfm2_moe, "
-      "llama, llama4_text, mimo_v2_flash, minicpm3, minimax_m2, ministral, ministral3, "
-      "mistral, mistral4, mixtral, mpt, nanochat, nemotron, nemotron_h, olmo, olmo2, olmo3, "
-      "olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, vaultgemma, youtu");
+      "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, laguna, lfm2, "
+      "lfm2_moe, llama, llama4_text, longcat_flash, mimo_v2_flash, minicpm3, minimax_m2, "
+      "ministral, ministral3, mistral, mistral4, mixtral, mpt, nanochat, nemotron, nemotron_h, "
+      "olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, "
+      "qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
+      "qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, "
+      "vaultgemma, youtu");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -261,6 +265,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"longcat_flash", {"model.layers", "LongcatFlashForCausalLM"}},
+      {"laguna", {"model.layers", "LagunaForCausalLM"}},
+      {"olmo_hybrid", {"model.layers", "OlmoHybridForCausalLM"}},
       {"dbrx", {"transformer.blocks", "DbrxForCausalLM"}},
       {"opt", {"model.decoder.layers", "OPTForCausalLM"}},
       {"falcon", {"transformer.h", "FalconForCausalLM"}},
@@ -379,6 +386,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"longcat_flash", "longcat-flash-chat"},
+      {"laguna", "laguna-xs.2"},
+      {"olmo_hybrid", "olmo-hybrid-7b"},
       {"dbrx", "dbrx-base"},
       {"opt", "opt-66b"},
       {"falcon", "falcon-40b"},
@@ -412,7 +422,10 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"dbrx",
+  EXPECT_EQ(rotary, (std::set<std::string>{"longcat_flash",
+                                           "laguna",
+                                           "olmo_hybrid",
+                                           "dbrx",
                                            "falcon",
                                            "gptj",
                                            "deepseek_v2",
@@ -503,7 +516,9 @@ TEST(ModelFamily, FlagsPerFamily) {
   EXPECT_EQ(learned, (std::set<std::string>{"opt", "gpt_bigcode", "gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"dbrx", "falcon", "bloom", "mpt", "gpt_bigcode", "gpt2",
                                           "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"dbrx",
+  EXPECT_EQ(moe, (std::set<std::string>{"longcat_flash",
+                                        "laguna",
+                                        "dbrx",
                                         "deepseek_v2",
                                         "deepseek_v3",
                                         "deepseek_v32",
