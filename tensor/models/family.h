@@ -85,6 +85,15 @@ struct InitRule {
   double x = 0;  // kSoftplusInverse's argument
 };
 
+// PreTrainedModel._init_weights, transformers' default that GPT-NeoX, GPT-J, BLOOM and Falcon
+// follow: Linear weights and Embedding rows normal(0, initializer_range) with no padding row (their
+// embeddings have no padding_idx), Linear biases zero, LayerNorm weight one and bias zero.
+inline constexpr InitRule kPreTrainedInitRules[] = {{"Linear", "weight", InitFill::kNormal},
+                                                    {"Linear", "bias", InitFill::kZeros},
+                                                    {"Embedding", "weight", InitFill::kNormal},
+                                                    {"LayerNorm", "weight", InitFill::kOnes},
+                                                    {"LayerNorm", "bias", InitFill::kZeros}};
+
 struct ModelFamily;
 // Whether the family builds its token embedding with padding_idx = pad_token_id (an init rule
 // kNormalPaddingRowZero): the Llama-shaped decoders and Gemma do, GPT-2 and GPT-NeoX do not.

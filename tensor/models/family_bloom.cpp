@@ -32,6 +32,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 
 namespace shardplan::tensor {
 namespace models {
@@ -148,21 +149,6 @@ class BloomModel : public Module {
   }
 };
 
-class BloomForCausalLM : public Module {
- public:
-  BloomForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("BloomForCausalLM") {
-    register_module("transformer", std::make_shared<BloomModel>(c, o, training));
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    if (c.tie_word_embeddings) {
-      tie_parameters(*this, "lm_head.weight", "transformer.word_embeddings.weight");
-    }
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("transformer")->call(ids));
-  }
-};
-
 // The key that sets `field`: its attribute_map alias when the file holds it (PreTrainedConfig
 // sets the other keyword arguments after the dataclass fields, so the alias wins over the field;
 // null would set the field to None, which BloomAttention cannot use), else the field.
@@ -235,7 +221,8 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<BloomForCausalLM>(c, o, training);
+  return std::make_shared<LmHeadModel<BloomModel>>(
+      "BloomForCausalLM", c, o, training, "transformer", "transformer.word_embeddings.weight");
 }
 
 // BloomConfig's names for ModelConfig's fields, so that errors name the key in the file. A file
@@ -271,11 +258,7 @@ constexpr TensorParallelRule kTpPlan[] = {
 // BloomPreTrainedModel has no _init_weights of its own: PreTrainedModel._init_weights draws Linear
 // weights and Embedding rows normal(0, initializer_range) (no padding_idx: no zero row), zeroes
 // Linear biases, and sets LayerNorm weights to one and biases to zero.
-constexpr InitRule kInitRules[] = {{"Linear", "weight", InitFill::kNormal},
-                                   {"Linear", "bias", InitFill::kZeros},
-                                   {"Embedding", "weight", InitFill::kNormal},
-                                   {"LayerNorm", "weight", InitFill::kOnes},
-                                   {"LayerNorm", "bias", InitFill::kZeros}};
+constexpr std::span<const InitRule> kInitRules = kPreTrainedInitRules;
 
 extern const ModelFamily kBloomFamily;  // listed in family_registry.cpp
 const ModelFamily kBloomFamily{

@@ -26,6 +26,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -229,21 +230,6 @@ class FalconModel : public Module {
   std::shared_ptr<RotaryEmbedding> rotary_emb;
 };
 
-class FalconForCausalLM : public Module {
- public:
-  FalconForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("FalconForCausalLM") {
-    register_module("transformer", std::make_shared<FalconModel>(c, o, training));
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    if (c.tie_word_embeddings) {
-      tie_parameters(*this, "lm_head.weight", "transformer.word_embeddings.weight");
-    }
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("transformer")->call(ids));
-  }
-};
-
 // RoPE as transformers 5 reads FalconConfig: rope_theta and a legacy rope_scaling, then
 // rope_parameters over them (ModelFamily::rope_parameters_by_layer_type skips the shared reading).
 // FalconRotaryEmbedding's default type makes a table of the whole head_dim whatever
@@ -400,7 +386,8 @@ void check_layout(const ModelConfig& c) {
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   check_layout(c);
-  return std::make_shared<FalconForCausalLM>(c, o, training);
+  return std::make_shared<LmHeadModel<FalconModel>>(
+      "FalconForCausalLM", c, o, training, "transformer", "transformer.word_embeddings.weight");
 }
 
 // FalconConfig's names for ModelConfig's fields, so that errors name the key in the file.
@@ -439,11 +426,7 @@ constexpr TensorParallelRule kTpPlan[] = {
 // FalconPreTrainedModel._init_weights: FalconLinear and nn.Linear weights normal(0,
 // initializer_range) with zero biases, the embedding normal (no padding_idx), LayerNorm weight one
 // and bias zero (PreTrainedModel._init_weights).
-constexpr InitRule kInitRules[] = {{"Linear", "weight", InitFill::kNormal},
-                                   {"Linear", "bias", InitFill::kZeros},
-                                   {"Embedding", "weight", InitFill::kNormal},
-                                   {"LayerNorm", "weight", InitFill::kOnes},
-                                   {"LayerNorm", "bias", InitFill::kZeros}};
+constexpr std::span<const InitRule> kInitRules = kPreTrainedInitRules;
 
 extern const ModelFamily kFalconFamily;  // listed in family_registry.cpp
 const ModelFamily kFalconFamily{

@@ -16,6 +16,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 
 namespace shardplan::tensor {
 namespace models {
@@ -143,19 +144,6 @@ class Gpt2Model : public Module {
   bool training_;
 };
 
-class Gpt2LMHeadModel : public Module {
- public:
-  Gpt2LMHeadModel(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPT2LMHeadModel") {
-    register_module("transformer", std::make_shared<Gpt2Model>(c, o, training));
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "transformer.wte.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("transformer")->call(ids));
-  }
-};
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("n_embd");
@@ -200,7 +188,8 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<Gpt2LMHeadModel>(c, o, training);
+  return std::make_shared<LmHeadModel<Gpt2Model>>("GPT2LMHeadModel", c, o, training, "transformer",
+                                                  "transformer.wte.weight");
 }
 
 // GPT2Config's names for ModelConfig's fields, so that errors name the key in the file.

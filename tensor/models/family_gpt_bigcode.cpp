@@ -23,6 +23,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 
 namespace shardplan::tensor {
 namespace models {
@@ -83,28 +84,6 @@ class Attention : public Module {
   bool training_;
 };
 
-class Mlp : public Module {
- public:
-  Mlp(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPTBigCodeMLP"),
-        act_(c.hidden_act),
-        dropout_(c.resid_dropout),
-        training_(training) {
-    register_module("c_fc", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, o));
-    register_module("c_proj",
-                    std::make_shared<Linear>(c.intermediate_size, c.hidden_size, true, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    const Tensor h = activation(act_, child("c_fc")->call(x));
-    return maybe_dropout(child("c_proj")->call(h), dropout_, training_);
-  }
-
- private:
-  std::string act_;
-  double dropout_;
-  bool training_;
-};
-
 // Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
 class Block : public Module {
  public:
@@ -114,7 +93,10 @@ class Block : public Module {
     register_module("ln_1", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
     register_module("attn", std::make_shared<Attention>(c, o, training));
     register_module("ln_2", std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
-    register_module("mlp", std::make_shared<Mlp>(c, o, training));
+    register_module("mlp",
+                    std::make_shared<TwoLayerMlp>("GPTBigCodeMLP", "c_fc", "c_proj", c.hidden_size,
+                                                  c.intermediate_size, c.hidden_act,
+                                                  training ? c.resid_dropout : 0.0, o));
   }
   Tensor forward(const Tensor& x) override {
     const Tensor h = add(child("attn")->call(child("ln_1")->call(x)), x);
@@ -161,19 +143,6 @@ class BigCodeModel : public Module {
   int64_t max_positions_;
   double dropout_;
   bool training_;
-};
-
-class BigCodeForCausalLM : public Module {
- public:
-  BigCodeForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPTBigCodeForCausalLM") {
-    register_module("transformer", std::make_shared<BigCodeModel>(c, o, training));
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "transformer.wte.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("transformer")->call(ids));
-  }
 };
 
 // A size GPTBigCodeConfig holds under GPT-2's key, also settable by the name its attribute_map
@@ -254,7 +223,8 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<BigCodeForCausalLM>(c, o, training);
+  return std::make_shared<LmHeadModel<BigCodeModel>>("GPTBigCodeForCausalLM", c, o, training,
+                                                     "transformer", "transformer.wte.weight");
 }
 
 // GPTBigCodeConfig's names for ModelConfig's fields, so that errors name the key in the file.

@@ -16,6 +16,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 
 namespace shardplan::tensor {
 namespace models {
@@ -51,22 +52,6 @@ class Attention : public Module {
   double dropout_;
 };
 
-class Mlp : public Module {
- public:
-  Mlp(const ModelConfig& c, const TensorOptions& o) : Module("GPTNeoXMLP"), act_(c.hidden_act) {
-    register_module("dense_h_to_4h",
-                    std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, o));
-    register_module("dense_4h_to_h",
-                    std::make_shared<Linear>(c.intermediate_size, c.hidden_size, true, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    return child("dense_4h_to_h")->call(activation(act_, child("dense_h_to_4h")->call(x)));
-  }
-
- private:
-  std::string act_;
-};
-
 // Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
 class Layer : public Module {
  public:
@@ -80,7 +65,9 @@ class Layer : public Module {
     register_module("post_attention_layernorm",
                     std::make_shared<LayerNorm>(h, c.norm_eps, true, true, o));
     attention = register_module("attention", std::make_shared<Attention>(c, o, training));
-    register_module("mlp", std::make_shared<Mlp>(c, o));
+    register_module("mlp", std::make_shared<TwoLayerMlp>(
+                               "GPTNeoXMLP", "dense_h_to_4h", "dense_4h_to_h", c.hidden_size,
+                               c.intermediate_size, c.hidden_act, 0.0, o));
   }
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
     CallScope scope(*this);
@@ -220,11 +207,7 @@ constexpr TensorParallelRule kTpPlan[] = {
 
 // GPTNeoXPreTrainedModel._init_weights: Linear weights and Embedding rows normal(0,
 // initializer_range), Linear biases zero, LayerNorm weight one and bias zero.
-constexpr InitRule kInitRules[] = {{"Linear", "weight", InitFill::kNormal},
-                                   {"Linear", "bias", InitFill::kZeros},
-                                   {"Embedding", "weight", InitFill::kNormal},
-                                   {"LayerNorm", "weight", InitFill::kOnes},
-                                   {"LayerNorm", "bias", InitFill::kZeros}};
+constexpr std::span<const InitRule> kInitRules = kPreTrainedInitRules;
 
 extern const ModelFamily kGptNeoxFamily;  // listed in family_registry.cpp
 const ModelFamily kGptNeoxFamily{

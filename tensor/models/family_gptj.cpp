@@ -28,6 +28,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 
 namespace shardplan::tensor {
 namespace models {
@@ -99,25 +100,6 @@ class Attention : public Module {
   bool training_;
 };
 
-class Mlp : public Module {
- public:
-  Mlp(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPTJMLP"), act_(c.hidden_act), dropout_(c.resid_dropout), training_(training) {
-    register_module("fc_in", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, o));
-    register_module("fc_out",
-                    std::make_shared<Linear>(c.intermediate_size, c.hidden_size, true, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    const Tensor h = activation(act_, child("fc_in")->call(x));
-    return maybe_dropout(child("fc_out")->call(h), dropout_, training_);
-  }
-
- private:
-  std::string act_;
-  double dropout_;
-  bool training_;
-};
-
 // Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
 class Block : public Module {
  public:
@@ -126,7 +108,9 @@ class Block : public Module {
     register_module(
         "ln_1", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
     attn = register_module("attn", std::make_shared<Attention>(c, o, training));
-    register_module("mlp", std::make_shared<Mlp>(c, o, training));
+    register_module("mlp", std::make_shared<TwoLayerMlp>(
+                               "GPTJMLP", "fc_in", "fc_out", c.hidden_size, c.intermediate_size,
+                               c.hidden_act, training ? c.resid_dropout : 0.0, o));
   }
   // attn(n) + mlp(n) + x, n = ln_1(x): both halves read one norm (GPTJBlock.forward).
   Tensor run(const Tensor& x, const Tensor& pos) {
@@ -326,11 +310,7 @@ constexpr TensorParallelRule kGptjTpPlan[] = {{"transformer.wte", "rowwise"},
 // normal(0, initializer_range), no padding row since wte has no padding_idx, Linear biases zero,
 // LayerNorm weight one and bias zero), then each attention's embed_positions buffer recomputed,
 // which materialize (parameters only) does not fill.
-constexpr InitRule kGptjInitRules[] = {{"Linear", "weight", InitFill::kNormal},
-                                       {"Linear", "bias", InitFill::kZeros},
-                                       {"Embedding", "weight", InitFill::kNormal},
-                                       {"LayerNorm", "weight", InitFill::kOnes},
-                                       {"LayerNorm", "bias", InitFill::kZeros}};
+constexpr std::span<const InitRule> kGptjInitRules = kPreTrainedInitRules;
 
 extern const ModelFamily kGptjFamily;  // listed in family_registry.cpp
 const ModelFamily kGptjFamily{

@@ -44,6 +44,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/ops.h"
 
 namespace shardplan::tensor {
@@ -173,19 +174,6 @@ class MptModel : public Module {
 
  private:
   int64_t max_seq_len_;
-};
-
-class MptForCausalLM : public Module {
- public:
-  MptForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("MptForCausalLM") {
-    register_module("transformer", std::make_shared<MptModel>(c, o, training));
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "transformer.wte.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("transformer")->call(ids));
-  }
 };
 
 // The key's value as the file has it, for refusals.
@@ -358,7 +346,8 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<MptForCausalLM>(c, o, training);
+  return std::make_shared<LmHeadModel<MptModel>>("MptForCausalLM", c, o, training, "transformer",
+                                                 "transformer.wte.weight");
 }
 
 // MptConfig's names for ModelConfig's fields (its attribute_map and the attn_config dict), so

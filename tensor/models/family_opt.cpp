@@ -25,6 +25,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -164,22 +165,6 @@ class OptModel : public Module {
   Tensor forward(const Tensor& ids) override { return child("decoder")->call(ids); }
 };
 
-class OptForCausalLM : public Module {
- public:
-  OptForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("OPTForCausalLM") {
-    const int64_t d = c.word_embed_proj_dim > 0 ? c.word_embed_proj_dim : c.hidden_size;
-    register_module("model", std::make_shared<OptModel>(c, o, training));
-    register_module("lm_head", std::make_shared<Linear>(d, c.vocab_size, false, o));
-    if (c.tie_word_embeddings) {
-      tie_parameters(*this, "lm_head.weight", "model.decoder.embed_tokens.weight");
-    }
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("model")->call(ids));
-  }
-};
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   // Required although OPTConfig has defaults (those of a 125m model): they fix the shapes, the
   // position table's too (Note [Strict config parsing]).
@@ -250,7 +235,9 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<OptForCausalLM>(c, o, training);
+  return std::make_shared<LmHeadModel<OptModel>>("OPTForCausalLM", c, o, training, "model",
+                                                 "model.decoder.embed_tokens.weight",
+                                                 c.word_embed_proj_dim);
 }
 
 // OPTConfig's names for ModelConfig's fields, so that errors name the key in the file.
