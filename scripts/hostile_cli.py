@@ -52,6 +52,15 @@ def cases(tmp):
                 "1048576", "--seq", "4096", "--global-batch", "1048576"])
     for v in BIG:
         out.append(["inspect", "--model", "deepseek-v4-pro", "--seq", v])
+    # Positions: ALiBi plans any length with a note, a learned table refuses past its rows even with
+    # --rope-scaling; LongCat-Flash's zero experts at a million GPUs.
+    for v in BIG:
+        out.append(["plan", "--model", "bloom-176b", "--cluster", "dgx-a100-80g", "--gpus", "384",
+                    "--global-batch", "2048", "--seq", v])
+        out.append(["plan", "--model", "opt-175b", "--cluster", "dgx-a100-80g", "--gpus", "992",
+                    "--global-batch", "1024", "--rope-scaling", "--seq", v])
+    out.append(["compare", "--model", "longcat-flash-chat", "--cluster", "dgx-h100", "--gpus",
+                "1048576", "--seq", "8192", "--global-batch", "1048576"])
     # collective: group sizes, nodes, ranks per node, bytes.
     for flag in ("--group-size", "--nodes", "--ranks-per-node", "--gpus"):
         for v in BIG:

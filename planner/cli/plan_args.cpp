@@ -54,6 +54,8 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   // has no row past its last: refused, whatever the flags. ALiBi (BLOOM, MPT; no rotary and no
   // table) biases scores by distance with no limit (Press et al. 2022 train short and test
   // long): planned at --seq with a note, nothing scaled.
+  // Printed once the planner has accepted the job: a refusal is one line, never a note before it.
+  std::string position_note;
   if (seq > cfg.max_position_embeddings && cfg.max_position_embeddings > 0) {
     const tensor::ModelFamily& family = tensor::family_of(cfg);
     SP_CHECK(!family.learned_positions, "--seq ", seq, " is longer than ", model, "'s ",
@@ -61,7 +63,7 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
              " learned positions (a table of max_position_embeddings rows), expected at most ",
              cfg.max_position_embeddings);
     if (!family.rotary) {
-      print_error_line("note: --seq " + std::to_string(seq) + " is beyond the " +
+      position_note = ("note: --seq " + std::to_string(seq) + " is beyond the " +
                        std::to_string(cfg.max_position_embeddings) + " positions " + model +
                        " was configured for: it has no position table or rotation (ALiBi or no "
                        "positional encoding), planned at " +
@@ -75,12 +77,12 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
                ", or --rope-scaling to train that context by scaling its rotary embedding");
       const double factor =
           static_cast<double>(seq) / static_cast<double>(cfg.max_position_embeddings);
-      print_error_line("note: --seq " + std::to_string(seq) + " is beyond " + model + "'s " +
+      position_note = ("note: --seq " + std::to_string(seq) + " is beyond " + model + "'s " +
                        std::to_string(cfg.max_position_embeddings) +
                        " positions: planned with its rotary embedding scaled by " +
                        std::to_string(factor).substr(0, 5) +
-                       "x (no new parameters; attention and activations at " +
-                       std::to_string(seq) + " tokens)");
+                       "x (no new parameters; attention and activations at " + std::to_string(seq) +
+                       " tokens)");
       if (!cfg.rope_scaling) cfg.rope_scaling = tensor::RopeScaling{"linear", factor, {}, {}, {}};
       cfg.max_position_embeddings = seq;
     }
@@ -112,9 +114,11 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
       }
     };
   }
-  return std::make_unique<planner::Planner>(
+  auto made = std::make_unique<planner::Planner>(
       std::move(cfg), std::move(cluster),
       planner::TrainingSetup{.gpus = where.gpus, .seq = seq, .global_batch = global_batch}, o);
+  if (!position_note.empty()) print_error_line(position_note);
+  return made;
 }
 
 // Note [Attention sinks]
