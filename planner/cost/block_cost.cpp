@@ -181,7 +181,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
                    ? 0
                    : key.micro_batch * key.seq * tensor::kv_heads_of(cfg, kind) *
                          (tensor::head_dim_of(cfg, kind) + tensor::value_head_dim(cfg, kind)) *
-                         item;
+                         item * tensor::family_of(cfg).attentions_per_layer;
   t.attention_window = kind.window;
   // A heavily compressed layer (DeepSeek-V4's HCA) also reads every entry of the sequence, one
   // per compress_rate tokens (Note [Compressed attention trace] in

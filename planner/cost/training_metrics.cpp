@@ -1,6 +1,7 @@
 #include "planner/cost/training_metrics.h"
 
 #include "base/error.h"
+#include "tensor/models/family.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
@@ -47,6 +48,8 @@ double attention_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
                             : static_cast<double>(tensor::value_head_dim(c, k));
     per_position += static_cast<double>(c.num_attention_heads) * (qk + v);
   }
+  // LongCat-Flash runs two attention blocks a layer (ModelFamily::attentions_per_layer).
+  per_position *= static_cast<double>(tensor::family_of(c).attentions_per_layer);
   // Q K^T and scores x V: 2 FLOPs per multiply-add, forward and twice that in backward.
   return 6.0 * per_position * static_cast<double>(seq);
 }

@@ -167,6 +167,10 @@ struct ModelFamily {
   // Note [Zero-computation experts] in tensor/models/models.h); other families refuse such a
   // config.
   bool zero_experts = false;
+  // Attention blocks each decoder layer runs, one after the other, each with its own keys and
+  // values (LongCat-Flash: self_attn.0 and self_attn.1, 2): the planner's context-parallel key and
+  // value traffic and MFU's attention term count each (the traced layer counts their work).
+  int attentions_per_layer = 1;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

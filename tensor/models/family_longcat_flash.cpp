@@ -432,6 +432,7 @@ const ModelFamily kLongcatFlashFamily{
     .router_score_bias = ModelFamily::RouterBias::kOnMlpRouter,
     .unloaded_key = "model.mtp",
     .zero_experts = true,
+    .attentions_per_layer = 2,  // self_attn.0 and self_attn.1
     .tp_plan = kTpPlan,
     .init_rules = models::kRotaryDecoderInitRules,
 };

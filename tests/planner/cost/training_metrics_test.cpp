@@ -62,6 +62,11 @@ TEST(TrainingMetrics, AttentionCountsTheHeadsWidthOfLayersThatScoreKeys) {
   const tensor::ModelConfig v3 = tensor::find_model_config("deepseek-v3");
   EXPECT_DOUBLE_EQ(attention_flops_per_token(v3, 4096), 6.0 * 61 * 128 * (192 + 128) * 4096);
   EXPECT_THROW(attention_flops_per_token(gpt2, 0), Error);
+  // LongCat-Flash: two latent attentions a layer (self_attn.0, self_attn.1), 28 layers of 64
+  // heads scoring over 128 + 64 channels and returning 128.
+  const tensor::ModelConfig longcat = tensor::find_model_config("longcat-flash-chat");
+  EXPECT_DOUBLE_EQ(attention_flops_per_token(longcat, 4096),
+                   2 * 6.0 * 28 * 64 * (192 + 128) * 4096);
 }
 
 TEST(TrainingMetrics, MfuIsModelFlopsOverPeakTime) {
