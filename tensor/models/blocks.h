@@ -6,6 +6,7 @@
 //   q = apply_rotary(q, cos, sin);                     // q [B, H, S, D]
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,6 +51,15 @@ Tensor maybe_dropout(const Tensor& x, double p, bool training);
 // The rotated width per head: int(head_dim * partial_rotary_factor), as transformers truncates.
 inline int64_t rotary_dim(const ModelConfig& c) {
   return static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+}
+
+// A rotated width r of head_dim d as ModelConfig's fraction: the smallest double whose product
+// with d truncates back to r in rotary_dim above, since r / d itself can fall a rounding short
+// (30 / 44 x 44 = 29.999...). For the families whose files give rotary_dim (GPT-J, MiniMax-M2).
+inline double rotary_fraction(int64_t r, int64_t d) {
+  double f = static_cast<double>(r) / static_cast<double>(d);
+  while (static_cast<int64_t>(static_cast<double>(d) * f) < r) f = std::nextafter(f, 2.0);
+  return f;
 }
 
 // Gemma's RMSNorm (GemmaRMSNorm, Gemma2RMSNorm, Gemma3RMSNorm by `type_name`): it scales by

@@ -173,15 +173,6 @@ class GptjForCausalLM : public Module {
   }
 };
 
-// rotary_dim as ModelConfig's fraction of head_dim: the smallest double whose product with
-// head_dim truncates back to rotary_dim (rotary_dim(c), blocks.h), since r / d itself can fall a
-// rounding short (2 / 98 x 98 = 1.9999999999999998).
-double rotary_fraction(int64_t r, int64_t d) {
-  double f = static_cast<double>(r) / static_cast<double>(d);
-  while (static_cast<int64_t>(static_cast<double>(d) * f) < r) f = std::nextafter(f, 2.0);
-  return f;
-}
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("n_embd");

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "tensor/models/blocks.h"
 #include "tensor/models/rotary_decoder.h"
 
 namespace shardplan::tensor {
@@ -39,7 +40,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
       f.fail("rotary_dim", "must be even and in (0, head_dim = " + std::to_string(c.head_dim) +
                                "], got " + std::to_string(rotary));
     }
-    c.partial_rotary_factor = static_cast<double>(rotary) / static_cast<double>(c.head_dim);
+    c.partial_rotary_factor = models::rotary_fraction(rotary, c.head_dim);
   }
   models::require_built_value(f, "use_qk_norm", true, "MiniMax-M2",
                               "q_norm and k_norm on every layer");

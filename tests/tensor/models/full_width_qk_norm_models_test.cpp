@@ -139,6 +139,18 @@ nlohmann::json tiny_minimax() {
           {"torch_dtype", "bfloat16"}};
 }
 
+// rotary_dim 30 of head_dim 44: 30 / 44 x 44 truncates to 29 in double arithmetic; the parsed
+// fraction gives 30 back, as MiniMaxM2's rotary_dim says.
+TEST(FullWidthQkNormModels, MinimaxM2RotaryDimSurvivesTheFraction) {
+  nlohmann::json j = tiny_minimax();
+  j["head_dim"] = 44;
+  j["rotary_dim"] = 30;
+  ASSERT_EQ(static_cast<int64_t>(44 * (30.0 / 44)), 29);
+  const ModelConfig c = parse_model_config(j, "m.json");
+  EXPECT_EQ(static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor), 30);
+  EXPECT_EQ(parse_model_config(to_hf_json(c), "round trip"), c);
+}
+
 TEST(FullWidthQkNormModels, MinimaxM2NamesShapesAndOrder) {
   const ModulePtr m = build_model(parse_model_config(tiny_minimax(), "tiny minimax"));
   EXPECT_EQ(m->type_name(), "MiniMaxM2ForCausalLM");
