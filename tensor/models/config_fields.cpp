@@ -149,4 +149,14 @@ json rope_scaling_json(const std::optional<RopeScaling>& scaling) {
   return r;
 }
 
+void head_dim_from_hidden(const ConfigFields& f, ModelConfig& c, const char* heads_key,
+                          const char* hidden_key, const std::string& why) {
+  const int64_t heads = c.num_attention_heads;
+  if (heads > 0 && c.hidden_size % heads != 0) {
+    f.fail(heads_key, std::to_string(heads) + " does not divide " + hidden_key + " " +
+                          std::to_string(c.hidden_size) + why);
+  }
+  c.head_dim = heads > 0 ? c.hidden_size / heads : 0;
+}
+
 }  // namespace shardplan::tensor

@@ -71,6 +71,12 @@ RopeScaling parse_rope_scaling(const nlohmann::json& r, const ConfigFields& top,
 // scaling and partial_rotary_factor of `c`, over what the legacy keys said (Note
 // [rope_parameters] in config_fields.cpp).
 void parse_rope_parameters(const ConfigFields& f, ModelConfig& c);
+// head_dim = hidden_size / num_attention_heads for the families whose attention splits the hidden
+// size into its heads (GPT-2's descendants, OPT, MPT, DBRX): refuses heads that do not divide it,
+// naming the file's keys `heads_key` and `hidden_key` ("n_head", "n_embd"), with `why` appended
+// when given. Heads of 0 or below leave head_dim 0 for validate() to refuse by name.
+void head_dim_from_hidden(const ConfigFields& f, ModelConfig& c, const char* heads_key,
+                          const char* hidden_key, const std::string& why = {});
 // What parse_rope_scaling reads back (null when unset).
 nlohmann::json rope_scaling_json(const std::optional<RopeScaling>& s);
 

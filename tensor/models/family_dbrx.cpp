@@ -256,11 +256,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.num_attention_heads = f.integer("n_heads");
   // DbrxAttention's head_dim is d_model // n_heads and its Wqkv makes d_model query channels:
   // heads that do not divide d_model leave the query view without whole heads.
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("n_heads", std::to_string(c.num_attention_heads) + " does not divide d_model " +
-                          std::to_string(c.hidden_size) + ", expected whole heads of the queries");
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "n_heads", "d_model", ", expected whole heads of the queries");
   c.max_position_embeddings = f.integer("max_seq_len", 2048);
   c.norm_eps = kDbrxNormEps;
   c.resid_dropout = f.number("resid_pdrop", 0.0);

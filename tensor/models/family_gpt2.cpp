@@ -159,11 +159,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                          std::to_string(INT64_MAX / 4) + " or an explicit n_inner");
   }
   c.intermediate_size = f.integer("n_inner", default_inner);
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
-                         std::to_string(c.hidden_size));
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "n_head", "n_embd");
   c.hidden_act = f.string("activation_function", "gelu_new");
   c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);

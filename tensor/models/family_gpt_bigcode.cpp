@@ -172,11 +172,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   }
   c.intermediate_size = f.integer("n_inner", default_inner);
   // GPTBigCodeAttention raises unless the heads split n_embd evenly.
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
-                         std::to_string(c.hidden_size));
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "n_head", "n_embd");
   // The causal-mask buffer holds n_positions^2 elements: a count that must fit int64.
   int64_t mask = 0;
   if (c.max_position_embeddings > 0 &&

@@ -141,12 +141,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.num_hidden_layers = f.integer("num_hidden_layers");
   c.num_attention_heads = f.integer("num_attention_heads");
   c.num_key_value_heads = c.num_attention_heads;
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
-                                      " does not divide hidden_size " +
-                                      std::to_string(c.hidden_size));
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "num_attention_heads", "hidden_size");
   c.max_position_embeddings = f.integer("max_position_embeddings", 2048);
   c.hidden_act = f.string("hidden_act", "gelu");
   c.norm_eps = f.number("layer_norm_eps", 1e-5);

@@ -188,11 +188,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                          std::to_string(INT64_MAX / 4) + " or an explicit n_inner");
   }
   c.intermediate_size = f.integer("n_inner", default_inner);
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("n_head", std::to_string(c.num_attention_heads) + " does not divide n_embd " +
-                         std::to_string(c.hidden_size) + " (GPTJAttention's head_dim)");
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "n_head", "n_embd", " (GPTJAttention's head_dim)");
   if (c.head_dim > 0) {  // else validate refuses n_embd or n_head, naming them
     // GPTJAttention builds tables rotary_dim wide (n_embd when null) and applies them to each
     // head's first rotary_dim channels: they must be pairs within a head, or transformers fails in

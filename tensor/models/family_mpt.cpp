@@ -272,11 +272,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.hidden_size = f.integer("d_model");
   c.num_hidden_layers = f.integer("n_layers");
   c.num_attention_heads = c.num_key_value_heads = f.integer("n_heads");
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("n_heads", std::to_string(c.num_attention_heads) + " does not divide d_model " +
-                          std::to_string(c.hidden_size));
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "n_heads", "d_model");
   c.max_position_embeddings = f.integer("max_seq_len", 2048);
   c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);

@@ -176,12 +176,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.max_position_embeddings = f.integer("max_position_embeddings");
   c.num_key_value_heads = c.num_attention_heads;
   // OPTAttention raises unless the heads split hidden_size evenly.
-  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0) {
-    f.fail("num_attention_heads", std::to_string(c.num_attention_heads) +
-                                      " does not divide hidden_size " +
-                                      std::to_string(c.hidden_size));
-  }
-  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  head_dim_from_hidden(f, c, "num_attention_heads", "hidden_size");
   c.hidden_act = f.string("activation_function", "relu");
   c.norm_eps = 1e-5;  // nn.LayerNorm's default: OPTConfig has no epsilon
   c.norm_elementwise_affine = f.boolean("layer_norm_elementwise_affine", true);
