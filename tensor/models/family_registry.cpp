@@ -106,6 +106,7 @@ extern const ModelFamily kDbrxFamily;
 extern const ModelFamily kOlmoHybridFamily;
 extern const ModelFamily kLagunaFamily;
 extern const ModelFamily kLongcatFlashFamily;
+extern const ModelFamily kMamba2Family;
 
 namespace {
 
@@ -207,6 +208,7 @@ const ModelFamily* const kRegistered[] = {
     &kOlmoHybridFamily,
     &kLagunaFamily,
     &kLongcatFlashFamily,
+    &kMamba2Family,
 };
 
 }  // namespace

@@ -245,6 +245,10 @@ struct ModelConfig {
   // on the same normed input, their outputs summed (LayerKind::parallel_mamba); layer_types stay
   // the attention's.
   bool parallel_mamba = false;
+  // Mamba2Config's residual_in_fp32: each block adds its output to a float32 copy of the
+  // residual, so the stream between blocks is float32 (twice the bytes of bfloat16 activations
+  // kept there). Read by the families that build it (mamba2); the others leave it false.
+  bool residual_in_fp32 = false;
   // Single-part layers (Nemotron-H's blocks: ModelFamily::single_part_layers): the layers, sorted,
   // that have a token mixer and no feed-forward; a layer without a mixer attends kNone.
   std::vector<int64_t> no_ffn_layers;

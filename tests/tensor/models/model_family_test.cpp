@@ -108,6 +108,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "llama",
                                          "llama4_text",
                                          "longcat_flash",
+                                         "mamba2",
                                          "mimo_v2_flash",
                                          "minicpm3",
                                          "minimax_m2",
@@ -158,12 +159,12 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
       "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
       "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, laguna, lfm2, "
-      "lfm2_moe, llama, llama4_text, longcat_flash, mimo_v2_flash, minicpm3, minimax_m2, "
-      "ministral, ministral3, mistral, mistral4, mixtral, mpt, nanochat, nemotron, nemotron_h, "
-      "olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, "
-      "qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
-      "qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, "
-      "vaultgemma, youtu");
+      "lfm2_moe, llama, llama4_text, longcat_flash, mamba2, mimo_v2_flash, minicpm3, "
+      "minimax_m2, ministral, ministral3, mistral, mistral4, mixtral, mpt, nanochat, nemotron, "
+      "nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, "
+      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
+      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
+      "stablelm, starcoder2, vaultgemma, youtu");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -265,6 +266,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"mamba2", {"backbone.layers", "Mamba2ForCausalLM"}},
       {"longcat_flash", {"model.layers", "LongcatFlashForCausalLM"}},
       {"laguna", {"model.layers", "LagunaForCausalLM"}},
       {"olmo_hybrid", {"model.layers", "OlmoHybridForCausalLM"}},
@@ -386,6 +388,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"mamba2", "mamba-codestral-7b"},
       {"longcat_flash", "longcat-flash-chat"},
       {"laguna", "laguna-xs.2"},
       {"olmo_hybrid", "olmo-hybrid-7b"},
