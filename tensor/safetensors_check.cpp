@@ -127,7 +127,10 @@ std::optional<ExpertSlice> expert_slice(std::string_view name) {
 // model shardplan builds (Note [Multimodal configs] in tensor/models/model_config.cpp) is named
 // as its own *ForCausalLM: model.*, lm_head.*. A checkpoint is matched under whichever layout
 // finds more of the model's names than the plain names do; its tensors outside the language
-// model are listed (outside_language_model), neither loaded nor counted against it.
+// model are listed (outside_language_model), neither loaded nor counted against it. A language
+// model built under the newer names themselves (muse_glimmer_text, which has no *ForCausalLM in
+// transformers: Note [Multimodal configs] in tensor/models/model_config.cpp) is matched by its
+// plain names, and the checkpoint's tensors outside those two prefixes are listed the same way.
 struct LanguageModelLayout {
   std::string_view root;   // the language model's tensors start with it (or with head)
   std::string_view model;  // what the model's "model." is in the checkpoint
@@ -297,7 +300,15 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
   r.stripped_prefix = stripped_prefix(ck, expected);
   const LanguageModelLayout* layout =
       r.stripped_prefix.empty() ? language_model_layout(ck, expected) : nullptr;
-  if (layout) r.language_model_prefix = layout->root;
+  // Note [Multimodal checkpoints]: a model named as its multimodal model's language model.
+  const LanguageModelLayout& inside = kLanguageModelLayouts[1];
+  const bool named_inside =
+      !layout && r.stripped_prefix.empty() && !expected.empty() &&
+      std::all_of(expected.begin(), expected.end(), [&](const NamedTensor& e) {
+        return e.name.starts_with(inside.root) || e.name.starts_with(inside.head);
+      });
+  const LanguageModelLayout* around = layout ? layout : named_inside ? &inside : nullptr;
+  if (around) r.language_model_prefix = around->root;
   auto ck_name = [&](const std::string& name) {
     if (layout) return in_layout(*layout, name);
     return !r.stripped_prefix.empty() && name.starts_with(r.stripped_prefix)
@@ -354,7 +365,7 @@ CheckpointMatch match_checkpoint(const Checkpoint& ck, const Module& model,
       const auto rn = renamed.find(t.name);
       if (rn == renamed.end()) {
         const bool outside =
-            layout && !t.name.starts_with(layout->root) && !t.name.starts_with(layout->head);
+            around && !t.name.starts_with(around->root) && !t.name.starts_with(around->head);
         if (outside) {
           r.outside_language_model.push_back(t.name);
         } else {

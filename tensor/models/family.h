@@ -150,6 +150,10 @@ struct ModelFamily {
   // it, so it runs the unfused (math) attention (Note [Attention sinks] in
   // planner/cli/plan_args.cpp).
   bool attention_sinks = false;
+  // Its kSparse layers' lightning indexer reads the hidden states (not a query latent) and picks
+  // blocks of ModelConfig::index_block_size keys for a grouped-query attention (MiniMax-M3's
+  // MiniMax Sparse Attention); DeepSeek Sparse Attention's needs q_lora_rank and kv_lora_rank.
+  bool block_sparse_attention = false;
   // Builds linear-attention layers where layer_types says linear_attention (Gated DeltaNet:
   // Qwen3-Next, Qwen3.5; Mamba-2: Granite 4.0); other families refuse such a config, built in
   // code or read.

@@ -107,6 +107,11 @@ extern const ModelFamily kOlmoHybridFamily;
 extern const ModelFamily kLagunaFamily;
 extern const ModelFamily kLongcatFlashFamily;
 extern const ModelFamily kMamba2Family;
+extern const ModelFamily kMellumFamily;
+extern const ModelFamily kStep3p5Family;
+extern const ModelFamily kMuseGlimmerTextFamily;
+extern const ModelFamily kZayaFamily;
+extern const ModelFamily kMinimaxM3VlTextFamily;
 
 namespace {
 
@@ -209,6 +214,11 @@ const ModelFamily* const kRegistered[] = {
     &kLagunaFamily,
     &kLongcatFlashFamily,
     &kMamba2Family,
+    &kMellumFamily,
+    &kStep3p5Family,
+    &kMuseGlimmerTextFamily,
+    &kZayaFamily,
+    &kMinimaxM3VlTextFamily,
 };
 
 }  // namespace

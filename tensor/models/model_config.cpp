@@ -67,6 +67,13 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("index_n_heads", "and index_head_dim, index_topk must be >= 0, got ", c.index_n_heads,
          ", ", c.index_head_dim, ", ", c.index_topk);
   }
+  // A block size only where the family's indexer picks blocks (MiniMax-M3), dividing the keys.
+  if (c.index_block_size < 0 || (c.index_block_size > 0 && !family.block_sparse_attention) ||
+      (c.index_block_size > 0 && c.index_topk % c.index_block_size != 0)) {
+    fail("index_block_size", c.index_block_size, " with index_topk ", c.index_topk,
+         ", expected 0 (single keys)",
+         family.block_sparse_attention ? " or a positive block size dividing index_topk" : "");
+  }
   if (c.index_n_heads > 0 && c.index_head_dim < c.qk_rope_head_dim) {
     fail("index_head_dim", c.index_head_dim, ", expected at least qk_rope_head_dim (",
          c.qk_rope_head_dim, "): the indexer rotates that many of its channels");
@@ -186,6 +193,15 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("gated_norm_rank", c.gated_norm_rank,
          " is not a gate rank (1..65536 for gated norms; 0: none)");
   }
+  // ZAYA1's convolution widths and router width (0: none): bounded, as the other widths, so that
+  // their products with the heads cannot overflow before the parameter bound below.
+  const std::pair<const char*, int64_t> zaya[] = {{"cca_time0", c.cca_time0},
+                                                  {"cca_time1", c.cca_time1},
+                                                  {"router_hidden_size", c.router_hidden_size}};
+  for (const auto& [name, v] : zaya) {
+    const int64_t most = name == std::string_view("router_hidden_size") ? 65536 : 4096;
+    if (v < 0 || v > most) fail(name, v, ", expected between 0 (none) and ", most);
+  }
   if (c.moe_latent_size < 0 || c.moe_latent_size > 65536 ||
       (c.moe_latent_size > 0 && c.num_local_experts <= 0)) {
     fail("moe_latent_size", c.moe_latent_size,
@@ -269,6 +285,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          "' is not supported; expected one of: ", models::known_activations());
   }
   if (!(c.norm_eps > 0)) fail("norm_eps", "must be positive, got ", c.norm_eps);
+  if (!(c.post_norm_eps >= 0) || !std::isfinite(c.post_norm_eps)) {
+    fail("post_norm_eps", "must be positive (or 0: norm_eps), got ", c.post_norm_eps);
+  }
   const std::pair<const char*, double> drops[] = {{"embd_dropout", c.embd_dropout},
                                                   {"attention_dropout", c.attention_dropout},
                                                   {"resid_dropout", c.resid_dropout}};
@@ -340,8 +359,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   if (c.attention_chunk_size < 0) {
     fail("attention_chunk_size", "must be positive, got ", c.attention_chunk_size);
   }
-  // Granite's, Cohere's and Falcon-H1's multipliers scale activations: a finite number each; the
-  // logits are divided by logits_scaling, and a negative softmax scale would invert the attention.
+  // Granite's, Cohere's, Falcon-H1's and Muse Glimmer's multipliers scale activations: a finite
+  // number each; the logits are divided by logits_scaling, and a negative softmax scale would
+  // invert the attention.
   const std::pair<const char*, double> scales[] = {
       {"embedding_multiplier", c.embedding_multiplier},
       {"residual_multiplier", c.residual_multiplier},
@@ -349,6 +369,7 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       {"logits_scaling", c.logits_scaling},
       {"logit_scale", c.logit_scale},
       {"key_multiplier", c.key_multiplier},
+      {"query_multiplier", c.query_multiplier},
       {"attention_in_multiplier", c.attention_in_multiplier},
       {"attention_out_multiplier", c.attention_out_multiplier},
       {"ssm_in_multiplier", c.ssm_in_multiplier},
@@ -382,12 +403,20 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       if (t == AttentionType::kChunked && c.attention_chunk_size <= 0) {
         fail("attention_chunk_size", "is not set, but layer_types has chunked_attention layers");
       }
-      if (t == AttentionType::kSparse &&
+      if (t == AttentionType::kSparse && !family.block_sparse_attention &&
           (c.index_topk <= 0 || c.index_n_heads <= 0 || c.index_head_dim <= 0 ||
            c.q_lora_rank <= 0 || c.kv_lora_rank <= 0)) {
         fail("index_topk",
              "and the indexer's heads must be set, with a query and key-value "
              "latent, for deepseek_sparse_attention layers");
+      }
+      // MiniMax-M3's indexer reads the hidden states and picks blocks of keys: no latent.
+      if (t == AttentionType::kSparse && family.block_sparse_attention &&
+          (c.index_topk <= 0 || c.index_n_heads <= 0 || c.index_head_dim <= 0 ||
+           c.index_block_size <= 0)) {
+        fail("index_topk",
+             "and the indexer's heads and block size must be set for block-sparse attention "
+             "layers");
       }
       const bool compressed =
           t == AttentionType::kCompressedSparse || t == AttentionType::kHeavilyCompressed;
@@ -502,6 +531,21 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
         {"o_groups", c.o_groups},
         {"o_lora_rank", c.o_lora_rank},
         {"hc_mult", c.hc_mult}}},
+      // ZAYA1's CCA: the grouped convolution [(H + K) d, d, cca_time1] and the depthwise one
+      // [(H + K) d, 1, cca_time0] per layer; its router: down_proj [r, h], two [r, r] layers
+      // and the logits [E + 1, r].
+      {layers *
+               (static_cast<double>(c.num_attention_heads) +
+                static_cast<double>(c.num_key_value_heads)) *
+               static_cast<double>(c.head_dim) *
+               (static_cast<double>(c.head_dim) * static_cast<double>(c.cca_time1) +
+                static_cast<double>(c.cca_time0)) +
+           layers * static_cast<double>(c.router_hidden_size) *
+               (h + 2.0 * static_cast<double>(c.router_hidden_size) + experts + 1.0),
+       {layer_count,
+        {"head_dim", c.head_dim},
+        {"cca_time1", c.cca_time1},
+        {"router_hidden_size", c.router_hidden_size}}},
       {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
       // OPT's embeddings at word_embed_proj_dim: the table, the output layer, project_in and out.
       {2.0 * static_cast<double>(c.word_embed_proj_dim) * (static_cast<double>(c.vocab_size) + h),
@@ -540,7 +584,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
 // its projector are not modelled: they are a few percent of these models' parameters (Gemma 3 27B:
 // a 0.4B SigLIP encoder), and the commands say so (multimodal_note). Parameter names are the
 // language model's as its own *ForCausalLM names them; a multimodal checkpoint's (language_model.*)
-// are matched to them by Note [Multimodal checkpoints] in tensor/safetensors_check.cpp.
+// are matched to them by Note [Multimodal checkpoints] in tensor/safetensors_check.cpp. A text
+// model with no *ForCausalLM in transformers (muse_glimmer_text) is named as it sits in its
+// *ForConditionalGeneration: model.language_model.*, lm_head.*.
 namespace {
 
 struct DefaultTextType {
@@ -562,20 +608,26 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"lfm2_vl", "lfm2"},
                                                  {"kimi_k25", "deepseek_v3"},
                                                  {"exaone4_5", "exaone4"},
-                                                 {"cohere_compass", "cohere_compass_text"}};
+                                                 {"cohere_compass", "cohere_compass_text"},
+                                                 {"step3p7", "step3p5"},
+                                                 {"muse_glimmer", "muse_glimmer_text"},
+                                                 {"minimax_m3_vl", "minimax_m3_vl_text"}};
 
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
 // those keys into text_config, and so does parsing here.
 // Wrappers whose text model is always their own text class, whatever text_config's model_type
-// says (transformers 5.16's Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig);
-// they tie as the outer config says (kWrapperTies).
+// says (transformers 5.16's Qwen2VLConfig, Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig;
+// MuseGlimmerConfig); they tie as the outer config says (kWrapperTies).
 constexpr DefaultTextType kFixedTextTypes[] = {{"gemma4", "gemma4_text"},
                                                {"qwen2_vl", "qwen2_vl_text"},
                                                {"qwen2_5_vl", "qwen2_5_vl_text"},
                                                {"qwen3_vl", "qwen3_vl_text"},
                                                {"qwen3_vl_moe", "qwen3_vl_moe_text"},
-                                               {"cohere_compass", "cohere_compass_text"}};
+                                               {"cohere_compass", "cohere_compass_text"},
+                                               {"step3p7", "step3p5"},
+                                               {"muse_glimmer", "muse_glimmer_text"},
+                                               {"minimax_m3_vl", "minimax_m3_vl_text"}};
 
 // Which config ties the output layer (Note [Multimodal configs]): the wrapper's own
 // tie_word_embeddings (its class default when absent, a null one false), or that OR the text
@@ -587,13 +639,21 @@ struct WrapperTie {
   TieRule rule;
   bool outer_default;
 };
-constexpr WrapperTie kWrapperTies[] = {
-    {"gemma3", TieRule::kOuter, true},        {"mistral3", TieRule::kOuter, true},
-    {"llava", TieRule::kOuterOrText, false},  {"qwen2_vl", TieRule::kOuter, false},
-    {"qwen2_5_vl", TieRule::kOuter, false},   {"qwen3_vl", TieRule::kOuter, false},
-    {"qwen3_vl_moe", TieRule::kOuter, false}, {"lfm2_vl", TieRule::kOuter, true},
-    {"kimi_k25", TieRule::kOuter, true},      {"exaone4_5", TieRule::kOuter, false},
-    {"gemma4", TieRule::kOuter, true},        {"cohere_compass", TieRule::kOuter, false}};
+constexpr WrapperTie kWrapperTies[] = {{"gemma3", TieRule::kOuter, true},
+                                       {"mistral3", TieRule::kOuter, true},
+                                       {"llava", TieRule::kOuterOrText, false},
+                                       {"qwen2_vl", TieRule::kOuter, false},
+                                       {"qwen2_5_vl", TieRule::kOuter, false},
+                                       {"qwen3_vl", TieRule::kOuter, false},
+                                       {"qwen3_vl_moe", TieRule::kOuter, false},
+                                       {"lfm2_vl", TieRule::kOuter, true},
+                                       {"kimi_k25", TieRule::kOuter, true},
+                                       {"exaone4_5", TieRule::kOuter, false},
+                                       {"gemma4", TieRule::kOuter, true},
+                                       {"cohere_compass", TieRule::kOuter, false},
+                                       {"step3p7", TieRule::kOuter, false},
+                                       {"muse_glimmer", TieRule::kOuter, false},
+                                       {"minimax_m3_vl", TieRule::kOuterOrText, false}};
 
 // A text model_type a wrapper's first release wrote and its config class now reads as another
 // (Exaone4_5Config: "exaone4_5_text" is exaone4).

@@ -128,6 +128,9 @@ struct ModelConfig {
   double mlp_gate_multiplier = 1;
   double mlp_down_multiplier = 1;
   std::array<double, 5> ssm_multipliers = {1, 1, 1, 1, 1};
+  // Muse Glimmer's qk_scale_factor: q times it after its weightless QK-norm, before RoPE, on top
+  // of the softmax's 1/sqrt(head_dim) (its builder multiplies even at 1; others leave it at 1).
+  double query_multiplier = 1;
   int64_t num_local_experts = 0;          // MoE (Mixtral); 0 = dense MLP
   int64_t num_experts_per_tok = 0;        // top-k of the router
   // LongCat-Flash's zero-computation experts (zero_expert_num): the router picks its top k among
@@ -201,6 +204,9 @@ struct ModelConfig {
   int64_t index_head_dim = 0;
   int64_t index_topk = 0;
   std::vector<int64_t> shared_indexer_layers;
+  // MiniMax-M3's indexer picks whole blocks of this many keys (ModelFamily::block_sparse_attention;
+  // index_topk is then its index_topk_blocks times this); 0: single keys (DeepSeek).
+  int64_t index_block_size = 0;
   // DeepSeek-V4 (tensor/models/compressed_attention.h, hyper_connections.h): the tokens pooled
   // into one compressed entry on kCompressedSparse and kHeavilyCompressed layers; the grouped
   // low-rank output projection (o_groups groups of heads, each projected to o_lora_rank); hc_mult
@@ -259,6 +265,13 @@ struct ModelConfig {
   // post_attention_layernorm of MoE layers, are an RMSNorm followed by a gate through this rank,
   // y * sigmoid(fc2(silu(fc1(y)))) with y the normed input (AXK2GatedRMSNorm).
   int64_t gated_norm_rank = 0;
+  // ZAYA1's compressed convolutional attention (tensor/models/cca_attention.h): the widths over
+  // time of its two convolutions of the concatenated queries and keys, depthwise (cca_time0) then
+  // grouped by head (cca_time1); and its router's own width (router_hidden_size: the tokens
+  // projected to it, an MLP there, the logits from it). 0: none (every other family).
+  int64_t cca_time0 = 0;
+  int64_t cca_time1 = 0;
+  int64_t router_hidden_size = 0;
   // A norm over head_dim on each head of q and k, for families where it is optional (GLM-4.5's
   // use_qk_norm); families that always have one say so in their builder.
   bool qk_norm_per_head = false;
@@ -288,6 +301,10 @@ struct ModelConfig {
   // OLMo's clip_qkv: q, k and v clamped to [-clip_qkv, clip_qkv] right after their projections;
   // unset: none.
   std::optional<double> clip_qkv;
+  // Muse Glimmer's post_norm_eps: the epsilon of the norms on each half's output (after the
+  // attention and after the MLP, before the residual add); 0: norm_eps, as the other families
+  // norm everything with it.
+  double post_norm_eps = 0;
   // Cohere2-MoE without rms_norm_eps: its norms subtract the mean (a LayerNorm with a weight
   // only, layer_norm_eps) rather than RMSNorm.
   bool mean_subtracting_norms = false;

@@ -109,15 +109,18 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "llama4_text",
                                          "longcat_flash",
                                          "mamba2",
+                                         "mellum",
                                          "mimo_v2_flash",
                                          "minicpm3",
                                          "minimax_m2",
+                                         "minimax_m3_vl_text",
                                          "ministral",
                                          "ministral3",
                                          "mistral",
                                          "mistral4",
                                          "mixtral",
                                          "mpt",
+                                         "muse_glimmer_text",
                                          "nanochat",
                                          "nemotron",
                                          "nemotron_h",
@@ -146,8 +149,10 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "solar_open",
                                          "stablelm",
                                          "starcoder2",
+                                         "step3p5",
                                          "vaultgemma",
-                                         "youtu"};
+                                         "youtu",
+                                         "zaya"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
@@ -159,12 +164,13 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
       "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
       "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, laguna, lfm2, "
-      "lfm2_moe, llama, llama4_text, longcat_flash, mamba2, mimo_v2_flash, minicpm3, "
-      "minimax_m2, ministral, ministral3, mistral, mistral4, mixtral, mpt, nanochat, nemotron, "
-      "nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, "
-      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
-      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
-      "stablelm, starcoder2, vaultgemma, youtu");
+      "lfm2_moe, llama, llama4_text, longcat_flash, mamba2, mellum, mimo_v2_flash, minicpm3, "
+      "minimax_m2, minimax_m3_vl_text, ministral, ministral3, mistral, mistral4, mixtral, mpt, "
+      "muse_glimmer_text, nanochat, nemotron, nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, "
+      "olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+      "qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, step3p5, "
+      "vaultgemma, youtu, zaya");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -266,6 +272,11 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"minimax_m3_vl_text", {"model.layers", "MiniMaxM3VLForCausalLM"}},
+      {"zaya", {"model.layers", "ZayaForCausalLM"}},
+      {"muse_glimmer_text", {"model.language_model.layers", "MuseGlimmerForConditionalGeneration"}},
+      {"step3p5", {"model.layers", "Step3p7ForCausalLM"}},
+      {"mellum", {"model.layers", "MellumForCausalLM"}},
       {"mamba2", {"backbone.layers", "Mamba2ForCausalLM"}},
       {"longcat_flash", {"model.layers", "LongcatFlashForCausalLM"}},
       {"laguna", {"model.layers", "LagunaForCausalLM"}},
@@ -388,6 +399,11 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"minimax_m3_vl_text", "minimax-m3"},
+      {"zaya", "zaya1-base"},
+      {"muse_glimmer_text", "muse-glimmer"},
+      {"step3p5", "step-3.5-flash"},
+      {"mellum", "mellum2-12b-a2.5b"},
       {"mamba2", "mamba-codestral-7b"},
       {"longcat_flash", "longcat-flash-chat"},
       {"laguna", "laguna-xs.2"},
@@ -425,7 +441,12 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"longcat_flash",
+  EXPECT_EQ(rotary, (std::set<std::string>{"minimax_m3_vl_text",
+                                           "zaya",
+                                           "muse_glimmer_text",
+                                           "step3p5",
+                                           "mellum",
+                                           "longcat_flash",
                                            "laguna",
                                            "olmo_hybrid",
                                            "dbrx",
@@ -519,7 +540,11 @@ TEST(ModelFamily, FlagsPerFamily) {
   EXPECT_EQ(learned, (std::set<std::string>{"opt", "gpt_bigcode", "gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"dbrx", "falcon", "bloom", "mpt", "gpt_bigcode", "gpt2",
                                           "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"longcat_flash",
+  EXPECT_EQ(moe, (std::set<std::string>{"minimax_m3_vl_text",
+                                        "zaya",
+                                        "step3p5",
+                                        "mellum",
+                                        "longcat_flash",
                                         "laguna",
                                         "dbrx",
                                         "deepseek_v2",
