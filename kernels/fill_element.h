@@ -56,6 +56,7 @@ inline FillParams make_fill_params(ElementType type, const FillSpec& spec) {
       p.d_b = spec.b;
       break;
     case FillKind::kLogIndex:
+      p.d_b = spec.b;  // the period, 0 for none
       break;
     case FillKind::kTruncatedNormal:
       p.f_b = static_cast<float>(spec.b);
@@ -88,9 +89,12 @@ SHARDPLAN_HD SHARDPLAN_INLINE unsigned wide_lane(uint64_t index) {
   return static_cast<unsigned>(index % kWideGroup);
 }
 
-// log(a + index) in float32, rounded once from det's double log (Note in init_fill.h).
+// log(a + index) in float32, rounded once from det's double log (Note in init_fill.h); with a
+// period, log(a + index mod period).
 SHARDPLAN_HD SHARDPLAN_INLINE float log_index_f32(const FillParams& p, uint64_t index) {
-  return static_cast<float>(det::log_scaled_f64(static_cast<uint64_t>(p.d_a) + index, 0));
+  const auto period = static_cast<uint64_t>(p.d_b);
+  const uint64_t i = period > 0 ? index % period : index;
+  return static_cast<float>(det::log_scaled_f64(static_cast<uint64_t>(p.d_a) + i, 0));
 }
 
 SHARDPLAN_HD SHARDPLAN_INLINE float float_value(const FillParams& p, uint64_t index) {

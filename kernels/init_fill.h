@@ -22,14 +22,16 @@ enum class FillKind { kConstant, kUniform, kNormal, kTruncatedNormal, kLogIndex 
 
 // constant: a (b ignored); uniform: [a, b); normal: mean a, standard deviation b; truncated
 // normal: normal(a, b) restricted to [low, high] (torch.nn.init.trunc_normal_'s mean, std, a, b);
-// log index: element i (the global flat index) is log(a + i), a a positive integer, b ignored:
-// transformers' Mamba-2 A_log init, torch.log(torch.arange(a, a + n)), which computes in float32
-// (the default dtype) and is copied into the tensor, so every floating type but complex64 stores
-// that float32 value (float64 widened). The float32 value is the exact log rounded once (computed
-// as det::log_scaled_f64, within an ulp of double, then rounded to float: CPU and CUDA alike);
-// PyTorch's vectorized float32 log is within an ulp, not correctly rounded, and differs at a few
-// indices (1.13 on x86: the first at a + i = 429; tests/data/log_arange_oracle.json).
-// Per element type (Note [Uniform and normal rules] in kernels/random_fill.h for the formulas):
+// log index: element i (the global flat index) is log(a + i), a a positive integer, and with a
+// period b > 0 (an integer) log(a + i mod b), the index restarting every b elements (b 0: none):
+// transformers' Mamba-2 A_log init, torch.log(torch.arange(a, a + n)), and Mamba-1's, the same
+// arange over the last dim of [d_inner, N] expanded over the rows (period N), which compute in
+// float32 (the default dtype) and are copied into the tensor, so every floating type but complex64
+// stores that float32 value (float64 widened). The float32 value is the exact log rounded once
+// (computed as det::log_scaled_f64, within an ulp of double, then rounded to float: CPU and CUDA
+// alike); PyTorch's vectorized float32 log is within an ulp, not correctly rounded, and differs at
+// a few indices (1.13 on x86: the first at a + i = 429; tests/data/log_arange_oracle.json). Per
+// element type (Note [Uniform and normal rules] in kernels/random_fill.h for the formulas):
 //  * float64 computes in double; float32/float16/bfloat16/fp8 compute in float and round to
 //    nearest even into storage (fp8 e4m3fn: beyond +-464 gives NaN, PyTorch's rule).
 //  * complex64: element g's real part is the float fill at index 2g and its imaginary part at

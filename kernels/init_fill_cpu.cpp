@@ -129,6 +129,9 @@ std::optional<std::string> check_floating(ElementType type, const FillSpec& spec
       if (!is_integral(spec.a) || !(spec.a >= 1.0) || !(spec.a <= 0x1p52)) {
         return describe(type, spec) + ": expected an integer a in [1, 2^52]";
       }
+      if (!is_integral(spec.b) || !(spec.b >= 0.0) || !(spec.b <= 0x1p52)) {
+        return describe(type, spec) + ": expected a period b, an integer in [0, 2^52] (0: none)";
+      }
       return std::nullopt;
   }
   return describe(type, spec) + ": unknown FillKind";

@@ -95,12 +95,13 @@ std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Mo
     // ranks, like a fused colwise projection), down_proj on its input features; its bias is added
     // after the reduction.
     const auto& e = dynamic_cast<const tensor::GroupedExperts&>(m);
-    // Alternating gate/up, or no gate: a plain split.
-    const int64_t parts = e.interleaved() || !e.gated() ? 1 : 2;
+    // Alternating gate/up, no gate, or gate and up in tensors of their own: a plain split.
+    const int64_t parts = e.interleaved() || !e.gated() || e.separate_gate_up() ? 1 : 2;
     auto split = [&](int64_t dim) {
       return parts > 1 ? Placement(StridedShard{dim, parts}) : Placement(Shard{dim});
     };
     if (name == "gate_up_proj") return split(e.gate_up_out_dim());
+    if (name == "gate_proj") return split(e.gate_up_out_dim());
     if (name == "gate_up_proj_bias") return split(1);
     if (name == "up_proj") return split(e.gate_up_out_dim());
     if (name == "up_proj_bias") return split(1);
@@ -353,7 +354,9 @@ std::vector<ParameterSharding> parallelize_module(const tensor::Module& root,
   expert.assign(out.size(), false);
   if (!ep.empty()) {
     for (const auto& nm : root.named_modules()) {
-      if (dynamic_cast<const tensor::GroupedExperts*>(nm.module) == nullptr) continue;
+      // Shared experts (always active, every token through each) are not split by expert.
+      const auto* e = dynamic_cast<const tensor::GroupedExperts*>(nm.module);
+      if (e == nullptr || e->shared()) continue;
       for (const auto& nt : nm.module->named_parameters({.recurse = false})) {
         const size_t i = index_of.at(nt.tensor.impl());
         expert[i] = true;

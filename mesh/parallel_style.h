@@ -41,9 +41,10 @@ namespace shardplan::mesh {
 //  kExperts    GroupedExperts (tensor/layers.h), Megatron-LM's expert tensor parallelism: every
 //              expert's gate_up_proj _StridedShard(feature dim, 2) (gate and up halves each
 //              split, as a fused colwise projection) and its bias likewise, down_proj Shard(its
-//              input-feature dim), down_proj_bias Replicate. Activations as a whole MLP: input R,
-//              output Partial(sum) reduced to R. Refused on stacked rows (DBRX's w1, v1, w2
-//              [E x F, H]), which split by whole experts only.
+//              input-feature dim), down_proj_bias Replicate (gate and up in tensors of their
+//              own, gate_proj and up_proj: Shard(feature dim) each). Activations as a whole MLP:
+//              input R, output Partial(sum) reduced to R. Refused on stacked rows (DBRX's w1, v1,
+//              w2 [E x F, H]), which split by whole experts only.
 // Activation layouts (docs/semantics.md §5.6; one Placement on the TP mesh dim, Shard dims may be
 // negative):
 //  style           input (default)  desired input     computed output    output (default)
@@ -120,7 +121,8 @@ struct ParallelizeConfig {
   // sizes): TP's split happens first, FSDP's second (Note in placement.h, docs/semantics.md §2.5).
   std::vector<std::string> fsdp_dims;
   // Mesh dims (by name, outermost split first) expert parallelism splits the routed experts over:
-  // Shard(0) on each for every parameter of a GroupedExperts module (its expert dim), before FSDP
+  // Shard(0) on each for every parameter of a GroupedExperts module (its expert dim; not shared
+  // experts, GroupedExperts::shared, which every token passes through), before FSDP
   // nests inside them. They may also be FSDP dims (dense weights shard over them, experts do not)
   // or the TP dim (whole experts over the TP ranks, with no experts style on that module).
   // Empty: none.

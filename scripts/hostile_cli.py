@@ -61,6 +61,17 @@ def cases(tmp):
                     "--global-batch", "1024", "--rope-scaling", "--seq", v])
     out.append(["compare", "--model", "longcat-flash-chat", "--cluster", "dgx-h100", "--gpus",
                 "1048576", "--seq", "8192", "--global-batch", "1048576"])
+    # A multimodal wrapper (its note waits for the job's acceptance), a pure state-space model
+    # (no positions), Jamba and MiniMax-Text-01 (Mamba-1 and lightning mixers) at hostile lengths.
+    for v in BIG:
+        out.append(["plan", "--model", "minimax-m3", "--cluster", "dgx-h100", "--gpus", "1024",
+                    "--global-batch", "1024", "--seq", v])
+        out.append(["plan", "--model", "mamba-codestral-7b", "--cluster", "dgx-h100", "--gpus",
+                    "64", "--global-batch", "64", "--seq", v])
+    out.append(["compare", "--model", "jamba-1.5-large", "--cluster", "dgx-h100", "--gpus",
+                "1048576", "--seq", "262144", "--global-batch", "1048576"])
+    out.append(["compare", "--model", "minimax-text-01", "--cluster", "hgx-h200", "--gpus",
+                "1048576", "--seq", "1048576", "--global-batch", "1048576"])
     # collective: group sizes, nodes, ranks per node, bytes.
     for flag in ("--group-size", "--nodes", "--ranks-per-node", "--gpus"):
         for v in BIG:

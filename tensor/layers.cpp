@@ -103,7 +103,8 @@ Module& ModuleList::operator[](size_t i) const {
 
 GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn,
                                Layout layout, bool bias, std::function<Tensor(const Tensor&)> act,
-                               const TensorOptions& opts, bool interleaved, bool gated)
+                               const TensorOptions& opts, bool interleaved, bool gated,
+                               bool separate_gate_up, bool shared)
     : Module(std::move(type_name)),
       experts_(experts),
       hidden_(hidden),
@@ -111,11 +112,22 @@ GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t h
       layout_(layout),
       act_(std::move(act)),
       interleaved_(interleaved),
-      gated_(gated) {
+      gated_(gated),
+      separate_gate_up_(separate_gate_up),
+      shared_(shared) {
   check_nonnegative(experts, "GroupedExperts", "experts");
   check_nonnegative(hidden, "GroupedExperts", "hidden");
   check_nonnegative(ffn, "GroupedExperts", "ffn");
   const TensorOptions o = param_options(opts);
+  if (separate_gate_up) {
+    // Inkling's shared experts: three tensors in InklingSharedExperts' order.
+    SP_CHECK(layout == Layout::kOutIn && gated && !bias && !interleaved, "GroupedExperts ",
+             this->type_name(), ": gate and up apart are [E, F, H], gated, unbiased, in halves");
+    register_parameter("gate_proj", empty({experts, ffn, hidden}, o));
+    register_parameter("up_proj", empty({experts, ffn, hidden}, o));
+    register_parameter("down_proj", empty({experts, hidden, ffn}, o));
+    return;
+  }
   if (layout == Layout::kStackedRows) {
     // DBRX: three 2-D tensors of every expert's rows in turn, named as DbrxExpertGLU names them.
     SP_CHECK(gated && !bias && !interleaved, "GroupedExperts ", this->type_name(),
@@ -148,6 +160,12 @@ Tensor GroupedExperts::forward(const Tensor& x) {
     const Tensor gate = bmm(x, transpose(per_expert("w1"), 1, 2));  // [E, n, F]
     const Tensor up = bmm(x, transpose(per_expert("v1"), 1, 2));
     return bmm(mul(act_(gate), up), per_expert("w2"));  // [E, n, H]
+  }
+  if (separate_gate_up_) {
+    // Two GEMMs for gate and up (InklingSharedExperts.forward's bmm calls), then down.
+    const Tensor gate = bmm(x, transpose(parameter("gate_proj"), 1, 2));  // [E, n, F]
+    const Tensor up = bmm(x, transpose(parameter("up_proj"), 1, 2));
+    return bmm(mul(act_(gate), up), transpose(parameter("down_proj"), 1, 2));  // [E, n, H]
   }
   const bool out_in = layout_ == Layout::kOutIn;
   const Tensor w1 = parameter(gated_ ? "gate_up_proj" : "up_proj");

@@ -93,7 +93,11 @@ class GELU : public Module {
 //                                          e's rows [e F, (e + 1) F); w2 is read untransposed
 // with optional biases gate_up_proj_bias [E, 2F] and down_proj_bias [E, H] (GPT-OSS), gate and up
 // as two halves of the 2F features or alternating (GPT-OSS). Not gated (Nemotron-H): up_proj
-// [E, F, H] in place of gate_up_proj, down(act(up(x))).
+// [E, F, H] in place of gate_up_proj, down(act(up(x))). Gate and up apart (`separate_gate_up`,
+// kOutIn, gated, no biases: Inkling's shared experts): gate_proj and up_proj [E, F, H], then
+// down_proj [E, H, F], each its own batched GEMM. `shared` experts (Inkling's InklingSharedExperts)
+// are always active: every token passes through each of them, so expert parallelism leaves them
+// whole (only the routed experts' dim 0 is split) while tensor parallelism splits their F.
 // forward takes the tokens already dispatched, [E, n, H] (n tokens for every expert), and returns
 // [E, n, H]: down(act(gate(x)) * up(x)) per expert, each projection one batched GEMM (the grouped
 // GEMM of Megatron-Core and torchtitan). Expert parallelism splits dim 0 (kStackedRows: whole
@@ -106,7 +110,8 @@ class GroupedExperts : public Module {
   enum class Layout : uint8_t { kOutIn, kInOut, kStackedRows };
   GroupedExperts(std::string type_name, int64_t experts, int64_t hidden, int64_t ffn, Layout layout,
                  bool bias, std::function<Tensor(const Tensor&)> act,
-                 const TensorOptions& opts = {}, bool interleaved = false, bool gated = true);
+                 const TensorOptions& opts = {}, bool interleaved = false, bool gated = true,
+                 bool separate_gate_up = false, bool shared = false);
   Tensor forward(const Tensor& x) override;
   int64_t experts() const { return experts_; }
   int64_t ffn() const { return ffn_; }
@@ -123,12 +128,14 @@ class GroupedExperts : public Module {
   // of the features then keeps each rank's gates beside their ups.
   bool interleaved() const { return interleaved_; }
   bool gated() const { return gated_; }
+  bool separate_gate_up() const { return separate_gate_up_; }
+  bool shared() const { return shared_; }
 
  private:
   int64_t experts_, hidden_, ffn_;
   Layout layout_;
   std::function<Tensor(const Tensor&)> act_;
-  bool interleaved_, gated_;
+  bool interleaved_, gated_, separate_gate_up_, shared_;
 };
 
 // Children named "0", "1", ... in order; no forward of its own.

@@ -234,7 +234,8 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias =
 inline constexpr int64_t kGatedDeltaChunk = 64;
 Tensor chunk_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                               const Tensor& beta);
-// The matrix-product FLOPs of a chunked scan (this rule's, Mamba-2's below).
+// The FLOPs of a scan: the matrix products of a chunked scan (this rule's, Mamba-2's below), or
+// the CUDA-core arithmetic of Mamba-1's selective scan (selective_scan_work below).
 struct ChunkedScanWork {
   double forward = 0;    // of the forward
   double backward = 0;   // of the backward, without its recomputation
@@ -243,6 +244,36 @@ struct ChunkedScanWork {
 // The work of `tokens` (already padded to whole chunks) x `heads` rows.
 ChunkedScanWork gated_delta_rule_work(int64_t tokens, int64_t heads, int64_t key_dim,
                                       int64_t value_dim, int64_t chunk);
+
+// Note [Lightning attention work]
+// Lightning attention (Qin et al. 2024, "Lightning Attention-2: A Free Lunch for Handling
+// Unlimited Sequence Lengths in Large Language Models", arXiv 2401.04658), the token mixer of
+// MiniMax-Text-01's linear layers (MiniMax 2025, "MiniMax-01: Scaling Foundation Models with
+// Lightning Attention", arXiv 2501.08313, §2.2), is causal linear attention with a fixed decay s
+// per head: o_t = sum over j <= t of exp(-s (t - j)) (q_t . k_j) v_j, no softmax, no
+// normalizer. It runs per block of B tokens in two parts: inside a block the decayed, masked
+// scores ((Q K^T) . M) V over the whole B x B tile; across blocks Q times the d x d state KV
+// of the earlier blocks, which each block then decays and extends, KV <- exp(-s B) KV +
+// (decayed K)^T V. One fused call (the Lightning Attention-2 kernel; transformers'
+// MiniMaxLightningAttention runs the same blocks in a Python loop): queries, keys and values
+// [B, T, H, d] (already through the layer's SiLU) and the per-head decays [H] (MiniMax keeps
+// them [H, 1, 1]) -> [B, T, H, d]. Its FLOPs per token and head, the B x B tiles counted in full
+// as the kernels compute them (the mask applied afterwards), counted here from the paper's
+// Algorithms 1 and 2 (lightning_attention_work):
+//   forward    4 d^2 + 4 B d   (in the block Q K^T and its product with V, 2 B d each; across
+//                               blocks Q KV and the state's update K^T V, 2 d^2 each)
+//   backward   8 d^2 + 8 B d   (in the block dO V^T, dQ, dK and dV, 2 B d each; across blocks
+//                               dQ = dO KV^T, dK = V dKV^T, dV = K dKV and dKV's update Q^T dO)
+//   and backward recomputes the blocks' scores Q K^T and the states KV first: 2 B d + 2 d^2,
+// T padded to whole blocks (docs/cost-model.md §8.14). At MiniMax-Text-01's d = 128 and B = 256:
+// 196,608 forward FLOPs per token and head; the decays' elementwise products are not counted.
+// MiniMax's block (MiniMaxConfig.block_size, 256 in every released file); a config's other block
+// is priced at this one, as Mamba-2's chunk is.
+inline constexpr int64_t kLightningBlock = 256;
+Tensor lightning_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& slope);
+// The work of `tokens` (already padded to whole blocks) x `heads` rows of width head_dim.
+ChunkedScanWork lightning_attention_work(int64_t tokens, int64_t heads, int64_t head_dim,
+                                         int64_t block);
 
 // Note [Mamba-2 scan work]
 // Mamba-2's state space duality layer (Dao and Gu 2024, "Transformers are SSMs", ICML 2024) keeps
@@ -287,9 +318,44 @@ Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv
 // head_dim in `groups` groups of state width `state` (the same three parts as the rule's).
 ChunkedScanWork mamba_scan_work(int64_t tokens, int64_t heads, int64_t head_dim, int64_t groups,
                                 int64_t state, int64_t chunk);
-// The ops run as chunked scans (chunk_gated_delta_rule, mamba_split_conv1d_scan_combined): their
-// chunk, 0 for any other op. Their output is [B, T, heads, width].
+// The ops run as chunked scans (chunk_gated_delta_rule, mamba_split_conv1d_scan_combined,
+// lightning_attention): their chunk, 0 for any other op. Their output is [B, T, heads, width].
 int64_t chunked_scan_chunk(std::string_view op);
+
+// Note [Mamba-1 scan work]
+// Mamba's selective scan (Gu and Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective
+// State Spaces", §3.2 Algorithm 2 and eq. 2 and 4, the zero-order hold with B discretized as
+// dt B) keeps per channel d of d_inner an N-wide state h, per token t:
+//   dt = softplus(dt_t + delta_bias_d),  h_t = exp(dt A_d) h_{t-1} + dt x_t B_t,
+//   y_t = C_t h_t + D_d x_t,             out_t = y_t silu(z_t),
+// A [d_inner, N] per channel and state, B and C [N] per token shared by every channel (one group,
+// where Mamba-2 has g). mamba_ssm's selective_scan_fn (selective_scan_cuda) runs it as one kernel
+// that scans chunks of kSelectiveScanChunk tokens in registers and passes the state on (Gu and
+// Dao §3.3.2, "hardware-aware"): its arithmetic is fp32 on CUDA cores, no matrix product, so the
+// op records no matmul FLOPs and the planner prices it as the elementwise ops, by the bytes it
+// moves (docs/cost-model.md §8.13). u, delta and z [B, d_inner, T], A [d_inner, N] (fp32), B and C
+// [B, N, T], D and delta_bias [d_inner] (fp32), softplus on delta; D, z and delta_bias may be
+// undefined (left out) -> [B, d_inner, T] in u's dtype. The paper gives the recurrence's order,
+// O(B T d_inner N); the counts are those of the arithmetic above (selective_scan_work):
+//   forward   per token, channel and state 7: dt A and its exp (2), (dt x) B (1), the state's
+//             multiply-add (2), C h's multiply-add (2);
+//   backward  per token, channel and state 16: the reverse scan dh = exp(dt A) dh + C dy (4), the
+//             sums of dC and dB (2 each), dt's and x's shares through dt x B (2), A's and dt's
+//             through exp(dt A) h (6);
+//   and backward first recomputes the states from each chunk's saved start: 5 per token, channel
+//   and state (the forward's without the readout).
+// Per token and channel the op adds the bias (1), softplus (3), dt x (1), the skip D x (2) and
+// the gate y silu(z) (5) where present: 12 with all three, recorded with the forward; the backward
+// does twice that.
+// mamba_ssm's chunk (kNThreads 128 x kNItems 16 in selective_scan_fwd_kernel): per chunk the kernel
+// writes the state's running pair, [B, d_inner, chunks, 2 N] fp32, kept for backward.
+inline constexpr int64_t kSelectiveScanChunk = 2048;
+Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& B,
+                      const Tensor& C, const Tensor& D = Tensor(), const Tensor& z = Tensor(),
+                      const Tensor& delta_bias = Tensor());
+// The per-state part of the scan's work on `tokens` (batch x tokens) x `channels` channels of
+// state width `state` (the per-channel part is the op's own, recorded in its FLOPs).
+ChunkedScanWork selective_scan_work(int64_t tokens, int64_t channels, int64_t state);
 
 // reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),

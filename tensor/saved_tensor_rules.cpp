@@ -57,6 +57,8 @@ const std::unordered_map<std::string_view, Rule>& rule_table() {
       {"scaled_dot_product_attention", Rule::kSdpa},
       {"chunk_gated_delta_rule", Rule::kGatedDelta},
       {"mamba_split_conv1d_scan_combined", Rule::kMambaScan},
+      {"selective_scan_fn", Rule::kSelectiveScan},
+      {"lightning_attention", Rule::kLightning},
       {"conv1d", Rule::kInputs},               // ConvolutionBackward: input and weight
       {"cross_entropy", Rule::kCrossEntropy},  // log_softmax result + nll_loss target
       {"embedding", Rule::kEmbedding},         // EmbeddingBackward: indices (an input: not counted)

@@ -31,6 +31,10 @@ enum class Rule : uint8_t {
   kWhere,           // the boolean condition
   kGatedDelta,  // q, k, v, g, beta and the chunks' solved systems (Note [Gated delta rule work])
   kMambaScan,   // zxbcdt, the scan's output before its gated norm, rstd (Note [Mamba-2 scan work])
+  // Mamba-1's u, delta, B, C, z, the output before the gate and the chunks' states (Note [Mamba-1
+  // scan work]).
+  kSelectiveScan,
+  kLightning,  // q, k, v, the decays; the rest recomputed (Note [Lightning attention work])
 };
 
 // The rule of `op`, nullopt for an op the table does not know (the caller saves its inputs).

@@ -131,6 +131,12 @@ class Deriver {
       case Rule::kMambaScan:
         apply_mamba_scan(op, id);
         break;
+      case Rule::kSelectiveScan:
+        apply_selective_scan(op, id);
+        break;
+      case Rule::kLightning:
+        apply_lightning(op);
+        break;
     }
     backward_cost(op);
   }
@@ -250,6 +256,55 @@ class Deriver {
     return work(groups);
   }
 
+  // Note [Mamba-1 scan work] in tensor/ops.h. mamba_ssm's SelectiveScanFn keeps its inputs (u,
+  // delta, A, B, C, D, z, delta_bias: contiguous copies where it made them, which the trace shows
+  // as their own ops), the chunks' running states x [B, d_inner, chunks, 2 N] in fp32, and with a
+  // gate z the output before it (`out`, the output's size and dtype); its backward recomputes the
+  // states within each chunk.
+  void apply_selective_scan(TrainingOp& op, int64_t id) {
+    for (const int64_t t : op.inputs) {
+      save(op, t, tensor(t).role == TensorRole::kParameter ? "weight" : "input");
+    }
+    const StepTensor& out = tensor(op.outputs[0]);
+    const int64_t batch = out.sizes[0], channels = out.sizes[1], tokens = out.sizes[2];
+    const int64_t state = tensor(op.inputs[2]).sizes[1];
+    const int64_t chunks = (tokens + kSelectiveScanChunk - 1) / kSelectiveScanChunk;
+    op.saved.push_back(
+        {new_extra(batch * channels * chunks * 2 * state * 4, id), -1, "chunk_states"});
+    // z is the one input after A, B and C laid out [B, d_inner, T] (D and delta_bias are
+    // [d_inner]).
+    bool gated = false;
+    for (size_t k = 5; k < op.inputs.size(); ++k) {
+      gated = gated || tensor(op.inputs[k]).sizes.size() == 3;
+    }
+    if (gated) op.saved.push_back({new_extra(out.nbytes, id), -1, "out"});
+    op.recompute_flops += selective_work(op).recompute;
+  }
+
+  // The op's per-state work from its output [B, d_inner, T] and A [d_inner, N].
+  ChunkedScanWork selective_work(const TrainingOp& op) {
+    const StepTensor& out = tensor(op.outputs[0]);
+    return selective_scan_work(out.sizes[0] * out.sizes[2], out.sizes[1],
+                               tensor(op.inputs[2]).sizes[1]);
+  }
+
+  // Note [Lightning attention work] in tensor/ops.h. Lightning Attention-2's autograd function
+  // keeps q, k, v and the decays only (in MiniMax's layer q, k and v are views of one SiLU output,
+  // kept once); its backward recomputes each block's scores Q K^T and the states KV.
+  void apply_lightning(TrainingOp& op) {
+    for (int64_t t : op.inputs) {
+      save(op, t, tensor(t).role == TensorRole::kParameter ? "weight" : "input");
+    }
+    op.recompute_flops += lightning_work(op).recompute;
+  }
+
+  // The op's work from its query [B, T, H, d], T padded to whole blocks.
+  ChunkedScanWork lightning_work(const TrainingOp& op) {
+    const StepTensor& q = tensor(op.inputs[0]);
+    const int64_t padded = (q.sizes[1] + kLightningBlock - 1) / kLightningBlock * kLightningBlock;
+    return lightning_attention_work(q.sizes[0] * padded, q.sizes[2], q.sizes[3], kLightningBlock);
+  }
+
   AttentionImpl options_attention() const { return s_.options.attention; }
   bool dropout_on() const { return s_.options.dropout; }
 
@@ -269,6 +324,11 @@ class Deriver {
       bool any = false;
       for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
       op.backward_matmul_flops = any ? mamba_work(op).backward : 0;
+    } else if (op.op == "lightning_attention") {
+      // Note [Lightning attention work]: dq, dk, dv inside the blocks and across them.
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_matmul_flops = any ? lightning_work(op).backward : 0;
     } else if (op.op == "scaled_dot_product_attention") {
       // dq, dk, dv, d(probs): four products against the forward's two.
       bool any = false;
@@ -276,6 +336,14 @@ class Deriver {
       op.backward_matmul_flops = any ? 2 * op.matmul_flops : 0;
     }
     op.backward_flops = op.backward_matmul_flops + (op.flops - op.matmul_flops);
+    if (op.op == "selective_scan_fn") {
+      // Note [Mamba-1 scan work]: the states' gradients, and twice the per-channel forward work
+      // (the op's recorded FLOPs beyond its per-state part).
+      const ChunkedScanWork w = selective_work(op);
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_flops = any ? w.backward + 2 * (op.flops - w.forward) : 0;
+    }
     // A convolution's backward is two: the input's gradient and the weight's.
     if (op.op == "conv1d") op.backward_flops += op.flops;
     for (int64_t t : op.outputs) {

@@ -56,6 +56,15 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
   const bool linear =
       m.parallel_mamba || std::find(m.layer_types.begin(), m.layer_types.end(),
                                     tensor::AttentionType::kLinear) != m.layer_types.end();
+  // Mamba-1 (linear_dt_rank > 0: Jamba) has no heads: it splits its d_inner channels, and the
+  // row-parallel x_proj hands every rank the whole time step, B and C (Note [Mamba-1 trace] in
+  // tensor/models/mamba_mixer.h), so tp must divide the channels, whatever its one group.
+  if (linear && m.linear_dt_rank > 0) {
+    const int64_t channels = m.linear_num_value_heads * m.linear_value_head_dim;
+    if (channels % tp == 0) return "";
+    return "--tp " + t + " does not divide the model's " + std::to_string(channels) +
+           " Mamba channels (d_inner), expected a divisor of " + std::to_string(channels);
+  }
   if (linear && groups % tp != 0) {
     return "--tp " + t + " does not divide the model's " + std::to_string(groups) +
            " linear-attention key heads (Mamba-2: groups), expected a divisor of " +

@@ -41,10 +41,7 @@ planner::Pins PlanArgs::pins() const {
 std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   tensor::ModelConfig cfg = tensor::find_model_config(model);
   // Once per command, though compare builds a planner per strategy and cluster.
-  if (const std::string note = tensor::multimodal_note(cfg); !note.empty() && !noted_multimodal_) {
-    print_error_line("note: " + model + ": " + note);
-    noted_multimodal_ = true;
-  }
+  const std::string multimodal = tensor::multimodal_note(cfg);
   // Note [Long context by RoPE scaling]: a sequence beyond the config's positions is trained by
   // scaling the rotary embedding (Llama 3.1: factor 8 over 8,192 positions; Chen et al. 2023,
   // position interpolation). Positions carry no parameters, so the planned model is the config's
@@ -117,6 +114,11 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   auto made = std::make_unique<planner::Planner>(
       std::move(cfg), std::move(cluster),
       planner::TrainingSetup{.gpus = where.gpus, .seq = seq, .global_batch = global_batch}, o);
+  // The notes wait for the planner's acceptance: a refused job prints its one error line alone.
+  if (!multimodal.empty() && !noted_multimodal_) {
+    print_error_line("note: " + model + ": " + multimodal);
+    noted_multimodal_ = true;
+  }
   if (!position_note.empty()) print_error_line(position_note);
   return made;
 }

@@ -115,7 +115,9 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
           t.split[i] = OpSplit::kRow;
           if (!op.outputs.empty()) {
             t.row_outputs[static_cast<int>(part)].push_back(op.outputs.front());
-            t.expert_boundary[static_cast<size_t>(op.outputs.front())] = true;
+            // The routed experts' reduction; shared experts (Inkling's, styled alike) keep theirs
+            // when the routed ones go whole.
+            t.expert_boundary[static_cast<size_t>(op.outputs.front())] = t.expert_op[i];
           }
           continue;  // its outputs are full width (sharded stays false)
         }

@@ -26,7 +26,7 @@ kernels::FillSpec fill_spec(const tensor::ParameterInit& init, uint64_t seed, ui
     return kernels::FillSpec{kernels::FillKind::kNormal, init.a, init.b, seed, key};
   }
   if (init.kind == tensor::ParameterInit::Kind::kLogIndex) {
-    return kernels::FillSpec{kernels::FillKind::kLogIndex, init.a, 0.0, seed, key};
+    return kernels::FillSpec{kernels::FillKind::kLogIndex, init.a, init.b, seed, key};
   }
   return kernels::FillSpec{kernels::FillKind::kConstant, init.a, 0.0, seed, key};
 }

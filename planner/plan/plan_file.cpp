@@ -13,6 +13,7 @@
 #include "planner/candidate/candidate_mesh.h"
 #include "planner/cost/tensor_parallel.h"
 #include "planner/plan/plan_view.h"
+#include "tensor/layers.h"
 #include "tensor/models/family.h"
 #include "tensor/models/models.h"
 #include "tensor/module.h"
@@ -32,8 +33,16 @@ std::vector<PlanParameter> placed_parameters(const tensor::ModelConfig& model,
   if (c.tp > 1) {
     rules = tensor_parallel_rules(tensor::family_of(model), *m);
     if (whole_experts) {
-      std::erase_if(
-          rules, [](const mesh::StyleRule& r) { return r.style == mesh::ParallelStyle::kExperts; });
+      // The routed experts go whole; shared experts (GroupedExperts::shared, Inkling's) keep
+      // their split of F.
+      std::erase_if(rules, [&](const mesh::StyleRule& r) {
+        if (r.style != mesh::ParallelStyle::kExperts) return false;
+        for (const tensor::NamedModule& nm : m->named_modules()) {
+          const auto* e = dynamic_cast<const tensor::GroupedExperts*>(nm.module);
+          if (e != nullptr && e->shared() && mesh::fqn_matches(r.pattern, nm.name)) return false;
+        }
+        return true;
+      });
     }
     pc.tp_dim = dim_name(kTpDim);
   }

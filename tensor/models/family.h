@@ -61,6 +61,9 @@ struct TensorParallelRule {
 // padding_idx row (torch.nn.Embedding.reset_parameters and the families' _init_weights zero it).
 // kLogArange: log(1), log(2), ... along the tensor, the Mamba-2 mixers' A_log =
 // log(arange(1, heads + 1)) (GraniteMoeHybrid's, Bamba's _init_weights).
+// kLogArangePerRow: log(1), ..., log(N) along each row of N = ModelConfig::linear_key_head_dim
+// (the state width), the Mamba-1 mixers' A_log [d_inner, N] = log(arange(1, N + 1)) expanded over
+// the channels (JambaPreTrainedModel._init_weights).
 // kSoftplusInverse: every element log(expm1(x)), x the rule's `x`, each step rounded to the
 // parameter's dtype as PyTorch computes it on a tensor of that dtype (transformers'
 // XIELUActivation: alpha_p = log(expm1(0.8)), alpha_n = log(expm1(0.8 - 0.5)) in the model's
@@ -72,7 +75,8 @@ enum class InitFill {
   kZeros,
   kOnes,
   kLogArange,
-  kSoftplusInverse
+  kSoftplusInverse,
+  kLogArangePerRow
 };
 
 // One rule: a parameter owned by a module of type `module_type` ("Linear", "*" for any) whose FQN
@@ -161,6 +165,10 @@ struct ModelFamily {
   // Those linear layers are LFM2's short convolution (tensor/models/short_conv.h): it has no heads,
   // so only ModelConfig::linear_conv_kernel_dim (and linear_conv_bias) describe it.
   bool short_conv_mixer = false;
+  // Those linear layers are MiniMax's lightning attention (tensor/models/lightning_attention.h):
+  // its heads and width are the attention's own (num_attention_heads, head_dim) and it has no
+  // convolution, so the linear_* fields stay 0; ModelConfig::linear_block_size sizes its blocks.
+  bool lightning_mixer = false;
   // Each layer is one part, a token mixer or a feed-forward (Nemotron-H's blocks: a norm and one
   // mixer, ModelConfig::no_ffn_layers and kNone); other families refuse such layers.
   bool single_part_layers = false;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/checked.h"
+#include "base/limits.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
@@ -43,6 +44,11 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.vocab_size = f.integer("vocab_size", 32768);
   c.hidden_size = f.integer("hidden_size", 4096);
   c.num_hidden_layers = f.integer("num_hidden_layers", 64);
+  // Bounded before the per-layer lists are made from it (validate's bound comes after parse).
+  if (c.num_hidden_layers < 1 || c.num_hidden_layers > kMaxLayers) {
+    f.fail("num_hidden_layers", std::to_string(c.num_hidden_layers) + " layers, expected 1.." +
+                                    std::to_string(kMaxLayers));
+  }
   c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   c.residual_in_fp32 = f.boolean("residual_in_fp32", true);

@@ -112,6 +112,9 @@ extern const ModelFamily kStep3p5Family;
 extern const ModelFamily kMuseGlimmerTextFamily;
 extern const ModelFamily kZayaFamily;
 extern const ModelFamily kMinimaxM3VlTextFamily;
+extern const ModelFamily kJambaFamily;
+extern const ModelFamily kMiniMaxFamily;
+extern const ModelFamily kInklingTextFamily;
 
 namespace {
 
@@ -219,6 +222,9 @@ const ModelFamily* const kRegistered[] = {
     &kMuseGlimmerTextFamily,
     &kZayaFamily,
     &kMinimaxM3VlTextFamily,
+    &kJambaFamily,
+    &kMiniMaxFamily,
+    &kInklingTextFamily,
 };
 
 }  // namespace

@@ -61,6 +61,9 @@ ParameterInit resolve(const InitRule& rule, const ModelConfig& c, DType dtype) {
       return {ParameterInit::Kind::kConstant, 1.0, 0.0};
     case InitFill::kLogArange:
       return {ParameterInit::Kind::kLogIndex, 1.0, 0.0};
+    case InitFill::kLogArangePerRow:
+      // Each row of the state width starts again at log(1).
+      return {ParameterInit::Kind::kLogIndex, 1.0, static_cast<double>(c.linear_key_head_dim)};
     case InitFill::kSoftplusInverse:
       return {ParameterInit::Kind::kConstant, softplus_inverse_in(dtype, rule.x), 0.0};
   }

@@ -15,11 +15,11 @@ namespace shardplan::tensor {
 
 struct ParameterInit {
   // kLogIndex: element i is log(a + i), i the flat index (Mamba-2's A_log, kernels' log-index
-  // fill).
+  // fill), or log(a + i mod b) with a period b > 0 (Mamba-1's A_log, a row per channel).
   enum class Kind { kNormal, kConstant, kLogIndex };
   Kind kind = Kind::kConstant;
   double a = 0;  // normal: mean; constant: the value; log index: the first argument
-  double b = 0;  // normal: standard deviation
+  double b = 0;  // normal: standard deviation; log index: the period (0: none)
   int64_t zero_row = -1;  // >= 0: this index of dim 0 is all zeros (an embedding's padding row)
   bool operator==(const ParameterInit&) const = default;
 };

@@ -129,10 +129,16 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   const bool any_linear = std::find(c.layer_types.begin(), c.layer_types.end(),
                                     AttentionType::kLinear) != c.layer_types.end();
   for (const auto& [name, v] : linear) {
-    // Falcon-H1's Mamba-2 mixer beside every attention (parallel_mamba) needs all five.
-    const bool needed = (any_linear && (!family.short_conv_mixer ||
-                                        name == std::string_view("linear_conv_kernel_dim"))) ||
-                        c.parallel_mamba;
+    // Falcon-H1's Mamba-2 mixer beside every attention (parallel_mamba) needs all five; MiniMax's
+    // lightning attention none (its heads are the attention's).
+    const bool needed =
+        (any_linear && !family.lightning_mixer &&
+         (!family.short_conv_mixer || name == std::string_view("linear_conv_kernel_dim"))) ||
+        c.parallel_mamba;
+    if (family.lightning_mixer && v != 0) {
+      fail(name, v, ", expected 0: model_type '", family.model_type,
+           "' has lightning attention, whose heads and width are num_attention_heads and head_dim");
+    }
     if (v < 0 || (needed && v == 0)) {
       const char* why = any_linear         ? " (the model has linear_attention layers)"
                         : c.parallel_mamba ? " (every layer has a Mamba-2 mixer beside attention)"
@@ -145,6 +151,23 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       fail(name, v, " is beyond what shardplan builds (at most ",
            name == std::string_view("linear_conv_kernel_dim") ? 4096 : 65536, ")");
     }
+  }
+  // Mamba-1's time-step rank (Jamba: hidden_size / 16), bounded as the other linear widths are.
+  if (c.linear_dt_rank < 0 || c.linear_dt_rank > 65536) {
+    fail("linear_dt_rank", c.linear_dt_rank,
+         ", expected a time-step rank in 1..65536 (0: no Mamba-1 mixer)");
+  }
+  // Lightning attention's block (its decay buffers are B x B per head), bounded; other families
+  // have none.
+  if (!family.lightning_mixer && c.linear_block_size != 0) {
+    fail("linear_block_size", c.linear_block_size,
+         " sets a lightning attention block, but model_type '", family.model_type,
+         "' builds no lightning attention; expected 0");
+  }
+  if (family.lightning_mixer && (c.linear_block_size < 0 || c.linear_block_size > 65536 ||
+                                 (any_linear && c.linear_block_size == 0))) {
+    fail("linear_block_size", c.linear_block_size,
+         " is not a lightning attention block, expected 1..65536");
   }
   if (any_linear && !family.linear_attention) {
     std::string builders;  // the registered families that do, from the table itself
@@ -242,6 +265,18 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   if (c.global_head_dim < 0 || c.global_head_dim % 2 != 0) {
     fail("global_head_dim", c.global_head_dim,
          " (the full layers' head width) must be a positive even number (0: head_dim)");
+  }
+  // Inkling's relative position bias: bounded so that r_proj's and the profiles' sizes cannot
+  // overflow before the parameter bound below.
+  if (c.d_rel < 0 || c.d_rel > 65536) {
+    fail("d_rel", c.d_rel, ", expected between 0 and 65536 relative states per head");
+  }
+  if (c.rel_extent < 0 || c.rel_extent > (int64_t{1} << 30)) {
+    fail("rel_extent", c.rel_extent, ", expected between 0 and ", int64_t{1} << 30, " tokens");
+  }
+  if (c.log_scaling_n_floor < 0 || !std::isfinite(c.log_scaling_alpha)) {
+    fail("log_scaling_n_floor", c.log_scaling_n_floor, " with log_scaling_alpha ",
+         c.log_scaling_alpha, ", expected a position >= 0 (0: no scaling) and a finite strength");
   }
   if (c.num_kv_shared_layers < 0 || c.num_kv_shared_layers > c.num_hidden_layers) {
     fail("num_kv_shared_layers", c.num_kv_shared_layers, ", expected 0..num_hidden_layers (",
@@ -488,6 +523,13 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
             2.0 * static_cast<double>(c.sliding_num_key_value_heads)) *
            static_cast<double>(c.v_head_dim),
        {layer_count, {"num_attention_heads", c.num_attention_heads}, {"v_head_dim", c.v_head_dim}}},
+      // Inkling's relative states (r_proj [heads d_rel, h] on either layer type) and profiles
+      // [d_rel, rel_extent] per layer.
+      {layers * static_cast<double>(c.d_rel) *
+           (h * (static_cast<double>(c.num_attention_heads) +
+                 static_cast<double>(c.sliding_num_attention_heads)) +
+            static_cast<double>(c.rel_extent)),
+       {layer_count, {"d_rel", c.d_rel}, {"rel_extent", c.rel_extent}}},
       // LFM2's short convolution: in_proj [3h, h], out_proj [h, h] and the taps [h, 1, K] per
       // layer (counted over every layer: a bound, not the total).
       {family.short_conv_mixer
@@ -611,7 +653,8 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"cohere_compass", "cohere_compass_text"},
                                                  {"step3p7", "step3p5"},
                                                  {"muse_glimmer", "muse_glimmer_text"},
-                                                 {"minimax_m3_vl", "minimax_m3_vl_text"}};
+                                                 {"minimax_m3_vl", "minimax_m3_vl_text"},
+                                                 {"inkling_mm_model", "inkling_text"}};
 
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
@@ -627,12 +670,15 @@ constexpr DefaultTextType kFixedTextTypes[] = {{"gemma4", "gemma4_text"},
                                                {"cohere_compass", "cohere_compass_text"},
                                                {"step3p7", "step3p5"},
                                                {"muse_glimmer", "muse_glimmer_text"},
-                                               {"minimax_m3_vl", "minimax_m3_vl_text"}};
+                                               {"minimax_m3_vl", "minimax_m3_vl_text"},
+                                               {"inkling_mm_model", "inkling_text"}};
 
 // Which config ties the output layer (Note [Multimodal configs]): the wrapper's own
 // tie_word_embeddings (its class default when absent, a null one false), or that OR the text
 // config's (LlavaConfig copies a true text_config value up). Wrappers not listed (llama4, whose
 // Llama4ForCausalLM owns lm_head, and those not checked) take the text config's.
+// InklingForConditionalGeneration ties nothing (_tied_weights_keys is empty), whatever the file
+// says; its text family builds the output layer untied in any case.
 enum class TieRule : uint8_t { kOuter, kOuterOrText };
 struct WrapperTie {
   std::string_view wrapper;
@@ -653,7 +699,8 @@ constexpr WrapperTie kWrapperTies[] = {{"gemma3", TieRule::kOuter, true},
                                        {"cohere_compass", TieRule::kOuter, false},
                                        {"step3p7", TieRule::kOuter, false},
                                        {"muse_glimmer", TieRule::kOuter, false},
-                                       {"minimax_m3_vl", TieRule::kOuterOrText, false}};
+                                       {"minimax_m3_vl", TieRule::kOuterOrText, false},
+                                       {"inkling_mm_model", TieRule::kOuter, false}};
 
 // A text model_type a wrapper's first release wrote and its config class now reads as another
 // (Exaone4_5Config: "exaone4_5_text" is exaone4).
@@ -854,7 +901,10 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "o_lora_rank",
                                              "num_hash_layers",
                                              "gated_norm_rank",
-                                             "num_attention_heads_per_layer"};
+                                             "num_attention_heads_per_layer",
+                                             "attn_layer_period",
+                                             "expert_layer_period",
+                                             "mamba_dt_rank"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

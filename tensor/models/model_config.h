@@ -180,6 +180,16 @@ struct ModelConfig {
   int64_t global_head_dim = 0;
   int64_t global_num_key_value_heads = 0;
   bool attention_k_eq_v = false;
+  // Inkling's relative position bias (tensor/models/family_inkling_text.cpp): each layer projects
+  // every token to d_rel relative states per head (r_proj) and mixes them through a bank of
+  // bias-by-distance profiles [d_rel, extent], extent rel_extent on full layers and the sliding
+  // window on sliding ones (0: none; other families keep both 0). From position
+  // log_scaling_n_floor on (0: never), the full layers scale their queries (and that bias) by
+  // 1 + log_scaling_alpha log(position / log_scaling_n_floor).
+  int64_t d_rel = 0;
+  int64_t rel_extent = 0;
+  int64_t log_scaling_n_floor = 0;
+  double log_scaling_alpha = 0;
   // Gemma 4 E2B and E4B. The last num_kv_shared_layers layers attend with the keys and values of
   // the last earlier layer of their type and have no key or value projections of their own
   // (LayerKind::kv_shared); with double_wide_shared_mlp their MLPs are twice as wide. Per-layer
@@ -243,6 +253,16 @@ struct ModelConfig {
   // (projectors_bias; unset: linear_proj_bias, as in_proj's).
   bool linear_gated_norm = true;
   std::optional<bool> linear_out_proj_bias;
+  // Mamba-1 (Gu and Dao 2023; tensor/models/mamba_mixer.h, Jamba's mamba layers): the rank of the
+  // time step's projection (mamba_dt_rank), > 0 for a Mamba-1 mixer. Such a mixer has no heads:
+  // its d_inner channels are the value heads, each of width 1 (every channel has its own time
+  // step, as a Mamba-2 head has), B and C one group (linear_num_key_heads 1) of the state width.
+  // 0: not Mamba-1 (the other families leave it 0).
+  int64_t linear_dt_rank = 0;
+  // MiniMax's lightning attention (ModelFamily::lightning_mixer; block_size): the tokens of one
+  // block of its intra/inter split, which sizes its persistent decay buffers ([H, B, 1] twice and
+  // [1, H, B, B]; the fused op is priced at kLightningBlock whatever it says). 0 for the others.
+  int64_t linear_block_size = 0;
   // OLMo Hybrid's linear_allow_neg_eigval: the Gated DeltaNet's write strength beta = 2 sigmoid(b),
   // in [0, 2] (negative eigenvalues of the state transition); one more elementwise multiply, no
   // shape. The Qwen families leave it false.

@@ -32,9 +32,12 @@ std::string_view kind_of_type(std::string_view type) {
       type == "FalconH1Mixer") {
     return "attention";  // Mamba-2's token mixers
   }
+  if (ends_with(type, "MambaMixer")) return "attention";  // Mamba-1's (JambaMambaMixer)
   if (ends_with(type, "TopkRouter")) return "router";
   if (ends_with(type, "TopKRouter") || ends_with(type, "HashRouter")) return "router";  // V4
   if (ends_with(type, "MLP")) return "mlp";
+  // Inkling's shared experts: always active, an MLP beside the routed ones.
+  if (ends_with(type, "SharedExperts")) return "mlp";
   if (type == "OPTDecoderLayer") return "mlp";  // OPT's fc1 and fc2 sit in the layer itself
   if (type.find("Norm") != std::string_view::npos) return "norm";
   return "";

@@ -1,6 +1,8 @@
-// The ops of linear-attention layers (Gated DeltaNet, tensor/models/gated_delta_net.h): PyTorch's
-// conv1d, the causal-conv1d library's fused convolution, and the chunked gated delta rule that
-// flash-linear-attention runs as one fused kernel (Note [Gated delta rule work] in tensor/ops.h).
+// The ops of linear-attention layers (Gated DeltaNet, tensor/models/gated_delta_net.h; MiniMax's
+// lightning attention, tensor/models/lightning_attention.h): PyTorch's conv1d, the causal-conv1d
+// library's fused convolution, the chunked gated delta rule that flash-linear-attention runs as one
+// fused kernel (Note [Gated delta rule work] in tensor/ops.h), and the blocked lightning attention
+// (Note [Lightning attention work]).
 #include <algorithm>
 
 #include "base/checked.h"
@@ -164,6 +166,49 @@ Tensor chunk_gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v,
     const int64_t padded = (t + chunk_size - 1) / chunk_size * chunk_size;
     const double mm = gated_delta_rule_work(b * padded, h, kd, vd, chunk_size).forward;
     const Tensor ins[] = {q, k, v, g, beta};
+    detail::emit_op(op, ins, {&out, 1}, mm, mm, false);
+  }
+  return out;
+}
+
+ChunkedScanWork lightning_attention_work(int64_t tokens, int64_t heads, int64_t head_dim,
+                                         int64_t block) {
+  // Note [Lightning attention work], per token and head: two products over the block's B x B
+  // tile and two against the d x d state forward (2 d (d + B) each pair), four of each in
+  // backward, and the scores and states once more before it.
+  const double d = static_cast<double>(head_dim), b = static_cast<double>(block);
+  const double rows = static_cast<double>(tokens) * static_cast<double>(heads);
+  const double pair = 2 * d * (d + b);  // one product in the block and one against the state
+  ChunkedScanWork w;
+  w.forward = rows * 2 * pair;
+  w.backward = rows * 4 * pair;
+  w.recompute = rows * pair;
+  return w;
+}
+
+Tensor lightning_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& slope) {
+  const char* op = "lightning_attention";
+  for (const Tensor* t : {&q, &k, &v, &slope}) detail::require_meta(*t, op);
+  SP_CHECK(q.dim() == 4, op, ": expected q, k and v as [batch, tokens, heads, dim], got query ",
+           q.sizes());
+  SP_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(), op, ": key ", k.sizes(), " and value ",
+           v.sizes(), " must match the query's ", q.sizes(),
+           " (lightning attention's keys and values are as wide as its queries)");
+  SP_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
+           ": query, key and value must share a dtype, got ", q.dtype(), ", ", k.dtype(), ", ",
+           v.dtype());
+  require_float(q, op, "query");
+  require_float(slope, op, "slope");
+  const int64_t b = q.size(0), t = q.size(1), h = q.size(2), d = q.size(3);
+  SP_CHECK(slope.numel() == h, op, ": expected one decay per head (", h, "), got slope ",
+           slope.sizes());
+  Tensor out = detail::new_contiguous({b, t, h, d}, v.dtype(), v.device(), op);
+  detail::propagate_grad(out, {&q, &k, &v, &slope});
+  if (active_trace_sink() != nullptr) {
+    // The blocks are padded to whole blocks, as the kernel pads them.
+    const int64_t padded = (t + kLightningBlock - 1) / kLightningBlock * kLightningBlock;
+    const double mm = lightning_attention_work(b * padded, h, d, kLightningBlock).forward;
+    const Tensor ins[] = {q, k, v, slope};
     detail::emit_op(op, ins, {&out, 1}, mm, mm, false);
   }
   return out;

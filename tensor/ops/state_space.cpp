@@ -1,6 +1,7 @@
 // The op of Mamba-2 layers (tensor/models/mamba2_mixer.h): mamba_ssm's fused split, convolution,
 // chunked scan and gated norm, or the gate alone when there is no norm (Note [Mamba-2 scan work]
-// in tensor/ops.h), and the chunk of each chunked-scan op the planner prices.
+// in tensor/ops.h), and the chunk of each chunked-scan op the planner prices; and the selective
+// scan of Mamba-1 layers (tensor/models/mamba_mixer.h, Note [Mamba-1 scan work]).
 #include "base/checked.h"
 #include "tensor/ops/common.h"
 
@@ -26,6 +27,7 @@ ChunkedScanWork mamba_scan_work(int64_t tokens, int64_t heads, int64_t head_dim,
 int64_t chunked_scan_chunk(std::string_view op) {
   if (op == "chunk_gated_delta_rule") return kGatedDeltaChunk;
   if (op == "mamba_split_conv1d_scan_combined") return kMambaChunk;
+  if (op == "lightning_attention") return kLightningBlock;
   return 0;
 }
 
@@ -98,6 +100,65 @@ Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv
     std::vector<Tensor> outs{out};
     if (normed) outs.push_back(rstd);
     detail::emit_op(op, ins, outs, mm + elementwise, mm, false);
+  }
+  return out;
+}
+
+ChunkedScanWork selective_scan_work(int64_t tokens, int64_t channels, int64_t state) {
+  // Note [Mamba-1 scan work], per token, channel and state: 7 forward, 16 backward, 5 recomputed.
+  const double rows =
+      static_cast<double>(tokens) * static_cast<double>(channels) * static_cast<double>(state);
+  ChunkedScanWork w;
+  w.forward = 7 * rows;
+  w.backward = 16 * rows;
+  w.recompute = 5 * rows;
+  return w;
+}
+
+Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& B,
+                      const Tensor& C, const Tensor& D, const Tensor& z, const Tensor& delta_bias) {
+  const char* op = "selective_scan_fn";
+  for (const Tensor* t : {&u, &delta, &A, &B, &C}) detail::require_meta(*t, op);
+  for (const Tensor* t : {&D, &z, &delta_bias}) {
+    if (t->defined()) detail::require_meta(*t, op);
+  }
+  SP_CHECK(u.dim() == 3 && is_floating(u.dtype()), op,
+           ": expected u as floating point [batch, channels, tokens], got ", u.sizes(), " ",
+           u.dtype());
+  const int64_t b = u.size(0), channels = u.size(1), t = u.size(2);
+  SP_CHECK(delta.sizes() == u.sizes() && delta.dtype() == u.dtype(), op, ": expected delta as u [",
+           b, ", ", channels, ", ", t, "] ", u.dtype(), ", got ", delta.sizes(), " ",
+           delta.dtype());
+  SP_CHECK(!z.defined() || (z.sizes() == u.sizes() && z.dtype() == u.dtype()), op,
+           ": expected z as u [", b, ", ", channels, ", ", t, "] ", u.dtype(), ", got ",
+           z.defined() ? z.sizes() : DimVector{}, " ", z.defined() ? z.dtype() : u.dtype());
+  SP_CHECK(A.dim() == 2 && A.size(0) == channels && A.size(1) > 0 && is_floating(A.dtype()), op,
+           ": expected A as floating point [", channels, ", state], got ", A.sizes());
+  const int64_t state = A.size(1);
+  for (const Tensor* bc : {&B, &C}) {
+    SP_CHECK(bc->dim() == 3 && bc->size(0) == b && bc->size(1) == state && bc->size(2) == t &&
+                 is_floating(bc->dtype()),
+             op, ": expected B and C as floating point [", b, ", ", state, ", ", t, "], got ",
+             bc->sizes());
+  }
+  for (const Tensor* p : {&D, &delta_bias}) {
+    SP_CHECK(!p->defined() || (p->dim() == 1 && p->size(0) == channels), op,
+             ": expected D and delta_bias as [", channels, "], got ", p->sizes());
+  }
+  Tensor out = detail::new_contiguous({b, channels, t}, u.dtype(), u.device(), op);
+  detail::propagate_grad(out, {&u, &delta, &A, &B, &C, &D, &z, &delta_bias});
+  if (active_trace_sink() != nullptr) {
+    const double tokens = static_cast<double>(b) * static_cast<double>(t);
+    // Per token and channel: dt x and softplus always, the bias, the skip and the gate where given.
+    const double per_channel = 4.0 + (delta_bias.defined() ? 1.0 : 0.0) +
+                               (D.defined() ? 2.0 : 0.0) + (z.defined() ? 5.0 : 0.0);
+    const double flops = selective_scan_work(b * t, channels, state).forward +
+                         tokens * static_cast<double>(channels) * per_channel;
+    std::vector<Tensor> ins{u, delta, A, B, C};
+    for (const Tensor* p : {&D, &z, &delta_bias}) {
+      if (p->defined()) ins.push_back(*p);
+    }
+    detail::emit_op(op, ins, {&out, 1}, flops, 0, false);
   }
   return out;
 }

@@ -191,6 +191,33 @@ TEST(LogIndexFill, IsTheLogOfTheGlobalIndexRoundedOnceToFloat32) {
   }
 }
 
+TEST(LogIndexFill, APeriodRestartsTheIndexEveryRow) {
+  // Mamba-1's A_log [d_inner, N] (Jamba): every row log(1), ..., log(N), here 6 rows of N = 16;
+  // the box of rows 2..4 alone (global offset 32) holds those rows' values.
+  const int64_t rows = 6, n = 16;
+  const FillSpec spec{FillKind::kLogIndex, 1.0, static_cast<double>(n), 3, 4};
+  ASSERT_FALSE(check_fill_spec(ElementType::kFloat32, spec).has_value());
+  std::vector<float> whole(static_cast<size_t>(rows * n));
+  fill_cpu(whole.data(), ElementType::kFloat32,
+           testing::sub_box({rows, n}, {0, 0}, {rows, n}).region(), spec);
+  std::vector<float> part(static_cast<size_t>(3 * n));
+  fill_cpu(part.data(), ElementType::kFloat32, testing::sub_box({rows, n}, {2, 0}, {3, n}).region(),
+           spec);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < n; ++k) {
+      const auto want = static_cast<float>(std::log(1.0 + static_cast<double>(k)));
+      EXPECT_EQ(whole[static_cast<size_t>(r * n + k)], want) << "row " << r << " state " << k;
+      if (r >= 2 && r < 5) {
+        EXPECT_EQ(part[static_cast<size_t>((r - 2) * n + k)], want);
+      }
+    }
+  }
+  EXPECT_EQ(check_fill_spec(ElementType::kFloat32, FillSpec{FillKind::kLogIndex, 1.0, 2.5, 0, 0})
+                .value_or(""),
+            "log index fill of float32 (a=1, b=2.5): expected a period b, an integer in [0, "
+            "2^52] (0: none)");
+}
+
 TEST(LogIndexFill, RefusesWhatItCannotFill) {
   auto why = [](ElementType t, double a) {
     return check_fill_spec(t, FillSpec{FillKind::kLogIndex, a, 0.0, 0, 0});

@@ -96,7 +96,8 @@ TEST(ShardedInit, EveryPlacementDtypeAndFillOverMpi) {
         fill.low = -1;
         fill.high = 2;
       }
-      if (kind == kernels::FillKind::kLogIndex) fill.a = 1;  // log(1 + global index)
+      // log(1 + global index mod 2): b is the period, restarting the index within a row.
+      if (kind == kernels::FillKind::kLogIndex) fill.a = 1;
       if (kernels::check_fill_spec(type, fill)) continue;  // the same on every rank
       for (const Case& c : cases) {
         SCOPED_TRACE(std::string(c.placements) + " " + std::string(tensor::dtype_name(dtype)));

@@ -106,7 +106,8 @@ TEST(MaterializeShards, EveryPlacementEqualsTheSliceOfTheWhole) {
         fill.low = -1;
         fill.high = 2;
       }
-      if (kind == kernels::FillKind::kLogIndex) fill.a = 1;  // log(1 + global index)
+      // log(1 + global index mod 2): b is the period, restarting the index within a row.
+      if (kind == kernels::FillKind::kLogIndex) fill.a = 1;
       if (kernels::check_fill_spec(type, fill)) continue;  // e.g. normal integers
       ++combos;
       for (const Case& c : cases) {

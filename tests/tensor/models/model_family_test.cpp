@@ -100,7 +100,9 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "hunyuan_v1_moe",
                                          "hy_v3",
                                          "hyperclovax",
+                                         "inkling_text",
                                          "jais2",
+                                         "jamba",
                                          "kimi_k2",
                                          "laguna",
                                          "lfm2",
@@ -112,6 +114,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "mellum",
                                          "mimo_v2_flash",
                                          "minicpm3",
+                                         "minimax",
                                          "minimax_m2",
                                          "minimax_m3_vl_text",
                                          "ministral",
@@ -163,14 +166,14 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
       "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
       "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
-      "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, jais2, kimi_k2, laguna, lfm2, "
-      "lfm2_moe, llama, llama4_text, longcat_flash, mamba2, mellum, mimo_v2_flash, minicpm3, "
-      "minimax_m2, minimax_m3_vl_text, ministral, ministral3, mistral, mistral4, mixtral, mpt, "
-      "muse_glimmer_text, nanochat, nemotron, nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, "
-      "olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
-      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
-      "qwen3_vl_text, seed_oss, smollm3, solar_open, stablelm, starcoder2, step3p5, "
-      "vaultgemma, youtu, zaya");
+      "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, inkling_text, jais2, jamba, "
+      "kimi_k2, laguna, lfm2, lfm2_moe, llama, llama4_text, longcat_flash, mamba2, mellum, "
+      "mimo_v2_flash, minicpm3, minimax, minimax_m2, minimax_m3_vl_text, ministral, "
+      "ministral3, mistral, mistral4, mixtral, mpt, muse_glimmer_text, nanochat, nemotron, "
+      "nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, "
+      "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
+      "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
+      "stablelm, starcoder2, step3p5, vaultgemma, youtu, zaya");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -272,6 +275,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"inkling_text", {"model.layers", "InklingForCausalLM"}},
+      {"minimax", {"model.layers", "MiniMaxForCausalLM"}},
+      {"jamba", {"model.layers", "JambaForCausalLM"}},
       {"minimax_m3_vl_text", {"model.layers", "MiniMaxM3VLForCausalLM"}},
       {"zaya", {"model.layers", "ZayaForCausalLM"}},
       {"muse_glimmer_text", {"model.language_model.layers", "MuseGlimmerForConditionalGeneration"}},
@@ -399,6 +405,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"inkling_text", "inkling"},
+      {"minimax", "minimax-text-01"},
+      {"jamba", "jamba-1.5-large"},
       {"minimax_m3_vl_text", "minimax-m3"},
       {"zaya", "zaya1-base"},
       {"muse_glimmer_text", "muse-glimmer"},
@@ -441,7 +450,8 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"minimax_m3_vl_text",
+  EXPECT_EQ(rotary, (std::set<std::string>{"minimax",
+                                           "minimax_m3_vl_text",
                                            "zaya",
                                            "muse_glimmer_text",
                                            "step3p5",
@@ -540,7 +550,9 @@ TEST(ModelFamily, FlagsPerFamily) {
   EXPECT_EQ(learned, (std::set<std::string>{"opt", "gpt_bigcode", "gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"dbrx", "falcon", "bloom", "mpt", "gpt_bigcode", "gpt2",
                                           "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"minimax_m3_vl_text",
+  EXPECT_EQ(moe, (std::set<std::string>{"inkling_text",
+                                        "minimax",
+                                        "minimax_m3_vl_text",
                                         "zaya",
                                         "step3p5",
                                         "mellum",
