@@ -25,6 +25,11 @@ inline constexpr int64_t kMaxLayers = 1024;
 // product far from overflow; Kimi K2 has 23,040 (384 x 60).
 inline constexpr int64_t kMaxExpertMlps = int64_t{1} << 20;
 
+// Hybrid layers of a model with shared transformer blocks (Zamba2, ModelConfig::num_mem_blocks):
+// each of them builds a block with an adapter slot per hybrid layer, as transformers does, so the
+// modules grow with the square of the count (128: 16,384 slots a list); Zamba2-7B has 13.
+inline constexpr int64_t kMaxHybridLayers = 128;
+
 // Bytes of a JSON input (plan file, config.json, cluster file, tensor description, safetensors
 // index, nccl-tests log): a plan for a 1,024-layer model is under 1 MB, the largest
 // model.safetensors.index.json on the Hugging Face hub about 10 MB.

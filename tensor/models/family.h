@@ -175,6 +175,10 @@ struct ModelFamily {
   // Builds a Mamba-2 mixer beside the attention of every layer, both reading one normed input
   // (Falcon-H1: ModelConfig::parallel_mamba); other families refuse such a config.
   bool parallel_mamba = false;
+  // Its Mamba-2 layers (kLinear) have no feed-forward (ModelConfig::no_ffn_layers) and its hybrid
+  // layers (kFull) run one of ModelConfig::num_mem_blocks shared transformer blocks before their
+  // Mamba-2 mixer (Zamba2); other families refuse shared blocks.
+  bool shared_transformer_blocks = false;
   // Its routers also pick among ModelConfig::zero_experts zero-computation experts (LongCat-Flash:
   // Note [Zero-computation experts] in tensor/models/models.h); other families refuse such a
   // config.

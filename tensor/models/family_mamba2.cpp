@@ -10,22 +10,20 @@
 //   [conv], in_proj.weight [d_inner + conv + H, h], norm.weight [d_inner], out_proj.weight
 //   [h, d_inner]   (conv = d_inner + 2 n_groups state_size; biases of in/out_proj: use_bias)
 //   backbone.norm_f.weight [h], lm_head.weight [vocab, h]
-// ModelConfig keeps the mixer in its linear_* fields, every layer kLinear and in no_ffn_layers
-// (the single-part layers of Nemotron-H). The model has no attention: num_attention_heads,
-// num_key_value_heads and head_dim hold the mixer's heads and head width and intermediate_size
-// d_inner, so that the sizes ModelConfig requires describe the mixer (nothing builds them).
+// The backbone, its blocks and lm_head are the shell the Mamba-1 families share
+// (tensor/models/mamba_lm.h, Note [Pure state-space blocks]). ModelConfig keeps the mixer in its
+// linear_* fields, every layer kLinear and in no_ffn_layers (the single-part layers of
+// Nemotron-H). The model has no attention: num_attention_heads, num_key_value_heads and head_dim
+// hold the mixer's heads and head width and intermediate_size d_inner, so that the sizes
+// ModelConfig requires describe the mixer (nothing builds them).
 #include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "base/checked.h"
-#include "base/limits.h"
-#include "tensor/layers.h"
-#include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
 #include "tensor/models/mamba2_mixer.h"
-#include "tensor/models/model_shell.h"
+#include "tensor/models/mamba_lm.h"
 
 namespace shardplan::tensor {
 
@@ -33,26 +31,12 @@ extern const ModelFamily kMamba2Family;  // listed in family_registry.cpp
 
 namespace {
 
-constexpr const char* kPrefix = "Mamba2";
-
-// A state-space model has no positions and no limit on its length; Mamba2Config has no
-// max_position_embeddings. This stands in for it, so that any --seq up to a million tokens plans
-// without a note (beyond, plan says the model has no position encoding and plans it anyway).
-constexpr int64_t kNoPositionLimit = int64_t{1} << 20;
-
 void parse(const ConfigFields& f, ModelConfig& c) {
-  c.vocab_size = f.integer("vocab_size", 32768);
-  c.hidden_size = f.integer("hidden_size", 4096);
-  c.num_hidden_layers = f.integer("num_hidden_layers", 64);
-  // Bounded before the per-layer lists are made from it (validate's bound comes after parse).
-  if (c.num_hidden_layers < 1 || c.num_hidden_layers > kMaxLayers) {
-    f.fail("num_hidden_layers", std::to_string(c.num_hidden_layers) + " layers, expected 1.." +
-                                    std::to_string(kMaxLayers));
-  }
-  c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
-  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
-  c.residual_in_fp32 = f.boolean("residual_in_fp32", true);
-  c.max_position_embeddings = kNoPositionLimit;
+  models::parse_mamba_lm(f, c,
+                         {.vocab_size = 32768,
+                          .hidden_size = 4096,
+                          .num_hidden_layers = 64,
+                          .tie_word_embeddings = false});
   if (f.string("hidden_act", "silu") != "silu") {
     f.fail("hidden_act", "'" + f.string("hidden_act", "") +
                              "' is not built; expected \"silu\" (the fused scan's SiLU)");
@@ -89,16 +73,10 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.num_key_value_heads = heads;
   c.head_dim = head_dim;
   c.intermediate_size = inner;
-  c.layer_types.assign(static_cast<size_t>(std::max<int64_t>(c.num_hidden_layers, 0)),
-                       AttentionType::kLinear);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.no_ffn_layers.push_back(i);
 }
 
 void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
-  j["hidden_size"] = c.hidden_size;
-  j["num_hidden_layers"] = c.num_hidden_layers;
-  j["layer_norm_epsilon"] = c.norm_eps;
-  j["residual_in_fp32"] = c.residual_in_fp32;
+  models::mamba_lm_to_hf_json(c, j);
   j["hidden_act"] = "silu";
   j["num_heads"] = c.linear_num_value_heads;
   j["head_dim"] = c.linear_value_head_dim;
@@ -110,61 +88,11 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
   j["use_bias"] = c.linear_proj_bias;
 }
 
-// Mamba2Block: residual + mixer(norm(x)), the norm's input cast to the norm's dtype and, with
-// residual_in_fp32, the residual (and so the block's output, the next block's input) in float32.
-class Block : public Module {
- public:
-  Block() : Module(std::string(kPrefix) + "Block") {}
-  void build(const ModelConfig& c, const TensorOptions& o) {
-    norm_ = register_module(
-        "norm", std::make_shared<RMSNorm>(DimVector{c.hidden_size}, c.norm_eps, true, o));
-    mixer_ = register_module("mixer",
-                             models::make_mamba2_mixer(c, "Mamba2Mixer", "MambaRMSNormGated", o));
-    residual_in_fp32_ = c.residual_in_fp32;
-  }
-  Tensor run(const Tensor& x) {
-    CallScope scope(*this);
-    const Tensor n = norm_->call(to(x, norm_->parameter("weight").dtype()));
-    const Tensor y = mixer_->run(n, Tensor(), Tensor());
-    return add(residual_in_fp32_ ? to(x, DType::kFloat32) : x, y);
-  }
-
- private:
-  ModulePtr norm_;
-  std::shared_ptr<models::AttentionBlock> mixer_;
-  bool residual_in_fp32_ = true;
-};
-
-class Backbone : public Module {
- public:
-  Backbone(const ModelConfig& c, const TensorOptions& o, bool /*training: no dropout*/)
-      : Module(std::string(kPrefix) + "Model") {
-    embeddings_ =
-        register_module("embeddings", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
-    auto layers = register_module("layers", std::make_shared<ModuleList>());
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      blocks_.push_back(layers->push_back(std::make_shared<Block>()));
-    }
-    norm_f_ = register_module(
-        "norm_f", std::make_shared<RMSNorm>(DimVector{c.hidden_size}, c.norm_eps, true, o));
-    // Filled once in place (Note [Filling repeated blocks after registration], blocks.h).
-    for (const auto& block : blocks_) block->build(c, o);
-  }
-  Tensor forward(const Tensor& ids) override {
-    Tensor h = embeddings_->call(ids);
-    for (const auto& block : blocks_) h = block->run(h);
-    return norm_f_->call(to(h, norm_f_->parameter("weight").dtype()));
-  }
-
- private:
-  ModulePtr embeddings_, norm_f_;
-  std::vector<std::shared_ptr<Block>> blocks_;
-};
-
-ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<models::LmHeadModel<Backbone>>(std::string(kPrefix) + "ForCausalLM", c, o,
-                                                         training, "backbone",
-                                                         "backbone.embeddings.weight");
+ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool /*training: no dropout*/) {
+  return models::build_mamba_lm(
+      c, o, "Mamba2", [](const ModelConfig& cfg, const TensorOptions& opts) {
+        return models::make_mamba2_mixer(cfg, "Mamba2Mixer", "MambaRMSNormGated", opts);
+      });
 }
 
 constexpr FieldRename kRenames[] = {

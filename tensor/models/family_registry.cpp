@@ -115,6 +115,9 @@ extern const ModelFamily kMinimaxM3VlTextFamily;
 extern const ModelFamily kJambaFamily;
 extern const ModelFamily kMiniMaxFamily;
 extern const ModelFamily kInklingTextFamily;
+extern const ModelFamily kMambaFamily;
+extern const ModelFamily kFalconMambaFamily;
+extern const ModelFamily kZamba2Family;
 
 namespace {
 
@@ -225,6 +228,9 @@ const ModelFamily* const kRegistered[] = {
     &kJambaFamily,
     &kMiniMaxFamily,
     &kInklingTextFamily,
+    &kMambaFamily,
+    &kFalconMambaFamily,
+    &kZamba2Family,
 };
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "tensor/models/mamba_mixer.h"
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/models/mamba2_mixer.h"
@@ -40,8 +42,9 @@ class SelectiveScanMixer : public AttentionBlock {
     out_proj_ =
         register_module("out_proj", std::make_shared<Linear>(inner_, h, c.linear_proj_bias, o));
     if (style.bcdt_norms) {
+      const double eps = c.linear_norm_eps > 0 ? c.linear_norm_eps : c.norm_eps;
       auto norm = [&](int64_t dim) {
-        return std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
+        return std::make_shared<RMSNorm>(DimVector{dim}, eps, style.bcdt_norm_weights, o);
       };
       dt_norm_ = register_module("dt_layernorm", norm(rank_));
       b_norm_ = register_module("b_layernorm", norm(state_));
@@ -89,6 +92,74 @@ class SelectiveScanMixer : public AttentionBlock {
 };
 
 }  // namespace
+
+void parse_mamba1_config(const ConfigFields& f, ModelConfig& c) {
+  const std::string act = f.string("hidden_act", "silu");
+  if (act != "silu" && act != "swish") {
+    f.fail("hidden_act", "'" + act +
+                             "' is not built; expected \"silu\" (causal-conv1d's kernel applies it "
+                             "after the convolution, and the gate is SiLU whatever it says)");
+  }
+  c.hidden_act = "silu";  // ACT2FN's "swish" is SiLU
+  int64_t inner = 0;
+  if (f.has("intermediate_size")) {
+    inner = f.integer("intermediate_size");
+    if (inner <= 0) f.fail("intermediate_size", "must be positive, got " + std::to_string(inner));
+    (void)f.has("expand");  // read by the class, then replaced by the key above
+  } else {
+    const int64_t expand = f.integer("expand", 2);
+    if (expand <= 0 || !mul_into(expand, c.hidden_size, inner)) {
+      f.fail("expand",
+             std::to_string(expand) + " must be positive, with expand x hidden_size in int64");
+    }
+  }
+  // "auto": ceil(hidden_size / 16), as MambaConfig.__post_init__ computes it.
+  int64_t rank = c.hidden_size / 16 + (c.hidden_size % 16 != 0 ? 1 : 0);
+  if (f.has("time_step_rank")) {
+    const nlohmann::json& v = f.raw("time_step_rank");
+    if (v.is_string() && v.get<std::string>() != "auto") {
+      f.fail("time_step_rank", v.dump().substr(0, 40) +
+                                   " is not a rank; expected a positive integer or \"auto\" "
+                                   "(ceil(hidden_size / 16))");
+    }
+    if (!v.is_string()) rank = f.integer("time_step_rank");
+    if (rank <= 0) f.fail("time_step_rank", "must be positive, got " + std::to_string(rank));
+  }
+  c.linear_num_value_heads = inner;
+  c.linear_value_head_dim = 1;
+  c.linear_num_key_heads = 1;
+  c.linear_key_head_dim = f.integer("state_size", 16);
+  c.linear_conv_kernel_dim = f.integer("conv_kernel", 4);
+  c.linear_conv_bias = f.boolean("use_conv_bias", true);
+  c.linear_proj_bias = f.boolean("use_bias", false);
+  c.linear_dt_rank = rank;
+  c.num_attention_heads = inner;
+  c.num_key_value_heads = inner;
+  c.head_dim = 1;
+  c.intermediate_size = inner;
+}
+
+void mamba1_config_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  const int64_t inner = c.linear_num_value_heads;
+  SP_CHECK(c.linear_value_head_dim == 1 && c.linear_num_key_heads == 1 &&
+               c.num_attention_heads == inner && c.num_key_value_heads == inner &&
+               c.head_dim == 1 && c.intermediate_size == inner,
+           c.model_type, ": a Mamba-1 mixer of ", inner,
+           " channels is written as heads of width 1 in one group, with the attention sizes its ",
+           "channels; got linear_value_head_dim ", c.linear_value_head_dim,
+           ", linear_num_key_heads ", c.linear_num_key_heads, ", num_attention_heads ",
+           c.num_attention_heads, ", num_key_value_heads ", c.num_key_value_heads, ", head_dim ",
+           c.head_dim, ", intermediate_size ", c.intermediate_size);
+  j["hidden_act"] = c.hidden_act;
+  j["intermediate_size"] = inner;
+  // The key above wins over it; written where it states the same width.
+  if (c.hidden_size > 0 && inner % c.hidden_size == 0) j["expand"] = inner / c.hidden_size;
+  j["state_size"] = c.linear_key_head_dim;
+  j["conv_kernel"] = c.linear_conv_kernel_dim;
+  j["use_conv_bias"] = c.linear_conv_bias;
+  j["use_bias"] = c.linear_proj_bias;
+  j["time_step_rank"] = c.linear_dt_rank;
+}
 
 std::shared_ptr<AttentionBlock> make_mamba_mixer(const ModelConfig& c, const std::string& type_name,
                                                  const TensorOptions& o,

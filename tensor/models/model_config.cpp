@@ -169,6 +169,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
     fail("linear_block_size", c.linear_block_size,
          " is not a lightning attention block, expected 1..65536");
   }
+  if (!(c.linear_norm_eps >= 0) || !std::isfinite(c.linear_norm_eps)) {
+    fail("linear_norm_eps", "must be a finite epsilon >= 0 (0: norm_eps), got ", c.linear_norm_eps);
+  }
   if (any_linear && !family.linear_attention) {
     std::string builders;  // the registered families that do, from the table itself
     for (const ModelFamily* f : model_families()) {
@@ -192,7 +195,10 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
   }
   const bool any_mixerless = std::find(c.layer_types.begin(), c.layer_types.end(),
                                        AttentionType::kNone) != c.layer_types.end();
-  if ((any_mixerless || !c.no_ffn_layers.empty()) && !family.single_part_layers) {
+  // Zamba2's Mamba-2 layers have no feed-forward either (ModelFamily::shared_transformer_blocks,
+  // checked below).
+  if ((any_mixerless || (!c.no_ffn_layers.empty() && !family.shared_transformer_blocks)) &&
+      !family.single_part_layers) {
     fail("layer_types",
          "has layers without a token mixer or without a feed-forward, but "
          "model_type '",
@@ -210,6 +216,41 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
              mixer ? "both a token mixer and a feed-forward" : "neither a mixer nor a feed-forward",
              ", expected one of them per block");
       }
+    }
+  }
+  // Shared transformer blocks (Zamba2: ModelFamily::shared_transformer_blocks): a Mamba-2 layer
+  // (kLinear, no feed-forward) or a hybrid layer (kFull, whose block has the MLP) each; the
+  // hybrid layers bounded as each builds an adapter slot for every one (base/limits.h).
+  if (c.num_mem_blocks < 0 || c.num_mem_blocks > 65536 || c.adapter_rank < 0 ||
+      c.adapter_rank > 65536) {
+    fail("num_mem_blocks", c.num_mem_blocks, " blocks of adapter rank ", c.adapter_rank,
+         ", expected 0..65536 each");
+  }
+  if ((c.num_mem_blocks > 0 || c.adapter_rank > 0 || c.shared_attention_adapter) &&
+      !family.shared_transformer_blocks) {
+    fail("num_mem_blocks", "sets shared transformer blocks, but model_type '", family.model_type,
+         "' builds none; expected a family that does (zamba2)");
+  }
+  if (family.shared_transformer_blocks) {
+    if (c.num_mem_blocks <= 0 || c.adapter_rank <= 0) {
+      fail("num_mem_blocks", c.num_mem_blocks, " blocks of adapter rank ", c.adapter_rank,
+           ", expected at least one block and a positive rank");
+    }
+    int64_t hybrid = 0;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const AttentionType t =
+          c.layer_types.empty() ? AttentionType::kFull : c.layer_types[static_cast<size_t>(i)];
+      const bool ffn = !std::binary_search(c.no_ffn_layers.begin(), c.no_ffn_layers.end(), i);
+      if (!(t == AttentionType::kLinear && !ffn) && !(t == AttentionType::kFull && ffn)) {
+        fail("layer_types", "layer ", i, " attends ", to_string(t), ffn ? " with" : " without",
+             " a feed-forward; expected a Mamba-2 layer (linear_attention, no feed-forward) or a "
+             "hybrid layer (full_attention, its shared block's MLP)");
+      }
+      hybrid += t == AttentionType::kFull;
+    }
+    if (hybrid > kMaxHybridLayers) {
+      fail("layer_types", hybrid, " hybrid layers, expected at most ", kMaxHybridLayers,
+           " (each builds an adapter slot for every one; docs/user-guide.md \"Limits\")");
     }
   }
   if (c.gated_norm_rank < 0 || c.gated_norm_rank > 65536) {
@@ -588,6 +629,12 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
         {"head_dim", c.head_dim},
         {"cca_time1", c.cca_time1},
         {"router_hidden_size", c.router_hidden_size}}},
+      // Zamba2's adapters: each hybrid layer's block (one per layer when untied) holds up to one
+      // per hybrid layer, rank x (h + 2 I) on the MLP and 3 x rank x 4 h on q, k and v (a bound
+      // over every layer). The blocks themselves are within the attention and MLP terms.
+      {layers * layers * static_cast<double>(c.adapter_rank) *
+           (13.0 * h + 2.0 * static_cast<double>(c.intermediate_size)),
+       {layer_count, {"adapter_rank", c.adapter_rank}}},
       {2.0 * h * static_cast<double>(c.vocab_size), {{"vocab_size", c.vocab_size}}},
       // OPT's embeddings at word_embed_proj_dim: the table, the output layer, project_in and out.
       {2.0 * static_cast<double>(c.word_embed_proj_dim) * (static_cast<double>(c.vocab_size) + h),
@@ -904,7 +951,9 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "num_attention_heads_per_layer",
                                              "attn_layer_period",
                                              "expert_layer_period",
-                                             "mamba_dt_rank"};
+                                             "mamba_dt_rank",
+                                             "num_mem_blocks",
+                                             "use_shared_attention_adapter"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

@@ -263,6 +263,10 @@ struct ModelConfig {
   // block of its intra/inter split, which sizes its persistent decay buffers ([H, B, 1] twice and
   // [1, H, B, B]; the fused op is priced at kLightningBlock whatever it says). 0 for the others.
   int64_t linear_block_size = 0;
+  // FalconMamba's mixer_rms_eps: the epsilon of its Mamba-1 mixer's dt, B and C RMSNorms, which
+  // differs from the block norms' layer_norm_epsilon. 0: norm_eps (Jamba's mixer norms take
+  // rms_norm_eps); the other families leave it 0.
+  double linear_norm_eps = 0;
   // OLMo Hybrid's linear_allow_neg_eigval: the Gated DeltaNet's write strength beta = 2 sigmoid(b),
   // in [0, 2] (negative eigenvalues of the state transition); one more elementwise multiply, no
   // shape. The Qwen families leave it false.
@@ -271,13 +275,21 @@ struct ModelConfig {
   // on the same normed input, their outputs summed (LayerKind::parallel_mamba); layer_types stay
   // the attention's.
   bool parallel_mamba = false;
-  // Mamba2Config's residual_in_fp32: each block adds its output to a float32 copy of the
-  // residual, so the stream between blocks is float32 (twice the bytes of bfloat16 activations
-  // kept there). Read by the families that build it (mamba2); the others leave it false.
+  // Mamba2Config's and MambaConfig's residual_in_fp32: each block adds its output to a float32
+  // copy of the residual, so the stream between blocks is float32 (twice the bytes of bfloat16
+  // activations kept there). Read by the families that build it (tensor/models/mamba_lm.h: mamba,
+  // falcon_mamba, mamba2); the others leave it false.
   bool residual_in_fp32 = false;
   // Single-part layers (Nemotron-H's blocks: ModelFamily::single_part_layers): the layers, sorted,
   // that have a token mixer and no feed-forward; a layer without a mixer attends kNone.
   std::vector<int64_t> no_ffn_layers;
+  // Zamba2's shared transformer blocks (ModelFamily::shared_transformer_blocks): num_mem_blocks
+  // blocks of attention and MLP whose weights the hybrid layers (those attending kFull) take in
+  // turn, each layer with its own adapters of rank adapter_rank on the MLP's gate_up_proj,
+  // and on q, k and v with shared_attention_adapter. 0: no shared blocks (every other family).
+  int64_t num_mem_blocks = 0;
+  int64_t adapter_rank = 0;
+  bool shared_attention_adapter = false;
   // Nemotron 3's latent MoE: the routed experts work at this width between two projections from
   // and back to hidden_size (0: at hidden_size).
   int64_t moe_latent_size = 0;

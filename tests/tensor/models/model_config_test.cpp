@@ -133,9 +133,9 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
       error_of([&] { parse_model_config(j, "my/config.json"); }),
       AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
             HasSubstr("deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, "
-                      "exaone4, exaone_moe, falcon, falcon_h1, flex_olmo, gemma, gemma2, "
-                      "gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, "
-                      "gpt2")));
+                      "exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, "
+                      "gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+                      "glm_moe_dsa, gpt2")));
   j.erase("model_type");
   EXPECT_THAT(error_of([&] { parse_model_config(j, "c.json"); }),
               AllOf(HasSubstr("c.json"), HasSubstr("'model_type': missing")));
@@ -569,8 +569,8 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
       {"missing", missing, "hidden_size", "missing"},
       {"type", type, "model_type",
        "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
-       "exaone_moe, falcon, falcon_h1, flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, "
-       "glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2"},
+       "exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, "
+       "gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2"},
   };
   for (const Case& c : cases) {
     const auto path = dir / (std::string(c.what) + ".json");

@@ -74,6 +74,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "exaone_moe",
                                          "falcon",
                                          "falcon_h1",
+                                         "falcon_mamba",
                                          "flex_olmo",
                                          "gemma",
                                          "gemma2",
@@ -110,6 +111,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "llama",
                                          "llama4_text",
                                          "longcat_flash",
+                                         "mamba",
                                          "mamba2",
                                          "mellum",
                                          "mimo_v2_flash",
@@ -155,6 +157,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "step3p5",
                                          "vaultgemma",
                                          "youtu",
+                                         "zamba2",
                                          "zaya"};
   EXPECT_EQ(types_of(model_families()), want);
   EXPECT_EQ(supported_model_types(), want);
@@ -162,18 +165,18 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       model_types_list(),
       "afmoe, apertus, arcee, axk1, axk2, bamba, bloom, cohere, cohere2, cohere2_moe, "
       "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
-      "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, flex_olmo, "
-      "gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, "
+      "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
       "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
       "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
       "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, inkling_text, jais2, jamba, "
-      "kimi_k2, laguna, lfm2, lfm2_moe, llama, llama4_text, longcat_flash, mamba2, mellum, "
-      "mimo_v2_flash, minicpm3, minimax, minimax_m2, minimax_m3_vl_text, ministral, "
+      "kimi_k2, laguna, lfm2, lfm2_moe, llama, llama4_text, longcat_flash, mamba, mamba2, "
+      "mellum, mimo_v2_flash, minicpm3, minimax, minimax_m2, minimax_m3_vl_text, ministral, "
       "ministral3, mistral, mistral4, mixtral, mpt, muse_glimmer_text, nanochat, nemotron, "
       "nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, "
       "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
       "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
-      "stablelm, starcoder2, step3p5, vaultgemma, youtu, zaya");
+      "stablelm, starcoder2, step3p5, vaultgemma, youtu, zamba2, zaya");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -275,6 +278,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"zamba2", {"model.layers", "Zamba2ForCausalLM"}},
+      {"falcon_mamba", {"backbone.layers", "FalconMambaForCausalLM"}},
+      {"mamba", {"backbone.layers", "MambaForCausalLM"}},
       {"inkling_text", {"model.layers", "InklingForCausalLM"}},
       {"minimax", {"model.layers", "MiniMaxForCausalLM"}},
       {"jamba", {"model.layers", "JambaForCausalLM"}},
@@ -405,6 +411,9 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"zamba2", "zamba2-7b"},
+      {"falcon_mamba", "falcon-mamba-7b"},
+      {"mamba", "mamba-2.8b"},
       {"inkling_text", "inkling"},
       {"minimax", "minimax-text-01"},
       {"jamba", "jamba-1.5-large"},
@@ -450,7 +459,8 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"minimax",
+  EXPECT_EQ(rotary, (std::set<std::string>{"zamba2",
+                                           "minimax",
                                            "minimax_m3_vl_text",
                                            "zaya",
                                            "muse_glimmer_text",
@@ -626,8 +636,8 @@ TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
       "afmoe, apertus, arcee, axk1, axk2, bamba, bloom, cohere, cohere2, cohere2_moe, "
       "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
-      "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, flex_olmo, "
-      "gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, "
+      "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
       "glm_moe_dsa, gpt2";
   const json j = {{"model_type", "rwkv"}, {"vocab_size", 65536}};
   EXPECT_THAT(error_of([&] { parse_model_config(j, "rwkv.json"); }),
