@@ -19,6 +19,25 @@ int64_t active_parameter_count(const tensor::ModelConfig& c) {
   return tensor::active_parameters(*tensor::build_model(c), c);
 }
 
+namespace {
+
+// Note [Weights shared across layers]
+// Zamba2's hybrid layers take turns at num_mem_blocks shared attention + MLP blocks: the weights
+// are tied (named_parameters lists each once), but every layer that runs a block multiplies by
+// its weights. 6N prices a multiply-add per parameter per token, so N counts a shared tensor once
+// per layer that uses it: the sum of each repeated layer's own parameters (a tie inside one layer
+// counted once) beside the rest of the model. A tied embedding and output layer stay one tensor:
+// the lookup does no multiply-add. Zero for models without ties across layers.
+int64_t repeated_layer_parameters(const tensor::Module& root, const tensor::ModelConfig& c) {
+  if (!tensor::family_of(c).shared_transformer_blocks) return 0;
+  const tensor::Module& layers = root.get_submodule(std::string(tensor::family_of(c).layers_path));
+  int64_t per_use = 0;
+  for (const auto& [name, layer] : layers.named_children()) per_use += layer->parameters_numel();
+  return per_use - layers.parameters_numel();
+}
+
+}  // namespace
+
 double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
   SP_CHECK(seq >= 1, "sequence of ", seq, " tokens, expected at least one");
   // Gemma 4's per-layer embedding table is a lookup (each token reads one row: no multiply-add
@@ -26,7 +45,10 @@ double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
   const double lookup_only = static_cast<double>(c.per_layer_input_vocab) *
                              static_cast<double>(c.per_layer_input_layers) *
                              static_cast<double>(c.per_layer_input_size);
-  const double n = static_cast<double>(active_parameter_count(c)) - lookup_only;
+  const tensor::ModulePtr model = tensor::build_model(c);
+  const double n = static_cast<double>(tensor::active_parameters(*model, c) +
+                                       repeated_layer_parameters(*model, c)) -
+                   lookup_only;
   return 6 * n + attention_flops_per_token(c, seq);
 }
 

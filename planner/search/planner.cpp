@@ -324,6 +324,7 @@ struct Planner::Impl {
     for (int64_t n : few) few_sum += n;
     lp.tied_twice = few_sum - tp_rank_parameters(small, tp, 0);
     lp.experts_per_layer = expert_parameters_per_layer(model, tp);
+    share_blocks(lp, tp);
     lp.set_prefix();
     return params.emplace(tp, std::move(lp)).first->second;
   }
@@ -353,6 +354,7 @@ struct Planner::Impl {
     }
     lp.per_layer.front() += first_extra;
     lp.per_layer.back() += last_extra;
+    share_blocks(lp, tp);  // before the prediction layers, which the model holds none of
     // Each multi-token prediction module on the last stage (Note [Multi-token prediction] in
     // step_model.cpp): a layer of the last layer's kind, eh_proj [h, 2h] split over tp, and the
     // norms enorm, hnorm and its head's norm (tensor::parameters_beyond_model counts the same).
@@ -362,6 +364,29 @@ struct Planner::Impl {
         (lp.kind_layer[static_cast<size_t>(ctx.stack.mtp_kind)] + 2 * h * h / tp + 3 * h);
     lp.set_prefix();
     return lp;
+  }
+
+  // Note [Weights shared across layers] (planner/cost/training_metrics.cpp): a kind's 3-layer
+  // model charges every layer that uses a shared block (ModelConfig::num_mem_blocks: the layers
+  // attending kFull) a whole block, Zamba2-7B's 13 hybrid layers 13 blocks for its 2. The whole
+  // model on one TP rank holds each block once: the surplus comes off those layers evenly, which
+  // is exact on one stage; a stage of several holds each block it uses once, which this spreads
+  // over the stages (their memory a block or so low). Their FSDP gathers keep the whole block
+  // (kind_layer): each layer that runs it gathers it.
+  void share_blocks(LayerParameters& lp, int64_t tp) {
+    if (!tensor::family_of(model).shared_transformer_blocks) return;
+    std::vector<size_t> users;
+    for (size_t i = 0; i < model.layer_types.size() && i < lp.per_layer.size(); ++i) {
+      if (model.layer_types[i] == tensor::AttentionType::kFull) users.push_back(i);
+    }
+    int64_t planned = -lp.tied_twice;
+    for (const int64_t n : lp.per_layer) planned += n;
+    const int64_t surplus = planned - tp_rank_parameters(model, tp, 0);
+    if (surplus <= 0 || users.empty()) return;
+    const auto n = static_cast<int64_t>(users.size());
+    for (int64_t k = 0; k < n; ++k) {
+      lp.per_layer[users[static_cast<size_t>(k)]] -= surplus / n + (k < surplus % n ? 1 : 0);
+    }
   }
 
   const DimLinks& links_for(const ParallelConfig& c, DimOrder order) {

@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
+#include "tensor/models/model_config.h"
 
 namespace shardplan::planner {
 namespace {
@@ -42,6 +45,43 @@ TEST(TrainingMetrics, PerLayerEmbeddingTableIsALookupNotWork) {
   EXPECT_DOUBLE_EQ(attention_flops_per_token(e2b, 4096), attention);
   EXPECT_DOUBLE_EQ(model_flops_per_token(e2b, 4096),
                    6.0 * (4'628'569'344.0 - 2'348'810'240.0) + attention);
+}
+
+// Note [Weights shared across layers]: Zamba2's hybrid layers take turns at shared blocks, whose
+// weights are listed once but multiplied by in every layer that runs them. A tiny Zamba2 with
+// hybrid layers 1, 3 and 4 on blocks 0, 1, 0 (h 32, attention over 2h = 64): a block is q, k, v
+// [64, 64], o_proj [32, 64], gate_up_proj [96, 32], down_proj [32, 48] and norms of 64 and 32,
+// 19,040 parameters, which layer 4 runs a second time. A block also holds the LoRA adapters of
+// the layers that use it (rank 8 on q, k, v and gate_up_proj: 3 x (8 x 64 + 64 x 8) + 8 x 32 +
+// 96 x 8 = 4,096 each), and a layer counts its block whole, both of block 0's adapters with it
+// where it runs its own: the rule's excess, block 0's two adapters once more (8,192 here;
+// Zamba2-7B's 72 adapters counted beyond their own layer, about 0.3 B of its 11 B per token,
+// docs/cost-model.md 2.4).
+TEST(TrainingMetrics, SharedBlocksCountOncePerLayerThatRunsThem) {
+  const nlohmann::json j = {
+      {"model_type", "zamba2"},
+      {"vocab_size", 128},
+      {"hidden_size", 32},
+      {"num_hidden_layers", 6},
+      {"layers_block_type", {"mamba", "hybrid", "mamba", "hybrid", "hybrid", "mamba"}},
+      {"num_attention_heads", 4},
+      {"intermediate_size", 48},
+      {"num_mem_blocks", 2},
+      {"adapter_rank", 8},
+      {"use_shared_attention_adapter", true},
+      {"use_mem_rope", true},
+      {"n_mamba_heads", 4},
+      {"mamba_ngroups", 2},
+      {"mamba_d_state", 8},
+      {"torch_dtype", "bfloat16"}};
+  const tensor::ModelConfig c = tensor::parse_model_config(j, "tiny.json");
+  const int64_t block = 3 * 64 * 64 + 32 * 64 + 96 * 32 + 32 * 48 + 64 + 32;
+  EXPECT_EQ(block, 19'040);
+  const int64_t adapters = 3 * (8 * 64 + 64 * 8) + 8 * 32 + 96 * 8;
+  EXPECT_EQ(adapters, 4'096);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(c, 256),
+                   6.0 * static_cast<double>(parameter_count(c) + block + 2 * adapters) +
+                       attention_flops_per_token(c, 256));
 }
 
 // PaLM's 12 L H Q s (Chowdhery et al. 2022, Appendix B) counts the heads' width, which is the

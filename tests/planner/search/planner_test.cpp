@@ -171,6 +171,30 @@ TEST(Planner, ModelStatePerStage) {
   EXPECT_EQ(most->optimizer, bill.optimizer_bytes);
 }
 
+// Note [Weights shared across layers]: Zamba2-7B's 13 hybrid layers take turns at 2 shared
+// blocks. On one stage at tp 1 the bill's weights are the model's 7,356,749,648 parameters, 2
+// bytes each (each block once, not once per hybrid layer); over 2 stages each stage charges its
+// hybrid layers their share, and the stages add up to the model and one more copy of its tied
+// embedding (32,000 x 3,584), which the last stage keeps for its output layer.
+TEST(Planner, SharedBlocksAreHeldOncePerModel) {
+  Planner p(tensor::find_model_config("zamba2-7b"), cluster("dgx-h100"),
+            {.gpus = 8, .seq = 4096, .global_batch = 64}, {});
+  Pins pins;
+  pins.tp = 1;
+  pins.pp = 1;
+  pins.zero = 1;
+  Bill bill;
+  (void)p.estimate(default_config(p.setup(), pins, Precision::kBf16), DimOrder::kTpInner, &bill);
+  ASSERT_EQ(bill.stage_states.size(), 1U);
+  EXPECT_EQ(bill.stage_states[0].parameters, 2 * int64_t{7356749648});
+  pins.pp = 2;
+  pins.dp = 4;
+  (void)p.estimate(default_config(p.setup(), pins, Precision::kBf16), DimOrder::kTpInner, &bill);
+  ASSERT_EQ(bill.stage_states.size(), 2U);
+  EXPECT_EQ(bill.stage_states[0].parameters + bill.stage_states[1].parameters,
+            2 * (int64_t{7356749648} + 32000 * 3584));
+}
+
 // --memory-headroom: a plan fits when its memory leaves the headroom free. Llama 2 7B on one H200
 // (139.8 GiB usable): the fastest plan without headroom needs 134.3 GiB; with 8 GiB kept free it no
 // longer fits, and every plan the search keeps leaves at least 8 GiB.
