@@ -32,6 +32,7 @@
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
+#include "tensor/models/typed_rotary_model.h"
 
 namespace shardplan::tensor {
 
@@ -47,9 +48,8 @@ constexpr double kFullTheta = 500000, kSlidingTheta = 10000;
 
 AttentionType every_layer_full(const ModelConfig&, int64_t) { return AttentionType::kFull; }
 
-bool uses(const std::vector<AttentionType>& types, AttentionType t) {
-  return std::find(types.begin(), types.end(), t) != types.end();
-}
+using models::types_in_use;  // tensor/models/typed_rotary_model.h
+using models::uses;
 
 // One layer type's rope_parameters entry, as MellumRotaryEmbedding reads it: an object (a null
 // one is skipped there, and the layers of that type then find no table) whose rope_theta is the
@@ -249,15 +249,6 @@ ModulePtr norm(int64_t dim, const ModelConfig& c, const TensorOptions& o) {
   return std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
 }
 
-std::vector<AttentionType> types_in_use(const ModelConfig& c) {
-  std::vector<AttentionType> out;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const AttentionType t = layer_kind(c, i).attention;
-    if (!uses(out, t)) out.push_back(t);
-  }
-  return out;
-}
-
 // MellumRotaryEmbedding: per layer type in use, inv_freq of half the head and its original copy
 // (non-persistent float32 buffers; transformers orders the types as a Python set, here by first
 // use).
@@ -400,47 +391,17 @@ class DecoderLayer : public Module {
   LayerKind kind_;
 };
 
-// MellumModel (Laguna's): embed_tokens (padding_idx = pad_token_id), layers, norm, rotary_emb;
-// empty until build(), like DecoderLayer.
-class Model : public Module {
- public:
-  Model() : Module("MellumModel") {}
-  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
-    embed_tokens = register_module("embed_tokens",
-                                   std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
-    auto list = register_module("layers", std::make_shared<ModuleList>());
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      layers_.push_back(list->push_back(std::make_shared<DecoderLayer>()));
-    }
-    norm_ = register_module("norm", norm(c.hidden_size, c, o));
-    rotary_emb = register_module("rotary_emb", std::make_shared<Rotary>(c));
-    types_ = types_in_use(c);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      layers_[i]->build(c, static_cast<int64_t>(i), o, training);
-    }
+// MellumModel: embed_tokens (padding_idx = pad_token_id), layers, norm, rotary_emb, the rotary
+// tables made per layer type (tensor/models/typed_rotary_model.h).
+struct ModelParts {
+  static constexpr const char* kName = "MellumModel";
+  using Layer = DecoderLayer;
+  using Tables = Rotary;
+  static ModulePtr make_norm(int64_t dim, const ModelConfig& c, const TensorOptions& o) {
+    return norm(dim, c, o);
   }
-  Tensor forward(const Tensor& ids) override {
-    Tensor h = embed_tokens->call(ids);
-    // The tables of every layer type in use, made before the layers as MellumModel makes them.
-    const Tensor pos = models::position_ids(ids.size(1));
-    std::vector<std::pair<AttentionType, std::pair<Tensor, Tensor>>> tables;
-    for (const AttentionType t : types_)
-      tables.emplace_back(t, rotary_emb->cos_sin(pos, t, h.dtype()));
-    for (const auto& layer : layers_) {
-      const auto it = std::find_if(tables.begin(), tables.end(),
-                                   [&](const auto& e) { return e.first == layer->attention(); });
-      h = layer->run(h, it->second.first, it->second.second);
-    }
-    return norm_->call(h);
-  }
-  std::shared_ptr<Embedding> embed_tokens;
-  std::shared_ptr<Rotary> rotary_emb;
-
- private:
-  ModulePtr norm_;
-  std::vector<AttentionType> types_;
-  std::vector<std::shared_ptr<DecoderLayer>> layers_;
 };
+using Model = models::TypedRotaryModel<ModelParts>;
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
   return std::make_shared<models::CausalLm<Model>>("MellumForCausalLM", c, o, training,
