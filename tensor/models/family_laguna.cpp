@@ -35,6 +35,7 @@
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
+#include "tensor/models/deepseek_config.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
@@ -171,31 +172,6 @@ void parse_heads(const ConfigFields& f, ModelConfig& c, const std::vector<Attent
   if (sliding && *sliding != c.num_attention_heads) c.sliding_num_attention_heads = *sliding;
 }
 
-// mlp_layer_types: "dense" or "sparse" per layer (absent or null: layer 0 dense, the rest
-// sparse). LagunaDecoderLayer builds experts for "sparse" only, so any other word would silently
-// make a dense layer: refused.
-void parse_mlp_layer_types(const ConfigFields& f, ModelConfig& c) {
-  const int64_t layers = c.num_hidden_layers;
-  if (!f.has("mlp_layer_types")) {
-    c.dense_layers = {0};
-    return;
-  }
-  const nlohmann::json& v = f.raw("mlp_layer_types");
-  if (!v.is_array() || static_cast<int64_t>(v.size()) != layers) {
-    f.fail("mlp_layer_types", "expected a list of num_hidden_layers = " + std::to_string(layers) +
-                                  " entries, \"dense\" or \"sparse\"");
-  }
-  for (int64_t i = 0; i < layers; ++i) {
-    const nlohmann::json& e = v[static_cast<size_t>(i)];
-    if (e == "dense") {
-      c.dense_layers.push_back(i);
-    } else if (e != "sparse") {
-      f.fail("mlp_layer_types", "entry " + std::to_string(i) + " is " + e.dump().substr(0, 40) +
-                                    ", expected \"dense\" or \"sparse\"");
-    }
-  }
-}
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   if (f.has("rope_scaling") || f.is_null("rope_scaling")) {
     f.fail("rope_scaling",
@@ -268,7 +244,8 @@ void parse(const ConfigFields& f, ModelConfig& c) {
            std::to_string(c.shared_expert_intermediate_size) +
                ": LagunaSparseMoeBlock always builds its shared expert; expected a positive width");
   }
-  parse_mlp_layer_types(f, c);
+  c.dense_layers = {0};                 // absent or null: layer 0 dense, the rest sparse
+  models::parse_mlp_layer_types(f, c);  // tensor/models/deepseek_config.h
   // Qwen2MoeConfig fields LagunaConfig deletes: inert attributes of the released files
   // (mlp_layer_types decides the dense layers, the top k are always renormalized).
   for (const char* key : {"mlp_only_layers", "decoder_sparse_step", "norm_topk_prob"}) f.has(key);

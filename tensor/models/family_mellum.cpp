@@ -29,6 +29,7 @@
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
+#include "tensor/models/deepseek_config.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
@@ -123,28 +124,6 @@ void parse_rope(const ConfigFields& f, ModelConfig& c, const std::vector<Attenti
   c.rope_scaling = kept->scaling;
 }
 
-// mlp_layer_types: "dense" or "sparse" per layer (absent or null: every layer sparse).
-// MellumDecoderLayer builds experts for "sparse" only, so any other word would silently make a
-// dense layer: refused.
-void parse_mlp_layer_types(const ConfigFields& f, ModelConfig& c) {
-  const int64_t layers = c.num_hidden_layers;
-  if (!f.has("mlp_layer_types")) return;
-  const nlohmann::json& v = f.raw("mlp_layer_types");
-  if (!v.is_array() || static_cast<int64_t>(v.size()) != layers) {
-    f.fail("mlp_layer_types", "expected a list of num_hidden_layers = " + std::to_string(layers) +
-                                  " entries, \"dense\" or \"sparse\"");
-  }
-  for (int64_t i = 0; i < layers; ++i) {
-    const nlohmann::json& e = v[static_cast<size_t>(i)];
-    if (e == "dense") {
-      c.dense_layers.push_back(i);
-    } else if (e != "sparse") {
-      f.fail("mlp_layer_types", "entry " + std::to_string(i) + " is " + e.dump().substr(0, 40) +
-                                    ", expected \"dense\" or \"sparse\"");
-    }
-  }
-}
-
 void parse(const ConfigFields& f, ModelConfig& c) {
   if (f.has("rope_scaling") || f.is_null("rope_scaling")) {
     f.fail("rope_scaling",
@@ -195,7 +174,7 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   c.intermediate_size = f.integer("moe_intermediate_size", 896);
   c.num_local_experts = f.integer("num_experts", 64);
   c.num_experts_per_tok = f.integer("num_experts_per_tok", 8);
-  parse_mlp_layer_types(f, c);
+  models::parse_mlp_layer_types(f, c);  // tensor/models/deepseek_config.h
   // norm_topk_prob false skips the renormalization of the top k (a sum and a divide of [T, k]);
   // the trace renormalizes always, as for Qwen3-MoE. Read, not kept.
   f.boolean("norm_topk_prob", true);
