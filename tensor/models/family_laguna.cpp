@@ -313,28 +313,12 @@ int64_t rotated_width(const ModelConfig& c, AttentionType t) {
   return t == AttentionType::kSliding ? c.head_dim : models::rotary_dim(c);
 }
 
-// LagunaRotaryEmbedding: per layer type in use, inv_freq of half that type's rotated width and
-// its original copy (non-persistent float32 buffers).
-class Rotary : public Module {
+// LagunaRotaryEmbedding: a table per layer type, of that type's rotated width.
+class Rotary : public models::TypedRotaryTables {
  public:
-  explicit Rotary(const ModelConfig& c) : Module("LagunaRotaryEmbedding") {
-    for (const AttentionType t : types_in_use(c)) {
-      const int64_t half = rotated_width(c, t) / 2;
-      const std::string name(to_string(t));
-      register_buffer(name + "_inv_freq", empty({half}, {.dtype = DType::kFloat32}), false);
-      register_buffer(name + "_original_inv_freq", empty({half}, {.dtype = DType::kFloat32}),
-                      false);
-    }
-  }
-  // {cos, sin} [1, 1, S, rotated width] of `type`'s layers in `dtype`, as RotaryEmbedding::cos_sin
-  // makes them (the attention_scaling factor, 1 for these types' tables, is not traced).
-  std::pair<Tensor, Tensor> cos_sin(const Tensor& pos, AttentionType type, DType dtype) {
-    CallScope scope(*this);
-    const Tensor freqs = mul(unsqueeze(to(pos, DType::kFloat32), -1),
-                             buffer(std::string(to_string(type)) + "_inv_freq"));
-    const Tensor emb = cat({freqs, freqs}, -1);
-    return {models::per_head(to(cos(emb), dtype)), models::per_head(to(sin(emb), dtype))};
-  }
+  explicit Rotary(const ModelConfig& c)
+      : TypedRotaryTables("LagunaRotaryEmbedding", c,
+                          [&c](AttentionType t) { return rotated_width(c, t); }) {}
 };
 
 // LagunaAttention: q_proj, k_proj, v_proj, o_proj, q_norm, k_norm, g_proj (the order of its

@@ -228,29 +228,11 @@ ModulePtr norm(int64_t dim, const ModelConfig& c, const TensorOptions& o) {
   return std::make_shared<RMSNorm>(DimVector{dim}, c.norm_eps, true, o);
 }
 
-// MellumRotaryEmbedding: per layer type in use, inv_freq of half the head and its original copy
-// (non-persistent float32 buffers; transformers orders the types as a Python set, here by first
-// use).
-class Rotary : public Module {
+// MellumRotaryEmbedding: a table per layer type, each over the whole head.
+class Rotary : public models::TypedRotaryTables {
  public:
-  explicit Rotary(const ModelConfig& c) : Module("MellumRotaryEmbedding") {
-    for (const AttentionType t : types_in_use(c)) {
-      const std::string name(to_string(t));
-      register_buffer(name + "_inv_freq", empty({c.head_dim / 2}, {.dtype = DType::kFloat32}),
-                      false);
-      register_buffer(name + "_original_inv_freq",
-                      empty({c.head_dim / 2}, {.dtype = DType::kFloat32}), false);
-    }
-  }
-  // {cos, sin} [1, 1, S, head_dim] of `type`'s layers in `dtype` (the attention_scaling factor,
-  // YaRN's attention_factor, is one multiply of the tables and is not traced).
-  std::pair<Tensor, Tensor> cos_sin(const Tensor& pos, AttentionType type, DType dtype) {
-    CallScope scope(*this);
-    const Tensor freqs = mul(unsqueeze(to(pos, DType::kFloat32), -1),
-                             buffer(std::string(to_string(type)) + "_inv_freq"));
-    const Tensor emb = cat({freqs, freqs}, -1);
-    return {models::per_head(to(cos(emb), dtype)), models::per_head(to(sin(emb), dtype))};
-  }
+  explicit Rotary(const ModelConfig& c)
+      : TypedRotaryTables("MellumRotaryEmbedding", c, [&c](AttentionType) { return c.head_dim; }) {}
 };
 
 // MellumAttention (Qwen3-MoE's): q_proj, k_proj, v_proj, o_proj, q_norm, k_norm (the order of its

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,34 @@ inline std::vector<AttentionType> types_in_use(const ModelConfig& c) {
   }
   return out;
 }
+
+// <X>RotaryEmbedding of these families: per layer type in use, inv_freq of half the channels that
+// type rotates (`rotated(type)`) and its original copy, non-persistent float32 buffers named by
+// the type (transformers orders the types as a Python set; here by first use).
+class TypedRotaryTables : public Module {
+ public:
+  TypedRotaryTables(std::string type_name, const ModelConfig& c,
+                    const std::function<int64_t(AttentionType)>& rotated)
+      : Module(std::move(type_name)) {
+    for (const AttentionType t : types_in_use(c)) {
+      const int64_t half = rotated(t) / 2;
+      const std::string name(to_string(t));
+      register_buffer(name + "_inv_freq", empty({half}, {.dtype = DType::kFloat32}), false);
+      register_buffer(name + "_original_inv_freq", empty({half}, {.dtype = DType::kFloat32}),
+                      false);
+    }
+  }
+  // {cos, sin} [1, 1, S, rotated width] of `type`'s layers in `dtype`, as RotaryEmbedding::cos_sin
+  // makes them (the attention_scaling factor, YaRN's attention_factor where it is not 1, is one
+  // multiply of the tables and is not traced).
+  std::pair<Tensor, Tensor> cos_sin(const Tensor& pos, AttentionType type, DType dtype) {
+    CallScope scope(*this);
+    const Tensor freqs = mul(unsqueeze(to(pos, DType::kFloat32), -1),
+                             buffer(std::string(to_string(type)) + "_inv_freq"));
+    const Tensor emb = cat({freqs, freqs}, -1);
+    return {per_head(to(cos(emb), dtype)), per_head(to(sin(emb), dtype))};
+  }
+};
 
 // Made empty and filled by build() once registered (Note [Filling repeated blocks after
 // registration], blocks.h). The forward makes the tables of every layer type in use once, before
