@@ -118,6 +118,7 @@ extern const ModelFamily kInklingTextFamily;
 extern const ModelFamily kMambaFamily;
 extern const ModelFamily kFalconMambaFamily;
 extern const ModelFamily kZamba2Family;
+extern const ModelFamily kGptNeoFamily;
 
 namespace {
 
@@ -231,6 +232,7 @@ const ModelFamily* const kRegistered[] = {
     &kMambaFamily,
     &kFalconMambaFamily,
     &kZamba2Family,
+    &kGptNeoFamily,
 };
 
 }  // namespace

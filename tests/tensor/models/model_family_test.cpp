@@ -87,6 +87,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "glm_moe_dsa",
                                          "gpt2",
                                          "gpt_bigcode",
+                                         "gpt_neo",
                                          "gpt_neox",
                                          "gpt_oss",
                                          "gptj",
@@ -167,7 +168,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
       "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, "
       "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
-      "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
+      "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
       "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
       "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, inkling_text, jais2, jamba, "
       "kimi_k2, laguna, lfm2, lfm2_moe, llama, llama4_text, longcat_flash, mamba, mamba2, "
@@ -278,6 +279,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"gpt_neo", {"transformer.h", "GPTNeoForCausalLM"}},
       {"zamba2", {"model.layers", "Zamba2ForCausalLM"}},
       {"falcon_mamba", {"backbone.layers", "FalconMambaForCausalLM"}},
       {"mamba", {"backbone.layers", "MambaForCausalLM"}},
@@ -411,6 +413,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"gpt_neo", "gpt-neo-2.7b"},
       {"zamba2", "zamba2-7b"},
       {"falcon_mamba", "falcon-mamba-7b"},
       {"mamba", "mamba-2.8b"},
@@ -557,7 +560,7 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "deepseek_v4",
                                            "axk2",
                                            "falcon_h1"}));
-  EXPECT_EQ(learned, (std::set<std::string>{"opt", "gpt_bigcode", "gpt2"}));
+  EXPECT_EQ(learned, (std::set<std::string>{"gpt_neo", "opt", "gpt_bigcode", "gpt2"}));
   EXPECT_EQ(fused, (std::set<std::string>{"dbrx", "falcon", "bloom", "mpt", "gpt_bigcode", "gpt2",
                                           "gpt_neox"}));
   EXPECT_EQ(moe, (std::set<std::string>{"inkling_text",
