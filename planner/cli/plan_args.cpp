@@ -50,7 +50,8 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
   // note; refused otherwise, naming the flag. A learned position table (GPT-2, OPT, StarCoder)
   // has no row past its last: refused, whatever the flags. ALiBi (BLOOM, MPT; no rotary and no
   // table) biases scores by distance with no limit (Press et al. 2022 train short and test
-  // long): planned at --seq with a note, nothing scaled.
+  // long), and XGLM's fixed sinusoids are a buffer transformers regrows to any length: both
+  // planned at --seq with a note, nothing scaled.
   // Printed once the planner has accepted the job: a refusal is one line, never a note before it.
   std::string position_note;
   if (seq > cfg.max_position_embeddings && cfg.max_position_embeddings > 0) {
@@ -62,8 +63,8 @@ std::unique_ptr<planner::Planner> PlanArgs::planner() const {
     if (!family.rotary) {
       position_note = ("note: --seq " + std::to_string(seq) + " is beyond the " +
                        std::to_string(cfg.max_position_embeddings) + " positions " + model +
-                       " was configured for: it has no position table or rotation (ALiBi or no "
-                       "positional encoding), planned at " +
+                       " was configured for: it has no learned position table or rotation (ALiBi, "
+                       "fixed sinusoids or no positional encoding), planned at " +
                        std::to_string(seq) + " tokens");
       cfg.max_position_embeddings = seq;
     } else {

@@ -119,6 +119,8 @@ extern const ModelFamily kMambaFamily;
 extern const ModelFamily kFalconMambaFamily;
 extern const ModelFamily kZamba2Family;
 extern const ModelFamily kGptNeoFamily;
+extern const ModelFamily kXglmFamily;
+extern const ModelFamily kBitnetFamily;
 
 namespace {
 
@@ -233,6 +235,8 @@ const ModelFamily* const kRegistered[] = {
     &kFalconMambaFamily,
     &kZamba2Family,
     &kGptNeoFamily,
+    &kXglmFamily,
+    &kBitnetFamily,
 };
 
 }  // namespace

@@ -38,7 +38,8 @@ std::string_view kind_of_type(std::string_view type) {
   if (ends_with(type, "MLP")) return "mlp";
   // Inkling's shared experts: always active, an MLP beside the routed ones.
   if (ends_with(type, "SharedExperts")) return "mlp";
-  if (type == "OPTDecoderLayer") return "mlp";  // OPT's fc1 and fc2 sit in the layer itself
+  // OPT's and XGLM's fc1 and fc2 sit in the layer itself.
+  if (type == "OPTDecoderLayer" || type == "XGLMDecoderLayer") return "mlp";
   if (type.find("Norm") != std::string_view::npos) return "norm";
   return "";
 }

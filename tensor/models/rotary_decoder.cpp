@@ -6,8 +6,10 @@
 //   model.layers.N.input_layernorm.weight           [hidden]
 //   model.layers.N.self_attn.{q,k,v,o}_proj.weight  q [heads*hd, hidden], k/v [kv*hd, hidden],
 //                                                   o [hidden, heads*hd]
+//   model.layers.N.self_attn.attn_sub_norm.weight   [hidden]                   (BitNet)
 //   model.layers.N.post_attention_layernorm.weight  [hidden]
 //   model.layers.N.mlp.{gate,up,down}_proj.weight   gate/up [ffn, hidden], down [hidden, ffn]
+//   model.layers.N.mlp.ffn_sub_norm.weight          [ffn]                      (BitNet)
 //   model.layers.N.mlp.gate.weight                  [experts, hidden]          (MoE layers)
 //   model.layers.N.mlp.experts.gate_up_proj         [experts, 2 ffn, hidden]   (MoeStyle: the
 //   model.layers.N.mlp.experts.down_proj            [experts, hidden, ffn]      order, names,
@@ -20,6 +22,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "base/checked.h"
@@ -97,6 +100,11 @@ class Attention : public AttentionBlock {
       q_norm = register_module("q_norm", make_norm(q, c, o, s));
       k_norm = register_module("k_norm", make_norm(kv, c, o, s));
     }
+    if (s.sub_norms) {  // BitNet: over hidden_size, on the merged heads before o_proj
+      SP_ASSERT(o_width == h && !output_gate_ && s.separate_output_gate.empty(),
+                "attn_sub_norm is built for ungated heads spanning hidden_size only");
+      sub_norm_ = register_module("attn_sub_norm", make_norm(h, c, o, s));
+    }
     if (!s.separate_output_gate.empty()) {  // AFMoE
       gate_proj_ = register_module(std::string(s.separate_output_gate),
                                    std::make_shared<Linear>(h, q, false, o));
@@ -155,6 +163,7 @@ class Attention : public AttentionBlock {
                                      /*enable_gqa=*/kv_heads_ != heads_, window_);
     if (output_gate_) return o_proj->call(mul(merge_heads(out), sigmoid(gate)));
     if (gate_proj_) return o_proj->call(mul(merge_heads(out), sigmoid(gate_proj_->call(x))));
+    if (sub_norm_) return o_proj->call(sub_norm_->call(merge_heads(out)));  // BitNet
     return o_proj->call(merge_heads(out));
   }
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj, qkv_proj;
@@ -185,15 +194,17 @@ class Attention : public AttentionBlock {
   bool rope_ = true, l2_norm_ = false, norm_after_rope_ = false, rope_in_float32_ = false;
   std::optional<int64_t> window_;
   std::optional<double> scale_;  // unset: 1/sqrt(head_dim)
+  ModulePtr sub_norm_;           // RotaryDecoderStyle::sub_norms: attn_sub_norm
 };
 
 // down(act(gate(x)) * up(x)): SwiGLU (silu) or GeGLU (Gemma's tanh gelu); Phi-3 fuses gate and up
-// into one gate_up_proj whose first half is the gate; Arcee has no gate, down(act(up(x))).
+// into one gate_up_proj whose first half is the gate; Arcee has no gate, down(act(up(x))). BitNet
+// norms down_proj's input (`sub_norm`, registered as ffn_sub_norm after down_proj).
 class GatedMlp : public Module {
  public:
   GatedMlp(const ModelConfig& c, int64_t f, const std::string& prefix, const TensorOptions& o,
            bool fused = false, const RotaryDecoderStyle* ungated = nullptr,
-           const MlpNames& names = {})
+           const MlpNames& names = {}, ModulePtr sub_norm = nullptr)
       : Module(prefix + "MLP"), act_(c.hidden_act), ffn_(f), fused_(fused), names_(names) {
     const int64_t h = c.hidden_size;
     if (ungated) {  // Arcee, Starcoder2: no gate at all
@@ -210,29 +221,32 @@ class GatedMlp : public Module {
     if (!ungated) {
       register_module(std::string(names_.down), std::make_shared<Linear>(f, h, c.mlp_bias, o));
     }
+    if (sub_norm) sub_norm_ = register_module("ffn_sub_norm", std::move(sub_norm));
     // ACT2FN makes an activation module; xIELU's has parameters, so the MLP registers it as
     // act_fn after its projections (ApertusMLP, LlamaMLP).
     if (act_ == "xielu") act_fn_ = register_module("act_fn", std::make_shared<XieluActivation>(o));
   }
   Tensor forward(const Tensor& x) override {
-    if (!in_.empty()) return child(out_)->call(act(child(in_)->call(x)));
+    if (!in_.empty()) return child(out_)->call(sub(act(child(in_)->call(x))));
     if (fused_) {
       const Tensor gu = child("gate_up_proj")->call(x);
       const Tensor g = act(narrow(gu, -1, 0, ffn_));
-      return child(names_.down)->call(mul(g, narrow(gu, -1, ffn_, ffn_)));
+      return child(names_.down)->call(sub(mul(g, narrow(gu, -1, ffn_, ffn_))));
     }
     const Tensor g = act(child(names_.gate)->call(x));
-    return child(names_.down)->call(mul(g, child(names_.up)->call(x)));
+    return child(names_.down)->call(sub(mul(g, child(names_.up)->call(x))));
   }
 
  private:
   Tensor act(const Tensor& x) { return act_fn_ ? act_fn_->call(x) : activation(act_, x); }
+  Tensor sub(const Tensor& x) { return sub_norm_ ? sub_norm_->call(x) : x; }
   std::string act_;
   int64_t ffn_;
   bool fused_;
   std::string_view in_, out_;  // an ungated MLP's projections; empty: gated
   MlpNames names_;
   ModulePtr act_fn_;
+  ModulePtr sub_norm_;  // BitNet's ffn_sub_norm
 };
 
 // GraniteMoeShared's shared MLP (MoeStyle::shared_in_layer): output_linear(act(a) * b), [a; b] the
@@ -499,7 +513,8 @@ class DecoderLayer : public Module {
       mlp = register_module(
           std::string(s.ffn_name),
           std::make_shared<GatedMlp>(c, f, prefix, o, s.fused_projections || s.fused_gate_up,
-                                     s.ungated_mlp ? &s : nullptr, s.mlp_names));
+                                     s.ungated_mlp ? &s : nullptr, s.mlp_names,
+                                     s.sub_norms ? make_norm(f, c, o, s) : nullptr));
     };
     if (!s.norms_before_ffn) register_ffn();
     const int64_t h = c.hidden_size;

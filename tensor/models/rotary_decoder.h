@@ -388,6 +388,11 @@ struct RotaryDecoderStyle {
   bool rope_in_float32 = false;
   // OLMo 2: q_norm and k_norm over the whole projection width, right after q_proj and k_proj.
   bool qk_norm_full_width = false;
+  // BitNet's Sub-LN (Wang et al. 2023, "Magneto: A Foundation Transformer", ICML): a norm over
+  // the merged heads before o_proj (attn_sub_norm, registered after o_proj, over hidden_size:
+  // the heads must span it) and over act(gate) * up before down_proj (ffn_sub_norm, registered
+  // after down_proj, over the MLP width).
+  bool sub_norms = false;
   NormPlacement norms = NormPlacement::kPre;
   // StableLM's hidden_dropout: ModelConfig::resid_dropout drops out the feed-forward half's
   // output only (others drop out both halves).

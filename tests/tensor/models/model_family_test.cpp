@@ -56,6 +56,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "axk1",
                                          "axk2",
                                          "bamba",
+                                         "bitnet",
                                          "bloom",
                                          "cohere",
                                          "cohere2",
@@ -157,6 +158,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "starcoder2",
                                          "step3p5",
                                          "vaultgemma",
+                                         "xglm",
                                          "youtu",
                                          "zamba2",
                                          "zaya"};
@@ -164,7 +166,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "afmoe, apertus, arcee, axk1, axk2, bamba, bloom, cohere, cohere2, cohere2_moe, "
+      "afmoe, apertus, arcee, axk1, axk2, bamba, bitnet, bloom, cohere, cohere2, cohere2_moe, "
       "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
       "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, "
       "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
@@ -177,7 +179,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, "
       "qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, "
       "qwen3_moe, qwen3_next, qwen3_vl_moe_text, qwen3_vl_text, seed_oss, smollm3, solar_open, "
-      "stablelm, starcoder2, step3p5, vaultgemma, youtu, zamba2, zaya");
+      "stablelm, starcoder2, step3p5, vaultgemma, xglm, youtu, zamba2, zaya");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -279,6 +281,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"bitnet", {"model.layers", "BitNetForCausalLM"}},
+      {"xglm", {"model.layers", "XGLMForCausalLM"}},
       {"gpt_neo", {"transformer.h", "GPTNeoForCausalLM"}},
       {"zamba2", {"model.layers", "Zamba2ForCausalLM"}},
       {"falcon_mamba", {"backbone.layers", "FalconMambaForCausalLM"}},
@@ -413,6 +417,8 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"bitnet", "bitnet-b1.58-2b-4t"},
+      {"xglm", "xglm-7.5b"},
       {"gpt_neo", "gpt-neo-2.7b"},
       {"zamba2", "zamba2-7b"},
       {"falcon_mamba", "falcon-mamba-7b"},
@@ -462,7 +468,8 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"zamba2",
+  EXPECT_EQ(rotary, (std::set<std::string>{"bitnet",
+                                           "zamba2",
                                            "minimax",
                                            "minimax_m3_vl_text",
                                            "zaya",
@@ -637,7 +644,7 @@ TEST(ModelFamily, EveryFamilyRefusesALayerCountBelowOne) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "afmoe, apertus, arcee, axk1, axk2, bamba, bloom, cohere, cohere2, cohere2_moe, "
+      "afmoe, apertus, arcee, axk1, axk2, bamba, bitnet, bloom, cohere, cohere2, cohere2_moe, "
       "cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, "
       "dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, "
       "flex_olmo, gemma, gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
