@@ -95,6 +95,14 @@ std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Mo
     // ranks, like a fused colwise projection), down_proj on its input features; its bias is added
     // after the reduction.
     const auto& e = dynamic_cast<const tensor::GroupedExperts&>(m);
+    if (const auto which = e.projection()) {
+      // One projection alone (JetMoE's ParallelExperts, weight [E, out, in]): the first on its
+      // output features (each of its equal parts over the ranks), the second on its input ones.
+      if (name != "weight") return std::nullopt;
+      if (*which == tensor::GroupedExperts::Projection::kSecond) return Placement(Shard{2});
+      const int64_t p = e.projection_parts();
+      return p > 1 ? Placement(StridedShard{1, p}) : Placement(Shard{1});
+    }
     // Alternating gate/up, no gate, or gate and up in tensors of their own: a plain split.
     const int64_t parts = e.interleaved() || !e.gated() || e.separate_gate_up() ? 1 : 2;
     auto split = [&](int64_t dim) {
@@ -185,16 +193,22 @@ ActivationLayouts activation_layouts(const StyleRule& rule, const tensor::Module
       a.computed_output = Partial{ReduceOp::kSum};
       a.output = checked_layout(rule.output_layout, R, rule, "output_layout");
       break;
-    case ParallelStyle::kExperts:
-      // A whole MLP per expert: replicated tokens in, partial sums out, reduced.
+    case ParallelStyle::kExperts: {
+      // A whole MLP per expert: replicated tokens in, partial sums out, reduced. One projection
+      // alone is half of it: the first as colwise (its features split out), the second as
+      // rowwise (split features in, partial sums out, reduced).
       check_overrides(rule, true, false, true, false);
       SP_CHECK(rule.fused_parts == 1, "parallel style rule '", rule.pattern,
                "': fused_parts applies to colwise only");
-      a.input = checked_layout(rule.input_layout, R, rule, "input_layout");
-      a.desired_input = R;
-      a.computed_output = Partial{ReduceOp::kSum};
-      a.output = checked_layout(rule.output_layout, R, rule, "output_layout");
+      const auto which = dynamic_cast<const tensor::GroupedExperts&>(m).projection();
+      const bool first = which == tensor::GroupedExperts::Projection::kFirst;
+      const bool second = which == tensor::GroupedExperts::Projection::kSecond;
+      a.input = checked_layout(rule.input_layout, second ? last : R, rule, "input_layout");
+      a.desired_input = second ? last : R;
+      a.computed_output = first ? last : Placement(Partial{ReduceOp::kSum});
+      a.output = checked_layout(rule.output_layout, first ? last : R, rule, "output_layout");
       break;
+    }
     case ParallelStyle::kSequence: {
       check_overrides(rule, false, false, false, false);
       const Placement seq = Shard{rule.sequence_dim};

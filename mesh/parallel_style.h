@@ -44,7 +44,11 @@ namespace shardplan::mesh {
 //              input-feature dim), down_proj_bias Replicate (gate and up in tensors of their
 //              own, gate_proj and up_proj: Shard(feature dim) each). Activations as a whole MLP:
 //              input R, output Partial(sum) reduced to R. Refused on stacked rows (DBRX's w1, v1,
-//              w2 [E x F, H]), which split by whole experts only.
+//              w2 [E x F, H]), which split by whole experts only. One projection alone
+//              (GroupedExperts::projection, JetMoE's `weight` [E, out, in]) is half an MLP: the
+//              first Shard(1) (_StridedShard(1, parts) over equal parts) with input R and output
+//              Shard(-1), as colwise; the second Shard(2) with input Shard(-1) and output
+//              Partial(sum) reduced to R, as rowwise.
 // Activation layouts (docs/semantics.md §5.6; one Placement on the TP mesh dim, Shard dims may be
 // negative):
 //  style           input (default)  desired input     computed output    output (default)

@@ -148,9 +148,32 @@ GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t h
   register_parameter("down_proj_bias", bias ? empty({experts, hidden}, o) : Tensor());
 }
 
+GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t in, int64_t out,
+                               Projection which, int64_t parts, const TensorOptions& opts)
+    : Module(std::move(type_name)),
+      experts_(experts),
+      hidden_(in),
+      ffn_(out),
+      layout_(Layout::kOutIn),
+      interleaved_(false),
+      gated_(false),
+      separate_gate_up_(false),
+      shared_(false),
+      projection_(which),
+      parts_(parts) {
+  check_nonnegative(experts, "GroupedExperts", "experts");
+  check_nonnegative(in, "GroupedExperts", "in");
+  check_nonnegative(out, "GroupedExperts", "out");
+  SP_CHECK(parts >= 1 && out % parts == 0, "GroupedExperts ", this->type_name(), ": ", out,
+           " output features in ", parts, " equal parts, expected a positive divisor");
+  // transformers' ParallelExperts stores [E, out, in], each expert's slice an nn.Linear weight.
+  register_parameter("weight", empty({experts, out, in}, param_options(opts)));
+}
+
 Tensor GroupedExperts::forward(const Tensor& x) {
   SP_CHECK(x.dim() == 3 && x.size(0) == experts_ && x.size(2) == hidden_, "GroupedExperts: input ",
            x.sizes(), ", expected [", experts_, ", tokens, ", hidden_, "]");
+  if (projection_) return bmm(x, transpose(parameter("weight"), 1, 2));  // [E, n, out]
   if (layout_ == Layout::kStackedRows) {
     // Each tensor viewed [E, F, H]: gate x w1_e^T and up x v1_e^T, then act(gate) * up times w2_e
     // (DbrxExpertGLU.forward's order; w2 holds [F, H] per expert, read as it is).

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,12 @@ class GELU : public Module {
 // kStackedRows, whose F shares dim 0 with the experts). kStackedRows has neither biases nor
 // interleaving and is always gated: its gate and up are two GEMMs, as DBRX runs them. Init: none
 // of its own (the families' _init_weights fill these parameters).
+// One projection alone (`which`: transformers' ParallelExperts, JetMoE's input_linear and
+// output_linear, each a module of its own holding `weight` [E, out, in]): forward [E, n, in] ->
+// [E, n, out], one batched GEMM. kFirst is an expert's first projection, whose output features
+// tensor parallelism splits (`parts` equal projections side by side, each split over the ranks as
+// a fused colwise projection: 2 for [gate; up]); kSecond the projection after it, whose input
+// features it splits, its output a partial sum. Expert parallelism splits dim 0 as for the others.
 class GroupedExperts : public Module {
  public:
   enum class Layout : uint8_t { kOutIn, kInOut, kStackedRows };
@@ -112,6 +119,9 @@ class GroupedExperts : public Module {
                  bool bias, std::function<Tensor(const Tensor&)> act,
                  const TensorOptions& opts = {}, bool interleaved = false, bool gated = true,
                  bool separate_gate_up = false, bool shared = false);
+  enum class Projection : uint8_t { kFirst, kSecond };
+  GroupedExperts(std::string type_name, int64_t experts, int64_t in, int64_t out, Projection which,
+                 int64_t parts = 1, const TensorOptions& opts = {});
   Tensor forward(const Tensor& x) override;
   int64_t experts() const { return experts_; }
   int64_t ffn() const { return ffn_; }
@@ -130,12 +140,17 @@ class GroupedExperts : public Module {
   bool gated() const { return gated_; }
   bool separate_gate_up() const { return separate_gate_up_; }
   bool shared() const { return shared_; }
+  // Set for one projection alone (its `weight` [E, out, in]), and its equal parts.
+  std::optional<Projection> projection() const { return projection_; }
+  int64_t projection_parts() const { return parts_; }
 
  private:
-  int64_t experts_, hidden_, ffn_;
+  int64_t experts_, hidden_, ffn_;  // a projection: hidden_ its in, ffn_ its out features
   Layout layout_;
   std::function<Tensor(const Tensor&)> act_;
   bool interleaved_, gated_, separate_gate_up_, shared_;
+  std::optional<Projection> projection_;
+  int64_t parts_ = 1;
 };
 
 // Children named "0", "1", ... in order; no forward of its own.

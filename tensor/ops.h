@@ -357,6 +357,22 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
 // state width `state` (the per-channel part is the op's own, recorded in its FLOPs).
 ChunkedScanWork selective_scan_work(int64_t tokens, int64_t channels, int64_t state);
 
+// Note [Linear scan work]
+// A diagonal first-order linear recurrence per batch row and channel, from a zero state:
+//   h_t = a_t h_{t-1} + x_t,
+// the scan of Griffin's RG-LRU (De et al. 2024, "Griffin: Mixing Gated Linear Recurrences with
+// Local Attention for Efficient Language Models", arXiv 2402.19427, §2.4; §3.2 runs it as a
+// custom "linear scan" kernel that keeps the state on chip, its gates and input normalization
+// computed before it; RecurrentGemma's transformers code loops over the tokens in Python).
+// Trainers run it as one kernel (flash-linear-attention's HGRN ops run the same recurrence on
+// GPUs) that reads a and x once, accumulates in fp32 and writes h: a and x [B, T, C] of one
+// shape -> h [B, T, C] in x's dtype. No matrix product, so it records no matmul FLOPs and is
+// priced as the elementwise ops are, by the bytes it moves. FLOPs per element: forward 2 (the
+// state's multiply-add); backward 3, the reverse scan dh_t = dy_t + a_{t+1} dh_{t+1} (2) and
+// da_t = dh_t h_{t-1} (1), reading a, the output h and the output's gradient (kept for backward:
+// a and h; dx is dh).
+Tensor linear_scan(const Tensor& a, const Tensor& x);
+
 // reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                      std::string_view reduction = "mean", int64_t ignore_index = -100,

@@ -59,6 +59,7 @@ const std::unordered_map<std::string_view, Rule>& rule_table() {
       {"mamba_split_conv1d_scan_combined", Rule::kMambaScan},
       {"selective_scan_fn", Rule::kSelectiveScan},
       {"lightning_attention", Rule::kLightning},
+      {"linear_scan", Rule::kLinearScan},      // the reverse scan reads a and h_{t-1}
       {"conv1d", Rule::kInputs},               // ConvolutionBackward: input and weight
       {"cross_entropy", Rule::kCrossEntropy},  // log_softmax result + nll_loss target
       {"embedding", Rule::kEmbedding},         // EmbeddingBackward: indices (an input: not counted)

@@ -34,7 +34,8 @@ enum class Rule : uint8_t {
   // Mamba-1's u, delta, B, C, z, the output before the gate and the chunks' states (Note [Mamba-1
   // scan work]).
   kSelectiveScan,
-  kLightning,  // q, k, v, the decays; the rest recomputed (Note [Lightning attention work])
+  kLightning,   // q, k, v, the decays; the rest recomputed (Note [Lightning attention work])
+  kLinearScan,  // the decays a (input 0) and the output h (Note [Linear scan work])
 };
 
 // The rule of `op`, nullopt for an op the table does not know (the caller saves its inputs).

@@ -137,6 +137,11 @@ class Deriver {
       case Rule::kLightning:
         apply_lightning(op);
         break;
+      case Rule::kLinearScan:
+        // Note [Linear scan work] in tensor/ops.h: the decays and the states h.
+        if (!in.empty()) save(op, in[0], "input");
+        if (!op.outputs.empty()) save(op, op.outputs[0], "output");
+        break;
     }
     backward_cost(op);
   }
@@ -343,6 +348,13 @@ class Deriver {
       bool any = false;
       for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
       op.backward_flops = any ? w.backward + 2 * (op.flops - w.forward) : 0;
+    }
+    if (op.op == "linear_scan") {
+      // Note [Linear scan work]: the reverse scan's multiply-add and da's product, 3 per element
+      // against the forward's 2.
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_flops = any ? 1.5 * op.flops : 0;
     }
     // A convolution's backward is two: the input's gradient and the weight's.
     if (op.op == "conv1d") op.backward_flops += op.flops;

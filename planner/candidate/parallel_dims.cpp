@@ -30,6 +30,16 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
            " key/value heads, expected a divisor of " + std::to_string(kv) +
            " (its fused qkv projection splits by whole key-value groups)";
   }
+  // A fused qkv laid out in blocks of heads (CodeGen's 4 blocks of [q; v; k],
+  // ModelFamily::fused_qkv_blocks): a column split cuts a block between its parts unless tp
+  // divides the blocks, and then a rank would hold some heads' q without their k and v.
+  if (family != nullptr && family->fused_qkv_blocks > 0 && family->fused_qkv_blocks % tp != 0) {
+    const std::string blocks = std::to_string(family->fused_qkv_blocks);
+    return "--tp " + t + " does not divide the " + blocks + " blocks of " + m.model_type +
+           "'s fused qkv projection, expected a divisor of " + blocks + " (each block holds q, " +
+           "k and v of " + std::to_string(heads / family->fused_qkv_blocks) +
+           " heads, which a column split must keep on one rank)";
+  }
   // Laguna's sliding layers have their own query heads, split over the same ranks.
   const int64_t sliding = m.sliding_num_attention_heads;
   if (sliding > 0 && sliding % tp != 0) {

@@ -104,7 +104,9 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     if (style == Style::kExperts) {
       // Grouped experts hold both halves of an MLP: the GEMM on the replicated tokens is the
       // column-parallel one (gate_up_proj), the GEMM on its sharded output the row-parallel one
-      // (down_proj), whose output is reduced; their elementwise ops follow their inputs.
+      // (down_proj), whose output is reduced; their elementwise ops follow their inputs. A
+      // projection alone (JetMoE's input_linear, output_linear) is one of the two, told apart the
+      // same way.
       style = Style::kNone;
       if (op.matmul_flops > 0) {
         const bool reads_sharded = std::any_of(op.inputs.begin(), op.inputs.end(), [&](int64_t in) {

@@ -101,7 +101,7 @@ struct StackLayout {
 // Everything about the job that does not change between candidates.
 struct StepContext {
   int64_t layers = 1;
-  int64_t hidden = 1;  // the width passed between stages: hidden_size (x hc_mult streams)
+  int64_t hidden = 1;  // the width passed between stages: hidden_size (x hc_mult or AltUp streams)
   TrainingSetup setup;
   ComputeModel compute;
   MixedPrecision recipe = MixedPrecision::adam_16bit();

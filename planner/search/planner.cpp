@@ -803,8 +803,9 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
   ctx.layers = I.model.num_hidden_layers;
   // What passes between layers and pipeline stages: the hidden state, or DeepSeek-V4's hc_mult
   // hyper-connected streams of it (Note [Hyper-connection trace] in
-  // tensor/models/hyper_connections.h).
-  ctx.hidden = I.model.hidden_size * std::max<int64_t>(1, I.model.hc_mult);
+  // tensor/models/hyper_connections.h), or Gemma 3n's altup_num_inputs AltUp copies of it.
+  ctx.hidden = I.model.hidden_size * std::max<int64_t>(1, I.model.hc_mult) *
+               std::max<int64_t>(1, I.model.altup_num_inputs);
   ctx.setup = setup;
   ctx.compute = compute_model(I.cluster, options.precision);
   // Note [Stack profiles]: the stack reaches compute_efficiency of the GEMM and memory-bound

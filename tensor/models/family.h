@@ -126,6 +126,13 @@ struct ModelFamily {
   bool learned_positions = false;  // a table of max_position_embeddings positions: no longer seq
   bool fused_qkv = false;          // one qkv projection: heads * head_dim must be hidden_size
   bool moe = false;                // sparse experts required (num_local_experts > 0)
+  // The fused qkv projection's rows come in this many blocks, each holding q, k and v of its
+  // heads / blocks whole heads (CodeGen: transformers' hard-coded mp_num = 4, blocks of [q; v;
+  // k], Note [CodeGen's qkv layout] in family_codegen.cpp). A plain column split hands every rank
+  // whole blocks, so the same heads of q, k and v and out_proj's columns of them, only when tp
+  // divides the blocks; the planner refuses any other tp (planner/candidate/parallel_dims.cpp).
+  // 0: rows laid out otherwise (per head or per key-value group, which the heads' rule covers).
+  int64_t fused_qkv_blocks = 0;
   // The module type of one routed expert ("MixtralBlockSparseTop2MLP"): parameter reports count
   // its parameters as experts rather than as a dense MLP. Empty for dense families.
   std::string_view experts_class = {};

@@ -33,6 +33,7 @@
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
+#include "tensor/models/gemma_text_blocks.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
@@ -242,27 +243,8 @@ void parse_small_model_parts(const ConfigFields& f, ModelConfig& c) {
     c.per_layer_input_vocab = vocab;
     c.per_layer_input_layers = layers;
   }
-  const int64_t shared = f.integer("num_kv_shared_layers", 0);
-  if (shared < 0 || shared >= layers) {
-    f.fail("num_kv_shared_layers",
-           std::to_string(shared) + ", expected 0.." + std::to_string(layers - 1) +
-               (shared < 0 ? "" : ": with every layer shared no layer computes keys and values"));
-  }
-  c.num_kv_shared_layers = shared;
+  models::parse_kv_shared_layers(f, c, 0);
   c.double_wide_shared_mlp = f.boolean("use_double_wide_mlp", false);
-  // A shared layer attends with the last earlier non-shared layer of its type: one must exist.
-  const int64_t first = layers - c.num_kv_shared_layers;
-  const auto begin = c.layer_types.begin();
-  for (int64_t i = first; i < layers; ++i) {
-    const AttentionType t = c.layer_types[static_cast<size_t>(i)];
-    if (std::find(begin, begin + first, t) == begin + first) {
-      f.fail("num_kv_shared_layers",
-             std::to_string(c.num_kv_shared_layers) + " shared layers: layer " + std::to_string(i) +
-                 " (" + std::string(to_string(t)) +
-                 ") has no earlier layer of its type to take keys and values from; expected "
-                 "fewer shared layers");
-    }
-  }
 }
 
 void parse_moe(const ConfigFields& f, ModelConfig& c) {
@@ -397,114 +379,16 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 
 // ---- modules ---------------------------------------------------------------------------------
 
-// Gemma4RMSNorm: x / rms(x), times the weight where it has one (with_scale), computed in float32.
-class Norm : public Module {
- public:
-  Norm(int64_t dim, double eps, bool with_scale, const TensorOptions& o)
-      : Module("Gemma4RMSNorm"), dim_(dim), eps_(eps), with_scale_(with_scale) {
-    if (with_scale) register_parameter("weight", empty({dim}, o));
-  }
-  Tensor forward(const Tensor& x) override {
-    return rms_norm(x, {dim_}, with_scale_ ? parameter("weight") : Tensor(), eps_);
-  }
-  void reset_parameters(uint64_t /*seed*/) override {
-    if (with_scale_) init_member_constant("weight", 1.0);
-  }
-
- private:
-  int64_t dim_;
-  double eps_;
-  bool with_scale_;
-};
-
+// Gemma4RMSNorm (tensor/models/gemma_text_blocks.h): x / rms(x), times the weight where it has
+// one (with_scale), computed in float32.
 ModulePtr norm(int64_t dim, const ModelConfig& c, const TensorOptions& o, bool with_scale = true) {
-  return std::make_shared<Norm>(dim, c.norm_eps, with_scale, o);
+  return std::make_shared<models::ScaledRmsNorm>("Gemma4RMSNorm", dim, c.norm_eps, with_scale, o);
 }
 
-// Gemma4TextRotaryEmbedding: one inv_freq per layer type present, of half that type's head width
-// (and its original copy), non-persistent float32 buffers.
-class Rotary : public Module {
- public:
-  explicit Rotary(const ModelConfig& c) : Module("Gemma4TextRotaryEmbedding") {
-    for (const AttentionType t : {AttentionType::kSliding, AttentionType::kFull}) {
-      if (std::find(c.layer_types.begin(), c.layer_types.end(), t) == c.layer_types.end()) continue;
-      const int64_t d = head_dim_of(c, LayerKind{.attention = t});
-      const std::string name(to_string(t));
-      register_buffer(name + "_inv_freq", empty({d / 2}, {.dtype = DType::kFloat32}), false);
-      register_buffer(name + "_original_inv_freq", empty({d / 2}, {.dtype = DType::kFloat32}),
-                      false);
-    }
-  }
-  // {cos, sin} [1, 1, S, d] of `type`'s layers in `dtype`, as RotaryEmbedding::cos_sin makes
-  // them.
-  std::pair<Tensor, Tensor> cos_sin(const Tensor& pos, AttentionType type, DType dtype) {
-    CallScope scope(*this);
-    const Tensor freqs = mul(unsqueeze(to(pos, DType::kFloat32), -1),
-                             buffer(std::string(to_string(type)) + "_inv_freq"));
-    const Tensor emb = cat({freqs, freqs}, -1);
-    return {models::per_head(to(cos(emb), dtype)), models::per_head(to(sin(emb), dtype))};
-  }
-};
-
-class Attention : public models::AttentionBlock {
- public:
-  Attention(const ModelConfig& c, const LayerKind& kind, const TensorOptions& o, bool training)
-      : AttentionBlock("Gemma4TextAttention"),
-        heads_(c.num_attention_heads),
-        kv_heads_(kv_heads_of(c, kind)),
-        head_dim_(head_dim_of(c, kind)),
-        dropout_(training ? c.attention_dropout : 0.0) {
-    if (kind.window > 0) window_ = kind.window;
-    const int64_t h = c.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
-    // Gemma4TextAttention's order: q_proj, q_norm, k_norm, v_norm, k_proj, v_proj, o_proj; a
-    // key-value-shared layer has none of the key and value parts.
-    q_proj = register_module("q_proj", std::make_shared<Linear>(h, q, c.qkv_bias, o));
-    q_norm = register_module("q_norm", norm(head_dim_, c, o));
-    if (!kind.kv_shared) {
-      k_norm = register_module("k_norm", norm(head_dim_, c, o));
-      v_norm = register_module("v_norm", norm(head_dim_, c, o, /*with_scale=*/false));
-      k_proj = register_module("k_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
-      // attention_k_eq_v: a full layer's values are its keys' projection (no v_proj module).
-      if (!(c.attention_k_eq_v && kind.attention == AttentionType::kFull)) {
-        v_proj = register_module("v_proj", std::make_shared<Linear>(h, kv, c.qkv_bias, o));
-      }
-    }
-    o_proj = register_module("o_proj", std::make_shared<Linear>(q, h, c.o_bias, o));
-  }
-  // A shared layer's keys and values [B, kv heads, S, head_dim], set before each run.
-  void use_keys_and_values(std::pair<Tensor, Tensor> kv) { shared_kv_ = std::move(kv); }
-  // The keys and values the last run computed (normed, keys rotated).
-  const std::pair<Tensor, Tensor>& keys_and_values() const { return kv_; }
-  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) override {
-    CallScope scope(*this);
-    const Tensor q = models::apply_rotary(
-        q_norm->call(models::split_heads(q_proj->call(x), heads_, head_dim_)), cos_t, sin_t);
-    if (k_proj) {
-      const Tensor k_raw = k_proj->call(x);
-      kv_.first = models::apply_rotary(
-          k_norm->call(models::split_heads(k_raw, kv_heads_, head_dim_)), cos_t, sin_t);
-      kv_.second =
-          v_norm->call(models::split_heads(v_proj ? v_proj->call(x) : k_raw, kv_heads_, head_dim_));
-    } else {
-      kv_ = shared_kv_;
-    }
-    // The q and k norms stand in for 1/sqrt(head_dim): the softmax scale is 1.
-    const Tensor out =
-        scaled_dot_product_attention(q, kv_.first, kv_.second, Tensor(), dropout_,
-                                     /*is_causal=*/true, 1.0, kv_heads_ != heads_, window_);
-    return o_proj->call(models::merge_heads(out));
-  }
-  int64_t kv_heads() const { return kv_heads_; }
-  int64_t head_dim() const { return head_dim_; }
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
-  ModulePtr q_norm, k_norm, v_norm;
-
- private:
-  std::pair<Tensor, Tensor> kv_, shared_kv_;
-  int64_t heads_, kv_heads_, head_dim_;
-  double dropout_;
-  std::optional<int64_t> window_;
-};
+// Gemma4TextAttention: q_proj, q_norm, k_norm, v_norm, k_proj, v_proj, o_proj; with
+// attention_k_eq_v no v_proj on the full layers.
+constexpr models::KvSharingAttention::Style kAttentionStyle{
+    "Gemma4TextAttention", "Gemma4RMSNorm", models::KvSharingAttention::Order::kNormsFirst};
 
 // Gemma4TextRouter: the weightless-normed tokens times `scale` and hidden^-0.5 projected to
 // expert logits, softmax in float32 over every expert, the top k renormalized and multiplied by
@@ -543,7 +427,8 @@ class DecoderLayer : public Module {
   void build(const ModelConfig& c, int64_t index, const TensorOptions& o, bool training) {
     kind_ = layer_kind(c, index);
     const int64_t h = c.hidden_size, p = c.per_layer_input_size;
-    self_attn = register_module("self_attn", std::make_shared<Attention>(c, kind_, o, training));
+    self_attn = register_module("self_attn", std::make_shared<models::KvSharingAttention>(
+                                                 kAttentionStyle, c, kind_, o, training));
     const bool moe = kind_.ffn == FfnKind::kMoe;
     // The dense MLP (intermediate_size; ModelConfig keeps it as the shared expert beside experts),
     // twice as wide on a key-value-shared layer with use_double_wide_mlp.
@@ -579,7 +464,9 @@ class DecoderLayer : public Module {
     register_buffer("layer_scalar", empty({1}, o));  // persistent: a checkpoint tensor
   }
   const LayerKind& kind() const { return kind_; }
-  Attention& attention() { return static_cast<Attention&>(*self_attn); }
+  models::KvSharingAttention& attention() {
+    return static_cast<models::KvSharingAttention&>(*self_attn);
+  }
   // x [B, S, h]; per_layer [B, S, P], this layer's slice of the per-layer embeddings (undefined
   // without them).
   Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, const Tensor& per_layer) {
@@ -599,8 +486,9 @@ class DecoderLayer : public Module {
     }
     Tensor out = add(r, post_feedforward_layernorm->call(f));
     if (per_layer_input_gate) {
-      const Tensor g = mul(models::activation(act_, per_layer_input_gate->call(out)), per_layer);
-      out = add(out, post_per_layer_input_norm->call(per_layer_projection->call(g)));
+      out =
+          add(out, models::per_layer_gate(out, per_layer, *per_layer_input_gate,
+                                          *per_layer_projection, *post_per_layer_input_norm, act_));
     }
     return mul(out, buffer("layer_scalar"));
   }
@@ -629,7 +517,8 @@ class TextModel : public Module {
       layers_.push_back(layers->push_back(std::make_shared<DecoderLayer>()));
     }
     norm_ = register_module("norm", norm(c.hidden_size, c, o));
-    rotary_emb = register_module("rotary_emb", std::make_shared<Rotary>(c));
+    rotary_emb = register_module(
+        "rotary_emb", std::make_shared<models::LayerTypeRotary>("Gemma4TextRotaryEmbedding", c));
     per_layer_ = c.per_layer_input_size;
     if (per_layer_ > 0) {
       // The table and projection cover the full model's layers (per_layer_input_layers), also in
@@ -653,19 +542,12 @@ class TextModel : public Module {
     const int64_t b = ids.size(0), s = ids.size(1);
     Tensor per_layer;  // [B, S, layers, P]
     if (per_layer_ > 0) {
-      const DimVector split{b, s, table_layers_, per_layer_};
-      const Tensor tokens = reshape(
-          mul(embed_tokens_per_layer->call(ids), std::sqrt(static_cast<double>(per_layer_))),
-          split);
-      const Tensor context = per_layer_projection_norm->call(reshape(
-          mul(per_layer_model_projection->call(h), 1.0 / std::sqrt(static_cast<double>(hidden_))),
-          split));
-      per_layer = mul(add(context, tokens), 1.0 / std::sqrt(2.0));
+      per_layer =
+          models::per_layer_inputs(ids, h, *embed_tokens_per_layer, *per_layer_model_projection,
+                                   *per_layer_projection_norm, table_layers_, per_layer_);
     }
     std::map<AttentionType, std::pair<Tensor, Tensor>> tables;  // RoPE, one per layer type
-    // The keys and values of the latest non-shared layer of each type: what the shared layers
-    // (all after the non-shared ones) attend with.
-    std::map<AttentionType, std::pair<Tensor, Tensor>> stored;
+    models::SharedKeysAndValues kv;
     const Tensor pos = models::position_ids(s);
     for (size_t i = 0; i < layers_.size(); ++i) {
       DecoderLayer& layer = *layers_[i];
@@ -674,31 +556,16 @@ class TextModel : public Module {
       if (it == tables.end()) {
         it = tables.emplace(type, rotary_emb->cos_sin(pos, type, h.dtype())).first;
       }
-      Attention& attention = layer.attention();
-      if (layer.kind().kv_shared) {
-        auto source = stored.find(type);
-        if (source == stored.end()) {
-          // A model of shared layers alone (the planner's one-layer trace of that kind): the
-          // source layer's keys and values enter as inputs.
-          const DimVector kv{b, attention.kv_heads(), s, attention.head_dim()};
-          source = stored
-                       .emplace(type, std::pair{empty(kv, {.dtype = h.dtype()}),
-                                                empty(kv, {.dtype = h.dtype()})})
-                       .first;
-        }
-        attention.use_keys_and_values(source->second);
-      }
+      kv.before(layer.attention(), layer.kind(), b, s, h.dtype());
       const Tensor slice =
-          per_layer_ > 0
-              ? reshape(narrow(per_layer, 2, static_cast<int64_t>(i), 1), {b, s, per_layer_})
-              : Tensor();
+          per_layer_ > 0 ? models::per_layer_slice(per_layer, static_cast<int64_t>(i)) : Tensor();
       h = layer.run(h, it->second.first, it->second.second, slice);
-      if (!layer.kind().kv_shared) stored[type] = attention.keys_and_values();
+      kv.after(layer.attention(), layer.kind());
     }
     return norm_->call(h);
   }
   std::shared_ptr<Embedding> embed_tokens, embed_tokens_per_layer;
-  std::shared_ptr<Rotary> rotary_emb;
+  std::shared_ptr<models::LayerTypeRotary> rotary_emb;
   ModulePtr per_layer_model_projection, per_layer_projection_norm;
 
  private:
@@ -707,30 +574,9 @@ class TextModel : public Module {
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
 };
 
-class ForCausalLM : public Module {
- public:
-  ForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("Gemma4ForCausalLM"), softcap_(c.final_logit_softcapping) {
-    model = register_module("model", std::make_shared<TextModel>());
-    lm_head =
-        register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
-    model->build(c, o, training);
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "model.embed_tokens.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    const Tensor logits = lm_head->call(model->call(ids));
-    if (softcap_ <= 0) return logits;
-    return mul(tanh(div(logits, softcap_)), softcap_);  // final_logit_softcapping
-  }
-  std::shared_ptr<TextModel> model;
-  std::shared_ptr<Linear> lm_head;
-
- private:
-  double softcap_;
-};
-
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<ForCausalLM>(c, o, training);
+  return std::make_shared<models::SoftcappedCausalLm<TextModel>>("Gemma4ForCausalLM", c, o,
+                                                                 training);
 }
 
 constexpr FieldRename kGemma4Renames[] = {

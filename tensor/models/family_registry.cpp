@@ -121,6 +121,11 @@ extern const ModelFamily kZamba2Family;
 extern const ModelFamily kGptNeoFamily;
 extern const ModelFamily kXglmFamily;
 extern const ModelFamily kBitnetFamily;
+extern const ModelFamily kCodegenFamily;
+extern const ModelFamily kZambaFamily;
+extern const ModelFamily kJetMoeFamily;
+extern const ModelFamily kGemma3nTextFamily;
+extern const ModelFamily kRecurrentGemmaFamily;
 
 namespace {
 
@@ -237,6 +242,11 @@ const ModelFamily* const kRegistered[] = {
     &kGptNeoFamily,
     &kXglmFamily,
     &kBitnetFamily,
+    &kCodegenFamily,
+    &kZambaFamily,
+    &kJetMoeFamily,
+    &kGemma3nTextFamily,
+    &kRecurrentGemmaFamily,
 };
 
 }  // namespace

@@ -282,6 +282,11 @@ void parse(const ConfigFields& f, ModelConfig& c) {
   // The shared blocks and their adapters.
   c.num_mem_blocks = f.integer("num_mem_blocks", 1);
   c.adapter_rank = f.integer("adapter_rank", 128);
+  // validate() takes rank 0 (Zamba's block has no adapters); Zamba2's always has them.
+  if (c.adapter_rank <= 0) {
+    f.fail("adapter_rank", std::to_string(c.adapter_rank) +
+                               ", expected a positive rank (every hybrid layer runs its adapters)");
+  }
   c.shared_attention_adapter = f.boolean("use_shared_attention_adapter", false);
   if (!f.boolean("use_shared_mlp_adapter", true)) {
     f.fail("use_shared_mlp_adapter",

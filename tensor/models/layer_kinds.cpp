@@ -26,6 +26,7 @@ std::string describe(const LayerKind& k) {
     s += "hca " + std::to_string(k.compress_rate) + " sliding " + std::to_string(k.window) + " ";
   }
   if (k.parallel_mamba) s += "attention+mamba ";
+  if (k.sparse_activation) s += "sparse-gate ";
   if (k.ffn == FfnKind::kNone) {
     return s + (k.attention == AttentionType::kFull ? "attention mixer" : "mixer");
   }
@@ -67,6 +68,8 @@ LayerKind layer_kind(const ModelConfig& c, int64_t layer) {
   k.rope = !std::binary_search(c.nope_layers.begin(), c.nope_layers.end(), layer);
   k.kv_shared = c.num_kv_shared_layers > 0 && layer >= c.num_hidden_layers - c.num_kv_shared_layers;
   k.parallel_mamba = c.parallel_mamba;
+  k.sparse_activation = static_cast<size_t>(layer) < c.activation_sparsity.size() &&
+                        c.activation_sparsity[static_cast<size_t>(layer)] > 0;
   return k;
 }
 
@@ -118,6 +121,18 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   if (k.hash_router) {
     for (int64_t i = 0; i < layers; ++i) one.hash_moe_layers.push_back(i);
   }
+  // A sparse kind's layers keep the first sparse layer's share (it changes values, not work).
+  one.activation_sparsity.clear();
+  if (!c.activation_sparsity.empty()) {
+    double share = 0;
+    for (const double v : c.activation_sparsity) {
+      if (k.sparse_activation && v > 0) {
+        share = v;
+        break;
+      }
+    }
+    one.activation_sparsity.assign(static_cast<size_t>(layers), share);
+  }
   SP_ASSERT(layer_kind(one, 0) == k, "a model of any kind of the stack");
   return one;
 }
@@ -158,6 +173,9 @@ ModelConfig first_layers(const ModelConfig& c, int64_t layers) {
   std::erase_if(out.no_ffn_layers, [&](int64_t l) { return l >= layers; });
   std::erase_if(out.hash_moe_layers, [&](int64_t l) { return l >= layers; });
   if (!out.layer_types.empty()) out.layer_types.resize(static_cast<size_t>(layers));
+  if (!out.activation_sparsity.empty()) {
+    out.activation_sparsity.resize(static_cast<size_t>(layers));
+  }
   out.num_kv_shared_layers =
       std::max<int64_t>(0, layers - (c.num_hidden_layers - c.num_kv_shared_layers));
   return out;

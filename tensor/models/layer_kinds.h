@@ -52,6 +52,10 @@ struct LayerKind {
   // (ModelConfig::parallel_mamba, model-wide). The attention half keeps its own type, so keys,
   // values and RoPE are priced as any such layer's; the mixer's work comes from the traced layer.
   bool parallel_mamba = false;
+  // Gemma 3n: the MLP's gate activations pass a Gaussian cutoff first, its mean and standard
+  // deviation over the MLP's width (ModelConfig::activation_sparsity), elementwise work over the
+  // gate's output that the layers without it do not have.
+  bool sparse_activation = false;
   bool operator==(const LayerKind&) const = default;
 };
 // "dense", "moe", "sliding 4096 dense", "chunked 8192 moe", "sparse 2048 moe" (its own indexer),
@@ -60,7 +64,8 @@ struct LayerKind {
 // mixer" and "attention mixer" (a mixer without a feed-forward), "ffn moe" (a feed-forward without
 // a mixer): how bills and reports name a kind; DeepSeek-V4's "csa 4 keys 640 moe" (entries of 4
 // tokens, 640 keys a query: the window and the picks), "hca 128 sliding 128 hash-moe";
-// Falcon-H1's "attention+mamba dense" (a Mamba-2 mixer beside the attention).
+// Falcon-H1's "attention+mamba dense" (a Mamba-2 mixer beside the attention); Gemma 3n's
+// "sliding 512 sparse-gate dense" (the MLP's gate cut at a Gaussian threshold).
 std::string describe(const LayerKind& k);
 
 // The kind of decoder layer `layer` (0 <= layer < c.num_hidden_layers) of a validated config: an

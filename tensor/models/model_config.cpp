@@ -218,9 +218,10 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
       }
     }
   }
-  // Shared transformer blocks (Zamba2: ModelFamily::shared_transformer_blocks): a Mamba-2 layer
-  // (kLinear, no feed-forward) or a hybrid layer (kFull, whose block has the MLP) each; the
-  // hybrid layers bounded as each builds an adapter slot for every one (base/limits.h).
+  // Shared transformer blocks (Zamba2, Zamba: ModelFamily::shared_transformer_blocks): a Mamba
+  // layer (kLinear, no feed-forward) or a hybrid layer (kFull, whose block has the MLP) each; the
+  // hybrid layers bounded as each builds an adapter slot for every one (base/limits.h). Zamba's
+  // one block has no adapters (adapter_rank 0).
   if (c.num_mem_blocks < 0 || c.num_mem_blocks > 65536 || c.adapter_rank < 0 ||
       c.adapter_rank > 65536) {
     fail("num_mem_blocks", c.num_mem_blocks, " blocks of adapter rank ", c.adapter_rank,
@@ -232,9 +233,9 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          "' builds none; expected a family that does (zamba2)");
   }
   if (family.shared_transformer_blocks) {
-    if (c.num_mem_blocks <= 0 || c.adapter_rank <= 0) {
+    if (c.num_mem_blocks <= 0) {
       fail("num_mem_blocks", c.num_mem_blocks, " blocks of adapter rank ", c.adapter_rank,
-           ", expected at least one block and a positive rank");
+           ", expected at least one block and a positive rank (or 0: no adapters, Zamba's)");
     }
     int64_t hybrid = 0;
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -330,6 +331,25 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
          c.per_layer_input_vocab, " rows for ", c.per_layer_input_layers,
          " layers; expected >= 0 (0: none), and then rows > 0 and a slice for each of the ",
          c.num_hidden_layers, " layers");
+  }
+  // Gemma 3n's AltUp copies and LAuReL rank (0: none), bounded as hc_mult and the other ranks are;
+  // its activation sparsity one share in [0, 1) per layer (a share of 1 puts the cutoff at
+  // infinity).
+  if (c.altup_num_inputs < 0 || c.altup_num_inputs > 64) {
+    fail("altup_num_inputs", c.altup_num_inputs, ", expected between 0 (none) and 64");
+  }
+  if (c.laurel_rank < 0 || c.laurel_rank > 65536) {
+    fail("laurel_rank", c.laurel_rank, ", expected between 0 (none) and 65536");
+  }
+  if (!c.activation_sparsity.empty() &&
+      static_cast<int64_t>(c.activation_sparsity.size()) != c.num_hidden_layers) {
+    fail("activation_sparsity", c.activation_sparsity.size(), " entries, expected one per layer (",
+         c.num_hidden_layers, ") or none");
+  }
+  for (const double share : c.activation_sparsity) {
+    if (!(share >= 0 && share < 1)) {
+      fail("activation_sparsity", share, ", expected a share in [0, 1) for each layer");
+    }
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail("num_key_value_heads", c.num_key_value_heads, " does not divide num_attention_heads ",
@@ -551,6 +571,15 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
            layers * 2.0 * h * static_cast<double>(c.per_layer_input_size),
        {{"vocab_size_per_layer_input", c.per_layer_input_vocab},
         {"hidden_size_per_layer_input", c.per_layer_input_size}}},
+      // Gemma 3n's AltUp (per layer its n x n and n x n^2 coefficients, router [n, h] and two
+      // [h] vectors; the model's 2 (n - 1) projections [h, h]) and LAuReL ([r, h] and [h, r]).
+      {layers * (static_cast<double>(c.altup_num_inputs) *
+                     (static_cast<double>(c.altup_num_inputs) *
+                          (1.0 + static_cast<double>(c.altup_num_inputs)) +
+                      h) +
+                 2.0 * h * (1.0 + static_cast<double>(c.laurel_rank))) +
+           2.0 * static_cast<double>(c.altup_num_inputs) * h * h,
+       {layer_count, {"altup_num_inputs", c.altup_num_inputs}, {"laurel_rank", c.laurel_rank}}},
       // Gemma 4's full layers: their own head width.
       {layers * 4.0 * h * static_cast<double>(c.num_attention_heads) *
            static_cast<double>(c.global_head_dim),
@@ -701,7 +730,8 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"step3p7", "step3p5"},
                                                  {"muse_glimmer", "muse_glimmer_text"},
                                                  {"minimax_m3_vl", "minimax_m3_vl_text"},
-                                                 {"inkling_mm_model", "inkling_text"}};
+                                                 {"inkling_mm_model", "inkling_text"},
+                                                 {"gemma3n", "gemma3n_text"}};
 
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
@@ -718,7 +748,8 @@ constexpr DefaultTextType kFixedTextTypes[] = {{"gemma4", "gemma4_text"},
                                                {"step3p7", "step3p5"},
                                                {"muse_glimmer", "muse_glimmer_text"},
                                                {"minimax_m3_vl", "minimax_m3_vl_text"},
-                                               {"inkling_mm_model", "inkling_text"}};
+                                               {"inkling_mm_model", "inkling_text"},
+                                               {"gemma3n", "gemma3n_text"}};
 
 // Which config ties the output layer (Note [Multimodal configs]): the wrapper's own
 // tie_word_embeddings (its class default when absent, a null one false), or that OR the text
@@ -747,7 +778,8 @@ constexpr WrapperTie kWrapperTies[] = {{"gemma3", TieRule::kOuter, true},
                                        {"step3p7", TieRule::kOuter, false},
                                        {"muse_glimmer", TieRule::kOuter, false},
                                        {"minimax_m3_vl", TieRule::kOuterOrText, false},
-                                       {"inkling_mm_model", TieRule::kOuter, false}};
+                                       {"inkling_mm_model", TieRule::kOuter, false},
+                                       {"gemma3n", TieRule::kOuter, true}};
 
 // A text model_type a wrapper's first release wrote and its config class now reads as another
 // (Exaone4_5Config: "exaone4_5_text" is exaone4).
@@ -953,7 +985,12 @@ constexpr const char* kArchitectureKeys[] = {"layer_types",
                                              "expert_layer_period",
                                              "mamba_dt_rank",
                                              "num_mem_blocks",
-                                             "use_shared_attention_adapter"};
+                                             "use_shared_attention_adapter",
+                                             "altup_num_inputs",
+                                             "laurel_rank",
+                                             "block_types",
+                                             "_block_types",
+                                             "lru_width"};
 
 bool neutral(const json& v) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;

@@ -203,6 +203,19 @@ struct ModelConfig {
   int64_t per_layer_input_size = 0;
   int64_t per_layer_input_vocab = 0;
   int64_t per_layer_input_layers = 0;
+  // Gemma 3n (tensor/models/family_gemma3n_text.cpp). AltUp (Baykal et al. 2023, "Alternating
+  // Updates for Efficient Transformers"): altup_num_inputs copies of the hidden state pass between
+  // the layers ([B, S, n, h]; 0: none, a plain residual), each layer predicting them from one
+  // another, running on one and correcting the others by what it made; with altup_correct_scale
+  // the corrected active copy is scaled by a learned vector before the per-layer gate. LAuReL
+  // (Menghani et al. 2024, "LAuReL: Learned Augmented Residual Layer"): a low-rank residual of
+  // rank laurel_rank beside each attention (0: none). activation_sparsity: per layer, the share of
+  // the MLP's gate activations kept at zero by a Gaussian cutoff (mean + std x Phi^-1(share));
+  // empty or 0: none (LayerKind::sparse_activation).
+  int64_t altup_num_inputs = 0;
+  bool altup_correct_scale = false;
+  int64_t laurel_rank = 0;
+  std::vector<double> activation_sparsity;
   // DeepSeek-V3's multi-token prediction modules (num_nextn_predict_layers): trained beside the
   // model, dropped by transformers (not in the parameter total).
   int64_t mtp_layers = 0;
@@ -256,7 +269,9 @@ struct ModelConfig {
   // Mamba-1 (Gu and Dao 2023; tensor/models/mamba_mixer.h, Jamba's mamba layers): the rank of the
   // time step's projection (mamba_dt_rank), > 0 for a Mamba-1 mixer. Such a mixer has no heads:
   // its d_inner channels are the value heads, each of width 1 (every channel has its own time
-  // step, as a Mamba-2 head has), B and C one group (linear_num_key_heads 1) of the state width.
+  // step, as a Mamba-2 head has), B and C one group (linear_num_key_heads 1) of the state width;
+  // Zamba's mixer splits the channels into linear_num_key_heads heads, each with its own x_proj
+  // (so its own B and C), dt_proj, A and D (tensor/models/family_zamba.cpp).
   // 0: not Mamba-1 (the other families leave it 0).
   int64_t linear_dt_rank = 0;
   // MiniMax's lightning attention (ModelFamily::lightning_mixer; block_size): the tokens of one
@@ -286,7 +301,8 @@ struct ModelConfig {
   // Zamba2's shared transformer blocks (ModelFamily::shared_transformer_blocks): num_mem_blocks
   // blocks of attention and MLP whose weights the hybrid layers (those attending kFull) take in
   // turn, each layer with its own adapters of rank adapter_rank on the MLP's gate_up_proj,
-  // and on q, k and v with shared_attention_adapter. 0: no shared blocks (every other family).
+  // and on q, k and v with shared_attention_adapter (Zamba: one block, adapter_rank 0, none).
+  // 0: no shared blocks (every other family).
   int64_t num_mem_blocks = 0;
   int64_t adapter_rank = 0;
   bool shared_attention_adapter = false;

@@ -25,6 +25,8 @@ std::string_view kind_of_type(std::string_view type) {
   if (type == "HYV3MoE") return "router";                  // HY 3's block (MoeStyle::block_class)
   if (type == "Gemma4TextRouter") return "router";         // Gemma 4's, a child of the layer
   if (type == "DbrxRouter") return "router";               // DBRX's, holding the Linear `layer`
+  if (ends_with(type, "TopKGating")) return "router";      // JetMoE's, holding the Linear `layer`
+  if (type == "JetMoeMoE") return "mlp";                   // JetMoE's, holding the output bias
   if (ends_with(type, "Attention")) return "attention";
   if (ends_with(type, "GatedDeltaNet")) return "attention";  // linear attention's token mixer
   if (ends_with(type, "ShortConv")) return "attention";      // LFM2's token mixer
@@ -33,9 +35,13 @@ std::string_view kind_of_type(std::string_view type) {
     return "attention";  // Mamba-2's token mixers
   }
   if (ends_with(type, "MambaMixer")) return "attention";  // Mamba-1's (JambaMambaMixer)
+  // Griffin's recurrent block (RecurrentGemmaRecurrentBlock: its projections, convolution and
+  // RG-LRU), RecurrentGemma's token mixer beside its local attention.
+  if (ends_with(type, "RecurrentBlock")) return "attention";
   if (ends_with(type, "TopkRouter")) return "router";
   if (ends_with(type, "TopKRouter") || ends_with(type, "HashRouter")) return "router";  // V4
   if (ends_with(type, "MLP")) return "mlp";
+  if (type == "RecurrentGemmaMlp") return "mlp";  // transformers spells it so
   // Inkling's shared experts: always active, an MLP beside the routed ones.
   if (ends_with(type, "SharedExperts")) return "mlp";
   // OPT's and XGLM's fc1 and fc2 sit in the layer itself.

@@ -1,7 +1,8 @@
 // The op of Mamba-2 layers (tensor/models/mamba2_mixer.h): mamba_ssm's fused split, convolution,
 // chunked scan and gated norm, or the gate alone when there is no norm (Note [Mamba-2 scan work]
-// in tensor/ops.h), and the chunk of each chunked-scan op the planner prices; and the selective
-// scan of Mamba-1 layers (tensor/models/mamba_mixer.h, Note [Mamba-1 scan work]).
+// in tensor/ops.h), and the chunk of each chunked-scan op the planner prices; the selective
+// scan of Mamba-1 layers (tensor/models/mamba_mixer.h, Note [Mamba-1 scan work]); and the linear
+// scan of Griffin's RG-LRU (tensor/models/rg_lru.h, Note [Linear scan work]).
 #include "base/checked.h"
 #include "tensor/ops/common.h"
 
@@ -159,6 +160,26 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
       if (p->defined()) ins.push_back(*p);
     }
     detail::emit_op(op, ins, {&out, 1}, flops, 0, false);
+  }
+  return out;
+}
+
+Tensor linear_scan(const Tensor& a, const Tensor& x) {
+  const char* op = "linear_scan";
+  detail::require_meta(a, op);
+  detail::require_meta(x, op);
+  SP_CHECK(x.dim() == 3 && is_floating(x.dtype()), op,
+           ": expected x as floating point [batch, tokens, channels], got ", x.sizes(), " ",
+           x.dtype());
+  SP_CHECK(a.sizes() == x.sizes() && is_floating(a.dtype()), op,
+           ": expected the decays a as floating point of x's shape ", x.sizes(), ", got ",
+           a.sizes(), " ", a.dtype());
+  Tensor out = detail::new_contiguous(x.sizes(), x.dtype(), x.device(), op);
+  detail::propagate_grad(out, {&a, &x});
+  if (active_trace_sink() != nullptr) {
+    // Note [Linear scan work]: the state's multiply-add per element, on CUDA cores.
+    const Tensor ins[] = {a, x};
+    detail::emit_op(op, ins, {&out, 1}, 2.0 * static_cast<double>(x.numel()), 0, false);
   }
   return out;
 }

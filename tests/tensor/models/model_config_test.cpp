@@ -134,8 +134,8 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
       AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
             HasSubstr("deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, "
                       "exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, "
-                      "gemma2, gemma3_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, "
-                      "glm_moe_dsa, gpt2")));
+                      "gemma2, gemma3_text, gemma3n_text, gemma4_text, glm, glm4, glm4_moe, "
+                      "glm4_moe_lite, glm_moe_dsa, gpt2")));
   j.erase("model_type");
   EXPECT_THAT(error_of([&] { parse_model_config(j, "c.json"); }),
               AllOf(HasSubstr("c.json"), HasSubstr("'model_type': missing")));
@@ -570,7 +570,7 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
       {"type", type, "model_type",
        "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
        "exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, "
-       "gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2"},
+       "gemma3n_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2"},
   };
   for (const Case& c : cases) {
     const auto path = dir / (std::string(c.what) + ".json");
