@@ -28,6 +28,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/gptj_shell.h"
 #include "tensor/models/model_shell.h"
 
 namespace shardplan::tensor {
@@ -98,79 +99,6 @@ class Attention : public Module {
   int64_t heads_, head_dim_, rot_;
   double attn_dropout_, resid_dropout_;
   bool training_;
-};
-
-// Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
-class Block : public Module {
- public:
-  Block() : Module("GPTJBlock") {}
-  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
-    register_module(
-        "ln_1", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
-    attn = register_module("attn", std::make_shared<Attention>(c, o, training));
-    register_module("mlp", std::make_shared<TwoLayerMlp>(
-                               "GPTJMLP", "fc_in", "fc_out", c.hidden_size, c.intermediate_size,
-                               c.hidden_act, training ? c.resid_dropout : 0.0, o));
-  }
-  // attn(n) + mlp(n) + x, n = ln_1(x): both halves read one norm (GPTJBlock.forward).
-  Tensor run(const Tensor& x, const Tensor& pos) {
-    CallScope scope(*this);
-    const Tensor n = child("ln_1")->call(x);
-    const Tensor a = attn->run(n, pos);
-    const Tensor m = child("mlp")->call(n);
-    return add(add(a, m), x);
-  }
-  std::shared_ptr<Attention> attn;
-};
-
-class GptjModel : public Module {
- public:
-  GptjModel(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPTJModel"),
-        max_positions_(c.max_position_embeddings),
-        dropout_(c.embd_dropout),
-        training_(training) {
-    register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
-    auto h = register_module("h", std::make_shared<ModuleList>());
-    std::vector<std::shared_ptr<Block>> blocks;
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      blocks.push_back(h->push_back(std::make_shared<Block>()));
-    }
-    register_module(
-        "ln_f", std::make_shared<LayerNorm>(DimVector{c.hidden_size}, c.norm_eps, true, true, o));
-    for (const auto& b : blocks) b->build(c, o, training);
-  }
-  Tensor forward(const Tensor& ids) override {
-    const int64_t seq = ids.size(1);
-    // The sinusoid tables have n_positions rows: transformers' gather fails beyond them.
-    SP_CHECK(seq <= max_positions_, "gptj: sequence length ", seq, " exceeds n_positions ",
-             max_positions_, ", the rows of its sinusoid tables");
-    Tensor h = maybe_dropout(child("wte")->call(ids), dropout_, training_);
-    const Tensor pos = position_ids(seq);
-    for (const auto& [name, block] : child("h")->named_children()) {
-      h = static_cast<Block&>(*block).run(h, pos);
-    }
-    return child("ln_f")->call(h);
-  }
-
- private:
-  int64_t max_positions_;
-  double dropout_;
-  bool training_;
-};
-
-class GptjForCausalLM : public Module {
- public:
-  GptjForCausalLM(const ModelConfig& c, const TensorOptions& o, bool training)
-      : Module("GPTJForCausalLM") {
-    register_module("transformer", std::make_shared<GptjModel>(c, o, training));
-    // nn.Linear(n_embd, vocab_size): a bias, which a tie leaves the output layer's own.
-    register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, true, o));
-    if (c.tie_word_embeddings) tie_parameters(*this, "lm_head.weight", "transformer.wte.weight");
-  }
-  Tensor forward(const Tensor& ids) override {
-    return child("lm_head")->call(child("transformer")->call(ids));
-  }
 };
 
 void parse(const ConfigFields& f, ModelConfig& c) {
@@ -254,7 +182,7 @@ void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
 }
 
 ModulePtr build(const ModelConfig& c, const TensorOptions& o, bool training) {
-  return std::make_shared<GptjForCausalLM>(c, o, training);
+  return make_gptj_causal_lm<Attention>(c, o, training, {.prefix = "GPTJ", .family = "gptj"});
 }
 
 // GPTJConfig's names for ModelConfig's fields, so that errors name the key in the file.

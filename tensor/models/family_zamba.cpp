@@ -53,6 +53,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/hybrid_layer_list.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/mamba2_mixer.h"
 #include "tensor/models/model_shell.h"
@@ -102,38 +103,13 @@ std::vector<bool> default_hybrid_layers(const ConfigFields& f, int64_t layers) {
   return out;
 }
 
-// Which layers are hybrid, from layers_block_type (or layer_types, its attribute_map alias): each
-// "hybrid", or "mamba" / "linear_attention" (remap_legacy_layer_types) for a Mamba layer;
-// ZambaModel builds a Mamba layer for any entry but "hybrid", so another type is refused.
-// PreTrainedConfig.validate_layer_type requires num_hidden_layers entries.
+// Which layers are hybrid (hybrid_layer_list.h); without a list ZambaConfig's default.
 std::vector<bool> hybrid_layers(const ConfigFields& f, int64_t layers) {
-  const bool block_type = f.has("layers_block_type"), alias = f.has("layer_types");
   // Read whether or not the list is there: they only shape the default list.
   (void)f.has("attn_layer_period");
   (void)f.has("attn_layer_offset");
-  if (block_type && alias && f.raw("layers_block_type") != f.raw("layer_types")) {
-    f.fail("layer_types",
-           "differs from layers_block_type, which it aliases (ZambaConfig's attribute_map); "
-           "expected one list");
-  }
-  if (!block_type && !alias) return default_hybrid_layers(f, layers);
-  const char* key = block_type ? "layers_block_type" : "layer_types";
-  const nlohmann::json& list = f.raw(key);
-  if (!list.is_array() || std::ssize(list) != layers) {
-    f.fail(key, "expected a list of num_hidden_layers = " + std::to_string(layers) +
-                    " entries (\"mamba\" or \"hybrid\"), got " + list.dump().substr(0, 60));
-  }
-  std::vector<bool> out;
-  for (const nlohmann::json& t : list) {
-    const std::string s = t.is_string() ? t.get<std::string>() : "";
-    if (s != "hybrid" && s != "mamba" && s != "linear_attention") {
-      f.fail(key, t.dump().substr(0, 60) +
-                      " is not a Zamba layer; expected \"mamba\" (or \"linear_attention\") or "
-                      "\"hybrid\" (transformers builds a Mamba layer for any other type)");
-    }
-    out.push_back(s == "hybrid");
-  }
-  return out;
+  return models::read_hybrid_layer_list(f, layers, {"ZambaConfig", "Zamba", "Mamba"},
+                                        [&] { return default_hybrid_layers(f, layers); });
 }
 
 void parse(const ConfigFields& f, ModelConfig& c) {

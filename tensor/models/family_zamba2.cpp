@@ -52,6 +52,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
 #include "tensor/models/family.h"
+#include "tensor/models/hybrid_layer_list.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/mamba2_mixer.h"
 #include "tensor/models/model_shell.h"
@@ -103,19 +104,9 @@ std::vector<bool> default_hybrid_layers() {
   return out;
 }
 
-// Which layers are hybrid, from layers_block_type (or layer_types, its attribute_map alias): each
-// "hybrid", or "mamba" / "linear_attention" (remap_legacy_layer_types) for a Mamba-2 layer;
-// get_layers builds a Mamba-2 layer for any entry but "hybrid", so another type (an attention
-// layer Zamba2 has none of) is refused. PreTrainedConfig.validate_layer_type requires
-// num_hidden_layers entries; without a list the class's default holds 54.
+// Which layers are hybrid (hybrid_layer_list.h); without a list the class's default holds 54.
 std::vector<bool> hybrid_layers(const ConfigFields& f, int64_t layers) {
-  const bool block_type = f.has("layers_block_type"), alias = f.has("layer_types");
-  if (block_type && alias && f.raw("layers_block_type") != f.raw("layer_types")) {
-    f.fail("layer_types",
-           "differs from layers_block_type, which it aliases (Zamba2Config's attribute_map); "
-           "expected one list");
-  }
-  if (!block_type && !alias) {
+  return models::read_hybrid_layer_list(f, layers, {"Zamba2Config", "Zamba2", "Mamba-2"}, [&] {
     if (layers != kDefaultLayers) {
       f.fail("num_hidden_layers",
              std::to_string(layers) +
@@ -124,24 +115,7 @@ std::vector<bool> hybrid_layers(const ConfigFields& f, int64_t layers) {
                  std::to_string(layers) + " entries");
     }
     return default_hybrid_layers();
-  }
-  const char* key = block_type ? "layers_block_type" : "layer_types";
-  const nlohmann::json& list = f.raw(key);
-  if (!list.is_array() || std::ssize(list) != layers) {
-    f.fail(key, "expected a list of num_hidden_layers = " + std::to_string(layers) +
-                    " entries (\"mamba\" or \"hybrid\"), got " + list.dump().substr(0, 60));
-  }
-  std::vector<bool> out;
-  for (const nlohmann::json& t : list) {
-    const std::string s = t.is_string() ? t.get<std::string>() : "";
-    if (s != "hybrid" && s != "mamba" && s != "linear_attention") {
-      f.fail(key, t.dump().substr(0, 60) +
-                      " is not a Zamba2 layer; expected \"mamba\" (or \"linear_attention\") or "
-                      "\"hybrid\" (transformers builds a Mamba-2 layer for any other type)");
-    }
-    out.push_back(s == "hybrid");
-  }
-  return out;
+  });
 }
 
 // A derived attribute the file may also hold (Zamba2Config sets it in __post_init__, and
