@@ -205,7 +205,8 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
     const double bytes = cfg.zero_experts > 0
                              ? tensor::routed_experts_per_token(cfg) * static_cast<double>(per_pick)
                              : static_cast<double>(per_pick * cfg.num_experts_per_tok);
-    t.moe_dispatch_bytes = static_cast<int64_t>(std::ceil(key.moe_imbalance * bytes));
+    t.moe_dispatch_bytes = static_cast<int64_t>(
+        std::ceil(key.moe_imbalance * bytes * tensor::family_of(cfg).routed_exchanges_per_layer));
   }
   return t;
 }

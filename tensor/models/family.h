@@ -194,6 +194,12 @@ struct ModelFamily {
   // values (LongCat-Flash: self_attn.0 and self_attn.1, 2): the planner's context-parallel key and
   // value traffic and MFU's attention term count each (the traced layer counts their work).
   int attentions_per_layer = 1;
+  // Token exchanges with the routed experts each decoder layer makes under expert parallelism, an
+  // all-to-all out to the picked experts and one back per exchange, each of tokens x top-k x
+  // hidden (JetMoE, 3: its mixture of attention heads sends the query projection's inputs out and
+  // the queries back, then the attention outputs out and the projected outputs back, beside its
+  // MLP's one exchange; Shen et al. 2024, "JetMoE", §2).
+  int routed_exchanges_per_layer = 1;
   // Megatron-LM's tensor-parallel split of the family (Shoeybi et al. 2019, §3): q/k/v and the
   // MLP's input projections column-parallel, the attention output and MLP output projections
   // row-parallel, the embedding split by vocabulary rows and the output layer by vocabulary

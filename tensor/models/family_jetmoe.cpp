@@ -488,6 +488,7 @@ const ModelFamily kJetMoeFamily{
     .renamed = kRenamed,
     .moe = true,
     .experts_class = "JetMoeParallelExperts",
+    .routed_exchanges_per_layer = 3,
     .tp_plan = kTpPlan,
     .init_rules = kInitRules,
 };

@@ -218,10 +218,11 @@ TEST(JetMoeTensorParallel, TracedLayerSplitsBothSparseBlocks) {
                       {"linear " + b + "self_attention.kv_proj", 1},
                       {"scaled_dot_product_attention " + b + "self_attention", 1}}));
   // The keys and values a context-parallel ring passes: 2 heads of 16 + 16, 16 tokens, bf16. The
-  // token all-to-all of expert parallelism is the MLP experts' k picks of h (the attention
-  // experts' exchanges are not priced: docs/models.md, jetmoe's leave-outs).
+  // token all-to-all of expert parallelism: 16 tokens' k = 2 picks of h = 64 in bf16 per exchange,
+  // three exchanges a layer (the attention experts' query inputs and queries, their outputs, and
+  // the MLP's; ModelFamily::routed_exchanges_per_layer).
   EXPECT_EQ(t.kv_bytes, 16 * 2 * (16 + 16) * 2);
-  EXPECT_EQ(t.moe_dispatch_bytes, 16 * 2 * 64 * 2);
+  EXPECT_EQ(t.moe_dispatch_bytes, 3 * (16 * 2 * 64 * 2));
 }
 
 }  // namespace
