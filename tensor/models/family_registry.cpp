@@ -126,6 +126,7 @@ extern const ModelFamily kZambaFamily;
 extern const ModelFamily kJetMoeFamily;
 extern const ModelFamily kGemma3nTextFamily;
 extern const ModelFamily kRecurrentGemmaFamily;
+extern const ModelFamily kBioGptFamily;
 
 namespace {
 
@@ -247,6 +248,7 @@ const ModelFamily* const kRegistered[] = {
     &kJetMoeFamily,
     &kGemma3nTextFamily,
     &kRecurrentGemmaFamily,
+    &kBioGptFamily,
 };
 
 }  // namespace

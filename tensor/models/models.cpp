@@ -44,8 +44,10 @@ std::string_view kind_of_type(std::string_view type) {
   if (type == "RecurrentGemmaMlp") return "mlp";  // transformers spells it so
   // Inkling's shared experts: always active, an MLP beside the routed ones.
   if (ends_with(type, "SharedExperts")) return "mlp";
-  // OPT's and XGLM's fc1 and fc2 sit in the layer itself.
-  if (type == "OPTDecoderLayer" || type == "XGLMDecoderLayer") return "mlp";
+  // OPT's, XGLM's and BioGPT's fc1 and fc2 sit in the layer itself.
+  if (type == "OPTDecoderLayer" || type == "XGLMDecoderLayer" || type == "BioGptDecoderLayer") {
+    return "mlp";
+  }
   if (type.find("Norm") != std::string_view::npos) return "norm";
   return "";
 }
