@@ -96,12 +96,15 @@ std::optional<Placement> style_placement(const StyleRule& rule, const tensor::Mo
     // after the reduction.
     const auto& e = dynamic_cast<const tensor::GroupedExperts&>(m);
     if (const auto which = e.projection()) {
-      // One projection alone (JetMoE's ParallelExperts, weight [E, out, in]): the first on its
-      // output features (each of its equal parts over the ranks), the second on its input ones.
+      // One projection alone (JetMoE's ParallelExperts, weight [E, out, in]; Aria's
+      // AriaGroupedExpertsGemm, [E, in, out]): the first on its output features (each of its
+      // equal parts over the ranks), the second on its input ones.
       if (name != "weight") return std::nullopt;
-      if (*which == tensor::GroupedExperts::Projection::kSecond) return Placement(Shard{2});
-      const int64_t p = e.projection_parts();
-      return p > 1 ? Placement(StridedShard{1, p}) : Placement(Shard{1});
+      if (*which == tensor::GroupedExperts::Projection::kSecond) {
+        return Placement(Shard{e.down_in_dim()});
+      }
+      const int64_t p = e.projection_parts(), dim = e.gate_up_out_dim();
+      return p > 1 ? Placement(StridedShard{dim, p}) : Placement(Shard{dim});
     }
     // Alternating gate/up, no gate, or gate and up in tensors of their own: a plain split.
     const int64_t parts = e.interleaved() || !e.gated() || e.separate_gate_up() ? 1 : 2;

@@ -48,7 +48,8 @@ namespace shardplan::mesh {
 //              (GroupedExperts::projection, JetMoE's `weight` [E, out, in]) is half an MLP: the
 //              first Shard(1) (_StridedShard(1, parts) over equal parts) with input R and output
 //              Shard(-1), as colwise; the second Shard(2) with input Shard(-1) and output
-//              Partial(sum) reduced to R, as rowwise.
+//              Partial(sum) reduced to R, as rowwise (Aria's `weight` [E, in, out]: the first
+//              on dim 2, the second on dim 1).
 // Activation layouts (docs/semantics.md §5.6; one Placement on the TP mesh dim, Shard dims may be
 // negative):
 //  style           input (default)  desired input     computed output    output (default)

@@ -149,12 +149,13 @@ GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t h
 }
 
 GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t in, int64_t out,
-                               Projection which, int64_t parts, const TensorOptions& opts)
+                               Projection which, int64_t parts, const TensorOptions& opts,
+                               Layout layout)
     : Module(std::move(type_name)),
       experts_(experts),
       hidden_(in),
       ffn_(out),
-      layout_(Layout::kOutIn),
+      layout_(layout),
       interleaved_(false),
       gated_(false),
       separate_gate_up_(false),
@@ -166,14 +167,22 @@ GroupedExperts::GroupedExperts(std::string type_name, int64_t experts, int64_t i
   check_nonnegative(out, "GroupedExperts", "out");
   SP_CHECK(parts >= 1 && out % parts == 0, "GroupedExperts ", this->type_name(), ": ", out,
            " output features in ", parts, " equal parts, expected a positive divisor");
-  // transformers' ParallelExperts stores [E, out, in], each expert's slice an nn.Linear weight.
-  register_parameter("weight", empty({experts, out, in}, param_options(opts)));
+  SP_CHECK(layout != Layout::kStackedRows, "GroupedExperts ", this->type_name(),
+           ": one projection is [E, out, in] or [E, in, out], not stacked rows");
+  // transformers' ParallelExperts stores [E, out, in], each expert's slice an nn.Linear weight;
+  // Aria's AriaGroupedExpertsGemm [E, in, out], each slice the right operand of its matmul.
+  const TensorOptions o = param_options(opts);
+  register_parameter("weight", layout == Layout::kOutIn ? empty({experts, out, in}, o)
+                                                        : empty({experts, in, out}, o));
 }
 
 Tensor GroupedExperts::forward(const Tensor& x) {
   SP_CHECK(x.dim() == 3 && x.size(0) == experts_ && x.size(2) == hidden_, "GroupedExperts: input ",
            x.sizes(), ", expected [", experts_, ", tokens, ", hidden_, "]");
-  if (projection_) return bmm(x, transpose(parameter("weight"), 1, 2));  // [E, n, out]
+  if (projection_) {  // [E, n, out]
+    const Tensor w = parameter("weight");
+    return bmm(x, layout_ == Layout::kOutIn ? transpose(w, 1, 2) : w);
+  }
   if (layout_ == Layout::kStackedRows) {
     // Each tensor viewed [E, F, H]: gate x w1_e^T and up x v1_e^T, then act(gate) * up times w2_e
     // (DbrxExpertGLU.forward's order; w2 holds [F, H] per expert, read as it is).

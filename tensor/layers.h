@@ -107,11 +107,13 @@ class GELU : public Module {
 // interleaving and is always gated: its gate and up are two GEMMs, as DBRX runs them. Init: none
 // of its own (the families' _init_weights fill these parameters).
 // One projection alone (`which`: transformers' ParallelExperts, JetMoE's input_linear and
-// output_linear, each a module of its own holding `weight` [E, out, in]): forward [E, n, in] ->
-// [E, n, out], one batched GEMM. kFirst is an expert's first projection, whose output features
-// tensor parallelism splits (`parts` equal projections side by side, each split over the ranks as
-// a fused colwise projection: 2 for [gate; up]); kSecond the projection after it, whose input
-// features it splits, its output a partial sum. Expert parallelism splits dim 0 as for the others.
+// output_linear, each a module of its own holding `weight` [E, out, in]; with `layout` kInOut,
+// Aria's AriaGroupedExpertsGemm fc1 and fc2, `weight` [E, in, out], read untransposed): forward
+// [E, n, in] -> [E, n, out], one batched GEMM. kFirst is an expert's first projection, whose
+// output features tensor parallelism splits (`parts` equal projections side by side, each split
+// over the ranks as a fused colwise projection: 2 for [gate; up]); kSecond the projection after
+// it, whose input features it splits, its output a partial sum (gate_up_out_dim and down_in_dim
+// say where those features are). Expert parallelism splits dim 0 as for the others.
 class GroupedExperts : public Module {
  public:
   enum class Layout : uint8_t { kOutIn, kInOut, kStackedRows };
@@ -121,7 +123,7 @@ class GroupedExperts : public Module {
                  bool separate_gate_up = false, bool shared = false);
   enum class Projection : uint8_t { kFirst, kSecond };
   GroupedExperts(std::string type_name, int64_t experts, int64_t in, int64_t out, Projection which,
-                 int64_t parts = 1, const TensorOptions& opts = {});
+                 int64_t parts = 1, const TensorOptions& opts = {}, Layout layout = Layout::kOutIn);
   Tensor forward(const Tensor& x) override;
   int64_t experts() const { return experts_; }
   int64_t ffn() const { return ffn_; }
@@ -140,7 +142,8 @@ class GroupedExperts : public Module {
   bool gated() const { return gated_; }
   bool separate_gate_up() const { return separate_gate_up_; }
   bool shared() const { return shared_; }
-  // Set for one projection alone (its `weight` [E, out, in]), and its equal parts.
+  // Set for one projection alone (its `weight` [E, out, in], or [E, in, out] for kInOut), and its
+  // equal parts.
   std::optional<Projection> projection() const { return projection_; }
   int64_t projection_parts() const { return parts_; }
 

@@ -275,6 +275,45 @@ Tensor lightning_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
 ChunkedScanWork lightning_attention_work(int64_t tokens, int64_t heads, int64_t head_dim,
                                          int64_t block);
 
+// Note [mLSTM chunkwise work]
+// The mLSTM (Beck et al. 2024, "xLSTM: Extended Long Short-Term Memory", NeurIPS 2024, §2.3)
+// keeps per head a K x V matrix memory C, a K-wide normalizer n and a scalar max state m, written
+// per token t through an exponential input gate i_t and a sigmoid forget gate f_t (both from
+// preactivations, log f_t = logsigmoid):
+//   m_t = max(log f_t + m_{t-1}, i_t),   C_t = f'_t C_{t-1} + i'_t k_t v_t^T,
+//   n_t = f'_t n_{t-1} + i'_t k_t,       h_t = C_t^T q_t / max(|n_t^T q_t|, exp(-m_t)),
+// f' and i' the gates divided by exp(m_t), q scaled by K^-1/2. Trainers run it chunkwise, with
+// the kernels of the xLSTM 7B paper (Beck et al. 2025, "xLSTM 7B: A Recurrent LLM for Fast and
+// Efficient Inference", arXiv 2503.13427), Tiled Flash Linear Attention's (Beck et al. 2025,
+// arXiv 2503.14376; mlstm_kernels' chunkwise--triton_xl_chunk, which transformers'
+// xLSTMForCausalLM calls through the xlstm package): a recurrent kernel passes the state from
+// chunk to chunk, then a parallel kernel makes each chunk's outputs from the state entering it
+// and the gated causal scores of its own tokens. One fused call: [B, T, H, K] queries and keys,
+// [B, T, H, V] values, the input and forget gate preactivations [B, T, H] -> [B, T, H, V] in the
+// values' dtype. Its FLOPs are the matrix products of those kernels per token and head
+// (mlstm_chunkwise_work), C the chunk, N_V and N_K the 128-wide value and key tiles of the
+// kernels' grids (the parallel kernels recompute Q K^T, or dH V^T, once per tile of the other
+// width), each C x C tile counted whole:
+//   forward    4 K V + 2 N_V C K + 2 C V      (the chunk states K^T V; Q K^T per value tile and
+//                                             the gated scores times V; Q times the state entering)
+//   backward   8 K V + (4 + 2 N_V) C K + (2 + 4 N_K) C V
+//              (dC by a reverse pass over the chunks, Q^T dH; dV: K Q^T per value tile, the
+//              scores^T dH, K dC; dK and dQ: dH V^T per key tile, dS^T Q and dS K, V dC^T and
+//              dH C^T)
+//   and backward recomputes the chunk states first: 2 K V,
+// T padded to whole chunks (docs/cost-model.md §8.17). mlstm_kernels' own count (its roofline
+// analysis, utils/analysis/roofline_analysis/flops_mlstm.py) has the same products with Q K^T
+// once: 4 K V + 2 C (K + V) forward. The gates' cumulative log-sigmoid, the C x C decay matrix and
+// the max and normalizer (elementwise, about 10 C per token and head) are not counted. The chunk of
+// xLSTM-7B's config.json (chunk_size), the kernels' 64-wide tiles: one tile a chunk. A config's
+// other chunk is priced at this one, as Mamba-2's is.
+inline constexpr int64_t kMlstmChunk = 64;
+Tensor mlstm_chunkwise(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& i,
+                       const Tensor& f);
+// The work of `tokens` (already padded to whole chunks) x `heads` rows.
+ChunkedScanWork mlstm_chunkwise_work(int64_t tokens, int64_t heads, int64_t key_dim,
+                                     int64_t value_dim, int64_t chunk);
+
 // Note [Mamba-2 scan work]
 // Mamba-2's state space duality layer (Dao and Gu 2024, "Transformers are SSMs", ICML 2024) keeps
 // per head a P x N state (P the head width, N the state width), decayed by exp(dt A) and written
@@ -319,7 +358,8 @@ Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv
 ChunkedScanWork mamba_scan_work(int64_t tokens, int64_t heads, int64_t head_dim, int64_t groups,
                                 int64_t state, int64_t chunk);
 // The ops run as chunked scans (chunk_gated_delta_rule, mamba_split_conv1d_scan_combined,
-// lightning_attention): their chunk, 0 for any other op. Their output is [B, T, heads, width].
+// lightning_attention, mlstm_chunkwise): their chunk, 0 for any other op. Their output is [B, T,
+// heads, width].
 int64_t chunked_scan_chunk(std::string_view op);
 
 // Note [Mamba-1 scan work]
@@ -372,6 +412,33 @@ ChunkedScanWork selective_scan_work(int64_t tokens, int64_t channels, int64_t st
 // da_t = dh_t h_{t-1} (1), reading a, the output h and the output's gradient (kept for backward:
 // a and h; dx is dh).
 Tensor linear_scan(const Tensor& a, const Tensor& x);
+
+// Note [WKV work]
+// RWKV-4's time mixing (Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer Era",
+// arXiv 2305.13048, §3.1.2 eq. 14-16; transformers' RwkvLinearAttention) is per batch row and
+// channel c a weighted average of the values so far, the weights decaying by w_c per token and
+// the current token's raised by the bonus u_c:
+//   wkv_t = (sum_{i<t} e^{-(t-1-i) w + k_i} v_i + e^{u + k_t} v_t)
+//           / (sum_{i<t} e^{-(t-1-i) w + k_i} + e^{u + k_t}),
+// with no matrix product. The CUDA extension transformers loads (RWKV-LM's wkv_cuda, the
+// kernels-community/rwkv build: one thread per batch row and channel, T steps in turn) keeps the
+// numerator, the denominator and their running maximum (exp overflows otherwise) in fp32
+// registers. One op, as that kernel: the decay w [C] in fp32 (the layer passes -exp(time_decay)),
+// the bonus u [C] and k, v [B, T, C] of one dtype (float32 or bfloat16: the model casts float16
+// to float32 first) -> wkv [B, T, C] in k's dtype. FLOPs per element (token and channel), counted
+// from the kernel's statements, each exp one: forward 23 (the output from the state, 11 with its
+// two exps and one division; the state's update, 12 with two exps); backward 60, a forward-order
+// pass that re-runs the states and sums the gradients of w and u (34) and a reverse pass for the
+// gradients of k and v (26). The backward keeps two fp32 values per element in thread-local memory
+// (q and r, float[T] arrays the compiler cannot hold in registers), written by the first pass and
+// read by the second: kWkvBackwardScratchBytes per element that the trace adds to its bytes.
+// autograd keeps w, u, k, v and the output (RwkvLinearAttention's save_for_backward). The kernel
+// runs min(C, 32) threads a block and needs B C to be a multiple of them (transformers raises
+// otherwise), checked here.
+inline constexpr double kWkvForwardFlops = 23;
+inline constexpr double kWkvBackwardFlops = 60;
+inline constexpr int64_t kWkvBackwardScratchBytes = 16;  // q and r fp32, written and read
+Tensor wkv(const Tensor& w, const Tensor& u, const Tensor& k, const Tensor& v);
 
 // reduction: "none", "mean" or "sum". `target` holds class indices (integer) or probabilities.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),

@@ -60,6 +60,8 @@ const std::unordered_map<std::string_view, Rule>& rule_table() {
       {"selective_scan_fn", Rule::kSelectiveScan},
       {"lightning_attention", Rule::kLightning},
       {"linear_scan", Rule::kLinearScan},      // the reverse scan reads a and h_{t-1}
+      {"wkv", Rule::kWkv},                     // RwkvLinearAttention: w, u, k, v, output
+      {"mlstm_chunkwise", Rule::kMlstm},       // the inputs, fp32 normalizer and max state
       {"conv1d", Rule::kInputs},               // ConvolutionBackward: input and weight
       {"cross_entropy", Rule::kCrossEntropy},  // log_softmax result + nll_loss target
       {"embedding", Rule::kEmbedding},         // EmbeddingBackward: indices (an input: not counted)

@@ -36,6 +36,8 @@ enum class Rule : uint8_t {
   kSelectiveScan,
   kLightning,   // q, k, v, the decays; the rest recomputed (Note [Lightning attention work])
   kLinearScan,  // the decays a (input 0) and the output h (Note [Linear scan work])
+  kWkv,         // w, u, k, v and the output (Note [WKV work])
+  kMlstm,  // q, k, v, the gates, the fp32 normalizer and max state (Note [mLSTM chunkwise work])
 };
 
 // The rule of `op`, nullopt for an op the table does not know (the caller saves its inputs).

@@ -142,6 +142,17 @@ class Deriver {
         if (!in.empty()) save(op, in[0], "input");
         if (!op.outputs.empty()) save(op, op.outputs[0], "output");
         break;
+      case Rule::kWkv:
+        // Note [WKV work] in tensor/ops.h: the decay, the bonus (a parameter), k, v and the
+        // output, which the kernel's backward reads instead of the states.
+        for (int64_t t : in) {
+          save(op, t, tensor(t).role == TensorRole::kParameter ? "weight" : "input");
+        }
+        if (!op.outputs.empty()) save(op, op.outputs[0], "output");
+        break;
+      case Rule::kMlstm:
+        apply_mlstm(op, id);
+        break;
     }
     backward_cost(op);
   }
@@ -310,6 +321,28 @@ class Deriver {
     return lightning_attention_work(q.sizes[0] * padded, q.sizes[2], q.sizes[3], kLightningBlock);
   }
 
+  // Note [mLSTM chunkwise work] in tensor/ops.h. mlstm_kernels' chunkwise autograd function keeps
+  // q, k, v and the two gates (the contiguous copies its @contiguous makes of the layer's
+  // transposed views: the inputs' bytes) and, per token and head, the fp32 normalizer and max
+  // state of the forward (vecN_out, vecM_out); its backward recomputes the chunk states
+  // (recompute_states_in_bw, the default).
+  void apply_mlstm(TrainingOp& op, int64_t id) {
+    for (int64_t t : op.inputs) save(op, t, "input");
+    const StepTensor& q = tensor(op.inputs[0]);
+    const int64_t rows = q.sizes[0] * q.sizes[1] * q.sizes[2];  // B T H
+    op.saved.push_back({new_extra(2 * rows * 4, id), -1, "normalizer_max_state"});
+    op.recompute_flops += mlstm_work(op).recompute;
+  }
+
+  // The op's work from its query [B, T, H, K] and value [B, T, H, V], T padded to whole chunks.
+  ChunkedScanWork mlstm_work(const TrainingOp& op) {
+    const StepTensor& q = tensor(op.inputs[0]);
+    const StepTensor& v = tensor(op.inputs[2]);
+    const int64_t padded = (q.sizes[1] + kMlstmChunk - 1) / kMlstmChunk * kMlstmChunk;
+    return mlstm_chunkwise_work(q.sizes[0] * padded, q.sizes[2], q.sizes[3], v.sizes[3],
+                                kMlstmChunk);
+  }
+
   AttentionImpl options_attention() const { return s_.options.attention; }
   bool dropout_on() const { return s_.options.dropout; }
 
@@ -334,6 +367,11 @@ class Deriver {
       bool any = false;
       for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
       op.backward_matmul_flops = any ? lightning_work(op).backward : 0;
+    } else if (op.op == "mlstm_chunkwise") {
+      // Note [mLSTM chunkwise work]: dC across the chunks, dv, dk and dq within them.
+      bool any = false;
+      for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
+      op.backward_matmul_flops = any ? mlstm_work(op).backward : 0;
     } else if (op.op == "scaled_dot_product_attention") {
       // dq, dk, dv, d(probs): four products against the forward's two.
       bool any = false;
@@ -356,6 +394,12 @@ class Deriver {
       for (int64_t t : op.inputs) any = any || tensor(t).requires_grad;
       op.backward_flops = any ? 1.5 * op.flops : 0;
     }
+    bool wkv_grad = false;
+    if (op.op == "wkv") {
+      // Note [WKV work]: 60 FLOPs per element against the forward's 23.
+      for (int64_t t : op.inputs) wkv_grad = wkv_grad || tensor(t).requires_grad;
+      op.backward_flops = wkv_grad ? op.flops * kWkvBackwardFlops / kWkvForwardFlops : 0;
+    }
     // A convolution's backward is two: the input's gradient and the weight's.
     if (op.op == "conv1d") op.backward_flops += op.flops;
     for (int64_t t : op.outputs) {
@@ -373,6 +417,14 @@ class Deriver {
         add_count(op.backward_bytes_written, tensor(t).nbytes,
                   "bytes written by one op's backward");
       }
+    }
+    if (wkv_grad && !op.outputs.empty()) {
+      // Note [WKV work]: the q and r scratch of every element, written by the backward's first
+      // pass to thread-local memory and read by its second.
+      const StepTensor& out = tensor(op.outputs[0]);
+      const int64_t each_way = out.nbytes / itemsize(out.dtype) * (kWkvBackwardScratchBytes / 2);
+      add_count(op.backward_bytes_written, each_way, "bytes written by one op's backward");
+      add_count(op.backward_bytes_read, each_way, "bytes read by one op's backward");
     }
   }
 

@@ -68,6 +68,8 @@ struct TensorParallelRule {
 // parameter's dtype as PyTorch computes it on a tensor of that dtype (transformers'
 // XIELUActivation: alpha_p = log(expm1(0.8)), alpha_n = log(expm1(0.8 - 0.5)) in the model's
 // dtype; bfloat16 gives 0.2041015625 where the exact value is 0.20338...).
+// kNormalLambdaStd: normal(0, ModelConfig::lambda_std_dev), DiffLlama's lambda vectors
+// (DiffLlamaPreTrainedModel._init_weights).
 enum class InitFill {
   kNormal,
   kNormalDepthScaled,
@@ -76,7 +78,8 @@ enum class InitFill {
   kOnes,
   kLogArange,
   kSoftplusInverse,
-  kLogArangePerRow
+  kLogArangePerRow,
+  kNormalLambdaStd
 };
 
 // One rule: a parameter owned by a module of type `module_type` ("Linear", "*" for any) whose FQN
@@ -176,6 +179,9 @@ struct ModelFamily {
   // its heads and width are the attention's own (num_attention_heads, head_dim) and it has no
   // convolution, so the linear_* fields stay 0; ModelConfig::linear_block_size sizes its blocks.
   bool lightning_mixer = false;
+  // Those linear layers are xLSTM's mLSTM (tensor/models/family_xlstm.cpp): heads and widths in
+  // the linear_* fields, but no convolution, so linear_conv_kernel_dim stays 0.
+  bool mlstm_mixer = false;
   // Each layer is one part, a token mixer or a feed-forward (Nemotron-H's blocks: a norm and one
   // mixer, ModelConfig::no_ffn_layers and kNone); other families refuse such layers.
   bool single_part_layers = false;

@@ -127,6 +127,12 @@ extern const ModelFamily kJetMoeFamily;
 extern const ModelFamily kGemma3nTextFamily;
 extern const ModelFamily kRecurrentGemmaFamily;
 extern const ModelFamily kBioGptFamily;
+extern const ModelFamily kPersimmonFamily;
+extern const ModelFamily kDiffLlamaFamily;
+extern const ModelFamily kAriaTextFamily;
+extern const ModelFamily kGemma4UnifiedTextFamily;
+extern const ModelFamily kRwkvFamily;
+extern const ModelFamily kXlstmFamily;
 
 namespace {
 
@@ -249,6 +255,12 @@ const ModelFamily* const kRegistered[] = {
     &kGemma3nTextFamily,
     &kRecurrentGemmaFamily,
     &kBioGptFamily,
+    &kPersimmonFamily,
+    &kDiffLlamaFamily,
+    &kAriaTextFamily,
+    &kGemma4UnifiedTextFamily,
+    &kRwkvFamily,
+    &kXlstmFamily,
 };
 
 }  // namespace

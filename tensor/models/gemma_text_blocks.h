@@ -2,7 +2,7 @@
 // took them from modeling_gemma3n.py): the RMSNorm scaled by its weight, RoPE tables keyed by
 // layer type, the attention whose q, k and v are normed per head and whose last layers may attend
 // with an earlier layer's keys and values, and the per-layer embeddings mixed in at the model's
-// start and gated into each layer. Internal to tensor/models/ (family_gemma4_text.cpp,
+// start and gated into each layer. Internal to tensor/models/ (gemma4_text_model.cpp,
 // family_gemma3n_text.cpp), each block typed by the family's class names.
 //   auto attn = std::make_shared<KvSharingAttention>(kStyle, c, layer_kind(c, i), o, training);
 //   SharedKeysAndValues kv;                   // one per forward
@@ -125,18 +125,20 @@ Tensor per_layer_slice(const Tensor& inputs, int64_t layer);
 Tensor per_layer_gate(const Tensor& x, const Tensor& slice, Module& gate, Module& projection,
                       Module& norm, std::string_view act);
 
-// Gemma4ForCausalLM, Gemma3nForCausalLM (by `type_name`): the backbone `model` (a Module with
-// build(c, o, training), filled once lm_head is registered: Note [Filling repeated blocks after
-// registration] in blocks.h) and lm_head [vocab, hidden], tied to model.embed_tokens when
-// c.tie_word_embeddings; the logits soft-capped, cap x tanh(logits / cap), where
-// c.final_logit_softcapping > 0.
+// Gemma4ForCausalLM, Gemma4UnifiedForCausalLM, Gemma3nForCausalLM (by `type_name`): the backbone
+// `model` (a Module made from `backbone_args` with build(c, o, training), filled once lm_head is
+// registered: Note [Filling repeated blocks after registration] in blocks.h) and lm_head [vocab,
+// hidden], tied to model.embed_tokens when c.tie_word_embeddings; the logits soft-capped, cap x
+// tanh(logits / cap), where c.final_logit_softcapping > 0.
 template <typename Backbone>
 class SoftcappedCausalLm : public Module {
  public:
+  template <typename... BackboneArgs>
   SoftcappedCausalLm(std::string type_name, const ModelConfig& c, const TensorOptions& o,
-                     bool training)
+                     bool training, BackboneArgs&&... backbone_args)
       : Module(std::move(type_name)), softcap_(c.final_logit_softcapping) {
-    model = register_module("model", std::make_shared<Backbone>());
+    model = register_module(
+        "model", std::make_shared<Backbone>(std::forward<BackboneArgs>(backbone_args)...));
     lm_head =
         register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, o));
     model->build(c, o, training);

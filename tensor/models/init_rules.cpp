@@ -66,6 +66,8 @@ ParameterInit resolve(const InitRule& rule, const ModelConfig& c, DType dtype) {
       return {ParameterInit::Kind::kLogIndex, 1.0, static_cast<double>(c.linear_key_head_dim)};
     case InitFill::kSoftplusInverse:
       return {ParameterInit::Kind::kConstant, softplus_inverse_in(dtype, rule.x), 0.0};
+    case InitFill::kNormalLambdaStd:
+      return {ParameterInit::Kind::kNormal, 0.0, c.lambda_std_dev};
   }
   return {};
 }

@@ -130,14 +130,19 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
                                     AttentionType::kLinear) != c.layer_types.end();
   for (const auto& [name, v] : linear) {
     // Falcon-H1's Mamba-2 mixer beside every attention (parallel_mamba) needs all five; MiniMax's
-    // lightning attention none (its heads are the attention's).
-    const bool needed =
-        (any_linear && !family.lightning_mixer &&
-         (!family.short_conv_mixer || name == std::string_view("linear_conv_kernel_dim"))) ||
-        c.parallel_mamba;
+    // lightning attention none (its heads are the attention's); xLSTM's mLSTM all but the
+    // convolution, which it has not.
+    const bool conv = name == std::string_view("linear_conv_kernel_dim");
+    const bool needed = (any_linear && !family.lightning_mixer &&
+                         (!family.short_conv_mixer || conv) && !(family.mlstm_mixer && conv)) ||
+                        c.parallel_mamba;
     if (family.lightning_mixer && v != 0) {
       fail(name, v, ", expected 0: model_type '", family.model_type,
            "' has lightning attention, whose heads and width are num_attention_heads and head_dim");
+    }
+    if (family.mlstm_mixer && conv && v != 0) {
+      fail(name, v, ", expected 0: model_type '", family.model_type,
+           "' builds the mLSTM, which has no convolution");
     }
     if (v < 0 || (needed && v == 0)) {
       const char* why = any_linear         ? " (the model has linear_attention layers)"
@@ -731,7 +736,10 @@ constexpr DefaultTextType kDefaultTextTypes[] = {{"gemma3", "gemma3_text"},
                                                  {"muse_glimmer", "muse_glimmer_text"},
                                                  {"minimax_m3_vl", "minimax_m3_vl_text"},
                                                  {"inkling_mm_model", "inkling_text"},
-                                                 {"gemma3n", "gemma3n_text"}};
+                                                 {"gemma3n", "gemma3n_text"},
+                                                 {"fuyu", "persimmon"},
+                                                 {"aria", "aria_text"},
+                                                 {"gemma4_unified", "gemma4_unified_text"}};
 
 // Wrappers whose published files are flat: the text model's keys at the top level beside
 // vision_config (Qwen2-VL, Qwen2.5-VL, saved by transformers 4.4x); their config classes move
@@ -749,7 +757,9 @@ constexpr DefaultTextType kFixedTextTypes[] = {{"gemma4", "gemma4_text"},
                                                {"muse_glimmer", "muse_glimmer_text"},
                                                {"minimax_m3_vl", "minimax_m3_vl_text"},
                                                {"inkling_mm_model", "inkling_text"},
-                                               {"gemma3n", "gemma3n_text"}};
+                                               {"gemma3n", "gemma3n_text"},
+                                               {"aria", "aria_text"},
+                                               {"gemma4_unified", "gemma4_unified_text"}};
 
 // Which config ties the output layer (Note [Multimodal configs]): the wrapper's own
 // tie_word_embeddings (its class default when absent, a null one false), or that OR the text
@@ -779,16 +789,21 @@ constexpr WrapperTie kWrapperTies[] = {{"gemma3", TieRule::kOuter, true},
                                        {"muse_glimmer", TieRule::kOuter, false},
                                        {"minimax_m3_vl", TieRule::kOuterOrText, false},
                                        {"inkling_mm_model", TieRule::kOuter, false},
-                                       {"gemma3n", TieRule::kOuter, true}};
+                                       {"gemma3n", TieRule::kOuter, true},
+                                       {"fuyu", TieRule::kOuter, false},
+                                       {"aria", TieRule::kOuter, false},
+                                       {"gemma4_unified", TieRule::kOuter, true}};
 
 // A text model_type a wrapper's first release wrote and its config class now reads as another
-// (Exaone4_5Config: "exaone4_5_text" is exaone4).
+// (Exaone4_5Config: "exaone4_5_text" is exaone4; AriaConfig builds AriaTextConfig from the
+// original release's "aria_moe_lm" text_config, as from any other).
 struct RenamedTextType {
   std::string_view wrapper;
   std::string_view old_text;
   std::string_view text;
 };
-constexpr RenamedTextType kRenamedTextTypes[] = {{"exaone4_5", "exaone4_5_text", "exaone4"}};
+constexpr RenamedTextType kRenamedTextTypes[] = {{"exaone4_5", "exaone4_5_text", "exaone4"},
+                                                 {"aria", "aria_moe_lm", "aria_text"}};
 
 constexpr DefaultTextType kFlatTextTypes[] = {{"qwen2_vl", "qwen2_vl_text"},
                                               {"qwen2_5_vl", "qwen2_5_vl_text"}};

@@ -286,6 +286,10 @@ struct ModelConfig {
   // in [0, 2] (negative eigenvalues of the state transition); one more elementwise multiply, no
   // shape. The Qwen families leave it false.
   bool linear_allow_neg_eigval = false;
+  // xLSTM's weight_mode "fused": the mLSTM layer's q, k, v and output gate one projection
+  // (qkv_opreact), its input and forget gates one (ifgate_preact), the feed-forward's gate and up
+  // one (proj_up_gate_z); false ("single"): each its own. The other families leave it false.
+  bool fused_projections = false;
   // Falcon-H1: every layer runs a Mamba-2 mixer (the linear_* fields) beside its attention, both
   // on the same normed input, their outputs summed (LayerKind::parallel_mamba); layer_types stay
   // the attention's.
@@ -373,6 +377,10 @@ struct ModelConfig {
   // The standard deviation of the token embedding's rows where the family's _init_weights draws
   // them with their own (Youtu's embedding_initializer_range); 0: initializer_range.
   double embedding_initializer_range = 0;
+  // DiffLlama's lambda_std_dev: the standard deviation of the normal init of its attention's
+  // lambda_q1, lambda_k1, lambda_q2 and lambda_k2 (InitFill::kNormalLambdaStd). No shape depends
+  // on it; the other families leave it 0.
+  double lambda_std_dev = 0;
   // Hugging Face's pad_token_id (absent or null: none). The Llama-shaped families pass it to
   // nn.Embedding as padding_idx, whose row starts at zero (InitFill::kNormalPaddingRowZero); a
   // negative id counts from the end, as padding_idx does.

@@ -23,6 +23,7 @@ std::string_view kind_of_type(std::string_view type) {
   }
   if (ends_with(type, "SparseMoeBlock")) return "router";  // its direct parameters: the gate
   if (type == "HYV3MoE") return "router";                  // HY 3's block (MoeStyle::block_class)
+  if (type == "AriaTextMoELayer") return "router";         // Aria's block, holding its `router`
   if (type == "Gemma4TextRouter") return "router";         // Gemma 4's, a child of the layer
   if (type == "DbrxRouter") return "router";               // DBRX's, holding the Linear `layer`
   if (ends_with(type, "TopKGating")) return "router";      // JetMoE's, holding the Linear `layer`
@@ -38,10 +39,13 @@ std::string_view kind_of_type(std::string_view type) {
   // Griffin's recurrent block (RecurrentGemmaRecurrentBlock: its projections, convolution and
   // RG-LRU), RecurrentGemma's token mixer beside its local attention.
   if (ends_with(type, "RecurrentBlock")) return "attention";
+  if (type == "xLSTMLayer") return "attention";  // xLSTM's mLSTM layer, its token mixer
   if (ends_with(type, "TopkRouter")) return "router";
   if (ends_with(type, "TopKRouter") || ends_with(type, "HashRouter")) return "router";  // V4
   if (ends_with(type, "MLP")) return "mlp";
   if (type == "RecurrentGemmaMlp") return "mlp";  // transformers spells it so
+  if (type == "RwkvFeedForward") return "mlp";    // RWKV's channel mixing
+  if (type == "xLSTMFeedForward") return "mlp";   // xLSTM's gated feed-forward
   // Inkling's shared experts: always active, an MLP beside the routed ones.
   if (ends_with(type, "SharedExperts")) return "mlp";
   // OPT's, XGLM's and BioGPT's fc1 and fc2 sit in the layer itself.

@@ -1,8 +1,9 @@
 // The ops of linear-attention layers (Gated DeltaNet, tensor/models/gated_delta_net.h; MiniMax's
-// lightning attention, tensor/models/lightning_attention.h): PyTorch's conv1d, the causal-conv1d
-// library's fused convolution, the chunked gated delta rule that flash-linear-attention runs as one
-// fused kernel (Note [Gated delta rule work] in tensor/ops.h), and the blocked lightning attention
-// (Note [Lightning attention work]).
+// lightning attention, tensor/models/lightning_attention.h; xLSTM's mLSTM,
+// tensor/models/family_xlstm.cpp): PyTorch's conv1d, the causal-conv1d library's fused
+// convolution, the chunked gated delta rule that flash-linear-attention runs as one fused kernel
+// (Note [Gated delta rule work] in tensor/ops.h), the blocked lightning attention (Note [Lightning
+// attention work]) and the chunkwise mLSTM (Note [mLSTM chunkwise work]).
 #include <algorithm>
 
 #include "base/checked.h"
@@ -209,6 +210,59 @@ Tensor lightning_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
     const int64_t padded = (t + kLightningBlock - 1) / kLightningBlock * kLightningBlock;
     const double mm = lightning_attention_work(b * padded, h, d, kLightningBlock).forward;
     const Tensor ins[] = {q, k, v, slope};
+    detail::emit_op(op, ins, {&out, 1}, mm, mm, false);
+  }
+  return out;
+}
+
+ChunkedScanWork mlstm_chunkwise_work(int64_t tokens, int64_t heads, int64_t key_dim,
+                                     int64_t value_dim, int64_t chunk) {
+  // Note [mLSTM chunkwise work], per token and head. Forward: the recurrent kernel's K^T V per
+  // chunk (2 K V); the parallel kernel, once per 128-wide value tile, Q K^T over the chunk's tile
+  // (2 C K each), then the scores times V and Q times the entering state (2 C V, 2 K V over the
+  // tiles). Backward: dC's reverse pass Q^T dH (2 K V); the dV kernel per value tile K Q^T (2 C K
+  // each), then S^T dH and K dC (2 C V, 2 K V); the dK and dQ kernels per key tile dH V^T (2 C V
+  // each), then dS^T Q and V dC^T, dS K and dH C^T (2 C K + 2 K V each); and it recomputes the
+  // chunk states first (2 K V).
+  const double c = static_cast<double>(chunk), k = static_cast<double>(key_dim),
+               v = static_cast<double>(value_dim);
+  const double nv = static_cast<double>(tiles(value_dim)), nk = static_cast<double>(tiles(key_dim));
+  const double rows = static_cast<double>(tokens) * static_cast<double>(heads);
+  ChunkedScanWork w;
+  w.forward = rows * (4 * k * v + 2 * nv * c * k + 2 * c * v);
+  w.backward = rows * (8 * k * v + (4 + 2 * nv) * c * k + (2 + 4 * nk) * c * v);
+  w.recompute = rows * 2 * k * v;
+  return w;
+}
+
+Tensor mlstm_chunkwise(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& i,
+                       const Tensor& f) {
+  const char* op = "mlstm_chunkwise";
+  for (const Tensor* t : {&q, &k, &v, &i, &f}) detail::require_meta(*t, op);
+  SP_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
+           ": expected q, k and v as [batch, tokens, heads, dim], got ", q.sizes(), ", ", k.sizes(),
+           ", ", v.sizes());
+  const int64_t b = q.size(0), t = q.size(1), h = q.size(2), kd = q.size(3), vd = v.size(3);
+  SP_CHECK(k.sizes() == q.sizes(), op, ": key of size ", k.sizes(), " must match query's ",
+           q.sizes());
+  SP_CHECK(v.size(0) == b && v.size(1) == t && v.size(2) == h, op, ": value of size ", v.sizes(),
+           ", expected [", b, ", ", t, ", ", h, ", *] as the query's");
+  const DimVector gates{b, t, h};
+  SP_CHECK(i.sizes() == gates && f.sizes() == gates, op, ": the input gate ", i.sizes(),
+           " and the forget gate ", f.sizes(), " must both be [batch, tokens, heads] = ", gates);
+  SP_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
+           ": query, key and value must share a dtype, got ", q.dtype(), ", ", k.dtype(), ", ",
+           v.dtype());
+  require_float(q, op, "query");
+  require_float(i, op, "input gate");
+  require_float(f, op, "forget gate");
+  Tensor out = detail::new_contiguous({b, t, h, vd}, v.dtype(), v.device(), op);
+  detail::propagate_grad(out, {&q, &k, &v, &i, &f});
+  if (active_trace_sink() != nullptr) {
+    // The chunks are padded to whole chunks, as the kernels' padding mode pads them.
+    const int64_t padded = (t + kMlstmChunk - 1) / kMlstmChunk * kMlstmChunk;
+    const double mm = mlstm_chunkwise_work(b * padded, h, kd, vd, kMlstmChunk).forward;
+    const Tensor ins[] = {q, k, v, i, f};
     detail::emit_op(op, ins, {&out, 1}, mm, mm, false);
   }
   return out;

@@ -1,8 +1,11 @@
 // The op of Mamba-2 layers (tensor/models/mamba2_mixer.h): mamba_ssm's fused split, convolution,
 // chunked scan and gated norm, or the gate alone when there is no norm (Note [Mamba-2 scan work]
 // in tensor/ops.h), and the chunk of each chunked-scan op the planner prices; the selective
-// scan of Mamba-1 layers (tensor/models/mamba_mixer.h, Note [Mamba-1 scan work]); and the linear
-// scan of Griffin's RG-LRU (tensor/models/rg_lru.h, Note [Linear scan work]).
+// scan of Mamba-1 layers (tensor/models/mamba_mixer.h, Note [Mamba-1 scan work]); the linear
+// scan of Griffin's RG-LRU (tensor/models/rg_lru.h, Note [Linear scan work]); and RWKV-4's WKV
+// recurrence (tensor/models/family_rwkv.cpp, Note [WKV work]).
+#include <algorithm>
+
 #include "base/checked.h"
 #include "tensor/ops/common.h"
 
@@ -29,6 +32,7 @@ int64_t chunked_scan_chunk(std::string_view op) {
   if (op == "chunk_gated_delta_rule") return kGatedDeltaChunk;
   if (op == "mamba_split_conv1d_scan_combined") return kMambaChunk;
   if (op == "lightning_attention") return kLightningBlock;
+  if (op == "mlstm_chunkwise") return kMlstmChunk;
   return 0;
 }
 
@@ -180,6 +184,38 @@ Tensor linear_scan(const Tensor& a, const Tensor& x) {
     // Note [Linear scan work]: the state's multiply-add per element, on CUDA cores.
     const Tensor ins[] = {a, x};
     detail::emit_op(op, ins, {&out, 1}, 2.0 * static_cast<double>(x.numel()), 0, false);
+  }
+  return out;
+}
+
+Tensor wkv(const Tensor& w, const Tensor& u, const Tensor& k, const Tensor& v) {
+  const char* op = "wkv";
+  for (const Tensor* t : {&w, &u, &k, &v}) detail::require_meta(*t, op);
+  SP_CHECK(k.dim() == 3 && (k.dtype() == DType::kFloat32 || k.dtype() == DType::kBFloat16), op,
+           ": expected k as float32 or bfloat16 [batch, tokens, channels] (the kernel's two "
+           "builds; transformers casts float16 to float32), got ",
+           k.sizes(), " ", k.dtype());
+  SP_CHECK(v.sizes() == k.sizes() && v.dtype() == k.dtype(), op, ": expected v as k ", k.sizes(),
+           " ", k.dtype(), ", got ", v.sizes(), " ", v.dtype());
+  const int64_t b = k.size(0), channels = k.size(2);
+  SP_CHECK(w.dim() == 1 && w.size(0) == channels && w.dtype() == DType::kFloat32, op,
+           ": expected the decay w as float32 [", channels, "], got ", w.sizes(), " ", w.dtype());
+  SP_CHECK(u.dim() == 1 && u.size(0) == channels && u.dtype() == k.dtype(), op,
+           ": expected the bonus u as ", k.dtype(), " [", channels, "], got ", u.sizes(), " ",
+           u.dtype());
+  // Note [WKV work]: blocks of min(C, 32) threads over the B C rows, as transformers checks.
+  const int64_t threads = std::min<int64_t>(channels, 32);
+  int64_t rows = 0;
+  SP_CHECK(threads > 0 && mul_into(b, channels, rows) && rows % threads == 0, op,
+           ": the product of batch size (", b, ") and hidden size (", channels,
+           ") needs to be a round multiple of ", threads);
+  Tensor out = detail::new_contiguous(k.sizes(), k.dtype(), k.device(), op);
+  detail::propagate_grad(out, {&w, &u, &k, &v});
+  if (active_trace_sink() != nullptr) {
+    // Note [WKV work]: per element, on CUDA cores.
+    const Tensor ins[] = {w, u, k, v};
+    detail::emit_op(op, ins, {&out, 1}, kWkvForwardFlops * static_cast<double>(k.numel()), 0,
+                    false);
   }
   return out;
 }

@@ -131,11 +131,12 @@ TEST(ModelConfig, UnknownModelTypeListsSupported) {
   j["model_type"] = "bert";
   EXPECT_THAT(
       error_of([&] { parse_model_config(j, "my/config.json"); }),
-      AllOf(HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
-            HasSubstr("deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, "
-                      "exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, "
-                      "gemma2, gemma3_text, gemma3n_text, gemma4_text, glm, glm4, glm4_moe, "
-                      "glm4_moe_lite, glm_moe_dsa, gpt2")));
+      AllOf(
+          HasSubstr("my/config.json"), HasSubstr("model_type"), HasSubstr("'bert'"),
+          HasSubstr("deepseek_v3, deepseek_v32, deepseek_v4, diffllama, dots1, ernie4_5, "
+                    "ernie4_5_moe, exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, "
+                    "flex_olmo, gemma, gemma2, gemma3_text, gemma3n_text, gemma4_text, "
+                    "gemma4_unified_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2")));
   j.erase("model_type");
   EXPECT_THAT(error_of([&] { parse_model_config(j, "c.json"); }),
               AllOf(HasSubstr("c.json"), HasSubstr("'model_type': missing")));
@@ -562,15 +563,16 @@ TEST(ModelConfig, FileErrorsNameTheFileAndTheField) {
   json missing = llama_json();
   missing.erase("hidden_size");
   json type = llama_json();
-  type["model_type"] = "rwkv";
+  type["model_type"] = "t5";
   const Case cases[] = {
       {"heads", heads, "num_attention_heads", "does not divide hidden_size 4096"},
       {"kv", kv, "num_key_value_heads", "7 does not divide num_attention_heads 32"},
       {"missing", missing, "hidden_size", "missing"},
       {"type", type, "model_type",
-       "deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, "
-       "exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, "
-       "gemma3n_text, gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2"},
+       "deepseek_v3, deepseek_v32, deepseek_v4, diffllama, dots1, ernie4_5, ernie4_5_moe, "
+       "exaone4, exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, "
+       "gemma3_text, gemma3n_text, gemma4_text, gemma4_unified_text, glm, glm4, glm4_moe, "
+       "glm4_moe_lite, glm_moe_dsa, gpt2"},
   };
   for (const Case& c : cases) {
     const auto path = dir / (std::string(c.what) + ".json");

@@ -53,6 +53,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   const std::vector<std::string> want = {"afmoe",
                                          "apertus",
                                          "arcee",
+                                         "aria_text",
                                          "axk1",
                                          "axk2",
                                          "bamba",
@@ -70,6 +71,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "deepseek_v3",
                                          "deepseek_v32",
                                          "deepseek_v4",
+                                         "diffllama",
                                          "dots1",
                                          "ernie4_5",
                                          "ernie4_5_moe",
@@ -84,6 +86,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "gemma3_text",
                                          "gemma3n_text",
                                          "gemma4_text",
+                                         "gemma4_unified_text",
                                          "glm",
                                          "glm4",
                                          "glm4_moe",
@@ -141,6 +144,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "olmo_hybrid",
                                          "olmoe",
                                          "opt",
+                                         "persimmon",
                                          "phi",
                                          "phi3",
                                          "phimoe",
@@ -156,6 +160,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "qwen3_vl_moe_text",
                                          "qwen3_vl_text",
                                          "recurrent_gemma",
+                                         "rwkv",
                                          "seed_oss",
                                          "smollm3",
                                          "solar_open",
@@ -164,6 +169,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "step3p5",
                                          "vaultgemma",
                                          "xglm",
+                                         "xlstm",
                                          "youtu",
                                          "zamba",
                                          "zamba2",
@@ -172,21 +178,22 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
   EXPECT_EQ(supported_model_types(), want);
   EXPECT_EQ(
       model_types_list(),
-      "afmoe, apertus, arcee, axk1, axk2, bamba, biogpt, bitnet, bloom, codegen, cohere, "
-      "cohere2, cohere2_moe, cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, "
-      "deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, "
-      "falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, gemma3n_text, "
-      "gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2, gpt_bigcode, "
-      "gpt_neo, gpt_neox, gpt_oss, gptj, granite, granite_swa, granitemoe, granitemoe_swa, "
-      "granitemoehybrid, granitemoeshared, helium, hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, "
-      "hyperclovax, inkling_text, jais2, jamba, jetmoe, kimi_k2, laguna, lfm2, lfm2_moe, "
-      "llama, llama4_text, longcat_flash, mamba, mamba2, mellum, mimo_v2_flash, minicpm3, "
-      "minimax, minimax_m2, minimax_m3_vl_text, ministral, ministral3, mistral, mistral4, "
-      "mixtral, mpt, muse_glimmer_text, nanochat, nemotron, nemotron_h, olmo, olmo2, olmo3, "
-      "olmo_hybrid, olmoe, opt, phi, phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, "
-      "qwen2_vl_text, qwen3, qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, "
-      "qwen3_vl_moe_text, qwen3_vl_text, recurrent_gemma, seed_oss, smollm3, solar_open, "
-      "stablelm, starcoder2, step3p5, vaultgemma, xglm, youtu, zamba, zamba2, zaya");
+      "afmoe, apertus, arcee, aria_text, axk1, axk2, bamba, biogpt, bitnet, bloom, codegen, "
+      "cohere, cohere2, cohere2_moe, cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, "
+      "deepseek_v32, deepseek_v4, diffllama, dots1, ernie4_5, ernie4_5_moe, exaone4, "
+      "exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, "
+      "gemma3n_text, gemma4_text, gemma4_unified_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
+      "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
+      "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, inkling_text, jais2, jamba, "
+      "jetmoe, kimi_k2, laguna, lfm2, lfm2_moe, llama, llama4_text, longcat_flash, mamba, "
+      "mamba2, mellum, mimo_v2_flash, minicpm3, minimax, minimax_m2, minimax_m3_vl_text, "
+      "ministral, ministral3, mistral, mistral4, mixtral, mpt, muse_glimmer_text, nanochat, "
+      "nemotron, nemotron_h, olmo, olmo2, olmo3, olmo_hybrid, olmoe, opt, persimmon, phi, "
+      "phi3, phimoe, qwen2, qwen2_5_vl_text, qwen2_moe, qwen2_vl_text, qwen3, "
+      "qwen3_5_moe_text, qwen3_5_text, qwen3_moe, qwen3_next, qwen3_vl_moe_text, "
+      "qwen3_vl_text, recurrent_gemma, rwkv, seed_oss, smollm3, solar_open, stablelm, "
+      "starcoder2, step3p5, vaultgemma, xglm, xlstm, youtu, zamba, zamba2, zaya");
   for (const ModelFamily* f : model_families()) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(find_family(f->model_type), f);
@@ -288,6 +295,12 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"xlstm", {"backbone.blocks", "xLSTMForCausalLM"}},
+      {"rwkv", {"rwkv.blocks", "RwkvForCausalLM"}},
+      {"gemma4_unified_text", {"model.layers", "Gemma4UnifiedForCausalLM"}},
+      {"aria_text", {"model.layers", "AriaTextForCausalLM"}},
+      {"diffllama", {"model.layers", "DiffLlamaForCausalLM"}},
+      {"persimmon", {"model.layers", "PersimmonForCausalLM"}},
       {"biogpt", {"biogpt.layers", "BioGptForCausalLM"}},
       {"recurrent_gemma", {"model.layers", "RecurrentGemmaForCausalLM"}},
       {"gemma3n_text", {"model.layers", "Gemma3nForCausalLM"}},
@@ -430,6 +443,12 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"xlstm", "xlstm-7b"},
+      {"rwkv", "rwkv-4-14b-pile"},
+      {"gemma4_unified_text", "gemma-4-12b"},
+      {"aria_text", "aria"},
+      {"diffllama", "diffllama-1b"},
+      {"persimmon", "persimmon-8b-base"},
       {"biogpt", "biogpt-large"},
       {"recurrent_gemma", "recurrentgemma-9b"},
       {"gemma3n_text", "gemma-3n-e4b"},
@@ -487,7 +506,11 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"recurrent_gemma",
+  EXPECT_EQ(rotary, (std::set<std::string>{"gemma4_unified_text",
+                                           "aria_text",
+                                           "diffllama",
+                                           "persimmon",
+                                           "recurrent_gemma",
                                            "gemma3n_text",
                                            "jetmoe",
                                            "codegen",
@@ -591,9 +614,10 @@ TEST(ModelFamily, FlagsPerFamily) {
                                            "axk2",
                                            "falcon_h1"}));
   EXPECT_EQ(learned, (std::set<std::string>{"biogpt", "gpt_neo", "opt", "gpt_bigcode", "gpt2"}));
-  EXPECT_EQ(fused, (std::set<std::string>{"codegen", "dbrx", "falcon", "bloom", "mpt",
+  EXPECT_EQ(fused, (std::set<std::string>{"persimmon", "codegen", "dbrx", "falcon", "bloom", "mpt",
                                           "gpt_bigcode", "gpt2", "gpt_neox"}));
-  EXPECT_EQ(moe, (std::set<std::string>{"jetmoe",
+  EXPECT_EQ(moe, (std::set<std::string>{"aria_text",
+                                        "jetmoe",
                                         "inkling_text",
                                         "minimax",
                                         "minimax_m3_vl_text",
@@ -668,20 +692,22 @@ TEST(ModelFamily, EveryFamilyRefusesALayerCountBelowOne) {
 
 TEST(ModelFamily, UnknownModelTypeListsEveryFamily) {
   const std::string all =
-      "afmoe, apertus, arcee, axk1, axk2, bamba, biogpt, bitnet, bloom, codegen, cohere, "
-      "cohere2, cohere2_moe, cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, "
-      "deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, exaone_moe, falcon, "
-      "falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, gemma3n_text, "
-      "gemma4_text, glm, glm4, glm4_moe, glm4_moe_lite, glm_moe_dsa, gpt2";
-  const json j = {{"model_type", "rwkv"}, {"vocab_size", 65536}};
-  EXPECT_THAT(error_of([&] { parse_model_config(j, "rwkv.json"); }),
-              AllOf(HasSubstr("rwkv.json: field 'model_type': 'rwkv' is not supported"),
+      "afmoe, apertus, arcee, aria_text, axk1, axk2, bamba, biogpt, bitnet, bloom, codegen, "
+      "cohere, cohere2, cohere2_moe, cohere_compass_text, cwm, dbrx, deepseek_v2, deepseek_v3, "
+      "deepseek_v32, deepseek_v4, diffllama, dots1, ernie4_5, ernie4_5_moe, exaone4, "
+      "exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, "
+      "gemma3n_text, gemma4_text, gemma4_unified_text, glm, glm4, glm4_moe, glm4_moe_lite, "
+      "glm_moe_dsa, gpt2";
+  // An encoder-decoder type no family builds (shardplan plans decoder-only language models).
+  const json j = {{"model_type", "t5"}, {"vocab_size", 32128}};
+  EXPECT_THAT(error_of([&] { parse_model_config(j, "t5.json"); }),
+              AllOf(HasSubstr("t5.json: field 'model_type': 't5' is not supported"),
                     HasSubstr("expected one of: " + all)));
   ModelConfig c = find_model_config("llama3-8b");
-  c.model_type = "rwkv";
+  c.model_type = "t5";
   EXPECT_THAT(
       error_of([&] { validate(c, "built"); }),
-      HasSubstr("built: field 'model_type': 'rwkv' is not supported; expected one of: " + all));
+      HasSubstr("built: field 'model_type': 't5' is not supported; expected one of: " + all));
   EXPECT_THAT(error_of([&] { build_model(c); }), HasSubstr("expected one of: " + all));
   EXPECT_THAT(error_of([&] { layers_path(c); }), HasSubstr("expected one of: " + all));
   EXPECT_THAT(error_of([&] { to_hf_json(c); }), HasSubstr("expected one of: " + all));
