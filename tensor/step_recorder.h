@@ -126,6 +126,7 @@ class StepRecorder : public TraceSink {
     op.bytes_read = e.bytes_read;
     op.bytes_written = e.bytes_written;
     op.is_view = e.is_view;
+    op.no_grad = !grad_enabled();  // Note [No-grad regions] in tensor/trace.h
     op.inputs.reserve(e.inputs.size());
     for (const Tensor& t : e.inputs) {
       if (t.defined()) op.inputs.push_back(tensor_id(t, TensorRole::kOther));

@@ -36,9 +36,34 @@ class TraceSink {
 
 namespace detail {
 extern thread_local TraceSink* g_trace_sink;
+extern thread_local bool g_no_grad;
 }
 
 inline TraceSink* active_trace_sink() { return detail::g_trace_sink; }
+
+// Note [No-grad regions]
+// torch.no_grad(): the ops run inside one record no autograd graph. Their outputs do not require
+// grad (propagate_grad, tensor/ops/common.h), the training step gives them no saved tensors, no
+// backward and no recomputation (TrainingOp::no_grad, tensor/training.h), and a later op reading
+// one of their outputs computes no gradient for it (a product's backward counts only the operands
+// that require grad). Parameters keep requires_grad: an op inside the region that reads a weight
+// still has no backward. A model opens a region where its transformers code does (HRM-Text's
+// early low-level cycles, tensor/models/family_hrm_text.cpp; the rotary tables it computes under
+// @torch.no_grad()); outside one, grad mode is on, as it always was here.
+inline bool grad_enabled() { return !detail::g_no_grad; }
+
+// Turns grad mode off for the current thread for the scope's lifetime; nests (restores the
+// previous mode), as torch.no_grad() does.
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(detail::g_no_grad) { detail::g_no_grad = true; }
+  ~NoGradGuard() { detail::g_no_grad = prev_; }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 
 // Installs a sink for the current thread for the scope's lifetime; nests (restores the previous).
 class TraceScope {

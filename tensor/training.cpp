@@ -66,6 +66,8 @@ class Deriver {
       if (op.skipped) op.bytes_read = op.bytes_written = 0;
       return;
     }
+    // Note [No-grad regions] in tensor/trace.h: its forward only, nothing saved, no backward.
+    if (op.no_grad) return;
     const std::optional<Rule> known = saved_tensor_rule(op.op);
     const Rule rule = known.value_or(Rule::kInputs);
     op.rule_known = known.has_value();
@@ -433,6 +435,8 @@ class Deriver {
     const RecomputePolicy policy = s_.options.recompute;
     if (policy == RecomputePolicy::kNone) return;
     for (const StepBlock& b : s_.blocks) {
+      // A block run under no_grad keeps nothing and has no backward to recompute for.
+      if (all_no_grad(b)) continue;
       if (policy == RecomputePolicy::kFull) {
         regions_.push_back({b.first_op, b.end_op - 1});
         continue;
@@ -445,6 +449,7 @@ class Deriver {
       int64_t open = -1;
       for (int64_t i = b.first_op; i < b.end_op; ++i) {
         const TrainingOp& op = s_.ops[static_cast<size_t>(i)];
+        if (op.no_grad) continue;
         if (op.op == "scaled_dot_product_attention") {
           regions_.push_back({i, i});
           continue;
@@ -464,10 +469,19 @@ class Deriver {
     for (const auto& [first, last] : regions_) {
       for (int64_t i = first; i <= last; ++i) {
         TrainingOp& op = s_.ops[static_cast<size_t>(i)];
+        if (op.no_grad) continue;  // no backward to recompute for
         op.recomputed = true;
         op.recompute_flops += op.flops;
       }
     }
+  }
+
+  // Every op of block `b` ran in a no-grad region (Note [No-grad regions] in tensor/trace.h).
+  bool all_no_grad(const StepBlock& b) const {
+    for (int64_t i = b.first_op; i < b.end_op; ++i) {
+      if (!s_.ops[static_cast<size_t>(i)].no_grad) return false;
+    }
+    return b.end_op > b.first_op;
   }
 
   // Note [Selective recomputation]
@@ -518,7 +532,7 @@ class Deriver {
     for (int64_t i = 0; i < static_cast<int64_t>(s_.ops.size()); ++i) {
       const TrainingOp& op = s_.ops[static_cast<size_t>(i)];
       const int64_t r = region_of[static_cast<size_t>(i)];
-      if (full && r >= 0) {
+      if (full && r >= 0 && !op.no_grad) {
         // Full: the block's inputs (activations made before the block) are what it keeps.
         const int64_t first = regions_[static_cast<size_t>(r)].first;
         for (int64_t t : op.inputs) {

@@ -23,7 +23,8 @@
 //               core's inputs (q, k, v) are kept. Recompute re-runs the core's forward.
 //   full      - only the block's inputs are kept (Megatron's checkpointed layer); backward re-runs
 //               the whole block's forward first.
-// Ops outside blocks (embeddings, final norm, output layer, loss) are never recomputed.
+// Ops outside blocks (embeddings, final norm, output layer, loss) are never recomputed, nor are
+// ops of a no-grad region (Note [No-grad regions] in tensor/trace.h), which keep nothing.
 //
 // Note [Training FLOPs]
 // Model FLOPs = forward + backward; backward of a matrix product is one product per operand that
@@ -133,6 +134,9 @@ struct TrainingOp {
   bool skipped = false;     // a dropout with TraceOptions::dropout == false: the identity
   bool recomputed = false;  // its forward runs again before its backward
   bool rule_known = true;   // false: no rule for this op; it saves every floating input
+  // Traced in a no-grad region (Note [No-grad regions] in tensor/trace.h): it saves nothing, has
+  // no backward and is never recomputed.
+  bool no_grad = false;
 };
 
 // One module call of the trace (the same as OpGraph's ModuleCall).

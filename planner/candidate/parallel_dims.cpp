@@ -83,7 +83,23 @@ std::string tp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t tp) {
   return "";
 }
 
+// Note [Layers run in cycles] (tensor/models/layer_kinds.h): HRM-Text runs its two stacks in
+// h_cycles x (l_cycles + 1) passes a forward, so a micro-batch would enter every pipeline stage
+// once per pass, and the ring of context parallelism would turn once per attention call; the
+// schedules and the ring here are priced for one pass (transformers' own pipeline plan for the
+// model names no module it has).
+std::string recurrence_refuses(const ModelConfig& m, const char* flag, int64_t degree) {
+  if (m.h_cycles <= 0 || degree == 1) return "";
+  return std::string(flag) + " " + std::to_string(degree) + " for " + m.model_type +
+         ", whose two stacks run " + std::to_string(m.h_cycles) + " x (" +
+         std::to_string(m.l_cycles) +
+         " + 1) times a step with the same weights: a micro-batch would pass each pipeline stage "
+         "(and the context-parallel ring) once per pass, which is not priced; expected " +
+         flag + " 1";
+}
+
 std::string pp_refuses(const ModelConfig& m, const TrainingSetup&, int64_t pp) {
+  if (std::string why = recurrence_refuses(m, "--pp", pp); !why.empty()) return why;
   const int64_t L = m.num_hidden_layers;
   if (pp <= L) return "";
   return "--pp " + std::to_string(pp) + " stages for the model's " + std::to_string(L) +
@@ -96,7 +112,8 @@ std::string dp_refuses(const ModelConfig&, const TrainingSetup& s, int64_t dp) {
          std::to_string(dp) + ", expected a multiple of the data-parallel degree";
 }
 
-std::string cp_refuses(const ModelConfig&, const TrainingSetup& s, int64_t cp) {
+std::string cp_refuses(const ModelConfig& m, const TrainingSetup& s, int64_t cp) {
+  if (std::string why = recurrence_refuses(m, "--cp", cp); !why.empty()) return why;
   if (cp == 1 || (s.seq % cp == 0 && (s.seq / cp) % 2 == 0)) return "";
   return "--cp " + std::to_string(cp) + ": --seq " + std::to_string(s.seq) +
          " is not divisible by 2 x " + std::to_string(cp) +

@@ -91,6 +91,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
   t.moe_imbalance = key.moe_imbalance;
   std::vector<bool> sharded(st.tensors.size(), false);
   t.expert_boundary.assign(st.tensors.size(), false);
+  t.forward_only.assign(st.tensors.size(), false);
   std::unordered_set<int64_t> region_seen;  // buffers already counted as region inputs
   bool seen_block = false;
   for (size_t i = 0; i < n; ++i) {
@@ -120,6 +121,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
             // The routed experts' reduction; shared experts (Inkling's, styled alike) keep theirs
             // when the routed ones go whole.
             t.expert_boundary[static_cast<size_t>(op.outputs.front())] = t.expert_op[i];
+            t.forward_only[static_cast<size_t>(op.outputs.front())] = op.no_grad;
           }
           continue;  // its outputs are full width (sharded stays false)
         }
@@ -148,6 +150,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
           if (region_seen.insert(x.buffer).second) {
             t.region_inputs[static_cast<int>(part)].push_back(in);
             if (t.expert_op[i]) t.expert_boundary[static_cast<size_t>(in)] = true;
+            t.forward_only[static_cast<size_t>(in)] = op.no_grad;
           }
           break;
         }
@@ -164,6 +167,7 @@ TracedModel trace_one_block(const tensor::ModelConfig& cfg, const tensor::LayerK
           st.calls[static_cast<size_t>(op.call)].end_op == static_cast<int64_t>(i) + 1;
       if (last_op && !op.outputs.empty()) {
         t.row_outputs[static_cast<int>(part)].push_back(op.outputs.front());
+        t.forward_only[static_cast<size_t>(op.outputs.front())] = op.no_grad;
       }
     }
     t.split[i] = split;
@@ -393,6 +397,12 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
       s.backward += 2 * fwd;
       if (op.recomputed || op.recompute_flops > 0) s.recompute += fwd;
     }
+    if (op.no_grad) {
+      // Note [No-grad regions] in tensor/trace.h: forward only (the math path's score traffic
+      // and fp8 casts above price a backward the op does not have).
+      s.backward = 0;
+      s.recompute = 0;
+    }
     PartWork& p = w.parts[static_cast<int>(t.part[i])];
     p.forward_s += s.forward;
     p.backward_s += s.backward;
@@ -421,12 +431,15 @@ RankWork rank_work(const TracedModel& t, const ComputeModel& a, const RankSplit&
         const int64_t bytes = st.tensors[static_cast<size_t>(id)].nbytes;
         p.tp_forward.push_back(
             {sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes});
-        if (sp) p.tp_backward.push_back({CollectiveKind::kAllGather, bytes});
+        if (sp && !t.forward_only[static_cast<size_t>(id)]) {
+          p.tp_backward.push_back({CollectiveKind::kAllGather, bytes});
+        }
       }
       for (int64_t id : t.region_inputs[part]) {
         if (skipped(id)) continue;
         const int64_t bytes = st.tensors[static_cast<size_t>(id)].nbytes;
         if (sp) p.tp_forward.push_back({CollectiveKind::kAllGather, bytes});
+        if (t.forward_only[static_cast<size_t>(id)]) continue;  // a no-grad region's: no gradient
         p.tp_backward.push_back(
             {sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes});
         // Sequence parallelism keeps only the sequence shard of the region's input (that is its

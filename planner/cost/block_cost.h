@@ -108,6 +108,9 @@ struct TracedModel {
   std::vector<int64_t> region_inputs[kParts];
   // Per step tensor: a row output or region input of the routed experts (their TP collectives).
   std::vector<bool> expert_boundary;
+  // Per step tensor: a row output or region input of an op traced in a no-grad region (Note
+  // [No-grad regions] in tensor/trace.h): its forward collective only, no gradient to reduce.
+  std::vector<bool> forward_only;
   int64_t kv_bytes = 0;            // keys and values of one block's attention (full width)
   // The keys a query of the block attends at most (the kind's sliding window or chunk), 0: all.
   int64_t attention_window = 0;

@@ -129,13 +129,16 @@ ParameterStage::ParameterStage(const tensor::ModelConfig& c, int64_t pp)
 ParameterStage::ParameterStage(const tensor::ModelConfig& c, StagePartition partition)
     : prefix_(std::string(tensor::family_of(c).layers_path) + "."),
       partition_(std::move(partition)) {
+  const std::string_view paired = tensor::family_of(c).paired_layers_path;
+  if (!paired.empty()) paired_prefix_ = std::string(paired) + ".";
   SP_CHECK(partition_.layers() == c.num_hidden_layers, "a pipeline split of ", partition_.layers(),
            " layers for a model of ", c.num_hidden_layers, ", expected one covering every layer");
 }
 
 int64_t ParameterStage::operator()(std::string_view fqn) {
-  if (fqn.substr(0, prefix_.size()) == prefix_) {
-    const int64_t layer = std::stoll(std::string(fqn.substr(prefix_.size())));
+  for (const std::string* prefix : {&prefix_, &paired_prefix_}) {
+    if (prefix->empty() || fqn.substr(0, prefix->size()) != *prefix) continue;
+    const int64_t layer = std::stoll(std::string(fqn.substr(prefix->size())));
     after_layers_ = true;
     return partition_.stage_of_layer(layer);
   }

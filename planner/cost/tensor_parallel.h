@@ -50,7 +50,8 @@ std::vector<int64_t> stage_parameters(const tensor::ModelConfig& c, int64_t tp, 
 // The pipeline stage of each parameter, asked in the model's named_parameters order: a layer's
 // parameters by its index (the even split of stage_parameters, or a plan's own split, interleaved
 // with its model chunks: Note [Interleaved layer order] in stage_partition.h), those before the
-// layers on stage 0, those after them on the last stage.
+// layers on stage 0, those after them on the last stage. Layer i of a family's paired stack
+// (ModelFamily::paired_layers_path, HRM-Text's high-level layers) goes with layer i.
 class ParameterStage {
  public:
   ParameterStage(const tensor::ModelConfig& c, int64_t pp);
@@ -59,7 +60,8 @@ class ParameterStage {
   int64_t operator()(std::string_view fqn);
 
  private:
-  std::string prefix_;  // "model.layers."
+  std::string prefix_;         // "model.layers."
+  std::string paired_prefix_;  // "model.H_module.layers.", or empty
   StagePartition partition_;
   bool after_layers_ = false;
 };

@@ -36,6 +36,28 @@ int64_t repeated_layer_parameters(const tensor::Module& root, const tensor::Mode
   return per_use - layers.parameters_numel();
 }
 
+// Note [Layers run in cycles] (tensor/models/layer_kinds.h): a weight that runs forward f and
+// backward b times a step does 2 f + 4 b FLOPs per token, not 6: the factor (f + 2 b) / 3 on the
+// attention of layer i (its f calls and b backwards), and that shared among the `layers` decoder
+// layers layer i holds for their weights (each passes only its own calls; their shapes are equal).
+// 1 for a model without a recurrence.
+double passes_factor(const tensor::ModelConfig& c, bool per_weight) {
+  const tensor::LayerPasses p = tensor::layer_passes(c);
+  const double calls = static_cast<double>(p.forward + 2 * p.backward) / 3.0;
+  return per_weight ? calls / static_cast<double>(p.layers) : calls;
+}
+
+// The parameters of the stack's layers (under the family's layers_path and paired_layers_path),
+// each once.
+int64_t layer_parameters(const tensor::Module& root, const tensor::ModelConfig& c) {
+  const tensor::ModelFamily& family = tensor::family_of(c);
+  int64_t n = 0;
+  for (const std::string_view path : {family.layers_path, family.paired_layers_path}) {
+    if (!path.empty()) n += root.get_submodule(std::string(path)).parameters_numel();
+  }
+  return n;
+}
+
 }  // namespace
 
 double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
@@ -46,9 +68,14 @@ double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
                              static_cast<double>(c.per_layer_input_layers) *
                              static_cast<double>(c.per_layer_input_size);
   const tensor::ModulePtr model = tensor::build_model(c);
-  const double n = static_cast<double>(tensor::active_parameters(*model, c) +
-                                       repeated_layer_parameters(*model, c)) -
-                   lookup_only;
+  double n = static_cast<double>(tensor::active_parameters(*model, c) +
+                                 repeated_layer_parameters(*model, c)) -
+             lookup_only;
+  if (tensor::layer_passes(c) != tensor::LayerPasses{}) {
+    // Note [Layers run in cycles]: a dense family's layers (experts would need their active
+    // share here too; validate() keeps a recurrence to hrm_text).
+    n += static_cast<double>(layer_parameters(*model, c)) * (passes_factor(c, true) - 1);
+  }
   return 6 * n + attention_flops_per_token(c, seq);
 }
 
@@ -70,8 +97,10 @@ double attention_flops_per_token(const tensor::ModelConfig& c, int64_t seq) {
                             : static_cast<double>(tensor::value_head_dim(c, k));
     per_position += static_cast<double>(c.num_attention_heads) * (qk + v);
   }
-  // LongCat-Flash runs two attention blocks a layer (ModelFamily::attentions_per_layer).
-  per_position *= static_cast<double>(tensor::family_of(c).attentions_per_layer);
+  // LongCat-Flash runs two attention blocks a layer (ModelFamily::attentions_per_layer); HRM-Text
+  // runs layer i's attention (its two stacks') once per pass (passes_factor).
+  per_position *=
+      static_cast<double>(tensor::family_of(c).attentions_per_layer) * passes_factor(c, false);
   // Q K^T and scores x V: 2 FLOPs per multiply-add, forward and twice that in backward.
   return 6.0 * per_position * static_cast<double>(seq);
 }

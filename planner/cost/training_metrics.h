@@ -27,7 +27,9 @@ int64_t active_parameter_count(const tensor::ModelConfig& c);
 
 // 6 N + attention_flops_per_token for sequences of `seq` tokens, N the active parameters: all of
 // them for a dense model, the ones a token uses for a mixture of experts (so that MFU stays a
-// fraction of the peak; 6 x all of Mixtral's parameters would count work no token does).
+// fraction of the peak; 6 x all of Mixtral's parameters would count work no token does). Layers
+// that run more than once a step (HRM-Text's cycles, tensor::layer_passes) count 2 N per forward
+// pass and 4 N per backward pass of their weights, and attention alike.
 double model_flops_per_token(const tensor::ModelConfig& c, int64_t seq);
 
 // PaLM's 12 L H Q s generalized per layer: 6 s x heads x (q/k width + value width) summed over

@@ -192,6 +192,13 @@ struct ModelFamily {
   // layers (kFull) run one of ModelConfig::num_mem_blocks shared transformer blocks before their
   // Mamba-2 mixer (Zamba2); other families refuse shared blocks.
   bool shared_transformer_blocks = false;
+  // A second ModuleList whose layer i the stack's layer i also holds (HRM-Text: the high-level
+  // stack model.H_module.layers beside the low-level model.L_module.layers, its layers_path): its
+  // parameters count with that layer (planner/cost/tensor_parallel.h ParameterStage), and the
+  // one-layer model the planner traces runs both. Such a family's layers run in cycles
+  // (ModelConfig::h_cycles, Note [Layers run in cycles] in tensor/models/layer_kinds.h); other
+  // families refuse a recurrence. Empty: none.
+  std::string_view paired_layers_path = {};
   // Its routers also pick among ModelConfig::zero_experts zero-computation experts (LongCat-Flash:
   // Note [Zero-computation experts] in tensor/models/models.h); other families refuse such a
   // config.

@@ -133,6 +133,7 @@ extern const ModelFamily kAriaTextFamily;
 extern const ModelFamily kGemma4UnifiedTextFamily;
 extern const ModelFamily kRwkvFamily;
 extern const ModelFamily kXlstmFamily;
+extern const ModelFamily kHrmTextFamily;
 
 namespace {
 
@@ -261,6 +262,7 @@ const ModelFamily* const kRegistered[] = {
     &kGemma4UnifiedTextFamily,
     &kRwkvFamily,
     &kXlstmFamily,
+    &kHrmTextFamily,
 };
 
 }  // namespace

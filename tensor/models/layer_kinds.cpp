@@ -137,6 +137,23 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
   return one;
 }
 
+int64_t l_grad_cycles(const ModelConfig& c, int64_t high_cycle) {
+  SP_CHECK(high_cycle >= 0 && high_cycle < c.h_cycles, "high cycle ", high_cycle,
+           ", expected one of 0..", c.h_cycles - 1);
+  // [1] * (h - len) + list: entry i is the list's (i - pad)-th, or a pad of 1.
+  const auto listed = static_cast<int64_t>(c.l_bp_cycles.size());
+  const int64_t pad = std::max<int64_t>(0, c.h_cycles - listed);
+  const int64_t n = high_cycle < pad ? 1 : c.l_bp_cycles[static_cast<size_t>(high_cycle - pad)];
+  return std::clamp<int64_t>(n, 0, c.l_cycles);
+}
+
+LayerPasses layer_passes(const ModelConfig& c) {
+  if (c.h_cycles <= 0) return {};
+  LayerPasses p{.forward = c.h_cycles * (c.l_cycles + 1), .backward = c.h_cycles, .layers = 2};
+  for (int64_t i = 0; i < c.h_cycles; ++i) p.backward += l_grad_cycles(c, i);
+  return p;
+}
+
 int64_t attention_heads_of(const ModelConfig& c, const LayerKind& kind) {
   return kind.attention == AttentionType::kSliding && c.sliding_num_attention_heads > 0
              ? c.sliding_num_attention_heads

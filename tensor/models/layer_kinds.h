@@ -94,6 +94,38 @@ ModelConfig uniform_config(const ModelConfig& c, const LayerKind& k, int64_t lay
 // (dense_layers, layer_types) cut to match: a smaller variant of the same stack.
 ModelConfig first_layers(const ModelConfig& c, int64_t layers);
 
+// Note [Layers run in cycles]
+// HRM-Text (ModelConfig::h_cycles > 0; tensor/models/family_hrm_text.cpp) holds two stacks of
+// num_hidden_layers layers, a low-level one (the family's layers_path) and a high-level one
+// (ModelFamily::paired_layers_path), and runs them in cycles with the same weights: h_cycles times
+// the low-level stack l_cycles times, then the high-level stack once. In training, in high cycle i
+// only the last l_grad_cycles(c, i) low-level passes keep an autograd graph; the earlier ones run
+// under torch.no_grad() (Note [No-grad regions] in tensor/trace.h), the high-level passes always
+// with one. The stack's layer i stands for layer i of both stacks: the one-layer model the planner
+// traces runs every pass of both (its no-grad passes forward only, keeping nothing), so that
+// traced layer times the layers gives the step's work and saved activations exactly, and its
+// parameters (planner/cost/tensor_parallel.h ParameterStage) are both layers', held once. What no
+// count per layer can say is refused by the planner: a pipeline stage would be entered once per
+// pass and a context-parallel ring turned once per attention call, so such a model keeps pp = 1
+// and cp = 1 (planner/candidate/parallel_dims.cpp).
+//
+// transformers' rule (HrmTextModel): L_bp_cycles left-padded with 1s to h_cycles entries, entry i
+// the graph-keeping low-level passes of high cycle i (0 or more; at most l_cycles count).
+int64_t l_grad_cycles(const ModelConfig& c, int64_t high_cycle);
+
+// The passes per step of layer i of the stack (every i alike), for model FLOPs
+// (planner/cost/training_metrics.cpp): `forward` calls of its decoder layers, `backward` of them
+// with a graph, `layers` decoder layers (their weights layer i's, of equal shapes). A model
+// without a recurrence: one of each. HRM-Text: h (l + 1) calls, sum_i l_grad_cycles(c, i) + h of
+// them with a backward, 2 layers (Note [Layers run in cycles]).
+struct LayerPasses {
+  int64_t forward = 1;
+  int64_t backward = 1;
+  int64_t layers = 1;
+  bool operator==(const LayerPasses&) const = default;
+};
+LayerPasses layer_passes(const ModelConfig& c);
+
 // The query heads of a layer of kind `kind`: ModelConfig::sliding_num_attention_heads on a
 // sliding layer where a family sets it (Laguna), else num_attention_heads.
 int64_t attention_heads_of(const ModelConfig& c, const LayerKind& kind);

@@ -259,6 +259,36 @@ void validate(const ModelConfig& c, const ModelFamily& family, std::string_view 
            " (each builds an adapter slot for every one; docs/user-guide.md \"Limits\")");
     }
   }
+  // HRM-Text's recurrence (Note [Layers run in cycles] in layer_kinds.h): built only by a family
+  // with a paired stack, which always runs one. At least one cycle of each stack; per high cycle
+  // 0 or more low-level passes with a graph; and transformers' num_hidden_layers, the layer calls
+  // of a forward (N h (l + 1), a cache slot each), within what shardplan builds and traces
+  // (base/limits.h).
+  const bool recurrent = c.h_cycles != 0 || c.l_cycles != 0 || !c.l_bp_cycles.empty();
+  if (recurrent && family.paired_layers_path.empty()) {
+    fail("h_cycles", "sets a hierarchical recurrence (", c.h_cycles, " high and ", c.l_cycles,
+         " low cycles), but model_type '", family.model_type,
+         "' builds none; expected a family that does (hrm_text)");
+  }
+  if (!family.paired_layers_path.empty()) {
+    for (const auto& [name, v] : {std::pair<const char*, int64_t>{"h_cycles", c.h_cycles},
+                                  std::pair<const char*, int64_t>{"l_cycles", c.l_cycles}}) {
+      if (v < 1 || v > kMaxLayers) fail(name, v, " cycles, expected 1..", kMaxLayers);
+    }
+    if (static_cast<int64_t>(c.l_bp_cycles.size()) > kMaxLayers) {
+      fail("l_bp_cycles", c.l_bp_cycles.size(), " entries, expected at most ", kMaxLayers);
+    }
+    for (const int64_t n : c.l_bp_cycles) {
+      if (n < 0) fail("l_bp_cycles", n, ", expected counts of low-level cycles >= 0");
+    }
+    // Each factor is at most kMaxLayers (+ 1): the product fits int64.
+    const int64_t calls = c.num_hidden_layers * c.h_cycles * (c.l_cycles + 1);
+    if (c.num_hidden_layers > 0 && calls > kMaxLayers) {
+      fail("num_hidden_layers", c.num_hidden_layers, " layers a stack run ", c.h_cycles, " x (",
+           c.l_cycles, " + 1) times: ", calls, " layer calls a forward, expected at most ",
+           kMaxLayers, " (the most shardplan builds; docs/user-guide.md \"Limits\")");
+    }
+  }
   if (c.gated_norm_rank < 0 || c.gated_norm_rank > 65536) {
     fail("gated_norm_rank", c.gated_norm_rank,
          " is not a gate rank (1..65536 for gated norms; 0: none)");

@@ -310,6 +310,16 @@ struct ModelConfig {
   int64_t num_mem_blocks = 0;
   int64_t adapter_rank = 0;
   bool shared_attention_adapter = false;
+  // HRM-Text's hierarchical recurrence (Note [Layers run in cycles] in
+  // tensor/models/layer_kinds.h; ModelFamily::paired_layers_path): a low-level and a high-level
+  // stack of num_hidden_layers layers each, h_cycles times the low-level stack l_cycles times and
+  // then the high-level one, the same weights every time; in training, in high cycle i only the
+  // last l_grad_cycles(c, i) low-level passes keep an autograd graph, the list l_bp_cycles as the
+  // file gives it (transformers' L_bp_cycles, left-padded with 1s to h_cycles entries). 0 and
+  // empty: no recurrence (every other family).
+  int64_t h_cycles = 0;
+  int64_t l_cycles = 0;
+  std::vector<int64_t> l_bp_cycles;
   // Nemotron 3's latent MoE: the routed experts work at this width between two projections from
   // and back to hidden_size (0: at hidden_size).
   int64_t moe_latent_size = 0;

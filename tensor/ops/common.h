@@ -36,8 +36,10 @@ inline void trace_op(std::string_view op, std::initializer_list<Tensor> inputs, 
   emit_op(op, {inputs.begin(), inputs.size()}, {&out, 1}, flops, matmul_flops, false);
 }
 
-// Outputs of a differentiable op require grad when any input does (grad mode is always on here).
+// Outputs of a differentiable op require grad when any input does, in grad mode (outside a
+// NoGradGuard: Note [No-grad regions] in tensor/trace.h).
 inline void propagate_grad(Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  if (!grad_enabled()) return;
   for (const Tensor* t : inputs) {
     if (t != nullptr && t->defined() && t->requires_grad() &&
         (is_floating(out.dtype()) || is_complex(out.dtype()))) {

@@ -5,6 +5,7 @@ namespace shardplan::tensor {
 namespace detail {
 
 thread_local TraceSink* g_trace_sink = nullptr;
+thread_local bool g_no_grad = false;  // Note [No-grad regions] in tensor/trace.h
 
 void emit_op(std::string_view op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
              double flops, double matmul_flops, bool is_view, int64_t bytes_read) {

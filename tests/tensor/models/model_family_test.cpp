@@ -105,6 +105,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
                                          "granitemoehybrid",
                                          "granitemoeshared",
                                          "helium",
+                                         "hrm_text",
                                          "hunyuan_v1_dense",
                                          "hunyuan_v1_moe",
                                          "hy_v3",
@@ -184,7 +185,7 @@ TEST(ModelFamily, RegistryListsTheSupportedTypesInOrder) {
       "exaone_moe, falcon, falcon_h1, falcon_mamba, flex_olmo, gemma, gemma2, gemma3_text, "
       "gemma3n_text, gemma4_text, gemma4_unified_text, glm, glm4, glm4_moe, glm4_moe_lite, "
       "glm_moe_dsa, gpt2, gpt_bigcode, gpt_neo, gpt_neox, gpt_oss, gptj, granite, granite_swa, "
-      "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, "
+      "granitemoe, granitemoe_swa, granitemoehybrid, granitemoeshared, helium, hrm_text, "
       "hunyuan_v1_dense, hunyuan_v1_moe, hy_v3, hyperclovax, inkling_text, jais2, jamba, "
       "jetmoe, kimi_k2, laguna, lfm2, lfm2_moe, llama, llama4_text, longcat_flash, mamba, "
       "mamba2, mellum, mimo_v2_flash, minicpm3, minimax, minimax_m2, minimax_m3_vl_text, "
@@ -295,6 +296,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"cohere_compass_text", {"model.layers", "CohereCompassForCausalLM"}},
       {"axk1", {"model.layers", "AXK1ForCausalLM"}},
       {"minicpm3", {"model.layers", "MiniCPM3ForCausalLM"}},
+      {"hrm_text", {"model.L_module.layers", "HrmTextForCausalLM"}},
       {"xlstm", {"backbone.blocks", "xLSTMForCausalLM"}},
       {"rwkv", {"rwkv.blocks", "RwkvForCausalLM"}},
       {"gemma4_unified_text", {"model.layers", "Gemma4UnifiedForCausalLM"}},
@@ -443,6 +445,7 @@ TEST(ModelFamily, LayersPathAndClassNamesAsHuggingFaceNamesThem) {
       {"deepseek_v4", "deepseek-v4-flash"},
       {"axk2", "axk2-class-defaults"},
       {"falcon_h1", "falcon-h1-7b"},
+      {"hrm_text", "hrm-text-1b"},
       {"xlstm", "xlstm-7b"},
       {"rwkv", "rwkv-4-14b-pile"},
       {"gemma4_unified_text", "gemma-4-12b"},
@@ -506,7 +509,8 @@ TEST(ModelFamily, FlagsPerFamily) {
     if (f->fused_qkv) fused.emplace(f->model_type);
     if (f->moe) moe.emplace(f->model_type);
   }
-  EXPECT_EQ(rotary, (std::set<std::string>{"gemma4_unified_text",
+  EXPECT_EQ(rotary, (std::set<std::string>{"hrm_text",
+                                           "gemma4_unified_text",
                                            "aria_text",
                                            "diffllama",
                                            "persimmon",
