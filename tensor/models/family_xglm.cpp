@@ -37,6 +37,7 @@
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
 #include "tensor/models/config_fields.h"
+#include "tensor/models/fairseq_layer.h"
 #include "tensor/models/family.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
@@ -104,33 +105,7 @@ class Attention : public Module {
   double dropout_;
 };
 
-// Empty until build() (Note [Filling repeated blocks after registration], blocks.h).
-class DecoderLayer : public Module {
- public:
-  DecoderLayer() : Module("XGLMDecoderLayer") {}
-  void build(const ModelConfig& c, const TensorOptions& o, bool training) {
-    act_ = c.hidden_act;
-    dropout_ = training ? c.resid_dropout : 0.0;
-    register_module("self_attn", std::make_shared<Attention>(c, o, training));
-    register_module("self_attn_layer_norm", make_norm(c, o));
-    register_module("fc1", std::make_shared<Linear>(c.hidden_size, c.intermediate_size, true, o));
-    register_module("fc2", std::make_shared<Linear>(c.intermediate_size, c.hidden_size, true, o));
-    register_module("final_layer_norm", make_norm(c, o));
-  }
-  // x + drop(attn(ln1(x))), then h + drop(fc2(act(fc1(ln2(h))))). activation_dropout, the one
-  // between fc1 and fc2, is 0 (parse refuses any other).
-  Tensor forward(const Tensor& x) override {
-    const Tensor a = child("self_attn")->call(child("self_attn_layer_norm")->call(x));
-    const Tensor h = add(x, maybe_dropout(a, dropout_, dropout_ > 0));
-    const Tensor n = child("final_layer_norm")->call(h);
-    const Tensor m = child("fc2")->call(activation(act_, child("fc1")->call(n)));
-    return add(h, maybe_dropout(m, dropout_, dropout_ > 0));
-  }
-
- private:
-  std::string act_;
-  double dropout_ = 0;
-};
+using DecoderLayer = models::FairseqDecoderLayer<Attention>;  // fairseq_layer.h
 
 class XglmModel : public Module {
  public:
@@ -145,7 +120,7 @@ class XglmModel : public Module {
     auto layers = register_module("layers", std::make_shared<ModuleList>());
     std::vector<std::shared_ptr<DecoderLayer>> empty_layers;
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      empty_layers.push_back(layers->push_back(std::make_shared<DecoderLayer>()));
+      empty_layers.push_back(layers->push_back(std::make_shared<DecoderLayer>("XGLMDecoderLayer")));
     }
     register_module("layer_norm", make_norm(c, o));
     for (const auto& layer : empty_layers) layer->build(c, o, training);
