@@ -187,39 +187,12 @@ void parse(const ConfigFields& f, ModelConfig& c) {
                                 " values, beyond what shardplan counts exactly (1e18)");
     }
   }
-  c.hidden_act = f.string("activation_function", "gelu_new");
-  c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
-  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
-  c.qkv_bias = c.o_bias = false;  // qkv_proj, out_proj: bias=False always
-  c.mlp_bias = true;              // fc_in, fc_out: nn.Linear's default bias
-  c.lm_head_bias = true;          // CodeGenForCausalLM's lm_head: nn.Linear(n_embd, vocab_size)
-  // CodeGenAttention reads no RoPE settings (base 10,000 always). rope_scaling is kept only so
-  // that a plan trained beyond n_positions by --rope-scaling (Note [Long context by RoPE scaling]
-  // in planner/cli/plan_args.cpp) reads back as it was written, as GPT-J's.
-  if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
-  c.embd_dropout = f.number("embd_pdrop", 0.0);
-  c.attention_dropout = f.number("attn_pdrop", 0.0);
-  c.resid_dropout = f.number("resid_pdrop", 0.0);
+  models::parse_gptj_common(f, c);
   // n_ctx is read by CodeGenModel into an attribute nothing uses; scale_attn_weights is not read
   // at all (CodeGen always divides by sqrt(head_dim)): both ignored, as transformers ignores them.
 }
 
-void to_hf_json(const ModelConfig& c, nlohmann::json& j) {
-  j["n_embd"] = c.hidden_size;
-  j["n_layer"] = c.num_hidden_layers;
-  j["n_head"] = c.num_attention_heads;
-  j["n_positions"] = c.max_position_embeddings;
-  j["n_inner"] = c.intermediate_size;
-  j["rotary_dim"] = rotary_dim(c);
-  j["activation_function"] = c.hidden_act;
-  j["layer_norm_epsilon"] = c.norm_eps;
-  j["embd_pdrop"] = c.embd_dropout;
-  j["attn_pdrop"] = c.attention_dropout;
-  j["resid_pdrop"] = c.resid_dropout;
-  j["rope_scaling"] = rope_scaling_json(c.rope_scaling);
-  // No lm_head_bias: the output bias is the family's, not a config key (the shared check of
-  // architecture keys refuses one nobody reads).
-}
+void to_hf_json(const ModelConfig& c, nlohmann::json& j) { models::gptj_config_to_hf_json(c, j); }
 
 // What parse guarantees, checked again for a config built in code (the planner copies configs
 // and cuts their layers): the 4 blocks of whole heads and one key/value head per query head.

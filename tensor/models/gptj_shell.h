@@ -16,12 +16,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "tensor/layers.h"
 #include "tensor/models/blocks.h"
+#include "tensor/models/config_fields.h"
 #include "tensor/models/model_config.h"
 #include "tensor/models/model_shell.h"
 
@@ -122,6 +124,42 @@ template <class Attention>
 ModulePtr make_gptj_causal_lm(const ModelConfig& c, const TensorOptions& o, bool training,
                               const GptjNames& names) {
   return std::make_shared<gptj_detail::ForCausalLM<Attention>>(c, o, training, names);
+}
+
+// GPTJConfig's and CodeGenConfig's common keys after the sizes: activation, LayerNorm epsilon,
+// the tie (untied by default), the biases every layer has (none on the attention projections,
+// nn.Linear's on fc_in, fc_out and lm_head), the dropouts. Neither attention reads RoPE settings
+// (base 10,000 always): rope_scaling is kept only so that a plan trained beyond n_positions by
+// --rope-scaling (Note [Long context by RoPE scaling] in planner/cli/plan_args.cpp) reads back as
+// it was written.
+inline void parse_gptj_common(const ConfigFields& f, ModelConfig& c) {
+  c.hidden_act = f.string("activation_function", "gelu_new");
+  c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  c.qkv_bias = c.o_bias = false;
+  c.mlp_bias = true;
+  c.lm_head_bias = true;
+  if (f.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(f);
+  c.embd_dropout = f.number("embd_pdrop", 0.0);
+  c.attention_dropout = f.number("attn_pdrop", 0.0);
+  c.resid_dropout = f.number("resid_pdrop", 0.0);
+}
+
+// What both families' parse reads back. No lm_head_bias: the output bias is the family's, not a
+// config key (the shared check of architecture keys refuses one nobody reads).
+inline void gptj_config_to_hf_json(const ModelConfig& c, nlohmann::json& j) {
+  j["n_embd"] = c.hidden_size;
+  j["n_layer"] = c.num_hidden_layers;
+  j["n_head"] = c.num_attention_heads;
+  j["n_positions"] = c.max_position_embeddings;
+  j["n_inner"] = c.intermediate_size;
+  j["rotary_dim"] = rotary_dim(c);
+  j["activation_function"] = c.hidden_act;
+  j["layer_norm_epsilon"] = c.norm_eps;
+  j["embd_pdrop"] = c.embd_dropout;
+  j["attn_pdrop"] = c.attention_dropout;
+  j["resid_pdrop"] = c.resid_dropout;
+  j["rope_scaling"] = rope_scaling_json(c.rope_scaling);
 }
 
 }  // namespace shardplan::tensor::models
