@@ -1,5 +1,8 @@
 #include "collectives/rank_placement.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "base/error.h"
 #include "base/limits.h"
 
@@ -64,8 +67,38 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req) {
   return p;
 }
 
+RankPlacement place_evenly(const Cluster& c, int64_t world) {
+  const int64_t per_node = gpus_per_node(c);
+  // One machine (no network) runs or refuses the job as place_ranks says: a CPU host
+  // oversubscribes, a GPU box holds at most its accelerators.
+  if (world <= per_node || world % per_node == 0 || !c.network.has_value()) {
+    return place_ranks(c, {.world = world});
+  }
+  int64_t k = per_node;  // per_node <= 1024 (validated), so this loop is short
+  while (world % k != 0) --k;
+  RankPlacement p = place_ranks(c, {.world = world, .ranks_per_node = k});
+  p.devices_per_node = k;
+  return p;
+}
+
+std::string uneven_nodes_text(const Cluster& c, const RankPlacement& p) {
+  const int64_t per_node = gpus_per_node(c);
+  if (p.nodes == 1 || p.ranks_per_node == per_node) return "";
+  return std::to_string(p.nodes) + " nodes x " + std::to_string(p.ranks_per_node) + " of their " +
+         std::to_string(per_node) + " GPUs";
+}
+
 Cluster cluster_for(Cluster c, const RankPlacement& p) {
   const auto per_node = static_cast<int64_t>(c.accelerators_per_node.value);
+  if (p.nodes > 1 && p.devices_per_node < per_node && c.network.has_value()) {
+    // Note [Even nodes]: only the job's K accelerators of each node, and their rails' NICs.
+    const double k = static_cast<double>(p.devices_per_node);
+    NetworkSpec& net = *c.network;
+    net.nics_per_node.value =
+        std::max(1.0, std::ceil(net.nics_per_node.value * k / static_cast<double>(per_node)));
+    c.accelerators_per_node.value = k;
+    return with_nodes(std::move(c), p.nodes);
+  }
   if (p.nodes == 1 && p.ranks_per_node > per_node) {
     // Oversubscribed host (place_ranks): its memory is shared by all the ranks.
     c.accelerator.memory_gb.value *=

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "collectives/cluster.h"
@@ -31,7 +32,7 @@ struct RankPlacement {
   int64_t world = 1;
   int64_t nodes = 1;
   int64_t ranks_per_node = 1;    // K: ranks on every node (the last one may hold fewer)
-  int64_t devices_per_node = 1;  // the cluster's accelerators per node
+  int64_t devices_per_node = 1;  // the cluster's accelerators per node (place_evenly: K)
 
   int64_t node_of(int64_t rank) const { return rank / ranks_per_node; }
   int64_t local_rank(int64_t rank) const { return rank % ranks_per_node; }
@@ -50,7 +51,24 @@ struct RankPlacement {
 // than one node on a cluster without a network.
 RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req);
 
+// Note [Even nodes]: how the planner (plan, estimate, compare, export) places a job of `world`
+// ranks. A job that fills whole nodes, or part of one, is placed as place_ranks places it. Any
+// other job is spread evenly over the fewest nodes that hold it evenly: K ranks on each node, K
+// the largest divisor of the world that a node holds, as a scheduler asked for `--ntasks-per-node
+// K` (srun) or `--map-by ppr:K:node` (mpirun) places it. 12 ranks on 8-GPU nodes are 2 nodes x 6;
+// 256 on GB200 NVL72 racks (72 GPUs in one NVLink domain) are 4 racks x 64, the usual way such
+// jobs leave a rack's spare trays free. The unused accelerators of each node are left out of the
+// priced cluster (`devices_per_node` = K, which cluster_for narrows the nodes to): the
+// planner's strided-group pricing (Note [Strided groups] in topology.cpp) assumes full nodes.
+RankPlacement place_evenly(const Cluster& c, int64_t world);
+
+// "2 nodes x 6 of their 8 GPUs" when place_evenly left part of each node unused,
+// "" otherwise: what the planner's outputs print beside the GPU count.
+std::string uneven_nodes_text(const Cluster& c, const RankPlacement& p);
+
 // `c` sized to the nodes the placement uses (with_nodes, or with_gpus for less than one node).
+// A placement of place_evenly's with fewer devices per node than the cluster's narrows each node
+// to them and to the NICs that serve them (GPU i drives NIC i * nics / gpus: rails).
 Cluster cluster_for(Cluster c, const RankPlacement& p);
 
 }  // namespace shardplan::collectives

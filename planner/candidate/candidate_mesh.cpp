@@ -18,7 +18,7 @@ CandidateMesh place_candidate(const collectives::Cluster& cluster, const Paralle
   SP_CHECK(world.has_value(), world_product_text(c),
            " overflows int64, expected a world of at most 2^63-1 ranks");
   CandidateMesh out;
-  out.placement = collectives::place_ranks(cluster, {.world = *world});
+  out.placement = collectives::place_evenly(cluster, *world);
   // Mesh position r holds launch rank order[r]: the dims in dim_order, the last fastest.
   const std::vector<int64_t> order = collectives::rank_order_by_dims(shape, dim_order);
   out.devices.resize(order.size());

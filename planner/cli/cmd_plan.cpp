@@ -60,9 +60,8 @@ std::string row_text(const PlanResult& r) {
 // "llama3-8b on 8 x H100 SXM5 80 GB (dgx-h100), seq 4096, global batch 64": the job a result is
 // for, first in every text output.
 std::string job_text(const PlanArgs& a, const planner::Planner& p) {
-  return a.model + " on " + std::to_string(a.where.gpus) + " x " + p.cluster().accelerator.model +
-         " (" + a.where.cluster + "), seq " + std::to_string(a.seq) + ", global batch " +
-         std::to_string(a.global_batch);
+  return a.model + " on " + gpus_text(a, p) + " (" + a.where.cluster + "), seq " +
+         std::to_string(a.seq) + ", global batch " + std::to_string(a.global_batch);
 }
 
 // "stage_communication" -> "stage communication": a JSON key as text.
@@ -475,13 +474,12 @@ void register_compare(CLI::App& app, CliContext& ctx) {
     if (none_fits) ctx.exit_code = ExitCode::kNothingFits;
     // A run that exits non-zero writes nothing, as plan --out on exit 3.
     if (writes_chart && !none_fits) {
-      write_file_atomically(
-          *svg,
-          compare_chart_svg(chart, p->context().memory_capacity_bytes,
-                            a->model + " on " + std::to_string(a->where.gpus) + " x " +
-                                p->cluster().accelerator.model + ", seq " + std::to_string(a->seq) +
-                                ", global batch " + std::to_string(a->global_batch)),
-          "--svg");
+      write_file_atomically(*svg,
+                            compare_chart_svg(chart, p->context().memory_capacity_bytes,
+                                              a->model + " on " + gpus_text(*a, *p) + ", seq " +
+                                                  std::to_string(a->seq) + ", global batch " +
+                                                  std::to_string(a->global_batch)),
+                            "--svg");
     }
     if (ctx.json) {
       nlohmann::ordered_json j;

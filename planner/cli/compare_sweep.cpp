@@ -127,7 +127,8 @@ void run_compare_sweep(CliContext& ctx, const PlanArgs& a, const SweepOptions& o
       try {
         p = b.planner();
       } catch (const Error& e) {
-        // A count the cluster cannot hold (not whole nodes): a row that says so, not the end.
+        // A count the cluster cannot hold (more GPUs than one machine without a network has, more
+        // ranks than shardplan plans for): a row that says so, not the end.
         for (const planner::Strategy& s : strategies) {
           SweepRow r;
           r.cluster = cluster;

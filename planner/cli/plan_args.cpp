@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "collectives/cluster.h"
+#include "collectives/rank_placement.h"
 #include "planner/candidate/candidate_mesh.h"
 #include "planner/cli/byte_size.h"
 #include "planner/cli/cli_common.h"
@@ -269,12 +270,24 @@ nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) 
                               {"precision", a.precision},
                               {"stack", p.options().stack.name},
                               {"attention", tensor::to_string(p.options().attention)}};
+  const collectives::RankPlacement placed = collectives::place_evenly(p.cluster(), a.where.gpus);
+  if (!collectives::uneven_nodes_text(p.cluster(), placed).empty()) {
+    j["nodes"] = placed.nodes;
+    j["gpus_per_node"] = placed.ranks_per_node;
+  }
   // Only when asked for: balanced routing is the default every other output assumes.
   if (p.options().moe_imbalance != 1) j["moe_imbalance"] = p.options().moe_imbalance;
   if (p.options().memory_headroom_bytes != 0) {
     j["memory_headroom_bytes"] = p.options().memory_headroom_bytes;
   }
   return j;
+}
+
+std::string gpus_text(const PlanArgs& a, const planner::Planner& p) {
+  const std::string uneven = collectives::uneven_nodes_text(
+      p.cluster(), collectives::place_evenly(p.cluster(), a.where.gpus));
+  return std::to_string(a.where.gpus) + " x " + p.cluster().accelerator.model +
+         (uneven.empty() ? "" : ", " + uneven);
 }
 
 }  // namespace shardplan::cli

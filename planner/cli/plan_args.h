@@ -54,7 +54,13 @@ struct PlanArgs {
 // `sweep` (compare): --cluster or --clusters A,B,C, and --gpus takes a comma list.
 void add_plan_options(CLI::App& cmd, PlanArgs& args, bool sweep = false);
 
-// The setup echo: model, cluster, gpus, seq, global_batch, precision, attention (as resolved).
+// The setup echo: model, cluster, gpus, seq, global_batch, precision, attention (as resolved);
+// with `nodes` and `gpus_per_node` when the GPUs fill no whole nodes (Note [Even nodes] in
+// collectives/rank_placement.h).
 nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p);
+
+// "12 x H100 SXM 80 GB, 2 nodes x 6 of their 8 GPUs": the job's GPUs as text,
+// naming the nodes when they are not filled in order.
+std::string gpus_text(const PlanArgs& a, const planner::Planner& p);
 
 }  // namespace shardplan::cli

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/strict_json.h"
 #include "collectives/cluster.h"
+#include "collectives/rank_placement.h"
 
 namespace shardplan::planner {
 
@@ -46,9 +47,12 @@ std::vector<int64_t> virtual_stage_layers(const PlanFile& plan) {
 }
 
 std::string launch_line(const PlanFile& plan, Launcher launcher, const std::string& program) {
-  const int64_t per_node =
-      std::min<int64_t>(plan.setup.gpus, collectives::gpus_per_node(plan.cluster));
-  const int64_t nodes = (plan.setup.gpus + per_node - 1) / per_node;
+  // The planner's placement (Note [Even nodes] in collectives/rank_placement.h): whole nodes,
+  // part of one, or the same number of GPUs on each node.
+  const collectives::RankPlacement placed =
+      collectives::place_evenly(plan.cluster, plan.setup.gpus);
+  const int64_t per_node = placed.ranks_per_node;
+  const int64_t nodes = placed.nodes;
   const std::string torchrun =
       "torchrun --nnodes " + std::to_string(nodes) + " --nproc-per-node " +
       std::to_string(per_node) +

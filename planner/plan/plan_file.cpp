@@ -9,6 +9,7 @@
 #include "base/limits.h"
 #include "base/sha256.h"
 #include "base/strict_json.h"
+#include "collectives/rank_placement.h"
 #include "mesh/parallel_style.h"
 #include "planner/candidate/candidate_mesh.h"
 #include "planner/cost/tensor_parallel.h"
@@ -278,13 +279,12 @@ PlanFile plan_from_json(const nlohmann::json& j, std::string_view origin_view) {
   {
     JsonFields s = doc.object("setup");
     f.setup.gpus = s.integer("gpus", 1);
-    // The job fills whole nodes, or part of one: what the search plans for, and what export's
-    // launch line (nodes x GPUs per node) assumes.
-    const int64_t per_node = collectives::gpus_per_node(f.cluster);
-    if (f.setup.gpus > per_node && f.setup.gpus % per_node != 0) {
-      s.fail("gpus", std::to_string(f.setup.gpus) + " GPUs on nodes of " +
-                         std::to_string(per_node) + ", expected whole nodes (a multiple of " +
-                         std::to_string(per_node) + ") or part of one node");
+    // Any GPU count the planner plans for: whole nodes, part of one, or the same number on each of
+    // several (Note [Even nodes] in collectives/rank_placement.h; export's launch line says which).
+    try {
+      (void)collectives::place_evenly(f.cluster, f.setup.gpus);
+    } catch (const Error& e) {
+      s.fail("gpus", e.what());
     }
     f.setup.seq = s.integer("seq", 1);
     f.setup.global_batch = s.integer("global_batch", 1);

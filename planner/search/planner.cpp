@@ -400,7 +400,7 @@ struct Planner::Impl {
     // links depend on (size, stride) only, priced once each (Note [Strided groups] in
     // collectives/topology.cpp: the work does not grow with --gpus).
     if (!topology) {
-      placement = collectives::place_ranks(cluster, {.world = setup.gpus});
+      placement = collectives::place_evenly(cluster, setup.gpus);
       SP_ASSERT(placement.nodes == 1 || placement.ranks_per_node == placement.devices_per_node,
                 "the planner's ranks fill whole nodes in order");
       topology =
@@ -788,9 +788,9 @@ Planner::Planner(tensor::ModelConfig model, collectives::Cluster cluster, Traini
            setup.seq, ": a micro-batch's activations (", kMaxSearchedMicroBatch, " x ", setup.seq,
            " tokens x ", static_cast<int64_t>(widest),
            " elements) would exceed 2^63 bytes, expected a shorter --seq");
-  // Throws for a GPU count the cluster cannot hold (naming the nodes and GPUs per node).
-  const collectives::RankPlacement placed =
-      collectives::place_ranks(cluster, {.world = setup.gpus});
+  // Throws for a GPU count the cluster cannot hold (naming the nodes and GPUs per node); a count
+  // that fills no whole nodes spreads evenly (Note [Even nodes] in rank_placement.h).
+  const collectives::RankPlacement placed = collectives::place_evenly(cluster, setup.gpus);
   I.per_node = placed.ranks_per_node;
   I.model = std::move(model);
   I.cluster = std::move(cluster);

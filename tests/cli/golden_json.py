@@ -37,6 +37,8 @@ CORPUS = [
     ("plan-gpt3-a100-1024", ["plan", "--model", "gpt3-175b", "--cluster", "dgx-a100-80g", "--gpus", "1024", "--seq", "2048", "--global-batch", "1536", "--top", "3"]),
     ("plan-megatron-1t-a100-3072", ["plan", "--model", "megatron-gpt-1t", "--cluster", "dgx-a100-80g", "--gpus", "3072", "--seq", "2048", "--global-batch", "3072", "--tp", "8", "--pp", "64", "--recompute", "full", "--top", "3"]),
     ("plan-qwen2.5-h200-16", ["plan", "--model", "qwen2.5-7b", "--cluster", "hgx-h200", "--gpus", "16", "--seq", "8192", "--global-batch", "64"]),
+    ("plan-llama3.1-405b-gb200-256", ["plan", "--model", "llama3.1-405b", "--cluster", "gb200-nvl72", "--gpus", "256", "--seq", "8192", "--global-batch", "1536", "--top", "3"]),
+    ("plan-llama3-8b-h100-12", ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "12", "--seq", "4096", "--global-batch", "48", "--top", "3"]),
     ("plan-gemma-b200-8", ["plan", "--model", "gemma-7b", "--cluster", "dgx-b200", "--gpus", "8", "--seq", "8192", "--global-batch", "32"]),
     ("plan-mistral-h100-8-fp8", ["plan", "--model", "mistral-7b", "--cluster", "dgx-h100", "--gpus", "8", "--seq", "4096", "--global-batch", "64", "--precision", "fp8"]),
     ("plan-llama2-a100-40g-32", ["plan", "--model", "llama2-7b", "--cluster", "dgx-a100-40g", "--gpus", "32", "--seq", "4096", "--global-batch", "128"]),

@@ -18,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-const char* const kShipped[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100",
-                                "hgx-h200",     "dgx-b200",     "cpu-local"};
+const char* const kShipped[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "hgx-h200",
+                                "dgx-b200",     "gb200-nvl72",  "cpu-local"};
 
 TEST(ClusterFiles, EveryShippedClusterLoadsUnderItsFileName) {
   for (const char* name : kShipped) {
@@ -112,7 +112,7 @@ TEST(ClusterValidation, ImplausibleHardwareIsRefusedNamingTheField) {
   j["network"]["oversubscription"]["value"] = 1e6;
   EXPECT_THAT(error_of(j), HasSubstr("expected a number from 1 to 1000, got 1000000"));
   // Every shipped file is within the ranges (they load).
-  for (const char* name : {"dgx-h100", "dgx-a100-80g", "dgx-b200", "hgx-h200", "cpu-local"}) {
+  for (const char* name : kShipped) {
     EXPECT_NO_THROW(load_cluster(resolve_cluster(name))) << name;
   }
 }

@@ -149,5 +149,74 @@ TEST(PlaceRanks, SharedRailNicsAreCountedOnce) {
   EXPECT_DOUBLE_EQ(bw(8), 4 * 48.0);
 }
 
+// Note [Even nodes]: the planner's placement. Whole nodes and part of one are place_ranks'; any
+// other count spreads over the fewest nodes that hold it evenly, K = its largest divisor <= 8.
+TEST(PlaceEvenly, AJobThatFillsNoWholeNodesSpreadsEvenly) {
+  const Cluster c = dgx_h100();
+  EXPECT_EQ(place_evenly(c, 5), place_ranks(c, {.world = 5}));
+  EXPECT_EQ(place_evenly(c, 16), place_ranks(c, {.world = 16}));
+  // 12 = 2 x 6 (8 does not divide 12, 7 neither, 6 does); rank 7 is node 1's local rank 1.
+  const RankPlacement twelve = place_evenly(c, 12);
+  EXPECT_EQ(twelve.nodes, 2);
+  EXPECT_EQ(twelve.ranks_per_node, 6);
+  EXPECT_EQ(twelve.devices_per_node, 6);
+  EXPECT_EQ(twelve.device_of(7), 7);
+  EXPECT_EQ(uneven_nodes_text(c, twelve), "2 nodes x 6 of their 8 GPUs");
+  EXPECT_EQ(uneven_nodes_text(c, place_evenly(c, 16)), "");
+  // 20 = 4 x 5; 13 (a prime above 8) = 13 x 1; 2^20 - 1 = 3 x 5^2 x 11 x 31 x 41, whose largest
+  // divisor <= 8 is 5.
+  EXPECT_EQ(place_evenly(c, 20).ranks_per_node, 5);
+  EXPECT_EQ(place_evenly(c, 13).nodes, 13);
+  EXPECT_EQ(place_evenly(c, (int64_t{1} << 20) - 1).ranks_per_node, 5);
+  // One machine without a network places as place_ranks does: cpu-local (2 cores) runs 3 ranks
+  // oversubscribed on its one host.
+  const Cluster cpu = load_cluster(resolve_cluster("cpu-local"));
+  EXPECT_EQ(place_evenly(cpu, 3), place_ranks(cpu, {.world = 3}));
+  EXPECT_EQ(place_evenly(cpu, 3).nodes, 1);
+}
+
+// The priced cluster keeps the job's K GPUs per node and their rails' NICs: 6 of a DGX H100's 8
+// NICs, ceil(3 * 4 / 8) = 2 of a 4-NIC node's for 3 GPUs.
+TEST(PlaceEvenly, TheNodesNarrowToTheJobsGpusAndTheirNics) {
+  const Cluster narrowed = cluster_for(dgx_h100(), place_evenly(dgx_h100(), 12));
+  EXPECT_EQ(narrowed.gpus, 12);
+  EXPECT_EQ(narrowed.nodes, 2);
+  EXPECT_EQ(gpus_per_node(narrowed), 6);
+  EXPECT_DOUBLE_EQ(narrowed.network->nics_per_node.value, 6);
+  std::ifstream in(resolve_cluster("dgx-h100"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["network"]["nics_per_node"]["value"] = 4;
+  const Cluster four = cluster_from_json(j, "four nics");
+  EXPECT_DOUBLE_EQ(cluster_for(four, place_evenly(four, 9)).network->nics_per_node.value, 2);
+}
+
+// The narrowed cluster prices a group as the full nodes do when the job's ranks sit on them
+// sparsely (place_ranks with --ranks-per-node 6: devices 0-5 and 8-13): two computations, the
+// planner's strided one on the narrowed nodes and the device walk on the real ones, agree.
+TEST(PlaceEvenly, NarrowedNodesPriceGroupsAsTheSparseDevicesDo) {
+  const Cluster c = dgx_h100();
+  const Topology narrowed(cluster_for(c, place_evenly(c, 12)));
+  const RankPlacement sparse = place_ranks(c, {.world = 12, .ranks_per_node = 6});
+  const Topology full(cluster_for(c, sparse));
+  for (const std::vector<int64_t>& mesh :
+       {std::vector<int64_t>{12}, std::vector<int64_t>{2, 6}, std::vector<int64_t>{6, 2},
+        std::vector<int64_t>{4, 3}}) {
+    const std::vector<GroupLinks> walked = mesh_dim_links(full, mesh, sparse.devices());
+    int64_t stride = 12;
+    for (size_t d = 0; d < mesh.size(); ++d) {
+      stride /= mesh[d];
+      SCOPED_TRACE("mesh dim " + std::to_string(d) + " of size " + std::to_string(mesh[d]));
+      EXPECT_EQ(strided_group_links(narrowed, mesh[d], stride), walked[d]);
+    }
+  }
+  // The dp group of 12 crosses the 2 nodes over 6 NICs each: 6 x 48 GB/s.
+  EXPECT_DOUBLE_EQ(strided_group_links(narrowed, 12, 1).inter_bandwidth_gbps, 6 * 48.0);
+  // Mesh 3 x 4, dim 0: groups {0, 4, 8}, {1, 5, 9}, {2, 6, 10}, {3, 7, 11}; node 0 (ranks 0-5)
+  // holds 2, 2, 1 and 1 of them, so its 6 busy GPUs reach 6 NICs, shared by 4 groups: 72 GB/s.
+  // The walk on full nodes bounds the busy GPUs by the node's 8 (4 groups x 2), not the job's 6,
+  // and says 96: the narrowed nodes know the job holds 6.
+  EXPECT_DOUBLE_EQ(strided_group_links(narrowed, 3, 4).inter_bandwidth_gbps, 6 * 48.0 / 4);
+}
+
 }  // namespace
 }  // namespace shardplan::collectives

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "collectives/cluster.h"
+#include "planner/plan/plan_file.h"
 #include "planner/search/planner.h"
 #include "tensor/models/model_config.h"
 
@@ -101,6 +102,20 @@ TEST(PlanExport, LaunchLineForThePlansNodes) {
               HasSubstr("torchrun --nnodes 2 --nproc-per-node 8 "));
   EXPECT_THAT(launch_line(f, Launcher::kSrun, "x.py"),
               HasSubstr("srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 8 torchrun"));
+}
+
+// 12 GPUs fill no whole 8-GPU node: the planner spreads them as 2 nodes x 6 (Note [Even nodes] in
+// collectives/rank_placement.h), and the launch line asks for those nodes; the plan file reads
+// back (it was refused before).
+TEST(PlanExport, LaunchLineForEvenlySpreadNodes) {
+  Pins pins;
+  pins.tp = 2;
+  const PlanFile f = plan_of("llama3-8b", 12, pins);
+  EXPECT_THAT(launch_line(f, Launcher::kTorchrun, "x.py"),
+              HasSubstr("torchrun --nnodes 2 --nproc-per-node 6 "));
+  EXPECT_THAT(launch_line(f, Launcher::kSrun, "x.py"),
+              HasSubstr("srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 6 torchrun"));
+  EXPECT_EQ(plan_from_json(nlohmann::json::parse(plan_to_json(f).dump()), "twelve"), f);
 }
 
 }  // namespace
