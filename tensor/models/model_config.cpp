@@ -951,6 +951,13 @@ ModelConfig parse_model_config(const json& j, std::string_view source) {
     if (f.has("tie_word_embeddings")) outer["tie_word_embeddings"] = j.at("tie_word_embeddings");
     return parse_text_config(outer, ConfigFields(outer, source), type, source);
   }
+  if (!family && find_family(type + "_text") != nullptr) {
+    // gemma3, llama4, qwen3_vl, ...: a multimodal file whose language model is `type`_text.
+    f.fail("text_config", "missing; '" + type +
+                              "' is a multimodal config, expected its language model's keys in a "
+                              "'text_config' object (model_type " +
+                              type + "_text)");
+  }
   if (!family) {
     f.fail("model_type", "'" + type + "' is not supported; expected one of: " + model_types_list());
   }

@@ -297,6 +297,13 @@ TEST(ModelConfig, MultimodalConfigsParseToTheirLanguageModel) {
   untied["tie_word_embeddings"] = "yes";
   EXPECT_THAT(error_of([&] { parse_model_config(untied, "str.json"); }),
               HasSubstr("str.json: field 'tie_word_embeddings'"));
+  // A multimodal file that lost its text_config names the missing object, not "not supported".
+  json lost = gemma;
+  lost.erase("text_config");
+  EXPECT_THAT(error_of([&] { parse_model_config(lost, "bare.json"); }),
+              HasSubstr("bare.json: field 'text_config': missing; 'gemma3' is a multimodal "
+                        "config, expected its language model's keys in a 'text_config' object "
+                        "(model_type gemma3_text)"));
   // Mistral Small 3.1's wrapper (mistral3) without a text model_type: transformers' default
   // text config class for it, MistralConfig.
   json mistral = {
