@@ -319,48 +319,19 @@ class SparseMoe : public Module {
   ModulePtr gate;
 };
 
-// Made empty and filled once it sits in its ModuleList (Note [Filling repeated blocks after
-// registration], tensor/models/blocks.h): self_attn, mlp, input_layernorm,
-// post_attention_layernorm.
-class DecoderLayer : public Module {
- public:
-  DecoderLayer() : Module("MellumDecoderLayer") {}
-  void build(const ModelConfig& c, int64_t index, const TensorOptions& o, bool training) {
-    kind_ = layer_kind(c, index);
-    self_attn = register_module("self_attn", std::make_shared<Attention>(c, kind_, o, training));
-    if (kind_.ffn == FfnKind::kMoe) {
-      mlp = register_module("mlp", std::make_shared<SparseMoe>(c, o));
-    } else {
-      mlp = register_module("mlp", std::make_shared<models::GatedMlp>("MellumMLP", c.hidden_size,
-                                                                      c.dense_intermediate_size,
-                                                                      false, c.hidden_act, o));
-    }
-    input_layernorm = register_module("input_layernorm", norm(c.hidden_size, c, o));
-    post_attention_layernorm =
-        register_module("post_attention_layernorm", norm(c.hidden_size, c, o));
-  }
-  AttentionType attention() const { return kind_.attention; }
-  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
-    CallScope scope(*this);
-    const Tensor h = add(x, self_attn->run(input_layernorm->call(x), cos_t, sin_t));
-    return add(h, mlp->call(post_attention_layernorm->call(h)));
-  }
-  std::shared_ptr<Attention> self_attn;
-  ModulePtr mlp, input_layernorm, post_attention_layernorm;
-
- private:
-  LayerKind kind_;
-};
-
-// MellumModel: embed_tokens (padding_idx = pad_token_id), layers, norm, rotary_emb, the rotary
-// tables made per layer type (tensor/models/typed_rotary_model.h).
+// MellumModel and its decoder layers (tensor/models/typed_rotary_model.h): embed_tokens
+// (padding_idx = pad_token_id), layers, norm, rotary_emb with a table per layer type.
 struct ModelParts {
   static constexpr const char* kName = "MellumModel";
-  using Layer = DecoderLayer;
+  static constexpr const char* kLayerName = "MellumDecoderLayer";
+  static constexpr const char* kMlpName = "MellumMLP";
+  using Attn = Attention;
+  using Moe = SparseMoe;
   using Tables = Rotary;
   static ModulePtr make_norm(int64_t dim, const ModelConfig& c, const TensorOptions& o) {
     return norm(dim, c, o);
   }
+  static bool mlp_bias(const ModelConfig&) { return false; }
 };
 using Model = models::TypedRotaryModel<ModelParts>;
 

@@ -1,12 +1,16 @@
 // The decoder model of the families whose layers take rotary tables by layer type (Laguna, Mellum,
 // Step 3.5's text model): embed_tokens, layers, norm and rotary_emb, one cos/sin table per layer
-// type in use (a sliding layer rotating a different width or base than a full one). Internal to
-// tensor/models/.
+// type in use (a sliding layer rotating a different width or base than a full one), and their
+// common pre-norm decoder layer (TypedDecoderLayer). Internal to tensor/models/.
 //   struct Parts {
 //     static constexpr const char* kName = "LagunaModel";
-//     using Layer = DecoderLayer;  // Layer(); build(c, index, o, training); attention(); run(x,
-//     cos, sin) using Tables = Rotary;       // Tables(c); cos_sin(positions, type, dtype) -> {cos,
-//     sin} static ModulePtr make_norm(int64_t dim, const ModelConfig& c, const TensorOptions& o);
+//     static constexpr const char* kLayerName = "LagunaDecoderLayer";
+//     static constexpr const char* kMlpName = "LagunaMLP";
+//     using Attn = Attention;  // Attn(c, kind, o, training); run(x, cos, sin)
+//     using Moe = SparseMoe;   // Moe(c, o)
+//     using Tables = Rotary;   // Tables(c); cos_sin(positions, type, dtype) -> {cos, sin}
+//     static ModulePtr make_norm(int64_t dim, const ModelConfig& c, const TensorOptions& o);
+//     static bool mlp_bias(const ModelConfig& c);
 //   };
 //   return std::make_shared<CausalLm<TypedRotaryModel<Parts>>>("LagunaForCausalLM", c, o, ...);
 #pragma once
@@ -22,6 +26,7 @@
 #include "tensor/models/blocks.h"
 #include "tensor/models/layer_kinds.h"
 #include "tensor/models/model_config.h"
+#include "tensor/models/model_shell.h"
 #include "tensor/module.h"
 
 namespace shardplan::tensor::models {
@@ -69,6 +74,42 @@ class TypedRotaryTables : public Module {
   }
 };
 
+// <X>DecoderLayer of these families, made empty and filled once it sits in its ModuleList (Note
+// [Filling repeated blocks after registration], blocks.h): self_attn, mlp (the family's sparse
+// MoE block on the layers layer_kinds.h calls MoE, else a gated MLP of dense_intermediate_size,
+// intermediate_size when the file states none), input_layernorm, post_attention_layernorm; the
+// forward is Llama's pre-norm pair of residual branches.
+template <class Parts>
+class TypedDecoderLayer : public Module {
+ public:
+  TypedDecoderLayer() : Module(Parts::kLayerName) {}
+  void build(const ModelConfig& c, int64_t index, const TensorOptions& o, bool training) {
+    kind_ = layer_kind(c, index);
+    self_attn_ =
+        register_module("self_attn", std::make_shared<typename Parts::Attn>(c, kind_, o, training));
+    if (kind_.ffn == FfnKind::kMoe) {
+      register_module("mlp", std::make_shared<typename Parts::Moe>(c, o));
+    } else {
+      const int64_t width =
+          c.dense_intermediate_size > 0 ? c.dense_intermediate_size : c.intermediate_size;
+      register_module("mlp", std::make_shared<GatedMlp>(Parts::kMlpName, c.hidden_size, width,
+                                                        Parts::mlp_bias(c), c.hidden_act, o));
+    }
+    register_module("input_layernorm", Parts::make_norm(c.hidden_size, c, o));
+    register_module("post_attention_layernorm", Parts::make_norm(c.hidden_size, c, o));
+  }
+  AttentionType attention() const { return kind_.attention; }
+  Tensor run(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+    CallScope scope(*this);
+    const Tensor h = add(x, self_attn_->run(child("input_layernorm")->call(x), cos_t, sin_t));
+    return add(h, child("mlp")->call(child("post_attention_layernorm")->call(h)));
+  }
+
+ private:
+  LayerKind kind_;
+  std::shared_ptr<typename Parts::Attn> self_attn_;
+};
+
 // Made empty and filled by build() once registered (Note [Filling repeated blocks after
 // registration], blocks.h). The forward makes the tables of every layer type in use once, before
 // the layers, as the transformers models make them, and hands each layer its type's.
@@ -80,7 +121,7 @@ class TypedRotaryModel : public Module {
     register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, o));
     auto list = register_module("layers", std::make_shared<ModuleList>());
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      layers_.push_back(list->push_back(std::make_shared<typename Parts::Layer>()));
+      layers_.push_back(list->push_back(std::make_shared<TypedDecoderLayer<Parts>>()));
     }
     register_module("norm", Parts::make_norm(c.hidden_size, c, o));
     rotary_emb_ = register_module("rotary_emb", std::make_shared<typename Parts::Tables>(c));
@@ -107,7 +148,7 @@ class TypedRotaryModel : public Module {
  private:
   std::shared_ptr<typename Parts::Tables> rotary_emb_;
   std::vector<AttentionType> types_;
-  std::vector<std::shared_ptr<typename Parts::Layer>> layers_;
+  std::vector<std::shared_ptr<TypedDecoderLayer<Parts>>> layers_;
 };
 
 }  // namespace shardplan::tensor::models
