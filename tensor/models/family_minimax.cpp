@@ -47,6 +47,7 @@
 #include "tensor/models/lightning_attention.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
+#include "tensor/models/single_rope.h"
 
 namespace shardplan::tensor {
 
@@ -116,45 +117,16 @@ void parse_layer_types(const ConfigFields& f, ModelConfig& c) {
 // in place of rope_parameters, their rope_theta, else the file's top-level one, else
 // default_theta 1e6. The default type rotates all of head_dim whatever partial_rotary_factor says.
 void parse_rope(const ConfigFields& f, ModelConfig& c) {
-  const char* key = f.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
-  const nlohmann::json* params = f.has(key) ? &f.raw(key) : nullptr;
-  if (params && !params->is_object()) {
-    f.fail(key, "expected an object or null, got " + params->dump().substr(0, 60));
-  }
-  if (params && (params->contains("full_attention") || params->contains("linear_attention"))) {
-    f.fail(key,
-           "is keyed by layer type; MiniMaxRotaryEmbedding reads one rope_type and rope_theta, "
-           "expected {\"rope_type\": ..., \"rope_theta\": ...}");
-  }
-  const nlohmann::json* theta = nullptr;
-  const char* theta_key = key;
-  if (params && params->contains("rope_theta")) {
-    theta = &params->at("rope_theta");
-  } else if (f.has("rope_theta") || f.is_null("rope_theta")) {
-    theta = &f.raw("rope_theta");
-    theta_key = "rope_theta";
-  }
+  const models::SingleRope r = models::find_single_rope(f, "MiniMaxRotaryEmbedding");
   c.rope_theta = 1e6;  // MiniMaxConfig.default_theta
-  if (theta) {
-    if (!theta->is_number() || !(theta->get<double>() > 0)) {
-      f.fail(theta_key, "rope_theta " + theta->dump().substr(0, 40) + ", expected a positive base");
+  if (r.theta) {
+    if (!r.theta->is_number() || !(r.theta->get<double>() > 0)) {
+      f.fail(r.theta_key,
+             "rope_theta " + r.theta->dump().substr(0, 40) + ", expected a positive base");
     }
-    c.rope_theta = theta->get<double>();
+    c.rope_theta = r.theta->get<double>();
   }
-  c.rope_scaling.reset();
-  c.partial_rotary_factor = 1;
-  if (!params) return;
-  const ConfigFields p(*params, f.source());
-  const std::string type = p.has("rope_type") ? p.string("rope_type", "") : p.string("type", "");
-  if (!type.empty() && type != "default") c.rope_scaling = parse_rope_scaling(*params, f, key);
-  const double factor = p.has("partial_rotary_factor") ? p.number("partial_rotary_factor", 1.0)
-                                                       : f.number("partial_rotary_factor", 1.0);
-  if (c.rope_scaling && factor != 1) {
-    f.fail(key, "partial_rotary_factor " + nlohmann::json(factor).dump() + " with rope type '" +
-                    c.rope_scaling->rope_type +
-                    "': MiniMax's attention rotates all of head_dim, which that narrower table "
-                    "does not cover; expected 1");
-  }
+  models::read_full_width_scaling(f, c, r, "MiniMax's");
 }
 
 void parse(const ConfigFields& f, ModelConfig& c) {

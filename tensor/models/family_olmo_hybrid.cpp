@@ -46,6 +46,7 @@
 #include "tensor/models/linear_attention_config.h"
 #include "tensor/models/model_shell.h"
 #include "tensor/models/rotary_decoder.h"
+#include "tensor/models/single_rope.h"
 
 namespace shardplan::tensor {
 
@@ -122,54 +123,26 @@ void parse_linear_attention(const ConfigFields& f, ModelConfig& c) {
 // top-level rope_theta (null counts: OLMo-core's converter writes "rope_theta": null for NoPE),
 // else 10,000. Read here, not by the shared reading (ModelFamily::rope_parameters_by_layer_type).
 void parse_rope(const ConfigFields& f, ModelConfig& c) {
-  const char* key = f.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
-  const nlohmann::json* params = f.has(key) ? &f.raw(key) : nullptr;
-  if (params && !params->is_object()) {
-    f.fail(key, "expected an object or null, got " + params->dump().substr(0, 60));
-  }
-  if (params && (params->contains("full_attention") || params->contains("linear_attention"))) {
-    f.fail(key,
-           "is keyed by layer type; OlmoHybridRotaryEmbedding reads one rope_theta and "
-           "rope_type, expected {\"rope_type\": ..., \"rope_theta\": ...}");
-  }
-  const nlohmann::json* theta = nullptr;
-  const char* theta_key = key;
-  if (params && params->contains("rope_theta")) {
-    theta = &params->at("rope_theta");
-  } else if (f.has("rope_theta") || f.is_null("rope_theta")) {
-    theta = &f.raw("rope_theta");
-    theta_key = "rope_theta";
-  }
-  c.rope_scaling.reset();
-  c.partial_rotary_factor = 1;      // the default type rotates all of head_dim whatever it says
-  if (theta && theta->is_null()) {  // NoPE: no rotary_emb, no layer rotates
+  const models::SingleRope r = models::find_single_rope(f, "OlmoHybridRotaryEmbedding");
+  if (r.theta && r.theta->is_null()) {  // NoPE: no rotary_emb, no layer rotates
+    c.rope_scaling.reset();
+    c.partial_rotary_factor = 1;
     c.nope_layers.clear();
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       if (c.layer_types[static_cast<size_t>(i)] == AttentionType::kFull) c.nope_layers.push_back(i);
     }
     return;
   }
-  if (theta) {
-    if (!theta->is_number() || !(theta->get<double>() > 0)) {
-      f.fail(theta_key, "rope_theta " + theta->dump().substr(0, 40) +
-                            ", expected a positive base or null (no RoPE)");
+  if (r.theta) {
+    if (!r.theta->is_number() || !(r.theta->get<double>() > 0)) {
+      f.fail(r.theta_key, "rope_theta " + r.theta->dump().substr(0, 40) +
+                              ", expected a positive base or null (no RoPE)");
     }
-    c.rope_theta = theta->get<double>();
+    c.rope_theta = r.theta->get<double>();
   } else {
     c.rope_theta = 10000;  // RotaryEmbeddingConfigMixin.default_theta
   }
-  if (!params) return;
-  const ConfigFields p(*params, f.source());
-  const std::string type = p.has("rope_type") ? p.string("rope_type", "") : p.string("type", "");
-  if (!type.empty() && type != "default") c.rope_scaling = parse_rope_scaling(*params, f, key);
-  const double factor = p.has("partial_rotary_factor") ? p.number("partial_rotary_factor", 1.0)
-                                                       : f.number("partial_rotary_factor", 1.0);
-  if (c.rope_scaling && factor != 1) {
-    f.fail(key, "partial_rotary_factor " + nlohmann::json(factor).dump() + " with rope type '" +
-                    c.rope_scaling->rope_type +
-                    "': OLMo Hybrid's attention rotates all of head_dim, which that narrower table "
-                    "does not cover; expected 1");
-  }
+  models::read_full_width_scaling(f, c, r, "OLMo Hybrid's");
 }
 
 void parse(const ConfigFields& f, ModelConfig& c) {
