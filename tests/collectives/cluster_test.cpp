@@ -42,7 +42,11 @@ TEST(ClusterFiles, FiguresMatchThePublishedSpecs) {
   EXPECT_DOUBLE_EQ(a80.network->nic_line_rate_gbit_per_s.value, 200);
   EXPECT_DOUBLE_EQ(a80.network->nics_per_node.value, 8);
   const Cluster a40 = load_cluster(resolve_cluster("dgx-a100-40g"));
-  EXPECT_DOUBLE_EQ(a40.accelerator.memory_gb.value, 40);
+  // Device memory as measured, not the datasheet's GB read as 10^9 bytes (docs/cost-model.md
+  // §8.7 "Device memory"): deviceQuery's 42,298,834,944 bytes on an A100 40 GB, PyTorch's "79.35
+  // GiB total capacity" on an A100 80 GB.
+  EXPECT_NEAR(a40.accelerator.memory_gb.value * 1e9, 42'298'834'944.0, 1e6);
+  EXPECT_NEAR(a80.accelerator.memory_gb.value * 1e9 / (1 << 30), 79.35, 0.005);
   EXPECT_DOUBLE_EQ(a40.network->nic_line_rate_gbit_per_s.value, 200);
   // A measured streaming read of 1.80 TB/s on an A100 80 GB (docs/cost-model.md §6.1).
   EXPECT_NEAR(a80.accelerator.memory_efficiency->value, 1.80 / 2.04, 0.005);

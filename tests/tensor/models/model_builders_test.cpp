@@ -55,6 +55,18 @@ TEST(ModelParams, Llama2_7B) {
   EXPECT_EQ(params_of("llama2-7b"), hand);
 }
 
+// Llama 2 13B (40 heads, no GQA) and 70B (64 heads, 8 key-value heads): the published 13.0 B and
+// 69.0 B (Touvron et al. 2023, Table 1 rounds them to 13B and 70B; the HF model cards' safetensors
+// totals are 13,015,864,320 and 68,976,648,192).
+TEST(ModelParams, Llama2_13BAnd70B) {
+  const int64_t b13 = rotary_params({32000, 5120, 13824, 40, 40, 40, 128});
+  EXPECT_EQ(b13, 13'015'864'320);
+  EXPECT_EQ(params_of("llama2-13b"), b13);
+  const int64_t b70 = rotary_params({32000, 8192, 28672, 80, 64, 8, 128});
+  EXPECT_EQ(b70, 68'976'648'192);
+  EXPECT_EQ(params_of("llama2-70b"), b70);
+}
+
 TEST(ModelParams, Llama3_8B) {
   const int64_t hand = rotary_params({128256, 4096, 14336, 32, 32, 8, 128});
   EXPECT_EQ(hand, 8'030'261'248);
