@@ -93,29 +93,27 @@ TEST(PlanExport, RefusesWhatAFrameworkCannotExpress) {
               ThrowsMessage<Error>(HasSubstr("expected megatron, torchtitan or deepspeed")));
 }
 
-// 16 GPUs of 8-GPU nodes: two nodes, eight processes each.
-TEST(PlanExport, LaunchLineForThePlansNodes) {
+// The launch line of `gpus` GPUs planned with tp `tp`: `nodes` nodes of `per_node` processes.
+void expect_launch(int64_t gpus, int64_t tp, int nodes, int per_node) {
   Pins pins;
-  pins.tp = 8;
-  const PlanFile f = plan_of("llama3-8b", 16, pins);
+  pins.tp = tp;
+  const PlanFile f = plan_of("llama3-8b", gpus, pins);
+  const std::string n = std::to_string(nodes), k = std::to_string(per_node);
   EXPECT_THAT(launch_line(f, Launcher::kTorchrun, "x.py"),
-              HasSubstr("torchrun --nnodes 2 --nproc-per-node 8 "));
-  EXPECT_THAT(launch_line(f, Launcher::kSrun, "x.py"),
-              HasSubstr("srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 8 torchrun"));
+              HasSubstr("torchrun --nnodes " + n + " --nproc-per-node " + k + " "));
+  EXPECT_THAT(
+      launch_line(f, Launcher::kSrun, "x.py"),
+      HasSubstr("srun --nodes " + n + " --ntasks-per-node 1 --gpus-per-node " + k + " torchrun"));
+  // The plan file reads back (one of 12 GPUs was refused before Note [Even nodes]).
+  EXPECT_EQ(plan_from_json(nlohmann::json::parse(plan_to_json(f).dump()), "plan"), f);
 }
 
-// 12 GPUs fill no whole 8-GPU node: the planner spreads them as 2 nodes x 6 (Note [Even nodes] in
-// collectives/rank_placement.h), and the launch line asks for those nodes; the plan file reads
-// back (it was refused before).
-TEST(PlanExport, LaunchLineForEvenlySpreadNodes) {
-  Pins pins;
-  pins.tp = 2;
-  const PlanFile f = plan_of("llama3-8b", 12, pins);
-  EXPECT_THAT(launch_line(f, Launcher::kTorchrun, "x.py"),
-              HasSubstr("torchrun --nnodes 2 --nproc-per-node 6 "));
-  EXPECT_THAT(launch_line(f, Launcher::kSrun, "x.py"),
-              HasSubstr("srun --nodes 2 --ntasks-per-node 1 --gpus-per-node 6 torchrun"));
-  EXPECT_EQ(plan_from_json(nlohmann::json::parse(plan_to_json(f).dump()), "twelve"), f);
+// 16 GPUs of 8-GPU nodes: two nodes, eight processes each. 12 fill no whole node: the planner
+// spreads them as 2 nodes x 6 (Note [Even nodes] in collectives/rank_placement.h), and the launch
+// line asks for those nodes.
+TEST(PlanExport, LaunchLineForThePlansNodes) {
+  expect_launch(16, 8, 2, 8);
+  expect_launch(12, 2, 2, 6);
 }
 
 }  // namespace
