@@ -59,6 +59,13 @@ def cases(tmp):
                     "--global-batch", "2048", "--seq", v])
         out.append(["plan", "--model", "opt-175b", "--cluster", "dgx-a100-80g", "--gpus", "992",
                     "--global-batch", "1024", "--rope-scaling", "--seq", v])
+    # GPU counts that fill no whole node spread evenly (Note [Even nodes]): a 72-GPU NVLink rack,
+    # any count, and a prime near the rank limit on 8-GPU nodes (a million single-GPU nodes).
+    for v in BIG:
+        out.append(["plan", "--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--gpus", v,
+                    "--seq", "4096", "--global-batch", "4096"])
+    out.append(["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "1048573",
+                "--seq", "4096", "--global-batch", "1048573"])
     out.append(["compare", "--model", "longcat-flash-chat", "--cluster", "dgx-h100", "--gpus",
                 "1048576", "--seq", "8192", "--global-batch", "1048576"])
     # A multimodal wrapper (its note waits for the job's acceptance), a pure state-space model
