@@ -25,6 +25,8 @@
 //                  "streaming_multiprocessors": Q count (optional),
 //                  "memory_efficiency": Q fraction (optional)},
 //  "accelerators_per_node": Q,
+//  "accelerators_per_host": Q                  (optional: when a node, an NVLink domain, spans
+//                                               hosts; must divide accelerators_per_node)
 //  "intra_node": {"fabric": "nvlink|shared_memory", "links_per_gpu": Q, "link_bandwidth_gbps": Q,
 //                 "bus_bandwidth_gbps": Q, "latency_us": Q, "nvls": bool,
 //                 "nvls_efficiency": Q (only and always when nvls is true)},
@@ -132,6 +134,11 @@ int64_t gpus_per_node(const Cluster& c) {
   return static_cast<int64_t>(c.accelerators_per_node.value);
 }
 
+int64_t gpus_per_host(const Cluster& c) {
+  return c.accelerators_per_host ? static_cast<int64_t>(c.accelerators_per_host->value)
+                                 : gpus_per_node(c);
+}
+
 Cluster with_nodes(Cluster c, int64_t nodes) {
   SP_CHECK(nodes >= 1, "cluster ", c.name, ": --nodes ", nodes, ", expected at least 1");
   SP_CHECK(nodes == 1 || c.network.has_value(), "cluster ", c.name,
@@ -212,6 +219,16 @@ Cluster cluster_from_json(const nlohmann::json& j, std::string_view origin_view,
     a.done();
   }
   c.accelerators_per_node = quantity(doc, "accelerators_per_node", kPerNode);
+  if (doc.has("accelerators_per_host")) {
+    c.accelerators_per_host = quantity(doc, "accelerators_per_host", kPerNode);
+    const auto host = static_cast<int64_t>(c.accelerators_per_host->value);
+    const auto node = static_cast<int64_t>(c.accelerators_per_node.value);
+    if (node % host != 0) {
+      doc.fail("accelerators_per_host",
+               std::to_string(host) + " does not divide the " + std::to_string(node) +
+                   " accelerators of a node, expected a divisor of " + std::to_string(node));
+    }
+  }
   {
     JsonFields in = doc.object("intra_node");
     c.intra.fabric = in.enumeration("fabric", kFabricNames);
@@ -300,6 +317,7 @@ nlohmann::ordered_json cluster_to_json(const Cluster& c) {
   }
   j["accelerator"] = a;
   j["accelerators_per_node"] = q_json(c.accelerators_per_node);
+  if (c.accelerators_per_host) j["accelerators_per_host"] = q_json(*c.accelerators_per_host);
   nlohmann::ordered_json in;
   in["fabric"] = to_string(c.intra.fabric);
   in["links_per_gpu"] = q_json(c.intra.links_per_gpu);

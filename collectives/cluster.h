@@ -88,6 +88,10 @@ struct Cluster {
   std::string library_version;  // the NCCL version the constants are pinned to ("2.30.7")
   AcceleratorSpec accelerator;
   Quantity accelerators_per_node;
+  // Optional: the accelerators of one host (one OS image, what a launcher's "node" is) when a node
+  // of this file, an NVLink domain, spans several hosts: a GB200 NVL72 rack of 4-GPU compute
+  // trays. Absent: a node is one host. Only launch lines read it (gpus_per_host).
+  std::optional<Quantity> accelerators_per_host;
   IntraNodeSpec intra;
   std::optional<NetworkSpec> network;  // absent: a single-node machine (nodes must stay 1)
   // Optional: what one accelerator-hour costs, in US dollars (compare's cost columns).
@@ -100,6 +104,8 @@ struct Cluster {
 };
 
 int64_t gpus_per_node(const Cluster& c);
+// accelerators_per_host, else gpus_per_node.
+int64_t gpus_per_host(const Cluster& c);
 // `nodes` full nodes. Throws shardplan::Error if nodes < 1 or the cluster has no network and
 // nodes > 1.
 Cluster with_nodes(Cluster c, int64_t nodes);

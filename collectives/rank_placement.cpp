@@ -74,11 +74,24 @@ RankPlacement place_evenly(const Cluster& c, int64_t world) {
   if (world <= per_node || world % per_node == 0 || !c.network.has_value()) {
     return place_ranks(c, {.world = world});
   }
-  int64_t k = per_node;  // per_node <= 1024 (validated), so this loop is short
-  while (world % k != 0) --k;
+  // Whole hosts first (a GB200 rack's 4-GPU trays: a launcher starts the same number of ranks
+  // on every host), any divisor else. per_node <= 1024 (validated): the loops are short.
+  const int64_t host = gpus_per_host(c);
+  int64_t k = per_node - per_node % host;
+  while (k > 0 && world % k != 0) k -= host;
+  if (k == 0) {
+    k = per_node;
+    while (world % k != 0) --k;
+  }
   RankPlacement p = place_ranks(c, {.world = world, .ranks_per_node = k});
   p.devices_per_node = k;
   return p;
+}
+
+LaunchHosts launch_hosts(const Cluster& c, const RankPlacement& p) {
+  int64_t per_host = std::min(gpus_per_host(c), p.ranks_per_node);
+  while (p.ranks_per_node % per_host != 0) --per_host;
+  return {.hosts = p.nodes * (p.ranks_per_node / per_host), .per_host = per_host};
 }
 
 std::string uneven_nodes_text(const Cluster& c, const RankPlacement& p) {

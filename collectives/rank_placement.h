@@ -54,13 +54,25 @@ RankPlacement place_ranks(const Cluster& c, const RankPlacementRequest& req);
 // Note [Even nodes]: how the planner (plan, estimate, compare, export) places a job of `world`
 // ranks. A job that fills whole nodes, or part of one, is placed as place_ranks places it. Any
 // other job is spread evenly over the fewest nodes that hold it evenly: K ranks on each node, K
-// the largest divisor of the world that a node holds, as a scheduler asked for `--ntasks-per-node
-// K` (srun) or `--map-by ppr:K:node` (mpirun) places it. 12 ranks on 8-GPU nodes are 2 nodes x 6;
-// 256 on GB200 NVL72 racks (72 GPUs in one NVLink domain) are 4 racks x 64, the usual way such
-// jobs leave a rack's spare trays free. The unused accelerators of each node are left out of the
-// priced cluster (`devices_per_node` = K, which cluster_for narrows the nodes to): the
-// planner's strided-group pricing (Note [Strided groups] in topology.cpp) assumes full nodes.
+// the largest divisor of the world that a node holds and that fills whole hosts (any divisor when
+// none does), as a scheduler asked for `--ntasks-per-node K` (srun) or `--map-by ppr:K:node`
+// (mpirun) places it. 12 ranks on 8-GPU nodes are 2 nodes x 6; 256 on GB200 NVL72 racks (72 GPUs
+// in one NVLink domain, on 4-GPU trays) are 4 racks x 64, the usual way such jobs leave a rack's
+// spare trays free, and 100 are 5 racks x 20 (5 trays each), not 2 x 50. The unused accelerators of
+// each node are left out of the priced cluster (`devices_per_node` = K, which cluster_for narrows
+// the nodes to): the planner's strided-group pricing (Note [Strided groups] in topology.cpp)
+// assumes full nodes.
 RankPlacement place_evenly(const Cluster& c, int64_t world);
+
+// What a launcher starts (torchrun --nnodes, srun --nodes): `hosts` hosts of `per_host` ranks.
+// A node that spans hosts (Cluster::accelerators_per_host: a GB200 rack's 4-GPU trays) is that
+// many hosts: 256 GPUs of gb200-nvl72 are 4 racks x 64 GPUs, 64 hosts x 4. A node's ranks that
+// fill no whole hosts go on the most hosts' worth that divides them evenly.
+struct LaunchHosts {
+  int64_t hosts = 1;
+  int64_t per_host = 1;
+};
+LaunchHosts launch_hosts(const Cluster& c, const RankPlacement& p);
 
 // "2 nodes x 6 of their 8 GPUs" when place_evenly left part of each node unused,
 // "" otherwise: what the planner's outputs print beside the GPU count.

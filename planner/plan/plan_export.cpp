@@ -48,11 +48,12 @@ std::vector<int64_t> virtual_stage_layers(const PlanFile& plan) {
 
 std::string launch_line(const PlanFile& plan, Launcher launcher, const std::string& program) {
   // The planner's placement (Note [Even nodes] in collectives/rank_placement.h): whole nodes,
-  // part of one, or the same number of GPUs on each node.
-  const collectives::RankPlacement placed =
-      collectives::place_evenly(plan.cluster, plan.setup.gpus);
-  const int64_t per_node = placed.ranks_per_node;
-  const int64_t nodes = placed.nodes;
+  // part of one, or the same number of GPUs on each node, started host by host (a GB200 rack is
+  // 18 hosts of 4 GPUs).
+  const collectives::LaunchHosts hosts = collectives::launch_hosts(
+      plan.cluster, collectives::place_evenly(plan.cluster, plan.setup.gpus));
+  const int64_t per_node = hosts.per_host;
+  const int64_t nodes = hosts.hosts;
   const std::string torchrun =
       "torchrun --nnodes " + std::to_string(nodes) + " --nproc-per-node " +
       std::to_string(per_node) +

@@ -121,6 +121,18 @@ TEST(ClusterValidation, ImplausibleHardwareIsRefusedNamingTheField) {
   }
 }
 
+// accelerators_per_host (a node spanning hosts, docs/cost-model.md §6.3) must divide the node.
+TEST(ClusterValidation, HostsDivideTheirNode) {
+  EXPECT_EQ(gpus_per_host(load_cluster(resolve_cluster("dgx-h100"))), 8);
+  nlohmann::json j = valid();
+  j["accelerators_per_host"] = {{"value", 3}, {"source", "test"}};
+  EXPECT_THAT(error_of(j), HasSubstr("field 'accelerators_per_host': 3 does not divide the 8 "
+                                     "accelerators of a node, expected a divisor of 8"));
+  j["accelerators_per_host"]["value"] = 4;
+  EXPECT_EQ(gpus_per_host(cluster_from_json(j, "four per host")), 4);
+  EXPECT_EQ(cluster_to_json(cluster_from_json(j, "x"))["accelerators_per_host"]["value"], 4);
+}
+
 TEST(ClusterValidation, EachDefectNamesTheFileAndTheField) {
   nlohmann::json j = valid();
   j["intra_node"]["bus_bandwidth_gbps"]["value"] = -3;

@@ -175,6 +175,30 @@ TEST(PlaceEvenly, AJobThatFillsNoWholeNodesSpreadsEvenly) {
   EXPECT_EQ(place_evenly(cpu, 3).nodes, 1);
 }
 
+// A GB200 NVL72 rack is one node of 72 GPUs on 18 hosts (compute trays) of 4: K fills whole
+// trays where a divisor does (100 GPUs: 20 = 5 trays per rack, not 2 racks x 50 = 12.5 trays),
+// and the launcher starts hosts (256 GPUs: 4 racks x 64 = 64 hosts x 4).
+TEST(PlaceEvenly, RacksOfTraysFillWholeTraysAndLaunchByTray) {
+  const Cluster gb200 = load_cluster(resolve_cluster("gb200-nvl72"));
+  EXPECT_EQ(gpus_per_host(gb200), 4);
+  const RankPlacement hundred = place_evenly(gb200, 100);
+  EXPECT_EQ(hundred.nodes, 5);
+  EXPECT_EQ(hundred.ranks_per_node, 20);
+  const LaunchHosts h256 = launch_hosts(gb200, place_evenly(gb200, 256));
+  EXPECT_EQ(h256.hosts, 64);
+  EXPECT_EQ(h256.per_host, 4);
+  // 75 = 3 x 5^2 has no divisor <= 72 that fills whole trays: 25 per rack (the largest divisor),
+  // launched as 25 single-GPU hosts per rack, the most even start a launcher can make.
+  const RankPlacement odd = place_evenly(gb200, 75);
+  EXPECT_EQ(odd.ranks_per_node, 25);
+  EXPECT_EQ(launch_hosts(gb200, odd).hosts, 75);
+  // 6 GPUs in one rack: 2 trays of 3. Without accelerators_per_host a node is one host.
+  EXPECT_EQ(launch_hosts(gb200, place_evenly(gb200, 6)).per_host, 3);
+  const LaunchHosts h12 = launch_hosts(dgx_h100(), place_evenly(dgx_h100(), 12));
+  EXPECT_EQ(h12.hosts, 2);
+  EXPECT_EQ(h12.per_host, 6);
+}
+
 // The priced cluster keeps the job's K GPUs per node and their rails' NICs: 6 of a DGX H100's 8
 // NICs, ceil(3 * 4 / 8) = 2 of a 4-NIC node's for 3 GPUs.
 TEST(PlaceEvenly, TheNodesNarrowToTheJobsGpusAndTheirNics) {

@@ -18,11 +18,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-PlanFile plan_of(const char* model, int64_t gpus, const Pins& pins, const char* stack = "") {
+PlanFile plan_of(const char* model, int64_t gpus, const Pins& pins, const char* stack = "",
+                 const char* cluster = "dgx-h100") {
   PlannerOptions o;
   if (*stack != '\0') o.stack = load_stack(resolve_stack(stack));
   Planner p(tensor::find_model_config(model),
-            collectives::load_cluster(collectives::resolve_cluster("dgx-h100")),
+            collectives::load_cluster(collectives::resolve_cluster(cluster)),
             {.gpus = gpus, .seq = 4096, .global_batch = 64}, o);
   const SearchResult r = p.search(pins, 1);
   EXPECT_FALSE(r.top.empty());
@@ -94,10 +95,11 @@ TEST(PlanExport, RefusesWhatAFrameworkCannotExpress) {
 }
 
 // The launch line of `gpus` GPUs planned with tp `tp`: `nodes` nodes of `per_node` processes.
-void expect_launch(int64_t gpus, int64_t tp, int nodes, int per_node) {
+void expect_launch(int64_t gpus, int64_t tp, int nodes, int per_node,
+                   const char* cluster = "dgx-h100") {
   Pins pins;
   pins.tp = tp;
-  const PlanFile f = plan_of("llama3-8b", gpus, pins);
+  const PlanFile f = plan_of("llama3-8b", gpus, pins, "", cluster);
   const std::string n = std::to_string(nodes), k = std::to_string(per_node);
   EXPECT_THAT(launch_line(f, Launcher::kTorchrun, "x.py"),
               HasSubstr("torchrun --nnodes " + n + " --nproc-per-node " + k + " "));
@@ -114,6 +116,9 @@ void expect_launch(int64_t gpus, int64_t tp, int nodes, int per_node) {
 TEST(PlanExport, LaunchLineForThePlansNodes) {
   expect_launch(16, 8, 2, 8);
   expect_launch(12, 2, 2, 6);
+  // A GB200 NVL72 rack is one node of 18 hosts (4-GPU trays): 128 GPUs are 2 racks x 64, started
+  // as 32 hosts x 4 (collectives::launch_hosts).
+  expect_launch(128, 4, 32, 4, "gb200-nvl72");
 }
 
 }  // namespace
