@@ -13,7 +13,7 @@ the planner is slow). Sources:
   IBM   foundation-model-stack/fms-fsdp README: Llama 2 7B, FSDP (HSDP) with torch.compile, no
         activation checkpointing, batch 2 of 4,096 tokens, 128 A100 80 GB and 96 H100.
   MB    NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 25.11 container (at c0b9a0003):
-        FP8 current scaling, 8,192 tokens; DGX B200 and DGX GB200 rows.
+        FP8 current scaling, 8,192 tokens; DGX B200, DGX GB200 and DGX GB300 rows.
   DSV3  DeepSeek-V3 technical report (arXiv 2412.19437) Table 1: 2,664 K H800 GPU-hours for
         14.8 T tokens on 2,048 H800s, sequence 4,096, batch 15,360 (its final size).
   SB    S. Bekman, ml-engineering, training/performance/README.md (2026-08-09): one B200,
@@ -26,7 +26,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-A100, H96, B200, GB200, H800 = "dgx-a100-80g", "h100-96g-hbm2e", "dgx-b200", "gb200-nvl72", "hgx-h800"
+A100, H96, B200, H800 = "dgx-a100-80g", "h100-96g-hbm2e", "dgx-b200", "hgx-h800"
+GB200, GB300 = "gb200-nvl72", "gb300-nvl72"
 
 # source, label, stack, model, cluster, gpus, seq, global batch, pins, published tokens/s/GPU
 ROWS = [
@@ -56,6 +57,12 @@ ROWS = [
      "precision=fp8 tp=1 pp=1 cp=1 micro-batch=2 zero=3", 4312),
     ("MB", "GB200: Llama 3.1 405B, tp 4 pp 16 v 4", "megatron", "llama3.1-405b", GB200, 256, 8192,
      1536, "precision=fp8 tp=4 pp=16 cp=1 virtual-stages=4 micro-batch=1 zero=1", 813),
+    ("MB", "GB300: Llama 3 8B, mb 2", "megatron", "llama3-8b", GB300, 8, 8192, 128,
+     "precision=fp8 tp=1 pp=1 cp=1 micro-batch=2 zero=1", 37556),
+    ("MB", "GB300: Llama 3 70B, FSDP, mb 2", "megatron", "llama3-70b", GB300, 64, 8192, 256,
+     "precision=fp8 tp=1 pp=1 cp=1 micro-batch=2 zero=3", 4520),
+    ("MB", "GB300: Llama 3.1 405B, tp 2 pp 8 cp 2 v 4", "megatron", "llama3.1-405b", GB300, 256,
+     8192, 1536, "precision=fp8 tp=2 pp=8 cp=2 virtual-stages=4 micro-batch=1 zero=1", 999),
     ("DSV3", "DeepSeek-V3 pre-training, best plan", "megatron", "deepseek-v3", H800, 2048, 4096,
      15360, "precision=fp8", 14.8e12 / (2664e3 * 3600)),
     ("SB", "one B200, Llama 3.1 8B, eager, full", "pytorch", "llama3.1-8b", B200, 1, 8192, 1,

@@ -18,8 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-const char* const kShipped[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "hgx-h200",
-                                "dgx-b200",     "gb200-nvl72",  "cpu-local"};
+const char* const kShipped[] = {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "hgx-h800",
+                                "hgx-h200",     "dgx-b200",     "dgx-b300", "gb200-nvl72",
+                                "gb300-nvl72",  "cpu-local"};
 
 TEST(ClusterFiles, EveryShippedClusterLoadsUnderItsFileName) {
   for (const char* name : kShipped) {
