@@ -94,11 +94,14 @@ LaunchHosts launch_hosts(const Cluster& c, const RankPlacement& p) {
   return {.hosts = p.nodes * (p.ranks_per_node / per_host), .per_host = per_host};
 }
 
+bool fills_no_whole_node(const Cluster& c, const RankPlacement& p) {
+  return p.nodes > 1 && p.ranks_per_node != gpus_per_node(c);
+}
+
 std::string uneven_nodes_text(const Cluster& c, const RankPlacement& p) {
-  const int64_t per_node = gpus_per_node(c);
-  if (p.nodes == 1 || p.ranks_per_node == per_node) return "";
+  if (!fills_no_whole_node(c, p)) return "";
   return std::to_string(p.nodes) + " nodes x " + std::to_string(p.ranks_per_node) + " of their " +
-         std::to_string(per_node) + " GPUs";
+         std::to_string(gpus_per_node(c)) + " GPUs";
 }
 
 Cluster cluster_for(Cluster c, const RankPlacement& p) {

@@ -74,6 +74,9 @@ struct LaunchHosts {
 };
 LaunchHosts launch_hosts(const Cluster& c, const RankPlacement& p);
 
+// Whether place_evenly left part of each of several nodes unused (12 GPUs of 8-GPU nodes).
+bool fills_no_whole_node(const Cluster& c, const RankPlacement& p);
+
 // "2 nodes x 6 of their 8 GPUs" when place_evenly left part of each node unused,
 // "" otherwise: what the planner's outputs print beside the GPU count.
 std::string uneven_nodes_text(const Cluster& c, const RankPlacement& p);

@@ -261,6 +261,15 @@ void add_plan_options(CLI::App& cmd, PlanArgs& a, bool sweep) {
       ->type_name("SIZE");
 }
 
+namespace {
+
+// The nodes the planner priced the job on (Note [Even nodes] in collectives/rank_placement.h).
+collectives::RankPlacement job_placement(const PlanArgs& a, const planner::Planner& p) {
+  return collectives::place_evenly(p.cluster(), a.where.gpus);
+}
+
+}  // namespace
+
 nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) {
   nlohmann::ordered_json j = {{"model", a.model},
                               {"cluster", a.where.cluster},
@@ -270,8 +279,8 @@ nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) 
                               {"precision", a.precision},
                               {"stack", p.options().stack.name},
                               {"attention", tensor::to_string(p.options().attention)}};
-  const collectives::RankPlacement placed = collectives::place_evenly(p.cluster(), a.where.gpus);
-  if (!collectives::uneven_nodes_text(p.cluster(), placed).empty()) {
+  const collectives::RankPlacement placed = job_placement(a, p);
+  if (collectives::fills_no_whole_node(p.cluster(), placed)) {
     j["nodes"] = placed.nodes;
     j["gpus_per_node"] = placed.ranks_per_node;
   }
@@ -284,8 +293,7 @@ nlohmann::ordered_json setup_json(const PlanArgs& a, const planner::Planner& p) 
 }
 
 std::string gpus_text(const PlanArgs& a, const planner::Planner& p) {
-  const std::string uneven = collectives::uneven_nodes_text(
-      p.cluster(), collectives::place_evenly(p.cluster(), a.where.gpus));
+  const std::string uneven = collectives::uneven_nodes_text(p.cluster(), job_placement(a, p));
   return std::to_string(a.where.gpus) + " x " + p.cluster().accelerator.model +
          (uneven.empty() ? "" : ", " + uneven);
 }
